@@ -1,0 +1,218 @@
+/**
+ * The command line: yargs parses, zod validates, one function per command runs and returns an exit
+ * code. Nothing here calls process.exit (bin/plugcheck.js does, once).
+ */
+import { resolve } from 'node:path'
+import yargs from 'yargs'
+import { z } from 'zod'
+import { runDemo } from './client/demo.js'
+import { parseEndpoint } from './client/endpoint.js'
+import { runVerify } from './client/verify.js'
+import { runWrite, type Io } from './client/writer.js'
+import { PlugcheckError, exitCodes, usageError } from './errors.js'
+import { isMethodName, methodNames, type MethodName } from './native/registry.js'
+import { defaultPort } from './protocol/messages.js'
+import { patterns, runIdSchema } from './record/format.js'
+import { runListen } from './server/listen.js'
+import { parseSize } from './sizes.js'
+
+const endpointArg = z.string().transform((text, ctx) => {
+  const parsed = parseEndpoint(text)
+  if (typeof parsed === 'string') {
+    ctx.addIssue({ code: 'custom', message: parsed })
+    return z.NEVER
+  }
+  return parsed
+})
+
+const sizeArg = (flag: string) =>
+  z.union([z.string(), z.number()]).transform((value, ctx) => {
+    const bytes = typeof value === 'number' ? value : parseSize(value)
+    if (bytes === null || !Number.isSafeInteger(bytes) || bytes <= 0) {
+      ctx.addIssue({ code: 'custom', message: `${flag} ${value} is not a size (examples: 8192, 8k, 256MiB, 1G)` })
+      return z.NEVER
+    }
+    return bytes
+  })
+
+const methodsArg = z.string().transform((text, ctx) => {
+  const names = text.split(',').map((s) => s.trim()).filter(Boolean)
+  if (names.length === 0) ctx.addIssue({ code: 'custom', message: '--method is empty' })
+  for (const name of names) {
+    if (!isMethodName(name)) ctx.addIssue({ code: 'custom', message: `unknown method ${name} (known: ${methodNames.join(', ')})` })
+  }
+  return names as MethodName[]
+})
+
+const writeArgs = z.object({
+  server: endpointArg,
+  file: z.string().min(1).transform((p) => resolve(p)),
+  method: methodsArg,
+  direct: z.boolean(),
+  recordSize: sizeArg('--record-size'),
+  size: sizeArg('--size'),
+  pattern: z.enum(patterns),
+  duration: z.number().positive('--duration must be positive').optional(),
+  token: z.string().optional(),
+  force: z.boolean(),
+  traceFile: z.string().optional(),
+})
+
+const verifyArgs = z
+  .object({
+    server: endpointArg.optional(),
+    acks: z.string().min(1).optional(),
+    file: z.string().min(1).transform((p) => resolve(p)),
+    run: runIdSchema.optional(),
+    json: z.boolean(),
+    token: z.string().optional(),
+    host: z.string().min(1).optional(),
+  })
+  .refine((a) => (a.server === undefined) !== (a.acks === undefined), { message: 'give exactly one of --server HOST[:PORT] or --acks DIR' })
+
+const listenArgs = z.object({
+  host: z.string().min(1),
+  port: z.number().int().min(0).max(65535),
+  dir: z.string().min(1),
+  token: z.string().optional(),
+})
+
+const demoArgs = z.object({
+  method: methodsArg.refine((m) => m.length === 1, { message: 'demo takes one --method' }),
+  killAfter: z.number().positive().max(600),
+  json: z.boolean(),
+})
+
+function validated<T>(schema: z.ZodType<T>, args: unknown): T {
+  const parsed = schema.safeParse(args)
+  if (!parsed.success) throw usageError(parsed.error.issues.map((i) => i.message).join('; '))
+  return parsed.data
+}
+
+export const processIo: Io = {
+  out: (text) => void process.stdout.write(text),
+  err: (text) => void process.stderr.write(text),
+  statusTty: process.stderr.isTTY === true,
+}
+
+export async function main(argv: readonly string[], io: Io = processIo): Promise<number> {
+  let run: (() => Promise<number>) | undefined
+  const parser = yargs([...argv])
+    .scriptName('plugcheck')
+    .usage('$0 <command> [options]\n\nProves whether a storage stack keeps what fsync acknowledged, across a real power cut.')
+    .strict()
+    .exitProcess(false)
+    .fail((message, error) => {
+      throw error instanceof PlugcheckError ? error : usageError(message ?? error?.message ?? 'bad command line')
+    })
+    .command(
+      'listen',
+      'run on a second machine that keeps power: store acknowledged seqs durably',
+      (y) =>
+        y
+          .option('port', { type: 'number', default: defaultPort, describe: 'TCP port (0 picks a free one)' })
+          .option('host', { type: 'string', default: '0.0.0.0', describe: 'address to listen on' })
+          .option('dir', { type: 'string', default: './plugcheck-data', describe: 'where runs and acks are stored' })
+          .option('token', { type: 'string', describe: 'shared secret writers and verifiers must present' }),
+      (args) => {
+        const a = validated(listenArgs, args)
+        run = () => runListen({ host: a.host, port: a.port, dir: a.dir, ...(a.token === undefined ? {} : { token: a.token }) }, io)
+      },
+    )
+    .command(
+      'write',
+      'on the machine under test: write synced records and stream their acks to the listener',
+      (y) =>
+        y
+          .option('server', { type: 'string', demandOption: true, describe: 'listener HOST[:PORT]' })
+          .option('file', { type: 'string', demandOption: true, describe: 'data file on the storage under test' })
+          .option('method', { type: 'string', default: 'fdatasync', describe: `sync method, or a comma list: ${methodNames.join(', ')}` })
+          .option('direct', { type: 'boolean', default: false, describe: 'add O_DIRECT (record size a multiple of 4096)' })
+          .option('record-size', { type: 'string', default: '8192', describe: 'bytes per record, a multiple of 512' })
+          .option('size', { type: 'string', default: '256MiB', describe: 'data file size; append wraps to the start when full' })
+          .option('pattern', { choices: patterns, default: 'append' as const, describe: 'append (file grows) or overwrite (random slots in place)' })
+          .option('duration', { type: 'number', describe: 'seconds to run (default: until killed)' })
+          .option('token', { type: 'string', describe: 'the listener\'s --token' })
+          .option('force', { type: 'boolean', default: false, describe: 'replace a file that is not a plugcheck data file' })
+          .option('trace-file', { type: 'string', hidden: true, describe: 'lab/bench: log each completed sync to this side file' }),
+      (args) => {
+        const a = validated(writeArgs, args)
+        run = () =>
+          runWrite(
+            {
+              server: a.server,
+              file: a.file,
+              methods: a.method,
+              direct: a.direct,
+              recordSizeBytes: a.recordSize,
+              sizeBytes: a.size,
+              pattern: a.pattern,
+              force: a.force,
+              ...(a.duration === undefined ? {} : { durationS: a.duration }),
+              ...(a.token === undefined ? {} : { token: a.token }),
+              ...(a.traceFile === undefined ? {} : { traceFile: resolve(a.traceFile) }),
+            },
+            io,
+          )
+      },
+    )
+    .command(
+      'verify',
+      'after the power cut and reboot: check that every acknowledged record survived',
+      (y) =>
+        y
+          .option('server', { type: 'string', describe: 'listener HOST[:PORT]' })
+          .option('acks', { type: 'string', describe: "a listener's --dir, read offline instead of --server" })
+          .option('file', { type: 'string', demandOption: true, describe: 'the path given to write --file' })
+          .option('run', { type: 'string', describe: 'judge this run id instead of the latest for this host and path' })
+          .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
+          .option('token', { type: 'string', describe: 'the listener\'s --token' })
+          .option('host', { type: 'string', describe: 'host name the writer ran on (default: this machine)' }),
+      (args) => {
+        const a = validated(verifyArgs, args)
+        run = () =>
+          runVerify(
+            {
+              source: a.server !== undefined ? { server: a.server } : { acksDir: resolve(a.acks!) },
+              file: a.file,
+              json: a.json,
+              ...(a.run === undefined ? {} : { runId: a.run }),
+              ...(a.token === undefined ? {} : { token: a.token }),
+              ...(a.host === undefined ? {} : { host: a.host }),
+            },
+            io,
+          )
+      },
+    )
+    .command(
+      'demo',
+      'one-machine rehearsal: listener, writer, SIGKILL, verify, verdict',
+      (y) =>
+        y
+          .option('method', { type: 'string', default: 'fdatasync', describe: 'sync method to rehearse with' })
+          .option('kill-after', { type: 'number', default: 3, describe: 'seconds before the writer is killed' })
+          .option('json', { type: 'boolean', default: false, describe: "print verify's JSON" }),
+      (args) => {
+        const a = validated(demoArgs, args)
+        run = () => runDemo({ method: a.method[0]!, killAfterS: a.killAfter, json: a.json }, io)
+      },
+    )
+    .demandCommand(1, 'give a command: listen, write, verify or demo')
+    .help()
+    .version()
+    .wrap(Math.min(110, process.stdout.columns ?? 110))
+
+  await parser.parseAsync()
+  return run === undefined ? exitCodes.ok : run()
+}
+
+/** One line naming the problem, a hint where one helps; no stack trace for operating errors. */
+export function reportError(error: unknown, io: Io): number {
+  if (error instanceof PlugcheckError) {
+    io.err(`plugcheck: ${error.message}\n`)
+    if (error.hint !== undefined) io.err(`hint: ${error.hint}\n`)
+    return error.exitCode
+  }
+  io.err(`plugcheck: internal error: ${(error as Error)?.stack ?? String(error)}\n`)
+  return exitCodes.runtime
+}

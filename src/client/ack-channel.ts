@@ -1,0 +1,171 @@
+/**
+ * The writer's connection to the listener, fully synchronous: the write loop never yields to the
+ * event loop (that would delay acks by milliseconds), so acks leave through a blocking send() on a
+ * socket of our own, right after the sync call returns.
+ */
+import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
+import { protocolVersion, serverMessageSchema, type ServerMessage } from '../protocol/messages.js'
+import type { RunMeta } from '../record/format.js'
+import { AF_INET, AF_INET6, closeQuietly, recvNow, recvWait, sendAll, socketConnect } from '../native/libc.js'
+import { isIP } from 'node:net'
+import { describeSystemError, runtimeError } from '../errors.js'
+import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
+
+/** Bounds connect, every send and every wait for an answer. */
+export const listenerTimeoutMs = 10_000
+
+export class AckChannel {
+  private readonly decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
+  private readonly receiveBuffer = Buffer.alloc(64 * 1024)
+  private readonly inbox: ServerMessage[] = []
+  /** Highest seq the listener has reported durable, per run. */
+  readonly recordedThrough = new Map<string, number>()
+  private fd: number
+
+  private constructor(
+    fd: number,
+    readonly endpointText: string,
+  ) {
+    this.fd = fd
+  }
+
+  static async open(endpoint: Endpoint, token: string | undefined): Promise<AckChannel> {
+    const endpointText = formatEndpoint(endpoint)
+    let resolved
+    try {
+      resolved = await resolveEndpoint(endpoint)
+    } catch (error) {
+      throw runtimeError(`could not resolve listener ${endpointText}: ${describeSystemError(error)}`)
+    }
+    let fd: number
+    try {
+      const [address, family] = sockaddr(resolved.address, endpoint.port)
+      fd = socketConnect(address, family, endpointText, listenerTimeoutMs)
+    } catch (error) {
+      throw runtimeError(`could not reach the listener at ${endpointText}: ${describeSystemError(error)}`, 'start `plugcheck listen` on a machine that keeps power, and check host, port and firewall')
+    }
+    const channel = new AckChannel(fd, endpointText)
+    channel.send({ type: 'hello', protocol: protocolVersion, role: 'writer', ...(token === undefined ? {} : { token }) })
+    channel.waitFor('welcome')
+    return channel
+  }
+
+  /** Announces a run; returns once the listener has stored its metadata durably. */
+  announce(meta: RunMeta): void {
+    this.send({ type: 'run', meta })
+    this.waitFor('run-ok')
+  }
+
+  /** Reports seqs fromSeq..toSeq as covered by a sync that returned success. Call only then. */
+  ack(runId: string, fromSeq: number, toSeq: number): void {
+    this.send({ type: 'ack', runId, fromSeq, toSeq })
+  }
+
+  end(runId: string, reason: 'duration' | 'interrupted' | 'error', detail?: string): void {
+    this.send({ type: 'end', runId, reason, ...(detail === undefined ? {} : { detail }) })
+  }
+
+  /** Takes in whatever the listener sent, without blocking. Throws on an error frame or a closed connection. */
+  poll(): void {
+    for (;;) {
+      let n: number
+      try {
+        n = recvNow(this.fd, this.receiveBuffer)
+      } catch (error) {
+        throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
+      }
+      if (n === 0) break
+      if (n < 0) throw runtimeError(`the listener at ${this.endpointText} closed the connection`)
+      this.take(this.receiveBuffer.subarray(0, n))
+    }
+  }
+
+  /** Waits until the listener reports every given run durable through its seq; false on time-out. */
+  waitRecorded(throughSeqs: ReadonlyMap<string, number>, timeoutMs: number): boolean {
+    const deadline = Date.now() + timeoutMs
+    const done = (): boolean => [...throughSeqs].every(([runId, seq]) => (this.recordedThrough.get(runId) ?? 0) >= seq)
+    while (!done()) {
+      if (Date.now() > deadline) return false
+      this.receiveBlocking()
+    }
+    return true
+  }
+
+  close(): void {
+    if (this.fd >= 0) closeQuietly(this.fd)
+    this.fd = -1
+  }
+
+  private send(message: object): void {
+    try {
+      sendAll(this.fd, encodeFrame(message))
+    } catch (error) {
+      this.poll() // the listener may have said why before closing
+      throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
+    }
+  }
+
+  private waitFor<T extends ServerMessage['type']>(type: T): Extract<ServerMessage, { type: T }> {
+    const deadline = Date.now() + listenerTimeoutMs
+    for (;;) {
+      const index = this.inbox.findIndex((m) => m.type === type)
+      if (index >= 0) return this.inbox.splice(index, 1)[0] as Extract<ServerMessage, { type: T }>
+      if (Date.now() > deadline) throw runtimeError(`the listener at ${this.endpointText} did not answer within ${listenerTimeoutMs / 1000} s`)
+      this.receiveBlocking()
+    }
+  }
+
+  private receiveBlocking(): void {
+    let n: number
+    try {
+      n = recvWait(this.fd, this.receiveBuffer)
+    } catch (error) {
+      throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
+    }
+    if (n < 0) throw runtimeError(`the listener at ${this.endpointText} closed the connection`)
+    if (n > 0) this.take(this.receiveBuffer.subarray(0, n))
+  }
+
+  private take(bytes: Buffer): void {
+    let messages: ServerMessage[]
+    try {
+      messages = this.decoder.push(Buffer.from(bytes))
+    } catch (error) {
+      throw runtimeError(`the listener at ${this.endpointText} sent a bad frame: ${(error as Error).message}`)
+    }
+    for (const message of messages) {
+      if (message.type === 'error') throw runtimeError(`the listener refused: ${message.message} (${message.code})`)
+      if (message.type === 'recorded') {
+        this.recordedThrough.set(message.runId, Math.max(this.recordedThrough.get(message.runId) ?? 0, message.throughSeq))
+      } else {
+        this.inbox.push(message)
+      }
+    }
+  }
+}
+
+function sockaddr(address: string, port: number): [Buffer, number] {
+  if (isIP(address) === 6) {
+    const b = Buffer.alloc(28)
+    b.writeUInt16LE(AF_INET6, 0)
+    b.writeUInt16BE(port, 2)
+    ipv6Bytes(address).copy(b, 8)
+    return [b, AF_INET6]
+  }
+  const b = Buffer.alloc(16)
+  b.writeUInt16LE(AF_INET, 0)
+  b.writeUInt16BE(port, 2)
+  address.split('.').forEach((octet, i) => b.writeUInt8(Number(octet), 4 + i))
+  return [b, AF_INET]
+}
+
+function ipv6Bytes(address: string): Buffer {
+  const [head = '', tail = ''] = address.split('%')[0]!.split('::')
+  const groups = (s: string): string[] => (s === '' ? [] : s.split(':'))
+  const h = groups(head)
+  const t = address.includes('::') ? groups(tail) : []
+  const all = [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t]
+  const out = Buffer.alloc(16)
+  all.forEach((g, i) => out.writeUInt16BE(parseInt(g, 16), i * 2))
+  return out
+}

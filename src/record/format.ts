@@ -1,0 +1,226 @@
+/**
+ * The data file's on-disk format, in one place.
+ *
+ * File:   block 0 is the superblock; record slot i lives at recordSizeBytes * (1 + i).
+ *
+ * Superblock (recordSizeBytes long, rest zero), little endian:
+ *   offset size field
+ *   0      8    magic "PLUGCHK\0"
+ *   8      2    format version (1)
+ *   10     2    reserved, 0
+ *   12     4    metadata length in bytes (msgpack)
+ *   16     8    xxh64 of the metadata bytes
+ *   24     n    metadata, msgpack: RunMeta (run id, group, method, pattern, sizes, host, path, time)
+ *
+ * Record (recordSizeBytes, a multiple of 512). Every 512-byte sector k starts with a stamp:
+ *   0      4    sector magic "PCS1"
+ *   4      4    sector index k within the record
+ *   8      8    run id (8 bytes)
+ *   16     8    seq (u64)
+ * Sector 0 continues with the record header:
+ *   24     4    record magic "PCR1"
+ *   28     2    format version (1)
+ *   30     2    reserved, 0
+ *   32     4    record size in bytes
+ *   36     4    reserved, 0
+ *   40     8    slot (u64)
+ *   48     8    write time, microseconds since the epoch (u64; not derivable, masked when comparing)
+ * The last 8 bytes of the record: xxh64 over bytes [0, recordSizeBytes - 8) (masked when comparing).
+ * Every other byte is payload: 32-bit words from a hash of (run id, seq, word index), so a device
+ * cannot compress or dedup it and verify can regenerate it.
+ *
+ * Fault model: any byte may be lost, zeroed, stale or flipped. Decoding never throws on damaged
+ * bytes; it classifies (see classify.ts).
+ */
+import { xxh64 } from '@node-rs/xxhash'
+import { pack, unpack } from 'msgpackr'
+import { z } from 'zod'
+import { methodNames } from '../native/methods/types.js'
+
+export const sectorBytes = 512
+export const formatVersion = 1
+export const superblockMagic = Buffer.from('PLUGCHK\0', 'latin1')
+export const sectorMagic = 0x31534350 // "PCS1" little endian
+export const recordMagic = 0x31524350 // "PCR1" little endian
+export const stampBytes = 24
+export const writeTimeOffset = 48
+export const checksumBytes = 8
+export const patterns = ['append', 'overwrite'] as const
+export type Pattern = (typeof patterns)[number]
+
+export const runIdSchema = z.string().regex(/^[0-9a-f]{16}$/, 'a run id is 16 lower-case hex digits')
+
+export const runMetaSchema = z.object({
+  runId: runIdSchema,
+  /** Runs started together by one `write --method a,b` share a group id. */
+  groupId: runIdSchema,
+  method: z.enum(methodNames),
+  direct: z.boolean(),
+  pattern: z.enum(patterns),
+  recordSizeBytes: z.number().int().positive().multipleOf(sectorBytes),
+  slotCount: z.number().int().positive(),
+  host: z.string().min(1).max(255),
+  /** Absolute path of this run's data file. */
+  path: z.string().min(1).max(4096),
+  /** Absolute path the user gave to --file (differs from path when several methods run at once). */
+  requestedPath: z.string().min(1).max(4096),
+  createdMs: z.number().int().nonnegative(),
+})
+export type RunMeta = z.infer<typeof runMetaSchema>
+
+// --- superblock ------------------------------------------------------------------------------
+
+export function encodeSuperblock(meta: RunMeta): Buffer {
+  const block = Buffer.alloc(meta.recordSizeBytes)
+  const metaBytes = pack(meta)
+  if (24 + metaBytes.length > block.length) throw new Error('run metadata does not fit in the superblock')
+  superblockMagic.copy(block, 0)
+  block.writeUInt16LE(formatVersion, 8)
+  block.writeUInt32LE(metaBytes.length, 12)
+  block.writeBigUInt64LE(xxh64(metaBytes), 16)
+  metaBytes.copy(block, 24)
+  return block
+}
+
+export type SuperblockReading =
+  | { readonly kind: 'valid'; readonly meta: RunMeta }
+  | { readonly kind: 'absent' | 'zero' | 'foreign' | 'damaged'; readonly detail: string }
+
+/** Reads a superblock from the first bytes of a file; never throws. */
+export function decodeSuperblock(bytes: Buffer): SuperblockReading {
+  if (bytes.length < 24) return { kind: 'absent', detail: `file is ${bytes.length} bytes, shorter than a superblock` }
+  if (!bytes.subarray(0, 8).equals(superblockMagic)) {
+    return bytes.subarray(0, 24).every((b) => b === 0)
+      ? { kind: 'zero', detail: 'superblock is zeros' }
+      : { kind: 'foreign', detail: 'not a plugcheck data file (no superblock magic)' }
+  }
+  const version = bytes.readUInt16LE(8)
+  if (version !== formatVersion) return { kind: 'damaged', detail: `unknown format version ${version}` }
+  const metaLength = bytes.readUInt32LE(12)
+  if (24 + metaLength > bytes.length) return { kind: 'damaged', detail: 'superblock metadata length out of range' }
+  const metaBytes = bytes.subarray(24, 24 + metaLength)
+  if (xxh64(metaBytes) !== bytes.readBigUInt64LE(16)) return { kind: 'damaged', detail: 'superblock checksum mismatch' }
+  try {
+    const parsed = runMetaSchema.safeParse(unpack(metaBytes))
+    if (!parsed.success) return { kind: 'damaged', detail: `superblock metadata invalid: ${parsed.error.issues[0]?.message}` }
+    return { kind: 'valid', meta: parsed.data }
+  } catch {
+    return { kind: 'damaged', detail: 'superblock metadata is not msgpack' }
+  }
+}
+
+// --- records ---------------------------------------------------------------------------------
+
+export function slotOffsetBytes(recordSizeBytes: number, slot: number): number {
+  return recordSizeBytes * (1 + slot)
+}
+
+function fmix32(x: number): number {
+  x ^= x >>> 16
+  x = Math.imul(x, 0x85ebca6b)
+  x ^= x >>> 13
+  x = Math.imul(x, 0xc2b2ae35)
+  x ^= x >>> 16
+  return x >>> 0
+}
+
+/** Run id as two 32-bit halves, the form the hot loops use. */
+export interface RunKey {
+  readonly runId: string
+  readonly idBytes: Buffer
+  readonly hi: number
+  readonly lo: number
+}
+
+export function runKey(runId: string): RunKey {
+  const idBytes = Buffer.from(runId, 'hex')
+  return { runId, idBytes, hi: idBytes.readUInt32LE(4), lo: idBytes.readUInt32LE(0) }
+}
+
+/**
+ * The slot a seq is written to. append: in order, wrapping when the file is full.
+ * overwrite: pseudo-random from (run, seq), as diskchecker.pl picks random offsets.
+ */
+export function slotOf(key: RunKey, pattern: Pattern, seq: number, slotCount: number): number {
+  if (pattern === 'append') return (seq - 1) % slotCount
+  const seqLo = seq >>> 0
+  const seqHi = Math.floor(seq / 0x1_0000_0000)
+  const h = fmix32(fmix32(key.lo ^ seqLo) ^ Math.imul(key.hi ^ seqHi, 0x9e3779b1))
+  return h % slotCount
+}
+
+/** Writes a complete record for (run, seq, slot) into out (length recordSizeBytes, 4-byte aligned). */
+export function fillRecord(out: Buffer, key: RunKey, seq: number, slot: number, writeTimeUs: number): void {
+  fillPayloadAndStamps(out, key, seq)
+  out.writeUInt32LE(recordMagic, 24)
+  out.writeUInt16LE(formatVersion, 28)
+  out.writeUInt16LE(0, 30)
+  out.writeUInt32LE(out.length, 32)
+  out.writeUInt32LE(0, 36)
+  writeU64(out, slot, 40)
+  writeU64(out, writeTimeUs, writeTimeOffset)
+  out.writeBigUInt64LE(xxh64(out.subarray(0, out.length - checksumBytes)), out.length - checksumBytes)
+}
+
+function writeU64(out: Buffer, value: number, offset: number): void {
+  out.writeUInt32LE(value >>> 0, offset)
+  out.writeUInt32LE(Math.floor(value / 0x1_0000_0000), offset + 4)
+}
+
+export function readU64(bytes: Buffer, offset: number): number {
+  return bytes.readUInt32LE(offset) + bytes.readUInt32LE(offset + 4) * 0x1_0000_0000
+}
+
+function fillPayloadAndStamps(out: Buffer, key: RunKey, seq: number): void {
+  const words = new Uint32Array(out.buffer, out.byteOffset, out.length >>> 2)
+  const seqLo = seq >>> 0
+  const seqHi = Math.floor(seq / 0x1_0000_0000)
+  const k0 = fmix32(key.lo ^ fmix32(seqLo + 0x6a09e667))
+  const k1 = fmix32(key.hi ^ fmix32(seqHi + 0xbb67ae85)) | 1
+  for (let i = 0; i < words.length; i++) {
+    let x = (k0 + Math.imul(i, k1)) >>> 0
+    x ^= x >>> 16
+    x = Math.imul(x, 0x85ebca6b)
+    x ^= x >>> 13
+    x = Math.imul(x, 0xc2b2ae35)
+    words[i] = x ^ (x >>> 16)
+  }
+  const wordsPerSector = sectorBytes >>> 2
+  for (let k = 0; k * sectorBytes < out.length; k++) {
+    const w = k * wordsPerSector
+    words[w] = sectorMagic
+    words[w + 1] = k
+    words[w + 2] = key.lo
+    words[w + 3] = key.hi
+    words[w + 4] = seqLo
+    words[w + 5] = seqHi
+  }
+}
+
+export function recordChecksumValid(bytes: Buffer): boolean {
+  const end = bytes.length - checksumBytes
+  return xxh64(bytes.subarray(0, end)) === bytes.readBigUInt64LE(end)
+}
+
+/** A sector's stamp, or null when the sector does not start with one. */
+export interface SectorStamp {
+  readonly sectorIndex: number
+  readonly runLo: number
+  readonly runHi: number
+  readonly seq: number
+}
+
+export function readStamp(bytes: Buffer, sectorStart: number): SectorStamp | null {
+  if (bytes.readUInt32LE(sectorStart) !== sectorMagic) return null
+  return {
+    sectorIndex: bytes.readUInt32LE(sectorStart + 4),
+    runLo: bytes.readUInt32LE(sectorStart + 8),
+    runHi: bytes.readUInt32LE(sectorStart + 12),
+    seq: readU64(bytes, sectorStart + 16),
+  }
+}
+
+export function isZero(bytes: Buffer): boolean {
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] !== 0) return false
+  return true
+}
