@@ -85,7 +85,11 @@ const demoArgs = z.object({
 
 function validated<T>(schema: z.ZodType<T>, args: unknown): T {
   const parsed = schema.safeParse(args)
-  if (!parsed.success) throw usageError(parsed.error.issues.map((i) => i.message).join('; '))
+  if (!parsed.success) {
+    const flag = (key: PropertyKey): string => `--${String(key).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+    const messages = parsed.error.issues.map((i) => (i.path.length > 0 && !/^(--|unknown method)/.test(i.message) ? `${flag(i.path[0]!)}: ${i.message}` : i.message))
+    throw usageError(messages.join('; '))
+  }
   return parsed.data
 }
 
@@ -101,6 +105,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     .scriptName('plugcheck')
     .usage('$0 <command> [options]\n\nProves whether a storage stack keeps what fsync acknowledged, across a real power cut.')
     .strict()
+    .parserConfiguration({ 'duplicate-arguments-array': false })
     .exitProcess(false)
     .fail((message, error) => {
       throw error instanceof PlugcheckError ? error : usageError(message ?? error?.message ?? 'bad command line')
