@@ -5,6 +5,7 @@
 import { resolve } from 'node:path'
 import yargs from 'yargs'
 import { z } from 'zod'
+import { runBench } from './bench/bench.js'
 import { runDemo } from './client/demo.js'
 import { parseEndpoint } from './client/endpoint.js'
 import { runVerify } from './client/verify.js'
@@ -80,6 +81,17 @@ const listenArgs = z.object({
 const demoArgs = z.object({
   method: methodsArg.refine((m) => m.length === 1, { message: 'demo takes one --method' }),
   killAfter: z.number().positive().max(600),
+  json: z.boolean(),
+})
+
+/** --record-size for bench: whole sectors, and two records must fit the 16 MiB test region many times over. */
+const benchRecordSizeBytesMax = 1024 * 1024
+const benchArgs = z.object({
+  file: z.string().min(1).optional(),
+  secs: z.number({ message: '--secs must be a number of seconds' }).positive('--secs must be positive').max(3600, '--secs is at most 3600 per test'),
+  recordSize: sizeArg('--record-size').refine((bytes) => bytes % 512 === 0 && bytes <= benchRecordSizeBytesMax, {
+    message: `--record-size must be a multiple of 512 bytes, at most ${benchRecordSizeBytesMax / 1024} KiB`,
+  }),
   json: z.boolean(),
 })
 
@@ -202,7 +214,21 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
         run = () => runDemo({ method: a.method[0]!, killAfterS: a.killAfter, json: a.json }, io)
       },
     )
-    .demandCommand(1, 'give a command: listen, write, verify or demo')
+    .command(
+      'bench',
+      "pg_test_fsync's tables for this storage, with the environment and a check of which figures are too good to be true",
+      (y) =>
+        y
+          .option('file', { type: 'string', describe: 'scratch file, or a directory to create it in (default: plugcheck-bench.XXXX here)' })
+          .option('secs', { type: 'number', default: 5, describe: 'seconds per test (fractions allowed)' })
+          .option('record-size', { type: 'string', default: '8192', describe: 'bytes per write, a multiple of 512' })
+          .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' }),
+      (args) => {
+        const a = validated(benchArgs, args)
+        run = () => runBench({ secsPerTest: a.secs, recordSizeBytes: a.recordSize, json: a.json, ...(a.file === undefined ? {} : { file: a.file }) }, io)
+      },
+    )
+    .demandCommand(1, 'give a command: listen, write, verify, bench or demo')
     .help()
     .version()
     .wrap(Math.min(110, process.stdout.columns ?? 110))

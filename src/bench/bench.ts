@@ -1,0 +1,153 @@
+/**
+ * plugcheck bench: pg_test_fsync's tables, measured the same way, with the environment they were
+ * measured in and a judgement of which figures are too good to be true.
+ *
+ * Order of work (the table of contents, as in pg_test_fsync's main()): make the scratch file,
+ * fingerprint the storage, run each section's rows, judge plausibility, print, remove the file.
+ * A row the platform lacks is "n/a" with the registry's reason; a row the file system refuses
+ * (O_DIRECT) is "n/a*" with a footnote. A failed write or sync stops the run (exit 3): a failed
+ * fsync is never retried or ignored.
+ */
+import type { Io } from '../client/writer.js'
+import { describeSystemError, exitCodes, runtimeError } from '../errors.js'
+import { NativeError, fileSystemMagic, fsync } from '../native/libc.js'
+import { methodAvailability } from '../native/registry.js'
+import { collectFingerprint } from './fingerprint.js'
+import { assessPlausibility } from './plausibility.js'
+import { renderFlags, renderFootnotes, renderHeader, renderRowFigures, renderRowLabel, renderSectionTitle } from './report/render.js'
+import { benchFormatVersion, type BenchReport, type Fingerprint, type RowResult, type SectionResult } from './schema.js'
+import { BenchInterrupted, createScratchFile, guardScratchFile, removeScratchFile, type ScratchFile } from './scratch-file.js'
+import { measure } from './sections/measure.js'
+import { describeCalls, prepareRow } from './sections/ops.js'
+import { benchPlan, type RowSpec } from './sections/plan.js'
+
+export interface BenchOptions {
+  /** A file path, a directory to create the scratch file in, or undefined for the current directory. */
+  readonly file?: string
+  readonly secsPerTest: number
+  readonly recordSizeBytes: number
+  readonly json: boolean
+}
+
+/** pg_test_fsync's footnote for a row whose open (or write) the file system refused. */
+const directIoFootnote = '* This file system and its mount options do not support direct I/O for these writes, e.g. ext4 in journaled mode.'
+/** O_DIRECT needs every write to be a multiple of the logical block; assume the common one when sysfs is silent. */
+const assumedLogicalBlockBytes = 512
+
+function notRun(spec: RowSpec, status: 'n/a' | 'n/a*', reason: string): RowResult {
+  return {
+    ...rowIdentity(spec),
+    status,
+    reason,
+    opCount: null,
+    elapsedS: null,
+    opsPerSec: null,
+    usecsPerOp: null,
+    latencyUsP50: null,
+    latencyUsP99: null,
+    latencyUsMax: null,
+  }
+}
+
+function rowIdentity(spec: RowSpec) {
+  return {
+    id: spec.id,
+    label: spec.label,
+    method: spec.method,
+    direct: spec.direct,
+    durable: spec.durable,
+    writesPerOp: spec.writesPerOp,
+    writeBytes: spec.writeBytes,
+    calls: describeCalls(spec),
+  }
+}
+
+async function runRow(spec: RowSpec, scratch: ScratchFile, fingerprint: Fingerprint, secsPerTest: number, stopRequested: () => Error | null): Promise<RowResult> {
+  const availability = methodAvailability(spec.method)
+  if (!availability.available) return notRun(spec, 'n/a', availability.reason)
+  const logicalBlockBytes = fingerprint.device?.logicalBlockBytes ?? assumedLogicalBlockBytes
+  if (spec.direct && spec.writeBytes % logicalBlockBytes !== 0) {
+    return notRun(spec, 'n/a*', `O_DIRECT needs writes in multiples of the ${logicalBlockBytes}-byte logical block, not ${spec.writeBytes} bytes`)
+  }
+  const prepared = prepareRow(spec, scratch)
+  if (prepared.kind === 'open-failed') return notRun(spec, 'n/a*', `open failed: ${describeSystemError(prepared.error)}`)
+  try {
+    // Flush what earlier tests left dirty, so this test pays only for its own writes.
+    fsync(scratch.controlFd)
+    const measurement = await measure(prepared.op, secsPerTest, stopRequested)
+    return { ...rowIdentity(spec), status: 'ok', reason: null, ...measurement }
+  } catch (error) {
+    // A file system may accept O_DIRECT at open and refuse a write size (e.g. XFS with 4 KiB sectors).
+    if (spec.direct && error instanceof NativeError && error.code === 'EINVAL' && error.syscall === 'pwrite') {
+      return notRun(spec, 'n/a*', `write failed: ${describeSystemError(error)}`)
+    }
+    throw error
+  } finally {
+    prepared.release()
+  }
+}
+
+export async function runBench(options: BenchOptions, io: Io): Promise<number> {
+  const scratch = createScratchFile(options.file)
+  const guard = guardScratchFile(scratch)
+  const stopRequested = () => {
+    const signal = guard.interruptedBy()
+    return signal === null ? null : new BenchInterrupted(signal)
+  }
+  const print = (text: string) => {
+    if (!options.json) io.out(text)
+  }
+  try {
+    const fingerprint = collectFingerprint(scratch.path, fileSystemMagic(scratch.controlFd))
+    print(renderHeader(fingerprint, options.secsPerTest, options.recordSizeBytes))
+    const sections: SectionResult[] = []
+    const footnotes = new Set<string>()
+    for (const section of benchPlan(options.recordSizeBytes)) {
+      print(renderSectionTitle(section.title))
+      const rows: RowResult[] = []
+      for (const spec of section.rows) {
+        print(renderRowLabel(spec.label))
+        const row = await runRow(spec, scratch, fingerprint, options.secsPerTest, stopRequested)
+        print(renderRowFigures(row))
+        rows.push(row)
+      }
+      if (rows.some((row) => row.status === 'n/a*')) {
+        print(renderFootnotes([directIoFootnote]))
+        footnotes.add(directIoFootnote)
+      }
+      sections.push({ id: section.id, title: section.title, rows })
+    }
+    const flags = assessPlausibility(sections, fingerprint)
+    if (options.json) {
+      const report: BenchReport = {
+        tool: 'plugcheck bench',
+        formatVersion: benchFormatVersion,
+        secsPerTest: options.secsPerTest,
+        recordSizeBytes: options.recordSizeBytes,
+        file: scratch.path,
+        fingerprint,
+        sections,
+        flags,
+        footnotes: [...footnotes],
+      }
+      io.out(`${JSON.stringify(report, null, 2)}\n`)
+    } else {
+      print(renderFlags(flags, sections))
+    }
+    return exitCodes.ok
+  } catch (error) {
+    if (error instanceof BenchInterrupted) {
+      print('\n')
+      throw runtimeError(`${error.message}; removed ${scratch.path}`)
+    }
+    if (error instanceof NativeError) {
+      print('\n')
+      const hint = error.syscall === 'fsync' || error.syscall === 'fdatasync' || error.syscall === 'pwritev2' ? 'a failed sync is never retried: the kernel may already have dropped the data it could not write' : undefined
+      throw runtimeError(`${error.syscall} failed on ${scratch.path}: ${describeSystemError(error)}`, hint)
+    }
+    throw error
+  } finally {
+    removeScratchFile(scratch)
+    guard.dispose()
+  }
+}
