@@ -3,7 +3,7 @@
  * event loop (that would delay acks by milliseconds), so acks leave through a blocking send() on a
  * socket of our own, right after the sync call returns.
  */
-import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
+import { AckFrameEncoder, FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
 import { protocolVersion, serverMessageSchema, type ServerMessage } from '../protocol/messages.js'
 import type { RunMeta } from '../record/format.js'
 import { AF_INET, AF_INET6, closeQuietly, recvNow, recvWait, sendAll, socketConnect } from '../native/libc.js'
@@ -18,6 +18,7 @@ export class AckChannel {
   private readonly decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
   private readonly receiveBuffer = Buffer.alloc(64 * 1024)
   private readonly inbox: ServerMessage[] = []
+  private readonly ackEncoders = new Map<string, AckFrameEncoder>()
   /** Highest seq the listener has reported durable, per run. */
   readonly recordedThrough = new Map<string, number>()
   private fd: number
@@ -54,11 +55,12 @@ export class AckChannel {
   announce(meta: RunMeta): void {
     this.send({ type: 'run', meta })
     this.waitFor('run-ok')
+    this.ackEncoders.set(meta.runId, new AckFrameEncoder(meta.runId))
   }
 
   /** Reports seqs fromSeq..toSeq as covered by a sync that returned success. Call only then. */
   ack(runId: string, fromSeq: number, toSeq: number): void {
-    this.send({ type: 'ack', runId, fromSeq, toSeq })
+    this.sendFrame(this.ackEncoders.get(runId)!.encode(fromSeq, toSeq))
   }
 
   end(runId: string, reason: 'duration' | 'interrupted' | 'error', detail?: string): void {
@@ -97,8 +99,12 @@ export class AckChannel {
   }
 
   private send(message: object): void {
+    this.sendFrame(encodeFrame(message))
+  }
+
+  private sendFrame(frame: Buffer): void {
     try {
-      sendAll(this.fd, encodeFrame(message))
+      sendAll(this.fd, frame)
     } catch (error) {
       this.poll() // the listener may have said why before closing
       throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)

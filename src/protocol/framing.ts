@@ -76,3 +76,69 @@ export class FrameDecoder<T> {
     return parsed.data
   }
 }
+
+/**
+ * Ack frames for the write loop, encoded by hand into one reused buffer: the same message as
+ * encodeFrame({ type: 'ack', runId, fromSeq, toSeq }) in plain msgpack (a 4-entry map), without a
+ * general-purpose encoder on the path between "sync returned" and "ack sent".
+ */
+export class AckFrameEncoder {
+  private readonly frame = Buffer.alloc(128)
+  private readonly prefixBytes: number
+
+  constructor(runId: string) {
+    const f = this.frame
+    let at = frameHeaderBytes
+    f[at++] = 0x84 // fixmap, 4 entries
+    at = writeFixStr(f, at, 'type')
+    at = writeFixStr(f, at, 'ack')
+    at = writeFixStr(f, at, 'runId')
+    at = writeFixStr(f, at, runId)
+    this.prefixBytes = at
+  }
+
+  /** The frame for fromSeq..toSeq; valid until the next call. */
+  encode(fromSeq: number, toSeq: number): Buffer {
+    const f = this.frame
+    let at = writeFixStr(f, this.prefixBytes, 'fromSeq')
+    at = writeUint(f, at, fromSeq)
+    at = writeFixStr(f, at, 'toSeq')
+    at = writeUint(f, at, toSeq)
+    f.writeUInt32BE(at - frameHeaderBytes, 0)
+    return f.subarray(0, at)
+  }
+}
+
+function writeFixStr(buf: Buffer, at: number, text: string): number {
+  if (text.length > 31) throw new Error(`fixstr too long: ${text}`)
+  buf[at] = 0xa0 | text.length
+  buf.write(text, at + 1, 'latin1')
+  return at + 1 + text.length
+}
+
+/** msgpack's smallest unsigned integer form for a safe non-negative integer. */
+function writeUint(buf: Buffer, at: number, value: number): number {
+  if (value < 0x80) {
+    buf[at] = value
+    return at + 1
+  }
+  if (value < 0x100) {
+    buf[at] = 0xcc
+    buf[at + 1] = value
+    return at + 2
+  }
+  if (value < 0x10000) {
+    buf[at] = 0xcd
+    buf.writeUInt16BE(value, at + 1)
+    return at + 3
+  }
+  if (value < 0x1_0000_0000) {
+    buf[at] = 0xce
+    buf.writeUInt32BE(value, at + 1)
+    return at + 5
+  }
+  buf[at] = 0xcf
+  buf.writeUInt32BE(Math.floor(value / 0x1_0000_0000), at + 1)
+  buf.writeUInt32BE(value >>> 0, at + 5)
+  return at + 9
+}

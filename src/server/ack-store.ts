@@ -42,8 +42,8 @@ interface RunState {
   /** Highest seq accepted (in memory, maybe not yet durable). */
   lastAckedSeq: number
   log?: FileHandle
-  /** Entries accepted but not yet written, and the highest seq they cover. */
-  pendingEntries: Buffer[]
+  /** Entries accepted but not yet written (consecutive acks share one), and the highest seq they cover. */
+  pendingEntries: LogEntry[]
   pendingThroughSeq: number
   durableThroughSeq: number
 }
@@ -167,7 +167,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run === undefined) throw new Error(`appendAck on unknown run ${runId}`)
     addSpan(run, fromSeq, toSeq, receivedMs, receivedMs)
     this.emit('accepted', runId, fromSeq, toSeq)
-    this.queue(run, { k: 'ack', fromSeq, toSeq, firstMs: receivedMs, lastMs: receivedMs }, toSeq)
+    // Acks arriving while a commit runs extend one pending entry: the log grows per commit, not per ack.
+    const last = run.pendingEntries.at(-1)
+    if (last?.k === 'ack' && last.toSeq + 1 === fromSeq) {
+      last.toSeq = toSeq
+      last.lastMs = receivedMs
+      run.pendingThroughSeq = toSeq
+      this.startCommit()
+    } else {
+      this.queue(run, { k: 'ack', fromSeq, toSeq, firstMs: receivedMs, lastMs: receivedMs }, toSeq)
+    }
   }
 
   endRun(runId: string, reason: string, detail: string | undefined, atMs: number): void {
@@ -178,14 +187,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   private queue(run: RunState, entry: LogEntry, throughSeq: number): void {
-    const body = packr.pack(entry)
-    const framed = Buffer.allocUnsafe(entryHeaderBytes + body.length)
-    framed.writeUInt32LE(body.length, 0)
-    framed.writeBigUInt64LE(xxh64(body), 4)
-    body.copy(framed, entryHeaderBytes)
-    run.pendingEntries.push(framed)
+    run.pendingEntries.push(entry)
     run.pendingThroughSeq = throughSeq
-    void this.commit()
+    this.startCommit()
+  }
+
+  private startCommit(): void {
+    if (!this.committing) void this.commit()
   }
 
   /** Group commit: while one batch is being written and fdatasynced, the next one accumulates. */
@@ -198,7 +206,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         if (batch.length === 0) break
         await Promise.all(
           batch.map(async (run) => {
-            const bytes = Buffer.concat(run.pendingEntries)
+            const bytes = Buffer.concat(run.pendingEntries.map(encodeEntry))
             const throughSeq = run.pendingThroughSeq
             run.pendingEntries = []
             try {
@@ -252,6 +260,15 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       await log?.close()
     }
   }
+}
+
+function encodeEntry(entry: LogEntry): Buffer {
+  const body = packr.pack(entry)
+  const framed = Buffer.allocUnsafe(entryHeaderBytes + body.length)
+  framed.writeUInt32LE(body.length, 0)
+  framed.writeBigUInt64LE(xxh64(body), 4)
+  body.copy(framed, entryHeaderBytes)
+  return framed
 }
 
 function newRunState(meta: RunMeta, announcedMs: number): RunState {

@@ -94,8 +94,9 @@ class Connection {
   private readonly decoder = new FrameDecoder(clientMessageSchema, maxClientFrameBytes)
   private role: 'writer' | 'verifier' | undefined
   private readonly ownedRuns = new Set<string>()
-  /** Messages are handled strictly in arrival order, even when one needs disk I/O. */
-  private queue: Promise<void> = Promise.resolve()
+  /** Messages are handled strictly in arrival order; while one waits for disk I/O the rest wait here. */
+  private readonly waiting: ClientMessage[] = []
+  private busy = false
   private closed = false
 
   constructor(
@@ -118,16 +119,39 @@ class Connection {
       if (error instanceof FrameError) return this.reject(error.code, error.message)
       throw error
     }
-    for (const message of messages) {
-      // Acks, the bulk of traffic, are handled synchronously when nothing is queued ahead of them.
-      this.queue = this.queue.then(() => (this.closed ? undefined : this.handle(message))).catch((error: unknown) => {
-        if (error instanceof ProtocolViolation) this.reject(error.code, error.message)
-        else this.reject('storage', (error as Error).message)
-      })
+    this.waiting.push(...messages)
+    this.drain()
+  }
+
+  /** Acks, the bulk of traffic, are handled synchronously; only a run announcement waits for the disk. */
+  private drain(): void {
+    while (!this.busy && !this.closed && this.waiting.length > 0) {
+      const message = this.waiting.shift()!
+      try {
+        const pending = this.handle(message)
+        if (pending !== undefined) {
+          this.busy = true
+          pending.then(
+            () => {
+              this.busy = false
+              this.drain()
+            },
+            (error: unknown) => this.failed(error),
+          )
+        }
+      } catch (error) {
+        this.failed(error)
+      }
     }
   }
 
-  private async handle(message: ClientMessage): Promise<void> {
+  private failed(error: unknown): void {
+    if (error instanceof ProtocolViolation) this.reject(error.code, error.message)
+    else this.reject('storage', (error as Error).message)
+  }
+
+  /** Returns a promise only when the message needs I/O before the next one may be handled. */
+  private handle(message: ClientMessage): Promise<void> | undefined {
     const store = this.listener.store
     if (message.type === 'hello') {
       if (this.role !== undefined) throw new ProtocolViolation('out-of-order', 'hello sent twice')
@@ -136,16 +160,19 @@ class Connection {
       }
       if (!this.listener.tokenAccepted(message.token)) throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
       this.role = message.role
-      return this.send({ type: 'welcome', protocol: protocolVersion, listenerId: this.listener.listenerId })
+      this.send({ type: 'welcome', protocol: protocolVersion, listenerId: this.listener.listenerId })
+      return
     }
     if (this.role === undefined) throw new ProtocolViolation('out-of-order', `${message.type} before hello`)
     switch (message.type) {
       case 'run': {
         if (this.role !== 'writer') throw new ProtocolViolation('out-of-order', 'run announced on a verifier connection')
         if (store.hasRun(message.meta.runId)) throw new ProtocolViolation('out-of-order', `run ${message.meta.runId} was already announced`)
-        await store.createRun(message.meta, Date.now())
-        this.ownedRuns.add(message.meta.runId)
-        return this.send({ type: 'run-ok', runId: message.meta.runId })
+        const runId = message.meta.runId
+        return store.createRun(message.meta, Date.now()).then(() => {
+          this.ownedRuns.add(runId)
+          this.send({ type: 'run-ok', runId })
+        })
       }
       case 'ack': {
         if (!this.ownedRuns.has(message.runId)) throw new ProtocolViolation('unknown-run', `ack for run ${message.runId}, which this connection did not announce`)
@@ -163,7 +190,8 @@ class Connection {
         return
       }
       case 'query': {
-        return this.send({ type: 'runs', runs: store.query(message.host, message.requestedPath, message.runId) })
+        this.send({ type: 'runs', runs: store.query(message.host, message.requestedPath, message.runId) })
+        return
       }
     }
   }
