@@ -10,13 +10,13 @@
  */
 import type { Io } from '../client/writer.js'
 import { describeSystemError, exitCodes, runtimeError } from '../errors.js'
-import { NativeError, fileSystemMagic, fsync } from '../native/libc.js'
+import { NativeError, POSIX_FADV_DONTNEED, fadvise, fileSystemMagic, fsync } from '../native/libc.js'
 import { methodAvailability } from '../native/registry.js'
 import { collectFingerprint } from './fingerprint.js'
 import { assessPlausibility } from './plausibility.js'
 import { renderFlags, renderFootnotes, renderHeader, renderRowFigures, renderRowLabel, renderSectionTitle } from './report/render.js'
 import { benchFormatVersion, type BenchReport, type Fingerprint, type RowResult, type SectionResult } from './schema.js'
-import { BenchInterrupted, createScratchFile, guardScratchFile, removeScratchFile, type ScratchFile } from './scratch-file.js'
+import { BenchInterrupted, createScratchFile, fillScratchFile, guardScratchFile, removeScratchFile, type ScratchFile } from './scratch-file.js'
 import { measure } from './sections/measure.js'
 import { describeCalls, prepareRow } from './sections/ops.js'
 import { benchPlan, type RowSpec } from './sections/plan.js'
@@ -62,6 +62,18 @@ function rowIdentity(spec: RowSpec) {
   }
 }
 
+/**
+ * Every test starts from the same state: nothing dirty (flushed, so this test pays only for its own
+ * writes) and nothing of the file cached. The second matters as much: the preparation's sequential
+ * 16 MiB write leaves large folios in the page cache, and on recent kernels a small buffered write
+ * into a large folio costs several times one into a small folio, so the first buffered tests would
+ * measure the page cache's history rather than the method.
+ */
+function settle(scratch: ScratchFile): void {
+  fsync(scratch.controlFd)
+  fadvise(scratch.controlFd, 0, 0, POSIX_FADV_DONTNEED, scratch.path)
+}
+
 async function runRow(spec: RowSpec, scratch: ScratchFile, fingerprint: Fingerprint, secsPerTest: number, stopRequested: () => Error | null): Promise<RowResult> {
   const availability = methodAvailability(spec.method)
   if (!availability.available) return notRun(spec, 'n/a', availability.reason)
@@ -72,8 +84,7 @@ async function runRow(spec: RowSpec, scratch: ScratchFile, fingerprint: Fingerpr
   const prepared = prepareRow(spec, scratch)
   if (prepared.kind === 'open-failed') return notRun(spec, 'n/a*', `open failed: ${describeSystemError(prepared.error)}`)
   try {
-    // Flush what earlier tests left dirty, so this test pays only for its own writes.
-    fsync(scratch.controlFd)
+    settle(scratch)
     const measurement = await measure(prepared.op, secsPerTest, stopRequested)
     return { ...rowIdentity(spec), status: 'ok', reason: null, ...measurement }
   } catch (error) {
@@ -98,6 +109,7 @@ export async function runBench(options: BenchOptions, io: Io): Promise<number> {
     if (!options.json) io.out(text)
   }
   try {
+    fillScratchFile(scratch)
     const fingerprint = collectFingerprint(scratch.path, fileSystemMagic(scratch.controlFd))
     print(renderHeader(fingerprint, options.secsPerTest, options.recordSizeBytes))
     const sections: SectionResult[] = []

@@ -109,7 +109,8 @@ function openRequested(file: string): { file: string; fd: number } {
 }
 
 /**
- * Creates (or reclaims) the scratch file and fills it; the caller must call removeScratchFile.
+ * Creates (or reclaims) the scratch file and writes its header, so that it is recognisable as ours
+ * from the start; the caller guards it, then fills it (fillScratchFile), and at the end removes it.
  * requested: undefined for a new file in cwd, a directory for a new file in it, or a file path.
  */
 export function createScratchFile(requested: string | undefined, cwd: string = process.cwd()): ScratchFile {
@@ -127,17 +128,27 @@ export function createScratchFile(requested: string | undefined, cwd: string = p
     header.write(headerMagic, 0, 'latin1')
     header.write(JSON.stringify({ pid: process.pid, host: os.hostname(), createdMs: Date.now() }), headerMagic.length, 'utf8')
     fs.writeSync(fd, header, 0, header.length, 0)
-    // Incompressible payload: a device that compresses or dedups cannot flatter the figures.
-    randomFillSync(scratch.source)
-    fs.writeSync(fd, scratch.source, 0, scratchRegionBytes, scratchHeaderBytes)
-    fs.ftruncateSync(fd, scratchHeaderBytes + scratchRegionBytes)
-    // Sync now so that the preparation's dirty pages don't skew the first test.
-    fs.fsyncSync(fd)
   } catch (error) {
     removeScratchFile(scratch)
-    throw usageError(`could not prepare ${file}: ${describeSystemError(error)}`, 'the benchmark needs 16 MiB of free space on the file system under test')
+    throw usageError(`could not write ${file}: ${describeSystemError(error)}`)
   }
   return scratch
+}
+
+/** Writes the whole region with random bytes and makes it durable, as pg_test_fsync does before its tests. */
+export function fillScratchFile(scratch: ScratchFile): void {
+  try {
+    // Incompressible payload: a device that compresses or dedups cannot flatter the figures.
+    randomFillSync(scratch.source)
+    for (let done = 0; done < scratch.regionBytes; ) {
+      done += fs.writeSync(scratch.controlFd, scratch.source, done, scratch.regionBytes - done, scratch.regionStartBytes + done)
+    }
+    fs.ftruncateSync(scratch.controlFd, scratch.regionStartBytes + scratch.regionBytes)
+    // Sync now so that the preparation's dirty pages don't skew the first test.
+    fs.fsyncSync(scratch.controlFd)
+  } catch (error) {
+    throw usageError(`could not prepare ${scratch.path}: ${describeSystemError(error)}`, 'the benchmark needs 16 MiB of free space on the file system under test')
+  }
 }
 
 const removed = new WeakSet<ScratchFile>()

@@ -25,6 +25,7 @@ const c = {
   fdatasync: lib.func('int fdatasync(int fd)'),
   ftruncate: lib.func('int ftruncate(int fd, off_t length)'),
   posix_fallocate: lib.func('int posix_fallocate(int fd, off_t offset, off_t len)'),
+  posix_fadvise: lib.func('int posix_fadvise(int fd, off_t offset, off_t len, int advice)'),
   fstatfs: lib.func('int fstatfs(int fd, void *buf)'),
   strerror: lib.func('const char *strerror(int errnum)'),
   socket: lib.func('int socket(int domain, int type, int protocol)'),
@@ -174,6 +175,14 @@ export function ftruncate(fd: number, lengthBytes: number): void {
 export function fallocate(fd: number, offsetBytes: number, lengthBytes: number, path?: string): void {
   const e = c.posix_fallocate(fd, offsetBytes, lengthBytes) as number
   if (e !== 0) throw new NativeError('posix_fallocate', e, path)
+}
+
+export const POSIX_FADV_DONTNEED = 4
+
+/** posix_fadvise returns the error number instead of setting errno. */
+export function fadvise(fd: number, offsetBytes: number, lengthBytes: number, advice: number, path?: string): void {
+  const e = c.posix_fadvise(fd, offsetBytes, lengthBytes, advice) as number
+  if (e !== 0) throw new NativeError('posix_fadvise', e, path)
 }
 
 /** statfs.f_type, the file system's magic number. */

@@ -2,7 +2,15 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
+import { main, reportError } from '../../src/cli.js'
 import { quickSecs, runCli, scratchDir } from './helpers.js'
+
+/** The CLI in-process, as bin/plugcheck.js runs it: an exit code, and what went to stdout and stderr. */
+async function runInProcess(args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+  const io = { stdout: '', stderr: '', out: (text: string) => void (io.stdout += text), err: (text: string) => void (io.stderr += text), statusTty: false }
+  const status = await main(args, io).catch((error: unknown) => reportError(error, io))
+  return { status, stdout: io.stdout, stderr: io.stderr }
+}
 
 t.test('help names the command and its options, exit 0', async (t) => {
   const result = runCli(['bench', '--help'])
@@ -29,13 +37,16 @@ t.test('bad flags are usage errors, exit 2, one line naming the problem', async 
     [['--bogus'], /Unknown argument: bogus/],
   ]
   for (const [flags, message] of cases) {
-    const result = runCli(['bench', '--file', dir, ...flags])
+    const result = await runInProcess(['bench', '--file', dir, ...flags])
     t.equal(result.status, 2, `exit 2 for ${flags.join(' ')}`)
     t.match(result.stderr, message, flags.join(' '))
     t.notMatch(result.stderr, /\n\s+at /, 'no stack trace')
     t.equal(result.stdout, '', 'nothing on stdout')
   }
   t.same(fs.readdirSync(dir), [], 'no scratch file was created')
+  const child = runCli(['bench', '--file', dir, '--secs', '0'])
+  t.equal(child.status, 2, 'the same from the real binary')
+  t.equal(child.stderr, 'plugcheck: --secs must be positive\n')
 })
 
 t.test('refuses to overwrite a file it did not create, exit 2, file untouched', async (t) => {

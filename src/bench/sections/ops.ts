@@ -76,22 +76,12 @@ export function prepareRow(spec: RowSpec, scratch: ScratchFile): PreparedRow {
     return { kind: 'ready', op, release: () => {} }
   }
 
-  const flags = O.RDWR | (spec.shape === 'sync-at-open' ? methodImpls[spec.method === 'open_sync' ? 'open_sync' : 'open_datasync'].openFlags : 0) | (spec.direct ? O.DIRECT : 0)
-  let fd: number
-  try {
-    fd = open(file, flags)
-  } catch (error) {
-    if (error instanceof NativeError) return { kind: 'open-failed', error }
-    throw error
-  }
-  const release = () => close(fd)
-
   // Each shape gets its own loop so the op does exactly its calls and nothing else.
-  let op: (i: number) => void
+  let opOn: (fd: number) => (i: number) => void
   switch (spec.shape) {
     case 'sync-at-open':
     case 'write-only':
-      op = (i) => {
+      opOn = (fd) => (i) => {
         const slot = i % opsPerPass
         const pieces = (Math.floor(i / opsPerPass) & 1) === 0 ? evenPass : oddPass
         let j = slot * writesPerOp
@@ -103,7 +93,7 @@ export function prepareRow(spec: RowSpec, scratch: ScratchFile): PreparedRow {
       const sync = spec.method === 'fsync' ? fsync : spec.method === 'fdatasync' ? fdatasync : null
       // fsync_writethrough has no Linux call; the registry marks it unavailable before we get here.
       if (sync === null) throw new Error(`row ${spec.id}: no sync call for ${spec.method} on this platform`)
-      op = (i) => {
+      opOn = (fd) => (i) => {
         const slot = i % opsPerPass
         const pieces = (Math.floor(i / opsPerPass) & 1) === 0 ? evenPass : oddPass
         let j = slot * writesPerOp
@@ -114,7 +104,7 @@ export function prepareRow(spec: RowSpec, scratch: ScratchFile): PreparedRow {
       break
     }
     case 'pwritev2-dsync':
-      op = (i) => {
+      opOn = (fd) => (i) => {
         const slot = i % opsPerPass
         const pieces = (Math.floor(i / opsPerPass) & 1) === 0 ? evenPass : oddPass
         let j = slot * writesPerOp
@@ -123,5 +113,15 @@ export function prepareRow(spec: RowSpec, scratch: ScratchFile): PreparedRow {
       }
       break
   }
-  return { kind: 'ready', op, release }
+
+  // The method's own flags (fcntl cannot add O_SYNC/O_DSYNC later, so they are set at open).
+  const methodFlags = spec.shape === 'sync-at-open' ? methodImpls[spec.method === 'open_sync' ? 'open_sync' : 'open_datasync'].openFlags : 0
+  let fd: number
+  try {
+    fd = open(file, O.RDWR | methodFlags | (spec.direct ? O.DIRECT : 0))
+  } catch (error) {
+    if (error instanceof NativeError) return { kind: 'open-failed', error }
+    throw error
+  }
+  return { kind: 'ready', op: opOn(fd), release: () => close(fd) }
 }
