@@ -14,7 +14,7 @@ import { hostname } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { O, NativeError, close, open } from '../native/libc.js'
 import { alignedBuffer, directAlignmentBytes } from '../native/buffers.js'
-import { loadMethod, methodAvailability, type MethodName, type SyncMethodImpl } from '../native/registry.js'
+import { methodAvailability, methodImpl, type MethodName, type SyncMethodImpl } from '../native/registry.js'
 import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type Pattern, type RunKey, type RunMeta } from '../record/format.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
 import { formatSize } from '../sizes.js'
@@ -87,7 +87,7 @@ export function dataPaths(options: Pick<WriteOptions, 'file' | 'methods'>): stri
 
 export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
   validateWriteOptions(options)
-  const impls = await Promise.all(options.methods.map(loadMethod))
+  const impls = options.methods.map(methodImpl)
   const channel = await AckChannel.open(options.server, options.token)
   const runs: ActiveRun[] = []
   try {
@@ -191,7 +191,7 @@ function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel
   if (failure !== undefined) {
     const { run, error } = failure
     const what = error instanceof NativeError ? error.syscall : 'write'
-    const message = `${run.meta.method} ${what} failed on ${run.meta.path} after seq ${run.lastSeq}: ${describeSystemError(error)}`
+    const message = `${what} failed on ${run.meta.path} after seq ${run.lastSeq} (method ${run.meta.method}): ${describeSystemError(error)}`
     for (const r of runs) tryQuietly(() => channel.end(r.meta.runId, 'error', message))
     io.out(summary(options, runs, channel))
     throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')

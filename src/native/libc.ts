@@ -12,27 +12,35 @@ koffi.alias('ssize_t', 'intptr_t')
 koffi.alias('off_t', 'int64_t')
 koffi.alias('mode_t', 'uint32_t')
 
-const lib = koffi.load('libc.so.6')
+// Loaded on Linux only; elsewhere every call throws (the method registry refuses methods there first).
+const lib = process.platform === 'linux' ? koffi.load('libc.so.6') : null
+type Bound = ReturnType<NonNullable<typeof lib>['func']>
+const bind = (signature: string): Bound =>
+  lib === null
+    ? ((() => {
+        throw new Error(`libc call on ${process.platform}: plugcheck's native layer supports Linux only`)
+      }) as unknown as Bound)
+    : lib.func(signature)
 
 // open is variadic in C; a fixed three-argument prototype is ABI-compatible on the 64-bit targets we support.
 const c = {
-  open: lib.func('int open(const char *path, int flags, mode_t mode)'),
-  close: lib.func('int close(int fd)'),
-  pwrite: lib.func('ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)'),
-  pread: lib.func('ssize_t pread(int fd, void *buf, size_t count, off_t offset)'),
-  pwritev2: lib.func('ssize_t pwritev2(int fd, const void *iov, int iovcnt, off_t offset, int flags)'),
-  fsync: lib.func('int fsync(int fd)'),
-  fdatasync: lib.func('int fdatasync(int fd)'),
-  ftruncate: lib.func('int ftruncate(int fd, off_t length)'),
-  posix_fallocate: lib.func('int posix_fallocate(int fd, off_t offset, off_t len)'),
-  posix_fadvise: lib.func('int posix_fadvise(int fd, off_t offset, off_t len, int advice)'),
-  fstatfs: lib.func('int fstatfs(int fd, void *buf)'),
-  strerror: lib.func('const char *strerror(int errnum)'),
-  socket: lib.func('int socket(int domain, int type, int protocol)'),
-  connect: lib.func('int connect(int fd, const void *addr, uint32_t addrlen)'),
-  setsockopt: lib.func('int setsockopt(int fd, int level, int name, const void *value, uint32_t len)'),
-  send: lib.func('ssize_t send(int fd, const void *buf, size_t len, int flags)'),
-  recv: lib.func('ssize_t recv(int fd, void *buf, size_t len, int flags)'),
+  open: bind('int open(const char *path, int flags, mode_t mode)'),
+  close: bind('int close(int fd)'),
+  pwrite: bind('ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)'),
+  pread: bind('ssize_t pread(int fd, void *buf, size_t count, off_t offset)'),
+  pwritev2: bind('ssize_t pwritev2(int fd, const void *iov, int iovcnt, off_t offset, int flags)'),
+  fsync: bind('int fsync(int fd)'),
+  fdatasync: bind('int fdatasync(int fd)'),
+  ftruncate: bind('int ftruncate(int fd, off_t length)'),
+  posix_fallocate: bind('int posix_fallocate(int fd, off_t offset, off_t len)'),
+  posix_fadvise: bind('int posix_fadvise(int fd, off_t offset, off_t len, int advice)'),
+  fstatfs: bind('int fstatfs(int fd, void *buf)'),
+  strerror: bind('const char *strerror(int errnum)'),
+  socket: bind('int socket(int domain, int type, int protocol)'),
+  connect: bind('int connect(int fd, const void *addr, uint32_t addrlen)'),
+  setsockopt: bind('int setsockopt(int fd, int level, int name, const void *value, uint32_t len)'),
+  send: bind('ssize_t send(int fd, const void *buf, size_t len, int flags)'),
+  recv: bind('ssize_t recv(int fd, void *buf, size_t len, int flags)'),
 }
 
 /** Linux x86_64/aarch64 (asm-generic differs only in O_DIRECT on aarch64). */

@@ -2,9 +2,9 @@
  * Which sync methods exist on which platform, and why not where they don't. A method the platform
  * lacks is refused with a reason, never silently replaced by another.
  *
- * The native layer is implemented for Linux; the other platforms' rows say what each method would map
- * to there so the refusal is explicit.
+ * The native layer is implemented for Linux; on other platforms every method is refused with that reason.
  */
+import { methodImpls } from './methods/index.js'
 import { methodNames, type MethodName, type SyncMethodImpl } from './methods/types.js'
 
 export { methodNames, type MethodName, type SyncMethodImpl }
@@ -47,10 +47,9 @@ export function methodAvailability(name: MethodName, platform: NodeJS.Platform =
   return linuxTable[name]
 }
 
-/** Loads the implementation; call only after methodAvailability said yes (the import loads libc). */
-export async function loadMethod(name: MethodName): Promise<SyncMethodImpl> {
+/** The implementation; call only after methodAvailability said yes. */
+export function methodImpl(name: MethodName): SyncMethodImpl {
   const availability = methodAvailability(name)
-  if (!availability.available) throw new Error(`loadMethod(${name}) on an unavailable method`)
-  const impls = await import('./methods/index.js')
-  return impls.methodImpls[name as Exclude<MethodName, 'fsync_writethrough'>]
+  if (!availability.available) throw new Error(`methodImpl(${name}) on an unavailable method`)
+  return methodImpls[name as Exclude<MethodName, 'fsync_writethrough'>]
 }

@@ -1,0 +1,66 @@
+/**
+ * Real I/O failures under a running writer: the run stops at the first failed call, never retries
+ * it, says which call failed where, and every record acknowledged before it still verifies.
+ *   - the disk vanishes (nbdkit and nbdfuse killed, the writer left running): fdatasync or pwrite fails
+ *   - the file system fills up: pwrite fails with ENOSPC
+ */
+import t from 'tap'
+import { join } from 'node:path'
+import { Listener } from '../../src/server/listener.js'
+import { fileSize, runInProcess, spawnCli, tempDir, traceEntryBytes, waitFor } from '../fixtures/cli.js'
+import { labFor, labUnavailableReason } from './harness.js'
+
+const reason = labUnavailableReason()
+if (reason !== null) {
+  if (process.env.CI === 'true') t.fail(`the power-cut lab must run in CI but cannot: ${reason}`)
+  else t.plan(0, `lab skipped: ${reason}`)
+} else {
+  const outside = tempDir(t, 'plugcheck-lab-failure-')
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: join(outside, 'listener') })
+  t.teardown(() => listener.close())
+  const server = `127.0.0.1:${listener.address().port}`
+
+  const startWriter = (file: string, extra: string[]) => {
+    const trace = join(outside, `trace-${Date.now()}`)
+    const writer = spawnCli(['write', '--server', server, '--file', file, '--trace-file', trace, ...extra])
+    let stderr = ''
+    writer.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
+    const exit = new Promise<number>((resolve) => writer.on('exit', (code) => resolve(code ?? -1)))
+    return { writer, exit, trace, stderr: () => stderr }
+  }
+  const verify = async (file: string) => {
+    const result = await runInProcess(['verify', '--server', server, '--file', file, '--json'])
+    return { code: result.code, run: JSON.parse(result.stdout).runs[0] }
+  }
+
+  t.test('the disk vanishes under the writer: exit 3 naming the failed call; acked records intact', async (t) => {
+    const lab = await labFor(t, { mode: 'honest', imageSizeMiB: 64 })
+    const file = join(lab.mountPoint, 'data')
+    const { writer, exit, trace, stderr } = startWriter(file, ['--method', 'fdatasync', '--size', '8MiB'])
+    await waitFor('the writer to sync 100 records', () => fileSize(trace) >= 100 * traceEntryBytes)
+    await lab.cut([]) // the disk dies; the writer lives on and must notice
+    const code = await Promise.race([exit, new Promise<number>((resolve) => setTimeout(() => resolve(-2), 30_000))])
+    if (code === -2) writer.kill('SIGKILL')
+    t.equal(code, 3, `writer exit code (stderr: ${stderr()})`)
+    t.match(stderr(), /plugcheck: (fdatasync|pwrite) failed on .*\/data after seq \d+ \(method fdatasync\): E[A-Z]+ \(/)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    await lab.reboot()
+    const { code: verifyCode, run } = await verify(file)
+    t.equal(verifyCode, 0, 'every acknowledged record survived (honest disk)')
+    t.match(run, { ended: 'error', lost: 0, torn: 0, corrupt: 0 })
+    t.ok(run.acked >= 100)
+  })
+
+  t.test('the file system fills up: pwrite fails with ENOSPC, exit 3, acked records intact', async (t) => {
+    const lab = await labFor(t, { mode: 'honest', imageSizeMiB: 16 })
+    const file = join(lab.mountPoint, 'data')
+    const { exit, stderr } = startWriter(file, ['--method', 'fdatasync', '--size', '64MiB', '--record-size', '64k'])
+    const code = await Promise.race([exit, new Promise<number>((resolve) => setTimeout(() => resolve(-2), 60_000))])
+    t.equal(code, 3, `writer exit code (stderr: ${stderr()})`)
+    t.match(stderr(), /plugcheck: pwrite failed on .*\/data after seq \d+ \(method fdatasync\): ENOSPC \(no space left on device\)/)
+    const { code: verifyCode, run } = await verify(file)
+    t.equal(verifyCode, 0)
+    t.match(run, { ended: 'error', lost: 0, torn: 0, corrupt: 0 })
+    t.ok(run.acked > 0 && run.intact === run.acked, `${run.acked} acknowledged records intact`)
+  })
+}
