@@ -74,7 +74,8 @@ function settle(scratch: ScratchFile): void {
   fadvise(scratch.controlFd, 0, 0, POSIX_FADV_DONTNEED, scratch.path)
 }
 
-async function runRow(spec: RowSpec, scratch: ScratchFile, fingerprint: Fingerprint, secsPerTest: number, stopRequested: () => Error | null): Promise<RowResult> {
+/** One row, settled and measured, exactly as the bench runs it (exported for bench/pg-test-fsync-ratio.ts). */
+export async function runRow(spec: RowSpec, scratch: ScratchFile, fingerprint: Fingerprint, secsPerTest: number, stopRequested: () => Error | null): Promise<RowResult> {
   const availability = methodAvailability(spec.method)
   if (!availability.available) return notRun(spec, 'n/a', availability.reason)
   const logicalBlockBytes = fingerprint.device?.logicalBlockBytes ?? assumedLogicalBlockBytes

@@ -30,16 +30,16 @@ function describeDevice(device: BlockDeviceInfo, indent: string): string {
 
 export function renderHeader(fingerprint: Fingerprint, secsPerTest: number, recordSizeBytes: number): string {
   const { os, target, device } = fingerprint
-  const fs = target.fileSystem
+  const fileSystem = target.fileSystem
   const pad = '             '
   let text = `plugcheck bench: ${target.path} (scratch file, ${formatSize(recordSizeBytes)} records, removed at exit)\n`
   text += `system       ${os.platform === 'linux' ? 'Linux' : os.platform} ${os.kernel} ${os.arch}${os.distribution === null ? '' : `, ${os.distribution}`}; boot id ${fingerprint.bootId ?? 'unknown'}\n`
-  text += `file system  ${fs.type} (statfs magic ${fs.magic})${fs.source === null ? '' : ` from ${fs.source}`}${fs.mountPoint === null ? '' : ` on ${fs.mountPoint}`}\n`
-  if (fs.mountOptions.length > 0 || fs.superOptions.length > 0) text += `${pad}options ${fs.mountOptions.join(',')}; ${fs.superOptions.join(',') || '-'}\n`
+  text += `file system  ${fileSystem.type} (statfs magic ${fileSystem.magic})${fileSystem.source === null ? '' : ` from ${fileSystem.source}`}${fileSystem.mountPoint === null ? '' : ` on ${fileSystem.mountPoint}`}\n`
+  if (fileSystem.mountOptions.length > 0 || fileSystem.superOptions.length > 0) text += `${pad}options ${fileSystem.mountOptions.join(',')}; ${fileSystem.superOptions.join(',') || '-'}\n`
   text += `device       ${device === null ? 'none (no block device behind this file system)\n' : describeDevice(device, pad)}`
   if (fingerprint.virtualMachine && device !== null) text += `${pad}(a virtual machine: these device facts are what the hypervisor chose to report)\n`
   if (target.inMemory) {
-    text += `\nWARNING: ${target.path} is on ${fs.type}, which lives in memory.\n`
+    text += `\nWARNING: ${target.path} is on ${fileSystem.type}, which lives in memory.\n`
     text += 'WARNING: NOTHING WRITTEN THERE SURVIVES A POWER CUT, whatever the sync method.\n'
     text += 'WARNING: these figures measure software overhead, not storage.\n'
   }
