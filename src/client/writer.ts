@@ -209,7 +209,7 @@ function statusLine(runs: ActiveRun[], channel: AckChannel, elapsedS: number): s
   const recorded = runs.reduce((n, r) => n + (channel.recordedThrough.get(r.meta.runId) ?? 0), 0)
   const p50 = Math.max(...runs.map((r) => r.latency.quantileUs(0.5)))
   const p99 = Math.max(...runs.map((r) => r.latency.quantileUs(0.99)))
-  return `${elapsedS.toFixed(0)} s: ${written.toLocaleString('en-US')} records synced and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${Math.round(written / elapsedS).toLocaleString('en-US')}/s, sync p50 ${formatUs(p50)} p99 ${formatUs(p99)}`
+  return `${elapsedS.toFixed(0)} s: ${written.toLocaleString('en-US')} records written and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${Math.round(written / elapsedS).toLocaleString('en-US')}/s, sync p50 ${formatUs(p50)} p99 ${formatUs(p99)}`
 }
 
 function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel): string {
@@ -218,7 +218,8 @@ function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel):
     const m = run.meta
     const recorded = channel.recordedThrough.get(m.runId) ?? 0
     lines.push(`run ${m.runId}: ${m.method}${m.direct ? ' --direct' : ''}, ${m.pattern}, ${formatSize(m.recordSizeBytes)} records, ${m.path}`)
-    lines.push(`  ${run.lastSeq.toLocaleString('en-US')} records synced and acknowledged, ${recorded.toLocaleString('en-US')} recorded by the listener`)
+    const done = m.method === 'none' ? 'written (never synced: the negative control)' : 'synced'
+    lines.push(`  ${run.lastSeq.toLocaleString('en-US')} records ${done} and acknowledged, ${recorded.toLocaleString('en-US')} recorded by the listener`)
     lines.push(`  sync latency p50 ${formatUs(run.latency.quantileUs(0.5))}, p99 ${formatUs(run.latency.quantileUs(0.99))}, max ${formatUs(run.latency.maxUs)}`)
   }
   lines.push(`after a power cut and reboot: plugcheck verify --server ${formatEndpoint(options.server)} --file ${options.file}`)
