@@ -164,7 +164,8 @@ function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel
       failure = { run, error }
       break loop
     }
-    // The sync covering `seq` has returned: report it now, before any other work.
+    // The sync covering `seq` has returned: report it now, before any other work. (In the lab the
+    // trace entry goes first, so ack coverage counts every sync that completed before a cut.)
     trace?.completed(run.key, seq)
     channel.ack(run.meta.runId, seq, seq)
     run.lastSeq = seq
