@@ -7,7 +7,7 @@
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
 import type { AckSpan, StoredRun } from '../protocol/messages.js'
-import { Classifier, describeSeqs, type SlotVerdict } from '../record/classify.js'
+import { Classifier, type SlotVerdict } from '../record/classify.js'
 import { decodeSuperblock, runKey, slotOf, slotOffsetBytes } from '../record/format.js'
 import { describeSystemError, runtimeError } from '../errors.js'
 
@@ -243,4 +243,3 @@ function ackTimeMs(spans: readonly AckSpan[], seq: number, index: 2 | 3): number
   return Number.NaN
 }
 
-export { describeSeqs }

@@ -9,9 +9,3 @@ export function alignedBuffer(sizeBytes: number, alignmentBytes = directAlignmen
   const start = misalignment === 0 ? 0 : alignmentBytes - misalignment
   return raw.subarray(start, start + sizeBytes)
 }
-
-/** Blocks the thread for a short while without spinning (used inside the synchronous write loop). */
-const sleeper = new Int32Array(new SharedArrayBuffer(4))
-export function sleepSync(durationMs: number): void {
-  Atomics.wait(sleeper, 0, 0, durationMs)
-}

@@ -27,12 +27,9 @@ const c = {
   open: bind('int open(const char *path, int flags, mode_t mode)'),
   close: bind('int close(int fd)'),
   pwrite: bind('ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)'),
-  pread: bind('ssize_t pread(int fd, void *buf, size_t count, off_t offset)'),
   pwritev2: bind('ssize_t pwritev2(int fd, const void *iov, int iovcnt, off_t offset, int flags)'),
   fsync: bind('int fsync(int fd)'),
   fdatasync: bind('int fdatasync(int fd)'),
-  ftruncate: bind('int ftruncate(int fd, off_t length)'),
-  posix_fallocate: bind('int posix_fallocate(int fd, off_t offset, off_t len)'),
   posix_fadvise: bind('int posix_fadvise(int fd, off_t offset, off_t len, int advice)'),
   fstatfs: bind('int fstatfs(int fd, void *buf)'),
   strerror: bind('const char *strerror(int errnum)'),
@@ -129,23 +126,6 @@ export function pwriteAll(fd: number, buf: Buffer, offset: number): void {
   }
 }
 
-/** Reads up to buf.length bytes at offset; returns the count (short only at end of file). */
-export function preadFull(fd: number, buf: Buffer, offset: number): number {
-  let done = 0
-  while (done < buf.length) {
-    const part = done === 0 ? buf : buf.subarray(done)
-    const n = Number(c.pread(fd, part, part.length, offset + done))
-    if (n < 0) {
-      const e = koffi.errno()
-      if (e === EINTR) continue
-      throw new NativeError('pread', e)
-    }
-    if (n === 0) break
-    done += n
-  }
-  return done
-}
-
 const iovecScratch = Buffer.alloc(16)
 /** One pwritev2 call with flags (RWF_DSYNC); short writes are finished with a plain pwrite + fdatasync. */
 export function pwritev2Sync(fd: number, buf: Buffer, offset: number, flags: number): void {
@@ -173,16 +153,6 @@ export function fsync(fd: number): void {
 
 export function fdatasync(fd: number): void {
   if ((c.fdatasync(fd) as number) !== 0) fail('fdatasync')
-}
-
-export function ftruncate(fd: number, lengthBytes: number): void {
-  if ((c.ftruncate(fd, lengthBytes) as number) !== 0) fail('ftruncate')
-}
-
-/** posix_fallocate returns the error number instead of setting errno. */
-export function fallocate(fd: number, offsetBytes: number, lengthBytes: number, path?: string): void {
-  const e = c.posix_fallocate(fd, offsetBytes, lengthBytes) as number
-  if (e !== 0) throw new NativeError('posix_fallocate', e, path)
 }
 
 export const POSIX_FADV_DONTNEED = 4
