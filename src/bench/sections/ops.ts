@@ -76,41 +76,34 @@ export function prepareRow(spec: RowSpec, scratch: ScratchFile): PreparedRow {
     return { kind: 'ready', op, release: () => {} }
   }
 
-  // Each shape gets its own loop so the op does exactly its calls and nothing else.
+  // One op: its pieces back to back at the op's slot, each written with `write`; nothing else.
+  const writePieces = (fd: number, i: number, write: (fd: number, piece: Buffer, offsetBytes: number) => void): void => {
+    const slot = i % opsPerPass
+    const pieces = (Math.floor(i / opsPerPass) & 1) === 0 ? evenPass : oddPass
+    let j = slot * writesPerOp
+    let offset = regionStart + j * writeBytes
+    for (let k = 0; k < writesPerOp; k++, j++, offset += writeBytes) write(fd, pieces[j]!, offset)
+  }
+  const pwritev2Dsync = (fd: number, piece: Buffer, offsetBytes: number): void => pwritev2Sync(fd, piece, offsetBytes, RWF_DSYNC)
+
   let opOn: (fd: number) => (i: number) => void
   switch (spec.shape) {
     case 'sync-at-open':
     case 'write-only':
-      opOn = (fd) => (i) => {
-        const slot = i % opsPerPass
-        const pieces = (Math.floor(i / opsPerPass) & 1) === 0 ? evenPass : oddPass
-        let j = slot * writesPerOp
-        let offset = regionStart + j * writeBytes
-        for (let k = 0; k < writesPerOp; k++, j++, offset += writeBytes) pwriteAll(fd, pieces[j]!, offset)
-      }
+      opOn = (fd) => (i) => writePieces(fd, i, pwriteAll)
       break
     case 'write-then-sync': {
       const sync = spec.method === 'fsync' ? fsync : spec.method === 'fdatasync' ? fdatasync : null
       // fsync_writethrough has no Linux call; the registry marks it unavailable before we get here.
       if (sync === null) throw new Error(`row ${spec.id}: no sync call for ${spec.method} on this platform`)
       opOn = (fd) => (i) => {
-        const slot = i % opsPerPass
-        const pieces = (Math.floor(i / opsPerPass) & 1) === 0 ? evenPass : oddPass
-        let j = slot * writesPerOp
-        let offset = regionStart + j * writeBytes
-        for (let k = 0; k < writesPerOp; k++, j++, offset += writeBytes) pwriteAll(fd, pieces[j]!, offset)
+        writePieces(fd, i, pwriteAll)
         sync(fd)
       }
       break
     }
     case 'pwritev2-dsync':
-      opOn = (fd) => (i) => {
-        const slot = i % opsPerPass
-        const pieces = (Math.floor(i / opsPerPass) & 1) === 0 ? evenPass : oddPass
-        let j = slot * writesPerOp
-        let offset = regionStart + j * writeBytes
-        for (let k = 0; k < writesPerOp; k++, j++, offset += writeBytes) pwritev2Sync(fd, pieces[j]!, offset, RWF_DSYNC)
-      }
+      opOn = (fd) => (i) => writePieces(fd, i, pwritev2Dsync)
       break
   }
 
