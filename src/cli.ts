@@ -219,7 +219,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
       "pg_test_fsync's tables for this storage, with the environment and a check of which figures are too good to be true",
       (y) =>
         y
-          .option('file', { type: 'string', describe: 'scratch file, or a directory to create it in (default: plugcheck-bench.XXXX here)' })
+          .option('file', { type: 'string', describe: 'scratch file, or a directory to create it in (default: plugcheck-bench.<random> here)' })
           .option('secs', { type: 'number', default: 5, describe: 'seconds per test (fractions allowed)' })
           .option('record-size', { type: 'string', default: '8192', describe: 'bytes per write, a multiple of 512' })
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' }),

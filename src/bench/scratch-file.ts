@@ -76,7 +76,7 @@ function openFailure(file: string, error: unknown): Error {
   return usageError(`could not create ${file}: ${describeSystemError(error)}`, 'give --file a path on the file system to test, in a directory you can write')
 }
 
-/** Creates plugcheck-bench.XXXX in dir, never reusing a name. */
+/** Creates plugcheck-bench.<random> in dir, never reusing a name. */
 function createInDirectory(dir: string): { file: string; fd: number } {
   for (let attempt = 0; attempt < createAttemptsMax; attempt++) {
     const file = path.join(dir, `plugcheck-bench.${randomBytes(3).toString('base64url').slice(0, 4)}`)
@@ -86,7 +86,7 @@ function createInDirectory(dir: string): { file: string; fd: number } {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw openFailure(file, error)
     }
   }
-  throw usageError(`could not find a free plugcheck-bench.XXXX name in ${dir}`)
+  throw usageError(`could not find a free plugcheck-bench.<random> name in ${dir}`)
 }
 
 function openRequested(file: string): { file: string; fd: number } {
