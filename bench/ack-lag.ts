@@ -28,7 +28,7 @@ import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Listener } from '../src/server/listener.js'
 import { traceEntryBytes } from '../src/client/writer.js'
-import { fileSystemName, formatRate, median, plugcheckWriteArgs, quantileSorted, recordsFromSummary, runChild, table, tmpfsDir } from './common.js'
+import { fileSystemName, formatRate, median, plugcheckWriteArgs, quantileSorted, recordsFromSummary, roundsAndSeconds, runChild, table, tmpfsDir } from './common.js'
 
 const goalLagUsP50 = 100
 const goalLagUsP99 = 1000
@@ -72,9 +72,7 @@ async function main(): Promise<number> {
       'store-dir': { type: 'string', default: tmpfsDir },
     },
   })
-  const roundCount = Number(values.rounds)
-  const durationS = Number(values.seconds)
-  if (!(roundCount >= 1 && durationS > 0)) throw new Error('--rounds must be >= 1 and --seconds > 0')
+  const { roundCount, durationS } = roundsAndSeconds(values)
   const wanted = new Set(values.targets.split(','))
   const targets = [
     { label: 'tmpfs', dir: tmpfsDir },

@@ -118,6 +118,14 @@ export function startListenerProcess(storeDir: string): Promise<ListenerProcess>
 }
 
 /** The q-quantile (0..1) of values sorted ascending, nearest rank. */
+/** --rounds and --seconds, checked: every bench takes the same two. */
+export function roundsAndSeconds(values: { rounds: string; seconds: string }): { roundCount: number; durationS: number } {
+  const roundCount = Number(values.rounds)
+  const durationS = Number(values.seconds)
+  if (!(roundCount >= 1 && durationS > 0)) throw new Error('--rounds must be >= 1 and --seconds > 0')
+  return { roundCount, durationS }
+}
+
 export function quantileSorted(sorted: ArrayLike<number>, q: number): number {
   if (sorted.length === 0) return Number.NaN
   const rank = Math.max(1, Math.ceil(q * sorted.length))

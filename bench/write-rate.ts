@@ -20,6 +20,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
+import { createServer, type AddressInfo } from 'node:net'
 import { parseArgs } from 'node:util'
 import {
   buildSyncLoop,
@@ -30,6 +31,7 @@ import {
   plugcheckWriteArgs,
   recordSizeBytes,
   recordsFromSummary,
+  roundsAndSeconds,
   runChild,
   runSyncLoop,
   startListenerProcess,
@@ -43,6 +45,8 @@ const goalRatioTmpfs = 0.5
 
 interface Round {
   readonly cPerS: number
+  /** The C loop plus one blocking 51-byte loopback send per record: the floor for any tool that acks every record. */
+  readonly cSendPerS: number
   readonly plugcheckPerS: number
 }
 
@@ -63,15 +67,17 @@ async function main(): Promise<number> {
       targets: { type: 'string', default: 'disk,tmpfs' },
     },
   })
-  const roundCount = Number(values.rounds)
-  const durationS = Number(values.seconds)
-  if (!(roundCount >= 1 && durationS > 0)) throw new Error('--rounds must be >= 1 and --seconds > 0')
+  const { roundCount, durationS } = roundsAndSeconds(values)
 
   const work = mkdtempSync(join(tmpdir(), 'plugcheck-bench-'))
   const storeDir = mkdtempSync(join(tmpfsDir, 'plugcheck-bench-store-'))
   const cBinary = await buildSyncLoop(work)
 
   const listener = await startListenerProcess(storeDir)
+  // Where the C loop's acks go: a loopback peer that reads and discards, as cheap as a receiver can be.
+  const sink = createServer((socket) => socket.resume().on('error', () => socket.destroy()))
+  await new Promise<void>((resolveListen) => sink.listen(0, '127.0.0.1', resolveListen))
+  const sinkPort = (sink.address() as AddressInfo).port
   const results: TargetResult[] = []
   try {
     const wanted = new Set(values.targets.split(','))
@@ -84,27 +90,33 @@ async function main(): Promise<number> {
       console.log(`${target.label}: ${target.dir} (${fileSystem}), ${roundCount} rounds of ${durationS} s per side`)
       const rounds: Round[] = []
       for (let r = 0; r < roundCount; r++) {
-        const cPerS = await runC(cBinary, join(target.dir, `plugcheck-bench-c-${process.pid}.dat`), durationS)
+        const cFile = join(target.dir, `plugcheck-bench-c-${process.pid}.dat`)
+        const cPerS = await runC(cBinary, cFile, durationS)
+        const cSendPerS = await runC(cBinary, cFile, durationS, sinkPort)
         const plugcheckPerS = await runPlugcheck(listener.port, join(target.dir, `plugcheck-bench-pc-${process.pid}.dat`), durationS)
-        rounds.push({ cPerS, plugcheckPerS })
-        console.log(`  round ${r + 1}: C ${formatRate(cPerS)}, plugcheck ${formatRate(plugcheckPerS)}, ratio ${(plugcheckPerS / cPerS).toFixed(3)}`)
+        rounds.push({ cPerS, cSendPerS, plugcheckPerS })
+        console.log(
+          `  round ${r + 1}: C ${formatRate(cPerS)}, C+send ${formatRate(cSendPerS)}, plugcheck ${formatRate(plugcheckPerS)}, ratio ${(plugcheckPerS / cPerS).toFixed(3)}`,
+        )
       }
       results.push({ ...target, fileSystem, rounds })
     }
   } finally {
+    sink.close()
     await listener.stop()
     rmSync(work, { recursive: true, force: true })
     rmSync(storeDir, { recursive: true, force: true })
   }
 
   console.log(`\nfdatasync, ${recordSizeBytes / 1024} KiB records overwriting a ${dataFileSizeBytes / 1024 ** 2} MiB region; medians over rounds`)
-  const rows = [['target', 'C', 'plugcheck', 'plugcheck/C', 'ratio range', 'goal', 'met']]
+  const rows = [['target', 'C', 'C+send/C', 'plugcheck', 'plugcheck/C', 'ratio range', 'goal', 'met']]
   for (const t of results) {
     const ratios = t.rounds.map((r) => r.plugcheckPerS / r.cPerS)
     const ratio = median(ratios)
     rows.push([
       `${t.label} (${t.fileSystem})`,
       formatRate(median(t.rounds.map((r) => r.cPerS))),
+      median(t.rounds.map((r) => r.cSendPerS / r.cPerS)).toFixed(3),
       formatRate(median(t.rounds.map((r) => r.plugcheckPerS))),
       ratio.toFixed(3),
       `${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}`,
@@ -116,9 +128,9 @@ async function main(): Promise<number> {
   return 0
 }
 
-async function runC(binary: string, file: string, durationS: number): Promise<number> {
+async function runC(binary: string, file: string, durationS: number, ackPort?: number): Promise<number> {
   try {
-    return await runSyncLoop(binary, file, durationS)
+    return await runSyncLoop(binary, file, durationS, ackPort)
   } finally {
     rmSync(file, { force: true })
   }
