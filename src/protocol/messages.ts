@@ -1,18 +1,35 @@
 /**
  * Wire messages between writer/verifier and listener. Every frame is validated with these schemas
- * on arrival; nothing past this point re-checks shapes.
+ * on arrival; nothing past this point re-checks shapes. Every field is bounded by what a real run
+ * can produce, so a hostile peer (or a hostile listener, seen from verify) cannot make the other side
+ * loop, allocate or misjudge without limit.
  *
  * Conversation (writer):   hello -> welcome, run -> run-ok, ack* (-> recorded*), end -> recorded
  * Conversation (verifier): hello -> welcome, query -> runs
  * Any problem:             error, then the listener closes the connection.
  */
 import { z } from 'zod'
+import { fingerprintSchema } from '../bench/schema.js'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
 
-export const protocolVersion = 1
+/** 2: run carries the writer's environment; runs carries the claims on a path; more error codes. */
+export const protocolVersion = 2
 export const defaultPort = 5400
 
+/**
+ * No writer produces records faster than this (tmpfs, the fastest case, reaches ~40k/s). Seqs beyond
+ * (time since the run was announced) x this rate + slack cannot be real and are refused on both sides.
+ */
+export const maxRecordsPerSecond = 1_000_000
+export const seqSlack = 1_000_000
+/** The highest seq a run announced at announcedMs can have acknowledged by atMs. */
+export function maxPlausibleSeq(announcedMs: number, atMs: number): number {
+  return Math.max(0, Math.floor(((atMs - announcedMs) / 1000) * maxRecordsPerSecond)) + seqSlack
+}
+
 const seq = z.number().int().positive().max(Number.MAX_SAFE_INTEGER)
+/** Milliseconds since the epoch, from 2000 to 2200: anything else is not a real clock. */
+export const epochMsSchema = z.number().int().min(946_684_800_000).max(7_258_118_400_000)
 
 export const helloSchema = z.object({
   type: z.literal('hello'),
@@ -20,16 +37,27 @@ export const helloSchema = z.object({
   role: z.enum(['writer', 'verifier']),
   token: z.string().max(1024).optional(),
 })
-export const runSchema = z.object({ type: z.literal('run'), meta: runMetaSchema })
+
+/** What the writer's machine was when the run started: verify compares the boot id after the cut. */
+export const writerEnvSchema = z.object({
+  /** Linux /proc/sys/kernel/random/boot_id; null where the platform offers none. */
+  bootId: z.string().min(1).max(64).nullable(),
+  /** The environment fingerprint bench prints, for the report; null when it could not be collected. */
+  fingerprint: fingerprintSchema.nullable(),
+})
+export type WriterEnv = z.infer<typeof writerEnvSchema>
+
+export const runSchema = z.object({ type: z.literal('run'), meta: runMetaSchema, writer: writerEnvSchema.optional() })
 /** Seqs fromSeq..toSeq (inclusive) are covered by a sync that returned success. */
 export const ackSchema = z.object({ type: z.literal('ack'), runId: runIdSchema, fromSeq: seq, toSeq: seq }).refine(
   (m) => m.toSeq >= m.fromSeq,
   { message: 'toSeq is below fromSeq' },
 )
+export const endReasons = ['duration', 'interrupted', 'error'] as const
 export const endSchema = z.object({
   type: z.literal('end'),
   runId: runIdSchema,
-  reason: z.enum(['duration', 'interrupted', 'error']),
+  reason: z.enum(endReasons),
   detail: z.string().max(4096).optional(),
 })
 export const querySchema = z.object({
@@ -43,24 +71,92 @@ export const clientMessageSchema = z.discriminatedUnion('type', [helloSchema, ru
 export type ClientMessage = z.infer<typeof clientMessageSchema>
 
 /** [fromSeq, toSeq, firstAckMs, lastAckMs]: seqs acknowledged, and when the listener received them. */
-export const ackSpanSchema = z.tuple([seq, seq, z.number().nonnegative(), z.number().nonnegative()])
+export const ackSpanSchema = z
+  .tuple([seq, seq, epochMsSchema, epochMsSchema])
+  .refine((s) => s[1] >= s[0] && s[3] >= s[2], { message: 'span runs backwards' })
 export type AckSpan = z.infer<typeof ackSpanSchema>
 
-export const storedRunSchema = z.object({
-  meta: runMetaSchema,
-  announcedMs: z.number().nonnegative(),
-  end: z.object({ reason: z.string(), detail: z.string().optional(), atMs: z.number() }).optional(),
-  spans: z.array(ackSpanSchema),
+/** How a run ended, as the listener saw it. 'vanished': the writer's connection closed without an end. */
+export const runEndSchema = z.object({
+  reason: z.enum([...endReasons, 'vanished']),
+  detail: z.string().max(4096).optional(),
+  atMs: epochMsSchema,
 })
+
+/** Spans are capped: a week at one span per 100 ms. */
+export const maxStoredSpans = 7 * 24 * 36_000
+
+export const storedRunSchema = z
+  .object({
+    meta: runMetaSchema,
+    announcedMs: epochMsSchema,
+    /** The address the run was announced from, as the listener saw it ("10.0.0.7", "::1"). */
+    peer: z.string().max(64).optional(),
+    writer: writerEnvSchema.optional(),
+    end: runEndSchema.optional(),
+    /** Contiguous from seq 1, in order: the listener accepts acks only in order. */
+    spans: z.array(ackSpanSchema).max(maxStoredSpans),
+  })
+  .superRefine((run, ctx) => {
+    let expected = 1
+    for (const [i, span] of run.spans.entries()) {
+      if (span[0] !== expected) {
+        ctx.addIssue({ code: 'custom', path: ['spans', i], message: `span starts at seq ${span[0]}, expected ${expected}` })
+        return
+      }
+      if (span[2] < run.announcedMs - 60_000) {
+        ctx.addIssue({ code: 'custom', path: ['spans', i], message: 'span acknowledged before its run was announced' })
+        return
+      }
+      if (span[1] > maxPlausibleSeq(run.announcedMs, span[3])) {
+        ctx.addIssue({ code: 'custom', path: ['spans', i], message: `seq ${span[1]} is more than a writer can have written by then` })
+        return
+      }
+      expected = span[1] + 1
+    }
+  })
 export type StoredRun = z.infer<typeof storedRunSchema>
 
-export const errorCodes = ['bad-frame', 'too-large', 'out-of-order', 'unauthorized', 'unknown-run', 'protocol-version', 'storage'] as const
+/** Another run that claims the same host and path: verify names them instead of blaming the storage. */
+export const claimSchema = z.object({
+  runId: runIdSchema,
+  groupId: runIdSchema,
+  method: z.string().max(64),
+  announcedMs: epochMsSchema,
+  peer: z.string().max(64).optional(),
+  /** The writer's connection is open now. */
+  live: z.boolean(),
+  end: runEndSchema.optional(),
+  ackedThroughSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+})
+export type Claim = z.infer<typeof claimSchema>
+export const maxClaims = 64
+
+export const errorCodes = [
+  'bad-frame',
+  'too-large',
+  'out-of-order',
+  'unauthorized',
+  'unknown-run',
+  'protocol-version',
+  'storage',
+  /** Another connection's run for this host and path is live. */
+  'path-busy',
+  /** --max-connections reached, hello not sent in time, or too many ends/queries. */
+  'limit',
+] as const
+export type ErrorCode = (typeof errorCodes)[number]
 
 export const serverMessageSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('welcome'), protocol: z.number().int(), listenerId: z.string() }),
+  z.object({ type: z.literal('welcome'), protocol: z.number().int(), listenerId: z.string().max(64) }),
   z.object({ type: z.literal('run-ok'), runId: runIdSchema }),
-  z.object({ type: z.literal('recorded'), runId: runIdSchema, throughSeq: z.number().int().nonnegative() }),
-  z.object({ type: z.literal('runs'), runs: z.array(storedRunSchema) }),
-  z.object({ type: z.literal('error'), code: z.enum(errorCodes), message: z.string() }),
+  z.object({ type: z.literal('recorded'), runId: runIdSchema, throughSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER) }),
+  z.object({
+    type: z.literal('runs'),
+    runs: z.array(storedRunSchema).max(64),
+    /** Every run on record for the queried host and path (newest first, at most maxClaims). */
+    claims: z.array(claimSchema).max(maxClaims),
+  }),
+  z.object({ type: z.literal('error'), code: z.enum(errorCodes), message: z.string().max(4096) }),
 ])
 export type ServerMessage = z.infer<typeof serverMessageSchema>

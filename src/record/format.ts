@@ -53,22 +53,35 @@ export type Pattern = (typeof patterns)[number]
 
 export const runIdSchema = z.string().regex(/^[0-9a-f]{16}$/, 'a run id is 16 lower-case hex digits')
 
-export const runMetaSchema = z.object({
-  runId: runIdSchema,
-  /** Runs started together by one `write --method a,b` share a group id. */
-  groupId: runIdSchema,
-  method: z.enum(methodNames),
-  direct: z.boolean(),
-  pattern: z.enum(patterns),
-  recordSizeBytes: z.number().int().positive().multipleOf(sectorBytes),
-  slotCount: z.number().int().positive(),
-  host: z.string().min(1).max(255),
-  /** Absolute path of this run's data file. */
-  path: z.string().min(1).max(4096),
-  /** Absolute path the user gave to --file (differs from path when several methods run at once). */
-  requestedPath: z.string().min(1).max(4096),
-  createdMs: z.number().int().nonnegative(),
-})
+/** Bounds a real run stays within (verify trusts nothing it reads back beyond them). */
+export const maxRecordSizeBytes = 1024 * 1024
+/** append slots are judged without a per-slot table, so only the file size bounds them. */
+export const maxAppendSlots = 2 ** 40
+/** overwrite keeps one number per slot at verify: 2^24 slots is 128 MiB of memory (128 GiB of 8 KiB records). */
+export const maxOverwriteSlots = 2 ** 24
+
+export const runMetaSchema = z
+  .object({
+    runId: runIdSchema,
+    /** Runs started together by one `write --method a,b` share a group id. */
+    groupId: runIdSchema,
+    method: z.enum(methodNames),
+    direct: z.boolean(),
+    pattern: z.enum(patterns),
+    recordSizeBytes: z.number().int().positive().multipleOf(sectorBytes).max(maxRecordSizeBytes),
+    slotCount: z.number().int().positive().max(maxAppendSlots),
+    host: z.string().min(1).max(255),
+    /** Absolute path of this run's data file. */
+    path: z.string().min(1).max(4096),
+    /** Absolute path the user gave to --file (differs from path when several methods run at once). */
+    requestedPath: z.string().min(1).max(4096),
+    createdMs: z.number().int().min(946_684_800_000).max(7_258_118_400_000),
+  })
+  .refine((m) => m.pattern === 'append' || m.slotCount <= maxOverwriteSlots, {
+    message: `overwrite runs have at most ${maxOverwriteSlots} slots`,
+    path: ['slotCount'],
+  })
+  .refine((m) => Number.isSafeInteger(m.recordSizeBytes * (m.slotCount + 1)), { message: 'file size out of range', path: ['slotCount'] })
 export type RunMeta = z.infer<typeof runMetaSchema>
 
 // --- superblock ------------------------------------------------------------------------------

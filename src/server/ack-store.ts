@@ -28,7 +28,7 @@ const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObject
 
 const logEntrySchema = z.discriminatedUnion('k', [
   z.object({ k: z.literal('ack'), fromSeq: z.number().int().positive(), toSeq: z.number().int().positive(), firstMs: z.number(), lastMs: z.number() }),
-  z.object({ k: z.literal('end'), reason: z.string(), detail: z.string().optional(), atMs: z.number() }),
+  z.object({ k: z.literal('end'), reason: z.enum(['duration', 'interrupted', 'error', 'vanished']), detail: z.string().optional(), atMs: z.number() }),
 ])
 type LogEntry = z.infer<typeof logEntrySchema>
 
@@ -38,7 +38,7 @@ interface RunState {
   readonly meta: RunMeta
   readonly announcedMs: number
   readonly spans: AckSpan[]
-  end?: { reason: string; detail?: string; atMs: number }
+  end?: { reason: 'duration' | 'interrupted' | 'error' | 'vanished'; detail?: string; atMs: number }
   /** Highest seq accepted (in memory, maybe not yet durable). */
   lastAckedSeq: number
   log?: FileHandle
@@ -179,7 +179,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
   }
 
-  endRun(runId: string, reason: string, detail: string | undefined, atMs: number): void {
+  endRun(runId: string, reason: 'duration' | 'interrupted' | 'error' | 'vanished', detail: string | undefined, atMs: number): void {
     const run = this.runs.get(runId)
     if (run === undefined) throw new Error(`endRun on unknown run ${runId}`)
     run.end = { reason, ...(detail === undefined ? {} : { detail }), atMs }

@@ -8,7 +8,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import { FrameDecoder, FrameError, encodeFrame, maxClientFrameBytes } from '../protocol/framing.js'
-import { clientMessageSchema, protocolVersion, type ClientMessage, type ServerMessage } from '../protocol/messages.js'
+import { clientMessageSchema, protocolVersion, type ClientMessage, type ErrorCode, type ServerMessage } from '../protocol/messages.js'
 import { AckStore } from './ack-store.js'
 
 export interface ListenerOptions {
@@ -18,8 +18,6 @@ export interface ListenerOptions {
   readonly token?: string
   readonly log?: (line: string) => void
 }
-
-type ErrorCode = Extract<ServerMessage, { type: 'error' }>['code']
 
 class ProtocolViolation extends Error {
   constructor(
@@ -190,7 +188,7 @@ class Connection {
         return
       }
       case 'query': {
-        this.send({ type: 'runs', runs: store.query(message.host, message.requestedPath, message.runId) })
+        this.send({ type: 'runs', runs: store.query(message.host, message.requestedPath, message.runId), claims: [] })
         return
       }
     }

@@ -16,12 +16,12 @@ t.test('hand-encoded ack frames decode exactly, at every integer width', async (
 
 t.test('frames split across chunks reassemble; oversized and garbage frames are refused', async (t) => {
   const decoder = new FrameDecoder(clientMessageSchema, maxClientFrameBytes)
-  const frame = encodeFrame({ type: 'hello', protocol: 1, role: 'writer' })
+  const frame = encodeFrame({ type: 'hello', protocol: 2, role: 'writer' })
   t.same(decoder.push(frame.subarray(0, 3)), [])
   t.same(decoder.push(frame.subarray(3, 7)), [])
   t.same(decoder.push(Buffer.concat([frame.subarray(7), frame])), [
-    { type: 'hello', protocol: 1, role: 'writer' },
-    { type: 'hello', protocol: 1, role: 'writer' },
+    { type: 'hello', protocol: 2, role: 'writer' },
+    { type: 'hello', protocol: 2, role: 'writer' },
   ])
   t.throws(() => new FrameDecoder(clientMessageSchema, 16).push(Buffer.from([0, 0, 0, 17])), { code: 'too-large' })
   t.throws(() => new FrameDecoder(clientMessageSchema, 16).push(Buffer.from([0, 0, 0, 1, 0xc1])), { code: 'bad-frame' })

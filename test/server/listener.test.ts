@@ -67,7 +67,7 @@ t.test('bad frames are refused, the good client is unaffected', async (t) => {
   const port = listener.address().port
 
   const good = await Peer.open(port)
-  good.send({ type: 'hello', protocol: 1, role: 'writer' })
+  good.send({ type: 'hello', protocol: 2, role: 'writer' })
   await good.next('welcome')
   good.send({ type: 'run', meta: meta('00000000000000aa') })
   await good.next('run-ok')
@@ -81,7 +81,7 @@ t.test('bad frames are refused, the good client is unaffected', async (t) => {
     [
       "an ack for another connection's run",
       (p) => {
-        p.send({ type: 'hello', protocol: 1, role: 'writer' })
+        p.send({ type: 'hello', protocol: 2, role: 'writer' })
         p.send({ type: 'ack', runId: '00000000000000aa', fromSeq: 11, toSeq: 11 })
       },
       'unknown-run',
@@ -90,7 +90,7 @@ t.test('bad frames are refused, the good client is unaffected', async (t) => {
     [
       'acks out of order',
       (p) => {
-        p.send({ type: 'hello', protocol: 1, role: 'writer' })
+        p.send({ type: 'hello', protocol: 2, role: 'writer' })
         p.send({ type: 'run', meta: meta('00000000000000bb') })
         p.send({ type: 'ack', runId: '00000000000000bb', fromSeq: 1, toSeq: 5 })
         p.send({ type: 'ack', runId: '00000000000000bb', fromSeq: 3, toSeq: 3 })
@@ -99,7 +99,7 @@ t.test('bad frames are refused, the good client is unaffected', async (t) => {
       /expected seq 6 next/,
     ],
     ['a second announcement of a run', (p) => {
-      p.send({ type: 'hello', protocol: 1, role: 'writer' })
+      p.send({ type: 'hello', protocol: 2, role: 'writer' })
       p.send({ type: 'run', meta: meta('00000000000000aa') })
     }, 'out-of-order', /already announced/],
     ['a wrong protocol version', (p) => p.send({ type: 'hello', protocol: 99, role: 'writer' }), 'protocol-version', /protocol 99/],
@@ -133,10 +133,10 @@ t.test('a token is required when set', async (t) => {
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), token: 's3cret' })
   t.teardown(() => listener.close())
   const wrong = await Peer.open(listener.address().port)
-  wrong.send({ type: 'hello', protocol: 1, role: 'verifier', token: 'guess' })
+  wrong.send({ type: 'hello', protocol: 2, role: 'verifier', token: 'guess' })
   t.match(await wrong.next('error'), { code: 'unauthorized' })
   const right = await Peer.open(listener.address().port)
-  right.send({ type: 'hello', protocol: 1, role: 'verifier', token: 's3cret' })
+  right.send({ type: 'hello', protocol: 2, role: 'verifier', token: 's3cret' })
   t.match(await right.next('welcome'), { type: 'welcome' })
   right.socket.destroy()
 })
@@ -145,7 +145,7 @@ t.test('a torn ack log tail is ignored at replay; everything before it is kept',
   const dir = tempDir(t)
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
   const peer = await Peer.open(listener.address().port)
-  peer.send({ type: 'hello', protocol: 1, role: 'writer' })
+  peer.send({ type: 'hello', protocol: 2, role: 'writer' })
   peer.send({ type: 'run', meta: meta('00000000000000cc') })
   await peer.next('run-ok')
   for (let seq = 1; seq <= 100; seq++) peer.send({ type: 'ack', runId: '00000000000000cc', fromSeq: seq, toSeq: seq })
