@@ -76,6 +76,7 @@ const listenArgs = z.object({
   port: z.number().int().min(0).max(65535),
   dir: z.string().min(1),
   token: z.string().optional(),
+  maxConnections: z.number().int('--max-connections must be a whole number').min(1, '--max-connections must be at least 1').max(1_000_000),
 })
 
 const demoArgs = z.object({
@@ -130,10 +131,12 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('port', { type: 'number', default: defaultPort, describe: 'TCP port (0 picks a free one)' })
           .option('host', { type: 'string', default: '0.0.0.0', describe: 'address to listen on' })
           .option('dir', { type: 'string', default: './plugcheck-data', describe: 'where runs and acks are stored' })
-          .option('token', { type: 'string', describe: 'shared secret writers and verifiers must present' }),
+          .option('token', { type: 'string', describe: 'shared secret writers and verifiers must present' })
+          .option('max-connections', { type: 'number', default: 1024, describe: 'connections served at once; more are told so and closed' }),
       (args) => {
         const a = validated(listenArgs, args)
-        run = () => runListen({ host: a.host, port: a.port, dir: a.dir, ...(a.token === undefined ? {} : { token: a.token }) }, io)
+        run = () =>
+          runListen({ host: a.host, port: a.port, dir: a.dir, maxConnections: a.maxConnections, ...(a.token === undefined ? {} : { token: a.token }) }, io)
       },
     )
     .command(

@@ -33,9 +33,18 @@ export class FrameError extends Error {
 /**
  * Accumulates stream bytes and yields validated messages. Throws FrameError on an oversized frame,
  * undecodable msgpack or a message the schema rejects; the caller then drops the connection.
+ *
+ * Bytes wait in one buffer that grows by doubling and is compacted only when full, so a frame that
+ * arrives one byte at a time costs O(frame size) copying, not O(size^2). The buffer never holds more
+ * than one frame's header and body beyond what a single chunk brings (the length is checked as soon as
+ * its 4 bytes are in).
  */
 export class FrameDecoder<T> {
-  private pending: Buffer = Buffer.alloc(0)
+  private buffer: Buffer = Buffer.alloc(0)
+  private start = 0
+  private end = 0
+  /** Bytes copied into the reassembly buffer so far (for tests of the copying cost). */
+  copiedBytes = 0
 
   constructor(
     private readonly schema: z.ZodType<T>,
@@ -43,21 +52,74 @@ export class FrameDecoder<T> {
   ) {}
 
   push(chunk: Buffer): T[] {
-    this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk])
     const messages: T[] = []
+    let input = chunk
     let offset = 0
-    while (this.pending.length - offset >= frameHeaderBytes) {
-      const length = this.pending.readUInt32BE(offset)
-      if (length > this.maxFrameBytes) {
-        throw new FrameError('too-large', `frame of ${length} bytes exceeds the ${this.maxFrameBytes}-byte limit`)
+    if (this.end > this.start) {
+      // Complete the buffered frame (or at least its header) from the chunk, then go on in the chunk.
+      offset = this.fill(chunk, 0)
+      const buffered = this.end - this.start
+      if (buffered < frameHeaderBytes) return messages
+      const length = this.checkedLength(this.buffer, this.start)
+      if (buffered < frameHeaderBytes + length) {
+        offset = this.fill(chunk, offset)
+        if (this.end - this.start < frameHeaderBytes + length) return messages
       }
-      if (this.pending.length - offset - frameHeaderBytes < length) break
-      const body = this.pending.subarray(offset + frameHeaderBytes, offset + frameHeaderBytes + length)
+      messages.push(this.decode(this.buffer.subarray(this.start + frameHeaderBytes, this.start + frameHeaderBytes + length)))
+      this.start = this.end = 0
+      input = chunk
+    }
+    while (input.length - offset >= frameHeaderBytes) {
+      const length = this.checkedLength(input, offset)
+      if (input.length - offset - frameHeaderBytes < length) break
+      const body = input.subarray(offset + frameHeaderBytes, offset + frameHeaderBytes + length)
       offset += frameHeaderBytes + length
       messages.push(this.decode(body))
     }
-    this.pending = offset === this.pending.length ? Buffer.alloc(0) : this.pending.subarray(offset)
+    if (offset < input.length) this.append(input.subarray(offset))
     return messages
+  }
+
+  /**
+   * Copies from chunk[offset..] just enough to complete the buffered header, or then the buffered
+   * frame; returns the new offset in chunk.
+   */
+  private fill(chunk: Buffer, offset: number): number {
+    const buffered = this.end - this.start
+    const wanted = buffered < frameHeaderBytes ? frameHeaderBytes - buffered : frameHeaderBytes + this.checkedLength(this.buffer, this.start) - buffered
+    const taken = Math.min(wanted, chunk.length - offset)
+    this.append(chunk.subarray(offset, offset + taken))
+    return offset + taken
+  }
+
+  private append(bytes: Buffer): void {
+    if (bytes.length === 0) return
+    if (this.end + bytes.length > this.buffer.length) {
+      const kept = this.end - this.start
+      const needed = kept + bytes.length
+      if (needed > this.buffer.length) {
+        const grown = Buffer.allocUnsafe(Math.max(needed, this.buffer.length * 2, 256))
+        this.buffer.copy(grown, 0, this.start, this.end)
+        this.copiedBytes += kept
+        this.buffer = grown
+      } else {
+        this.buffer.copy(this.buffer, 0, this.start, this.end)
+        this.copiedBytes += kept
+      }
+      this.start = 0
+      this.end = kept
+    }
+    bytes.copy(this.buffer, this.end)
+    this.copiedBytes += bytes.length
+    this.end += bytes.length
+  }
+
+  private checkedLength(bytes: Buffer, at: number): number {
+    const length = bytes.readUInt32BE(at)
+    if (length > this.maxFrameBytes) {
+      throw new FrameError('too-large', `frame of ${length} bytes exceeds the ${this.maxFrameBytes}-byte limit`)
+    }
+    return length
   }
 
   private decode(body: Buffer): T {

@@ -5,8 +5,18 @@
  *                 entry queued while the previous fdatasync ran)
  *
  * acks.log entry:  [u32 LE body length][u64 LE xxh64 of body][body: msgpack LogEntry]
- * Fault model: the listener can be killed at any moment. A torn or damaged tail entry is ignored at
- * replay (it was never reported as recorded: "recorded" is sent only after its fdatasync returned).
+ * Fault model: the listener can be killed at any moment and its disk can fill. A torn or damaged tail
+ * entry is ignored at replay (it was never reported as recorded: "recorded" is sent only after its
+ * write returned every byte and its fdatasync returned). Replay streams the log in chunks (a log of
+ * any size replays), keeps the valid prefix (entries that check out: checksum, schema, seqs contiguous
+ * from 1, plausible for the time since announcement, real times), and turns any read error other than
+ * a missing file into a refusal: fewer acks than were recorded would turn a FAIL into a PASS.
+ * A short write, ENOSPC or a failed fdatasync stops that run's acks for good (never retried).
+ *
+ * File descriptors: a run's log is open only while its writer may still send acks; it is closed
+ * once the run ended or its writer disconnected (a 'vanished' end is logged then), reopened on demand.
+ * Group commit runs at most commitLanes runs' write+fdatasync at once, so the libuv threadpool (4
+ * threads) always has a thread for a run announcement's mkdir/write/fsync/rename.
  *
  * In memory a run's acks are spans, not one entry per seq: consecutive seqs received within
  * spanWindowMs of each other share a span, so the time window of any lost seq is known to that
@@ -14,34 +24,72 @@
  */
 import { xxh64 } from '@node-rs/xxhash'
 import { EventEmitter } from 'node:events'
-import { mkdir, open, readFile, readdir, rename, type FileHandle } from 'node:fs/promises'
+import { mkdir, open, readdir, rename, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
 import type { RunMeta } from '../record/format.js'
 import { runMetaSchema } from '../record/format.js'
-import type { AckSpan, StoredRun } from '../protocol/messages.js'
+import { epochMsSchema, maxClaims, maxPlausibleSeq, writerEnvSchema, type AckSpan, type Claim, type StoredRun, type WriterEnv } from '../protocol/messages.js'
+import { describeSystemError, runtimeError } from '../errors.js'
 
 export const spanWindowMs = 100
 const entryHeaderBytes = 12
+/** No entry the listener writes comes near this (an end's detail is at most 4 KiB); a longer length is damage. */
+const maxEntryBodyBytes = 64 * 1024
+/** Replay reads the log in chunks of this size. */
+const replayChunkBytes = 1024 * 1024
+/** meta.msgpack is a few KiB (a fingerprint included); anything over this is damage. */
+const maxMetaFileBytes = 1024 * 1024
+/** Runs whose write+fdatasync may be in the threadpool at once (it has 4 threads). */
+export const commitLanes = 2
+/** A run's acks may be stamped up to this long before its announcement (clock steps). */
+const clockSkewMs = 60_000
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 
 const logEntrySchema = z.discriminatedUnion('k', [
-  z.object({ k: z.literal('ack'), fromSeq: z.number().int().positive(), toSeq: z.number().int().positive(), firstMs: z.number(), lastMs: z.number() }),
-  z.object({ k: z.literal('end'), reason: z.enum(['duration', 'interrupted', 'error', 'vanished']), detail: z.string().optional(), atMs: z.number() }),
+  z.object({
+    k: z.literal('ack'),
+    fromSeq: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+    toSeq: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+    firstMs: epochMsSchema,
+    lastMs: epochMsSchema,
+  }),
+  z.object({ k: z.literal('end'), reason: z.enum(['duration', 'interrupted', 'error', 'vanished']), detail: z.string().max(4096).optional(), atMs: epochMsSchema }),
 ])
 type LogEntry = z.infer<typeof logEntrySchema>
 
-const metaFileSchema = z.object({ meta: runMetaSchema, announcedMs: z.number() })
+const metaFileSchema = z.object({
+  meta: runMetaSchema,
+  announcedMs: epochMsSchema,
+  peer: z.string().max(64).optional(),
+  writer: writerEnvSchema.optional(),
+})
+
+type EndReason = 'duration' | 'interrupted' | 'error' | 'vanished'
+
+/** Who announced a run: the peer address the listener saw and the writer's environment. */
+export interface RunOrigin {
+  readonly peer?: string
+  readonly writer?: WriterEnv
+}
 
 interface RunState {
   readonly meta: RunMeta
   readonly announcedMs: number
+  readonly origin: RunOrigin
   readonly spans: AckSpan[]
-  end?: { reason: 'duration' | 'interrupted' | 'error' | 'vanished'; detail?: string; atMs: number }
+  end?: { reason: EndReason; detail?: string; atMs: number }
   /** Highest seq accepted (in memory, maybe not yet durable). */
   lastAckedSeq: number
+  /** Open only while the run may still take entries; reopened on demand. */
   log?: FileHandle
+  /** No more entries will come (ended, writer gone, or read back at startup): close the log when idle. */
+  retired: boolean
+  /** createRun is still making the run's directory and files. */
+  creating?: boolean
+  /** Set when a write or fdatasync failed: the run takes nothing more, ever. */
+  failed?: Error
   /** Entries accepted but not yet written (consecutive acks share one), and the highest seq they cover. */
   pendingEntries: LogEntry[]
   pendingThroughSeq: number
@@ -59,7 +107,9 @@ export interface AckStoreEvents {
 
 export class AckStore extends EventEmitter<AckStoreEvents> {
   private readonly runs = new Map<string, RunState>()
-  private committing = false
+  /** Runs with entries to write or a log to close, for the next group commit round. */
+  private readonly dirty = new Set<RunState>()
+  private committing: Promise<void> | undefined
   readonly warnings: string[] = []
 
   private constructor(readonly dir: string) {
@@ -72,7 +122,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return AckStore.load(dir)
   }
 
-  /** Reads a store directory without changing it (verify --acks); throws ENOENT when it has no runs/. */
+  /**
+   * Reads a store directory without changing it (verify --acks); throws ENOENT when it has no runs/,
+   * and a runtime PlugcheckError naming the file when a run's files cannot be read.
+   */
   static async load(dir: string): Promise<AckStore> {
     const store = new AckStore(dir)
     for (const runId of (await readdir(join(dir, 'runs'))).sort()) {
@@ -87,39 +140,31 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   private async replay(runId: string): Promise<void> {
+    const metaPath = join(this.runDir(runId), 'meta.msgpack')
+    const metaBytes = await readBounded(metaPath, maxMetaFileBytes)
+    if (metaBytes === 'missing') {
+      // The listener died before the metadata was in place: the run was never confirmed to its writer.
+      this.warnings.push(`run ${runId}: no metadata (its announcement never completed), skipped`)
+      return
+    }
     let metaFile: z.infer<typeof metaFileSchema>
     try {
-      metaFile = metaFileSchema.parse(packr.unpack(await readFile(join(this.runDir(runId), 'meta.msgpack'))))
+      if (metaBytes === 'too-large') throw new Error(`${metaPath} is over ${maxMetaFileBytes} bytes`)
+      metaFile = metaFileSchema.parse(packr.unpack(metaBytes))
+      if (metaFile.meta.runId !== runId) throw new Error(`it names run ${metaFile.meta.runId}`)
     } catch (error) {
       this.warnings.push(`run ${runId}: unreadable metadata, skipped (${(error as Error).message.split('\n')[0]})`)
       return
     }
-    const run = newRunState(metaFile.meta, metaFile.announcedMs)
-    let bytes: Buffer
-    try {
-      bytes = await readFile(join(this.runDir(runId), 'acks.log'))
-    } catch {
-      bytes = Buffer.alloc(0)
-    }
-    let offset = 0
-    while (offset + entryHeaderBytes <= bytes.length) {
-      const length = bytes.readUInt32LE(offset)
-      const end = offset + entryHeaderBytes + length
-      if (end > bytes.length) break
-      const body = bytes.subarray(offset + entryHeaderBytes, end)
-      if (xxh64(body) !== bytes.readBigUInt64LE(offset + 4)) break
-      let entry: LogEntry
-      try {
-        entry = logEntrySchema.parse(packr.unpack(body))
-      } catch {
-        break
-      }
-      if (entry.k === 'ack') addSpan(run, entry.fromSeq, entry.toSeq, entry.firstMs, entry.lastMs)
-      else run.end = { reason: entry.reason, ...(entry.detail === undefined ? {} : { detail: entry.detail }), atMs: entry.atMs }
-      offset = end
-    }
-    if (offset < bytes.length) {
-      this.warnings.push(`run ${runId}: ignored ${bytes.length - offset} bytes of a torn ack log tail (never reported as recorded)`)
+    const run = newRunState(metaFile.meta, metaFile.announcedMs, {
+      ...(metaFile.peer === undefined ? {} : { peer: metaFile.peer }),
+      ...(metaFile.writer === undefined ? {} : { writer: metaFile.writer }),
+    })
+    run.retired = true
+    const logPath = join(this.runDir(runId), 'acks.log')
+    const { validBytes, totalBytes, problem } = await replayLog(logPath, run)
+    if (validBytes < totalBytes) {
+      this.warnings.push(`run ${runId}: ignored ${totalBytes - validBytes} bytes of ${problem} ack log tail (never reported as recorded)`)
     }
     run.durableThroughSeq = run.lastAckedSeq
     this.runs.set(runId, run)
@@ -133,38 +178,51 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return this.runs.get(runId)?.lastAckedSeq ?? 0
   }
 
+  /** What the listener needs to judge a new announcement or an ack against a known run. */
+  runInfo(runId: string): { meta: RunMeta; announcedMs: number; origin: RunOrigin; ended: boolean } | undefined {
+    const run = this.runs.get(runId)
+    return run === undefined ? undefined : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: run.end !== undefined }
+  }
+
   /** Makes the run's metadata durable before the writer is told to start. */
-  async createRun(meta: RunMeta, announcedMs: number): Promise<void> {
+  async createRun(meta: RunMeta, announcedMs: number, origin: RunOrigin = {}): Promise<void> {
     if (this.runs.has(meta.runId)) throw new StorageError(`run ${meta.runId} already exists`)
-    const run = newRunState(meta, announcedMs)
+    const run = newRunState(meta, announcedMs, origin)
+    run.creating = true
     this.runs.set(meta.runId, run) // reserve the id at once: a second announcement must not race us
+    let log: FileHandle | undefined
     try {
       const dir = this.runDir(meta.runId)
       await mkdir(dir, { recursive: false })
       const tmp = join(dir, 'meta.msgpack.tmp')
       const file = await open(tmp, 'wx')
       try {
-        await file.writeFile(packr.pack({ meta, announcedMs }))
+        await writeAll(file, packr.pack({ meta, announcedMs, ...origin }), tmp)
         await file.sync()
       } finally {
         await file.close()
       }
       await rename(tmp, join(dir, 'meta.msgpack'))
-      run.log = await open(join(dir, 'acks.log'), 'a')
-      await run.log.sync()
+      log = await open(join(dir, 'acks.log'), 'a')
+      await log.sync()
       await syncDirectory(dir)
       await syncDirectory(join(this.dir, 'runs'))
     } catch (error) {
       this.runs.delete(meta.runId)
-      await run.log?.close().catch(() => undefined)
-      throw new StorageError(`could not store run ${meta.runId}: ${(error as Error).message}`)
+      await log?.close().catch(() => undefined)
+      throw new StorageError(`could not store run ${meta.runId}: ${describeSystemError(error)}`)
     }
+    run.log = log
+    run.creating = false
+    // An end (or the writer's disconnect) may have come while the announcement was being stored.
+    if (run.pendingEntries.length > 0 || run.retired) this.markDirty(run)
   }
 
   /** Accepts an ack in order; durable after the next group commit, announced by a 'recorded' event. */
   appendAck(runId: string, fromSeq: number, toSeq: number, receivedMs: number): void {
     const run = this.runs.get(runId)
     if (run === undefined) throw new Error(`appendAck on unknown run ${runId}`)
+    if (!isWritable(run)) throw new Error(`appendAck on run ${runId}, which takes no more acks`)
     addSpan(run, fromSeq, toSeq, receivedMs, receivedMs)
     this.emit('accepted', runId, fromSeq, toSeq)
     // Acks arriving while a commit runs extend one pending entry: the log grows per commit, not per ack.
@@ -173,64 +231,97 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       last.toSeq = toSeq
       last.lastMs = receivedMs
       run.pendingThroughSeq = toSeq
-      this.startCommit()
+      this.markDirty(run)
     } else {
       this.queue(run, { k: 'ack', fromSeq, toSeq, firstMs: receivedMs, lastMs: receivedMs }, toSeq)
     }
   }
 
-  endRun(runId: string, reason: 'duration' | 'interrupted' | 'error' | 'vanished', detail: string | undefined, atMs: number): void {
+  /** Logs the run's end; its log is closed once that is durable. */
+  endRun(runId: string, reason: EndReason, detail: string | undefined, atMs: number): void {
     const run = this.runs.get(runId)
     if (run === undefined) throw new Error(`endRun on unknown run ${runId}`)
+    if (run.end !== undefined) throw new Error(`endRun on run ${runId}, which already ended`)
     run.end = { reason, ...(detail === undefined ? {} : { detail }), atMs }
+    run.retired = true
+    if (run.failed !== undefined) return
     this.queue(run, { k: 'end', reason, ...(detail === undefined ? {} : { detail }), atMs }, run.lastAckedSeq)
+  }
+
+  /**
+   * The run's writer is gone: log a 'vanished' end unless it ended or failed, then close its log.
+   * Safe to call more than once and while its announcement is still being stored.
+   */
+  release(runId: string, atMs: number): void {
+    const run = this.runs.get(runId)
+    if (run === undefined || run.retired) return
+    if (run.end === undefined && run.failed === undefined) return this.endRun(runId, 'vanished', undefined, atMs)
+    run.retired = true
+    this.markDirty(run)
   }
 
   private queue(run: RunState, entry: LogEntry, throughSeq: number): void {
     run.pendingEntries.push(entry)
     run.pendingThroughSeq = throughSeq
-    this.startCommit()
+    this.markDirty(run)
   }
 
-  private startCommit(): void {
-    if (!this.committing) void this.commit()
+  private markDirty(run: RunState): void {
+    this.dirty.add(run)
+    this.committing ??= this.commit().finally(() => (this.committing = undefined))
   }
 
-  /** Group commit: while one batch is being written and fdatasynced, the next one accumulates. */
+  /**
+   * Group commit: while one round is written and fdatasynced, the next one accumulates; a round takes
+   * every run with queued entries, so nothing queued waits more than one round.
+   */
   private async commit(): Promise<void> {
-    if (this.committing) return
-    this.committing = true
-    try {
-      for (;;) {
-        const batch = [...this.runs.values()].filter((r) => r.pendingEntries.length > 0 && r.log !== undefined)
-        if (batch.length === 0) break
-        await Promise.all(
-          batch.map(async (run) => {
-            const bytes = Buffer.concat(run.pendingEntries.map(encodeEntry))
-            const throughSeq = run.pendingThroughSeq
-            run.pendingEntries = []
-            try {
-              await run.log!.write(bytes)
-              await run.log!.datasync()
-              run.durableThroughSeq = throughSeq
-              this.emit('recorded', run.meta.runId, throughSeq)
-            } catch (error) {
-              // Never retried: after a failed fdatasync the log's durability is unknown; stop taking acks.
-              const log = run.log
-              delete run.log
-              await log?.close().catch(() => undefined)
-              this.emit('failed', run.meta.runId, error as Error)
-            }
-          }),
-        )
+    await Promise.resolve() // let acks of the same tick join the first round
+    for (;;) {
+      const batch = [...this.dirty]
+      this.dirty.clear()
+      if (batch.length === 0) return
+      await inLanes(batch, commitLanes, (run) => this.commitRun(run))
+    }
+  }
+
+  private async commitRun(run: RunState): Promise<void> {
+    if (run.creating) return // createRun marks it dirty again when its files are in place
+    if (run.failed === undefined && run.pendingEntries.length > 0) {
+      const entries = run.pendingEntries
+      const throughSeq = run.pendingThroughSeq
+      run.pendingEntries = []
+      const path = join(this.runDir(run.meta.runId), 'acks.log')
+      try {
+        run.log ??= await open(path, 'a')
+        await writeAll(run.log, Buffer.concat(entries.map(encodeEntry)), path)
+        await run.log.datasync()
+        run.durableThroughSeq = throughSeq
+        this.emit('recorded', run.meta.runId, throughSeq)
+      } catch (error) {
+        // Never retried: after a failed write or fdatasync the log's durability is unknown.
+        run.failed = error as Error
+        run.pendingEntries = []
+        this.emit('failed', run.meta.runId, error as Error)
       }
-    } finally {
-      this.committing = false
+    }
+    if ((run.retired || run.failed !== undefined) && run.pendingEntries.length === 0 && run.log !== undefined) {
+      const log = run.log
+      delete run.log
+      await log.close().catch(() => undefined)
     }
   }
 
   isWritable(runId: string): boolean {
-    return this.runs.get(runId)?.log !== undefined
+    const run = this.runs.get(runId)
+    return run !== undefined && isWritable(run)
+  }
+
+  /** Open ack logs (for tests of the descriptor bound). */
+  openLogCount(): number {
+    let open = 0
+    for (const run of this.runs.values()) if (run.log !== undefined) open++
+    return open
   }
 
   /** The runs a verify asks for: by run id, or the latest group for this host and path. */
@@ -247,19 +338,159 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (latest === undefined) return []
     const groupId = latest.meta.groupId
     return [...this.runs.values()]
-      .filter((r) => r.meta.groupId === groupId)
+      .filter((r) => r.meta.groupId === groupId && r.meta.host === host && r.meta.requestedPath === requestedPath)
       .sort((a, b) => a.meta.method.localeCompare(b.meta.method))
+      .slice(0, maxClaims)
       .map(storedRun)
   }
 
+  /**
+   * Every run on record for this host and path, newest first, at most maxClaims; live is false here
+   * (the listener marks the runs whose writer is connected).
+   */
+  claims(host: string, requestedPath: string): Claim[] {
+    return [...this.runs.values()]
+      .filter((r) => r.meta.host === host && r.meta.requestedPath === requestedPath)
+      .sort((a, b) => b.announcedMs - a.announcedMs || a.meta.runId.localeCompare(b.meta.runId))
+      .slice(0, maxClaims)
+      .map((r) => ({
+        runId: r.meta.runId,
+        groupId: r.meta.groupId,
+        method: r.meta.method,
+        announcedMs: r.announcedMs,
+        ...(r.origin.peer === undefined ? {} : { peer: r.origin.peer }),
+        live: false,
+        ...(r.end === undefined ? {} : { end: r.end }),
+        ackedThroughSeq: r.lastAckedSeq,
+      }))
+  }
+
   async close(): Promise<void> {
-    while (this.committing) await new Promise((resolve) => setTimeout(resolve, 1))
+    while (this.committing !== undefined) await this.committing
     for (const run of this.runs.values()) {
       const log = run.log
       delete run.log
       await log?.close()
     }
   }
+}
+
+function isWritable(run: RunState): boolean {
+  return run.failed === undefined && run.end === undefined && !run.retired
+}
+
+/** Runs fn over items with at most lanes calls in flight. */
+async function inLanes<T>(items: readonly T[], lanes: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0
+  const lane = async (): Promise<void> => {
+    while (next < items.length) await fn(items[next++]!)
+  }
+  await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane))
+}
+
+/** Writes every byte or throws: a short write (the disk filled) is a failure, not a success. */
+async function writeAll(file: FileHandle, bytes: Buffer, path: string): Promise<void> {
+  const { bytesWritten } = await file.write(bytes, 0, bytes.length)
+  if (bytesWritten !== bytes.length) {
+    throw Object.assign(new Error(`short write to ${path}: ${bytesWritten} of ${bytes.length} bytes (disk full?)`), { code: 'ENOSPC' })
+  }
+}
+
+/** A whole small file, or 'missing' (ENOENT), or 'too-large'; any other error is a refusal. */
+async function readBounded(path: string, maxBytes: number): Promise<Buffer | 'missing' | 'too-large'> {
+  let file: FileHandle
+  try {
+    file = await open(path, 'r')
+  } catch (error) {
+    if ((error as { code?: string }).code === 'ENOENT') return 'missing'
+    throw unreadable(path, error)
+  }
+  try {
+    const size = (await file.stat()).size
+    if (size > maxBytes) return 'too-large'
+    const bytes = Buffer.alloc(size)
+    let filled = 0
+    while (filled < size) {
+      const { bytesRead } = await file.read(bytes, filled, size - filled, filled)
+      if (bytesRead === 0) break
+      filled += bytesRead
+    }
+    return bytes.subarray(0, filled)
+  } catch (error) {
+    throw unreadable(path, error)
+  } finally {
+    await file.close().catch(() => undefined)
+  }
+}
+
+function unreadable(path: string, error: unknown): Error {
+  return runtimeError(`could not read ${path}: ${describeSystemError(error)}`, 'the listener refuses to answer from an ack log it cannot read in full')
+}
+
+/**
+ * Streams a run's ack log into run, chunk by chunk, up to the first entry that does not check out.
+ * A missing log is an empty one (the listener died before creating it); any other read error throws.
+ */
+async function replayLog(path: string, run: RunState): Promise<{ validBytes: number; totalBytes: number; problem: string }> {
+  let file: FileHandle
+  try {
+    file = await open(path, 'r')
+  } catch (error) {
+    if ((error as { code?: string }).code === 'ENOENT') return { validBytes: 0, totalBytes: 0, problem: 'an empty' }
+    throw unreadable(path, error)
+  }
+  try {
+    const totalBytes = (await file.stat()).size
+    let pending = Buffer.alloc(0)
+    let validBytes = 0
+    let position = 0
+    const chunk = Buffer.alloc(replayChunkBytes)
+    for (;;) {
+      // Entries are taken from pending; a partial entry waits for the next chunk.
+      let offset = 0
+      for (;;) {
+        if (pending.length - offset < entryHeaderBytes) break
+        const length = pending.readUInt32LE(offset)
+        if (length > maxEntryBodyBytes) return { validBytes, totalBytes, problem: 'a damaged' }
+        if (pending.length - offset - entryHeaderBytes < length) break
+        const body = pending.subarray(offset + entryHeaderBytes, offset + entryHeaderBytes + length)
+        if (xxh64(body) !== pending.readBigUInt64LE(offset + 4)) return { validBytes, totalBytes, problem: 'a torn' }
+        if (!applyEntry(run, body)) return { validBytes, totalBytes, problem: 'an implausible' }
+        offset += entryHeaderBytes + length
+        validBytes += entryHeaderBytes + length
+      }
+      const { bytesRead } = await file.read(chunk, 0, chunk.length, position)
+      if (bytesRead === 0) return { validBytes, totalBytes: Math.max(totalBytes, position), problem: 'a torn' }
+      position += bytesRead
+      pending = Buffer.concat([pending.subarray(offset), chunk.subarray(0, bytesRead)])
+    }
+  } catch (error) {
+    if ((error as { exitCode?: number }).exitCode !== undefined) throw error
+    throw unreadable(path, error)
+  } finally {
+    await file.close().catch(() => undefined)
+  }
+}
+
+/** Applies one checksummed log entry if it is consistent with what came before; false if not. */
+function applyEntry(run: RunState, body: Buffer): boolean {
+  let entry: LogEntry
+  try {
+    entry = logEntrySchema.parse(packr.unpack(body))
+  } catch {
+    return false
+  }
+  if (entry.k === 'end') {
+    if (run.end !== undefined) return false
+    run.end = { reason: entry.reason, ...(entry.detail === undefined ? {} : { detail: entry.detail }), atMs: entry.atMs }
+    return true
+  }
+  const contiguous = entry.fromSeq === run.lastAckedSeq + 1 && entry.toSeq >= entry.fromSeq
+  const timely = entry.firstMs <= entry.lastMs && entry.firstMs >= run.announcedMs - clockSkewMs
+  const plausible = entry.toSeq <= maxPlausibleSeq(run.announcedMs, entry.lastMs)
+  if (run.end !== undefined || !contiguous || !timely || !plausible) return false
+  addSpan(run, entry.fromSeq, entry.toSeq, entry.firstMs, entry.lastMs)
+  return true
 }
 
 function encodeEntry(entry: LogEntry): Buffer {
@@ -271,8 +502,8 @@ function encodeEntry(entry: LogEntry): Buffer {
   return framed
 }
 
-function newRunState(meta: RunMeta, announcedMs: number): RunState {
-  return { meta, announcedMs, spans: [], lastAckedSeq: 0, pendingEntries: [], pendingThroughSeq: 0, durableThroughSeq: 0 }
+function newRunState(meta: RunMeta, announcedMs: number, origin: RunOrigin): RunState {
+  return { meta, announcedMs, origin, spans: [], lastAckedSeq: 0, retired: false, pendingEntries: [], pendingThroughSeq: 0, durableThroughSeq: 0 }
 }
 
 function addSpan(run: RunState, fromSeq: number, toSeq: number, firstMs: number, lastMs: number): void {
@@ -290,6 +521,8 @@ function storedRun(run: RunState): StoredRun {
   return {
     meta: run.meta,
     announcedMs: run.announcedMs,
+    ...(run.origin.peer === undefined ? {} : { peer: run.origin.peer }),
+    ...(run.origin.writer === undefined ? {} : { writer: run.origin.writer }),
     ...(run.end === undefined ? {} : { end: run.end }),
     spans: run.spans.map((s) => [...s] as AckSpan),
   }

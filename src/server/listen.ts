@@ -1,4 +1,5 @@
 /** `plugcheck listen`: runs the listener until SIGINT/SIGTERM, then closes cleanly. */
+import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import { describeSystemError, runtimeError } from '../errors.js'
 import type { Io } from '../client/writer.js'
@@ -9,6 +10,14 @@ export interface ListenOptions {
   readonly port: number
   readonly dir: string
   readonly token?: string
+  readonly maxConnections?: number
+}
+
+/** 127.0.0.0/8, ::1, localhost: only this machine can connect. */
+export function isLoopbackHost(host: string): boolean {
+  if (host === 'localhost' || host === '::1' || host === '0:0:0:0:0:0:0:1') return true
+  if (isIP(host) === 4) return host.startsWith('127.')
+  return /^::ffff:127\./i.test(host)
 }
 
 export async function runListen(options: ListenOptions, io: Io): Promise<number> {
@@ -22,6 +31,12 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
   const address = listener.address()
   const shown = address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`
   io.out(`listening on ${shown}, storing acks in ${dir}\n`)
+  if (options.token === undefined && !isLoopbackHost(options.host)) {
+    io.err(
+      `plugcheck: warning: listening on ${shown} without --token: anyone who can reach this port can announce runs, and a run announced for another machine's host and path shadows the real one in verify\n` +
+        'hint: start the listener and every writer and verifier with the same --token SECRET (it crosses the network in clear text), or listen on a trusted network only\n',
+    )
+  }
   await new Promise<void>((done) => {
     process.once('SIGINT', done)
     process.once('SIGTERM', done)

@@ -4,12 +4,46 @@
  * Each connection is a small state machine (hello first, then run/ack/end or query). A frame that is
  * garbage, oversized or out of order gets an error reply naming the problem and the connection is
  * closed; other connections and everything stored are unaffected.
+ *
+ * Bounds, so that a busy or hostile network cannot knock the listener over:
+ * - at most maxConnections connections; the next one gets an error frame (code 'limit') and is closed;
+ * - hello within helloTimeoutMs, or the connection is closed ('limit'); after hello a connection is
+ *   never timed out for silence (a writer may sit for minutes in a slow sync): TCP keepalive finds dead
+ *   peers instead;
+ * - a connection whose replies are not being read is not read either (pause on a full socket buffer,
+ *   resume on 'drain'), nor while one of its messages waits for the disk;
+ * - per connection: maxRunsPerConnection announcements, one end per run, maxQueriesPerConnection queries.
+ *
+ * Ownership: a run belongs to the connection that announced it. While that connection is open and
+ * no end came, the run is live: another connection may not announce a run for the same host and
+ * path ('path-busy'). When the connection closes without an end, a 'vanished' end is logged.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import { FrameDecoder, FrameError, encodeFrame, maxClientFrameBytes } from '../protocol/framing.js'
-import { clientMessageSchema, protocolVersion, type ClientMessage, type ErrorCode, type ServerMessage } from '../protocol/messages.js'
+import {
+  clientMessageSchema,
+  maxPlausibleSeq,
+  protocolVersion,
+  type Claim,
+  type ClientMessage,
+  type ErrorCode,
+  type ServerMessage,
+} from '../protocol/messages.js'
 import { AckStore } from './ack-store.js'
+
+export const defaultMaxConnections = 1024
+export const defaultHelloTimeoutMs = 10_000
+/** A writer announces one run per method; no real writer comes near this. */
+export const maxRunsPerConnection = 64
+export const maxQueriesPerConnection = 100
+/** Keepalive probes start after this much silence; dead peers are found, silent writers are not cut off. */
+const keepAliveDelayMs = 10_000
+/** A refused connection gets this long to read its error frame before it is destroyed. */
+const lingerMs = 5_000
+/** Connection log lines (refusals, bad peers) per window; the rest are counted and summarised. */
+const logLinesPerWindow = 20
+const logWindowMs = 10_000
 
 export interface ListenerOptions {
   readonly host: string
@@ -17,6 +51,8 @@ export interface ListenerOptions {
   readonly dir: string
   readonly token?: string
   readonly log?: (line: string) => void
+  readonly maxConnections?: number
+  readonly helloTimeoutMs?: number
 }
 
 class ProtocolViolation extends Error {
@@ -28,15 +64,48 @@ class ProtocolViolation extends Error {
   }
 }
 
+/** Logs at most logLinesPerWindow lines per logWindowMs, then one line saying how many were dropped. */
+class RateLimitedLog {
+  private windowStartMs = 0
+  private lines = 0
+  private suppressed = 0
+  constructor(private readonly log: ((line: string) => void) | undefined) {}
+  line(text: string): void {
+    if (this.log === undefined) return
+    const now = Date.now()
+    if (now - this.windowStartMs >= logWindowMs) {
+      if (this.suppressed > 0) this.log(`plugcheck: ${this.suppressed} more connection messages in the last ${logWindowMs / 1000} s were not shown`)
+      this.windowStartMs = now
+      this.lines = 0
+      this.suppressed = 0
+    }
+    if (this.lines < logLinesPerWindow) {
+      this.lines++
+      this.log(text)
+    } else {
+      this.suppressed++
+    }
+  }
+}
+
 export class Listener {
   private readonly connections = new Set<Connection>()
+  /** Runs whose writer connection is open, by run id (including announcements still being stored). */
+  private readonly owners = new Map<string, Connection>()
   readonly listenerId = randomBytes(6).toString('hex')
+  readonly maxConnections: number
+  readonly helloTimeoutMs: number
+  readonly connectionLog: RateLimitedLog
 
   private constructor(
     readonly store: AckStore,
     private readonly server: Server,
     readonly options: ListenerOptions,
-  ) {}
+  ) {
+    this.maxConnections = options.maxConnections ?? defaultMaxConnections
+    this.helloTimeoutMs = options.helloTimeoutMs ?? defaultHelloTimeoutMs
+    this.connectionLog = new RateLimitedLog(options.log)
+  }
 
   static async start(options: ListenerOptions): Promise<Listener> {
     const store = await AckStore.open(options.dir)
@@ -44,12 +113,10 @@ export class Listener {
     const server = createServer()
     const listener = new Listener(store, server, options)
     server.on('connection', (socket) => listener.accept(socket))
-    store.on('recorded', (runId, throughSeq) => {
-      for (const c of listener.connections) c.recorded(runId, throughSeq)
-    })
+    store.on('recorded', (runId, throughSeq) => listener.owners.get(runId)?.recorded(runId, throughSeq))
     store.on('failed', (runId, error) => {
       options.log?.(`plugcheck: could not record acks of run ${runId}: ${error.message}`)
-      for (const c of listener.connections) c.storageFailed(runId, error)
+      listener.owners.get(runId)?.storageFailed(runId, error)
     })
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)
@@ -65,11 +132,26 @@ export class Listener {
     return this.server.address() as AddressInfo
   }
 
+  connectionCount(): number {
+    return this.connections.size
+  }
+
   private accept(socket: Socket): void {
-    socket.setNoDelay(true)
+    socket.on('error', () => socket.destroy())
+    if (this.connections.size >= this.maxConnections) {
+      this.connectionLog.line(`plugcheck: refused a connection from ${socket.remoteAddress}: ${this.maxConnections} connections open (--max-connections)`)
+      // Read what the peer sends until it closes, so the close is a FIN after our error frame, not a reset.
+      socket.resume()
+      socket.end(encodeFrame({ type: 'error', code: 'limit', message: `the listener has ${this.maxConnections} connections open, its limit (--max-connections); try again later` }))
+      setTimeout(() => socket.destroy(), lingerMs).unref()
+      return
+    }
     const connection = new Connection(this, socket)
     this.connections.add(connection)
-    socket.on('close', () => this.connections.delete(connection))
+    socket.on('close', () => {
+      this.connections.delete(connection)
+      for (const runId of connection.ownedRuns) this.releaseRun(runId, connection)
+    })
   }
 
   tokenAccepted(offered: string | undefined): boolean {
@@ -81,8 +163,33 @@ export class Listener {
     return a.length === b.length && timingSafeEqual(a, b)
   }
 
+  /** The live run of another connection for this host and path, if any. */
+  liveRunOn(host: string, requestedPath: string, except: Connection): string | undefined {
+    for (const [runId, owner] of this.owners) {
+      if (owner === except) continue
+      const info = this.store.runInfo(runId)
+      if (info !== undefined && !info.ended && info.meta.host === host && info.meta.requestedPath === requestedPath) return runId
+    }
+    return undefined
+  }
+
+  claimRun(runId: string, owner: Connection): void {
+    this.owners.set(runId, owner)
+  }
+
+  /** The run's writer is gone (or its announcement failed): it is no longer live. */
+  releaseRun(runId: string, owner: Connection): void {
+    if (this.owners.get(runId) === owner) this.owners.delete(runId)
+    this.store.release(runId, Date.now())
+  }
+
+  /** Every run on record for the path, with live = its writer's connection is open now. */
+  claims(host: string, requestedPath: string): Claim[] {
+    return this.store.claims(host, requestedPath).map((c) => ({ ...c, live: this.owners.has(c.runId) }))
+  }
+
   async close(): Promise<void> {
-    for (const c of this.connections) c.socket.destroy()
+    for (const c of this.connections) c.destroy()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
     await this.store.close()
   }
@@ -91,20 +198,38 @@ export class Listener {
 class Connection {
   private readonly decoder = new FrameDecoder(clientMessageSchema, maxClientFrameBytes)
   private role: 'writer' | 'verifier' | undefined
-  private readonly ownedRuns = new Set<string>()
+  /** Runs this connection announced and the store accepted. */
+  readonly ownedRuns = new Set<string>()
+  private announcedRuns = 0
+  private queries = 0
   /** Messages are handled strictly in arrival order; while one waits for disk I/O the rest wait here. */
-  private readonly waiting: ClientMessage[] = []
+  private waiting: ClientMessage[] = []
+  private waitingHead = 0
   private busy = false
+  /** The socket's write buffer is full: the peer is not reading our replies. */
+  private writeBlocked = false
   private closed = false
+  private readonly peer: string
+  private helloTimer: NodeJS.Timeout | undefined
+  private lingerTimer: NodeJS.Timeout | undefined
 
   constructor(
     private readonly listener: Listener,
     readonly socket: Socket,
   ) {
+    this.peer = socket.remoteAddress ?? 'unknown'
+    socket.setNoDelay(true)
+    socket.setKeepAlive(true, keepAliveDelayMs)
+    this.helloTimer = setTimeout(() => this.reject('limit', `no hello within ${listener.helloTimeoutMs / 1000} s`), listener.helloTimeoutMs)
     socket.on('data', (chunk) => this.receive(chunk))
-    socket.on('error', () => socket.destroy())
+    socket.on('drain', () => {
+      this.writeBlocked = false
+      this.updateFlow()
+    })
     socket.on('close', () => {
       this.closed = true
+      clearTimeout(this.helloTimer)
+      clearTimeout(this.lingerTimer)
     })
   }
 
@@ -117,14 +242,14 @@ class Connection {
       if (error instanceof FrameError) return this.reject(error.code, error.message)
       throw error
     }
-    this.waiting.push(...messages)
+    for (const message of messages) this.waiting.push(message)
     this.drain()
   }
 
   /** Acks, the bulk of traffic, are handled synchronously; only a run announcement waits for the disk. */
   private drain(): void {
-    while (!this.busy && !this.closed && this.waiting.length > 0) {
-      const message = this.waiting.shift()!
+    while (!this.busy && !this.closed && this.waitingHead < this.waiting.length) {
+      const message = this.waiting[this.waitingHead++]!
       try {
         const pending = this.handle(message)
         if (pending !== undefined) {
@@ -141,6 +266,18 @@ class Connection {
         this.failed(error)
       }
     }
+    if (this.waitingHead === this.waiting.length) {
+      this.waiting = []
+      this.waitingHead = 0
+    }
+    this.updateFlow()
+  }
+
+  /** Reads from the peer only while its replies are being read and no message waits for the disk. */
+  private updateFlow(): void {
+    if (this.closed) return
+    if (this.busy || this.writeBlocked) this.socket.pause()
+    else this.socket.resume()
   }
 
   private failed(error: unknown): void {
@@ -150,45 +287,78 @@ class Connection {
 
   /** Returns a promise only when the message needs I/O before the next one may be handled. */
   private handle(message: ClientMessage): Promise<void> | undefined {
-    const store = this.listener.store
+    const listener = this.listener
+    const store = listener.store
     if (message.type === 'hello') {
       if (this.role !== undefined) throw new ProtocolViolation('out-of-order', 'hello sent twice')
       if (message.protocol !== protocolVersion) {
         throw new ProtocolViolation('protocol-version', `protocol ${message.protocol} is not supported (this listener speaks ${protocolVersion})`)
       }
-      if (!this.listener.tokenAccepted(message.token)) throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
+      if (!listener.tokenAccepted(message.token)) throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
+      clearTimeout(this.helloTimer)
       this.role = message.role
-      this.send({ type: 'welcome', protocol: protocolVersion, listenerId: this.listener.listenerId })
+      this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId })
       return
     }
     if (this.role === undefined) throw new ProtocolViolation('out-of-order', `${message.type} before hello`)
     switch (message.type) {
       case 'run': {
         if (this.role !== 'writer') throw new ProtocolViolation('out-of-order', 'run announced on a verifier connection')
-        if (store.hasRun(message.meta.runId)) throw new ProtocolViolation('out-of-order', `run ${message.meta.runId} was already announced`)
-        const runId = message.meta.runId
-        return store.createRun(message.meta, Date.now()).then(() => {
-          this.ownedRuns.add(runId)
-          this.send({ type: 'run-ok', runId })
-        })
+        const { meta } = message
+        if (store.hasRun(meta.runId)) throw new ProtocolViolation('out-of-order', `run ${meta.runId} was already announced`)
+        if (++this.announcedRuns > maxRunsPerConnection) throw new ProtocolViolation('limit', `more than ${maxRunsPerConnection} runs announced on one connection`)
+        const busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this)
+        if (busyRunId !== undefined) {
+          const busy = store.runInfo(busyRunId)!
+          throw new ProtocolViolation(
+            'path-busy',
+            `${meta.host}:${meta.requestedPath} is being written by run ${busyRunId} (${busy.meta.method}, from ${busy.origin.peer ?? 'an unknown peer'}, announced ${new Date(busy.announcedMs).toISOString()}); wait for it to end or stop it`,
+          )
+        }
+        const runId = meta.runId
+        listener.claimRun(runId, this)
+        const origin = { peer: this.peer, ...(message.writer === undefined ? {} : { writer: message.writer }) }
+        return store.createRun(meta, Date.now(), origin).then(
+          () => {
+            this.ownedRuns.add(runId)
+            if (this.closed) return listener.releaseRun(runId, this)
+            this.send({ type: 'run-ok', runId })
+          },
+          (error: unknown) => {
+            listener.releaseRun(runId, this)
+            throw error
+          },
+        )
       }
       case 'ack': {
         if (!this.ownedRuns.has(message.runId)) throw new ProtocolViolation('unknown-run', `ack for run ${message.runId}, which this connection did not announce`)
+        const info = store.runInfo(message.runId)!
+        if (info.ended) throw new ProtocolViolation('out-of-order', `ack for run ${message.runId} after its end`)
         if (!store.isWritable(message.runId)) throw new ProtocolViolation('storage', `acks of run ${message.runId} can no longer be recorded`)
         const expected = store.lastAckedSeq(message.runId) + 1
         if (message.fromSeq !== expected) {
           throw new ProtocolViolation('out-of-order', `ack ${message.fromSeq}-${message.toSeq} of run ${message.runId} out of order: expected seq ${expected} next`)
         }
-        store.appendAck(message.runId, message.fromSeq, message.toSeq, Date.now())
+        const nowMs = Date.now()
+        if (message.toSeq > maxPlausibleSeq(info.announcedMs, nowMs)) {
+          throw new ProtocolViolation('bad-frame', `ack of seq ${message.toSeq} for run ${message.runId}: more records than a writer can have written since the run was announced`)
+        }
+        store.appendAck(message.runId, message.fromSeq, message.toSeq, nowMs)
         return
       }
       case 'end': {
         if (!this.ownedRuns.has(message.runId)) throw new ProtocolViolation('unknown-run', `end for run ${message.runId}, which this connection did not announce`)
+        if (store.runInfo(message.runId)!.ended) throw new ProtocolViolation('limit', `end of run ${message.runId} sent twice`)
         store.endRun(message.runId, message.reason, message.detail, Date.now())
         return
       }
       case 'query': {
-        this.send({ type: 'runs', runs: store.query(message.host, message.requestedPath, message.runId), claims: [] })
+        if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
+        this.send({
+          type: 'runs',
+          runs: store.query(message.host, message.requestedPath, message.runId),
+          claims: listener.claims(message.host, message.requestedPath),
+        })
         return
       }
     }
@@ -203,13 +373,27 @@ class Connection {
   }
 
   private send(message: ServerMessage): void {
-    this.socket.write(encodeFrame(message))
+    if (!this.socket.write(encodeFrame(message))) {
+      this.writeBlocked = true
+      this.updateFlow()
+    }
   }
 
   private reject(code: ErrorCode, message: string): void {
     if (this.closed) return
-    this.listener.options.log?.(`plugcheck: closed a connection from ${this.socket.remoteAddress}: ${message}`)
+    this.listener.connectionLog.line(`plugcheck: closed a connection from ${this.peer}: ${message}`)
     this.closed = true
+    clearTimeout(this.helloTimer)
+    // Keep reading (and dropping) until the peer closes, so it sees our error frame and a FIN, not a reset.
+    this.socket.resume()
     this.socket.end(encodeFrame({ type: 'error', code, message }))
+    this.lingerTimer = setTimeout(() => this.socket.destroy(), lingerMs)
+  }
+
+  destroy(): void {
+    this.closed = true
+    clearTimeout(this.helloTimer)
+    clearTimeout(this.lingerTimer)
+    this.socket.destroy()
   }
 }
