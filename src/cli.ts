@@ -2,6 +2,7 @@
  * The command line: yargs parses, zod validates, one function per command runs and returns an exit
  * code. Nothing here calls process.exit (bin/plugcheck.js does, once).
  */
+import { writeSync } from 'node:fs'
 import { resolve } from 'node:path'
 import yargs from 'yargs'
 import { z } from 'zod'
@@ -45,6 +46,18 @@ const methodsArg = z.string().transform((text, ctx) => {
   return names as MethodName[]
 })
 
+/** --listener-timeout SECONDS, for write (and for verify, when its listener client takes it): default 10. */
+export const listenerTimeoutArg = z
+  .number({ message: '--listener-timeout must be a number of seconds' })
+  .positive('--listener-timeout must be positive')
+  .max(3600, '--listener-timeout is at most 3600 seconds')
+  .transform((s) => Math.round(s * 1000))
+export const listenerTimeoutOption = {
+  type: 'number',
+  default: 10,
+  describe: 'seconds to wait for the listener (connect, answers, recorded reports) before giving up',
+} as const
+
 const writeArgs = z.object({
   server: endpointArg,
   file: z.string().min(1).transform((p) => resolve(p)),
@@ -57,6 +70,7 @@ const writeArgs = z.object({
   token: z.string().optional(),
   force: z.boolean(),
   traceFile: z.string().optional(),
+  listenerTimeout: listenerTimeoutArg,
 })
 
 const verifyArgs = z
@@ -108,8 +122,24 @@ function validated<T>(schema: z.ZodType<T>, args: unknown): T {
 
 export const processIo: Io = {
   out: (text) => void process.stdout.write(text),
+  outNow: (text) => writeNow(1, text),
   err: (text) => void process.stderr.write(text),
   statusTty: process.stderr.isTTY === true,
+}
+
+/**
+ * Writes text to fd before returning. stdout to a pipe is asynchronous in Node, so a line written
+ * with process.stdout.write can still be queued when the process is SIGKILLed; a writer's run line
+ * must be out first. A full non-blocking pipe (EAGAIN) falls back to the asynchronous write.
+ */
+function writeNow(fd: number, text: string): void {
+  const bytes = Buffer.from(text)
+  let done = 0
+  try {
+    while (done < bytes.length) done += writeSync(fd, bytes, done)
+  } catch {
+    if (done < bytes.length) process.stdout.write(bytes.subarray(done))
+  }
 }
 
 export async function main(argv: readonly string[], io: Io = processIo): Promise<number> {
@@ -154,6 +184,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('duration', { type: 'number', describe: 'seconds to run (default: until killed)' })
           .option('token', { type: 'string', describe: 'the listener\'s --token' })
           .option('force', { type: 'boolean', default: false, describe: 'replace a file that is not a plugcheck data file' })
+          .option('listener-timeout', listenerTimeoutOption)
           .option('trace-file', { type: 'string', hidden: true, describe: 'lab/bench: log each completed sync to this side file' }),
       (args) => {
         const a = validated(writeArgs, args)
@@ -168,6 +199,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
               sizeBytes: a.size,
               pattern: a.pattern,
               force: a.force,
+              listenerTimeoutMs: a.listenerTimeout,
               ...(a.duration === undefined ? {} : { durationS: a.duration }),
               ...(a.token === undefined ? {} : { token: a.token }),
               ...(a.traceFile === undefined ? {} : { traceFile: resolve(a.traceFile) }),

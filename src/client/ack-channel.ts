@@ -1,22 +1,42 @@
 /**
  * The writer's connection to the listener, fully synchronous: the write loop never yields to the
- * event loop (that would delay acks by milliseconds), so acks leave through a blocking send() on a
- * socket of our own, right after the sync call returns.
+ * event loop for acks (that would delay them by milliseconds), so acks leave through a blocking
+ * send() on a socket of our own, right after the sync call returns.
+ *
+ * Fault model: the peer may not be a plugcheck listener at all (an HTTP server on the port), may
+ * refuse us (token, a path another run is writing, its connection limit) or may vanish. Each case
+ * ends in one sentence naming the cause, with the exit code of its kind: a refusal the operator can
+ * fix by changing the command is a usage error (2), everything else a runtime failure (3).
  */
-import { AckFrameEncoder, FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
-import { protocolVersion, serverMessageSchema, type ServerMessage } from '../protocol/messages.js'
+import { AckFrameEncoder, FrameDecoder, encodeFrame, frameHeaderBytes, maxServerFrameBytes } from '../protocol/framing.js'
+import { protocolVersion, serverMessageSchema, type ErrorCode, type ServerMessage, type WriterEnv } from '../protocol/messages.js'
 import type { RunMeta } from '../record/format.js'
-import { AF_INET, AF_INET6, closeQuietly, recvNow, recvWait, sendAll, socketConnect } from '../native/libc.js'
+import { AF_INET, AF_INET6, closeQuietly, recvNow, recvWait, sendAll, socketConnect, waitReadable } from '../native/libc.js'
 import { isIP } from 'node:net'
-import { describeSystemError, runtimeError } from '../errors.js'
+import { describeSystemError, runtimeError, usageError } from '../errors.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
 
-/** Bounds connect, every send and every wait for an answer. */
+/** Default bound on connect, every send and every wait for an answer (`--listener-timeout`). */
 export const listenerTimeoutMs = 10_000
+/** A welcome (or an error) is a few dozen bytes: a first frame claiming more is not from a listener. */
+const firstFrameBytesMax = 8 * 1024
+/** How much of a stranger's first bytes we quote. */
+const quotedBytesMax = 48
+
+/** Refusals the operator fixes by changing the command or the setup: exit 2. */
+const usageErrorCodes: ReadonlySet<ErrorCode> = new Set(['unauthorized', 'path-busy', 'protocol-version'])
+const hints: Partial<Record<ErrorCode, string>> = {
+  unauthorized: "pass the listener's --token with --token",
+  'path-busy': 'wait for that run to end, or give --file another path',
+  'protocol-version': 'run the same plugcheck version on both machines',
+}
 
 export class AckChannel {
   private readonly decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
   private readonly receiveBuffer = Buffer.alloc(64 * 1024)
+  /** Until the welcome arrives we do not know the peer is a listener: keep its first bytes to quote. */
+  private welcomed = false
+  private firstBytes = Buffer.alloc(0)
   private readonly inbox: ServerMessage[] = []
   private readonly ackEncoders = new Map<string, AckFrameEncoder>()
   /** Highest seq the listener has reported durable, per run. */
@@ -26,11 +46,12 @@ export class AckChannel {
   private constructor(
     fd: number,
     readonly endpointText: string,
+    readonly timeoutMs: number,
   ) {
     this.fd = fd
   }
 
-  static async open(endpoint: Endpoint, token: string | undefined): Promise<AckChannel> {
+  static async open(endpoint: Endpoint, token: string | undefined, timeoutMs = listenerTimeoutMs): Promise<AckChannel> {
     const endpointText = formatEndpoint(endpoint)
     let resolved
     try {
@@ -41,19 +62,25 @@ export class AckChannel {
     let fd: number
     try {
       const [address, family] = sockaddr(resolved.address, endpoint.port)
-      fd = socketConnect(address, family, endpointText, listenerTimeoutMs)
+      fd = socketConnect(address, family, endpointText, timeoutMs)
     } catch (error) {
       throw runtimeError(`could not reach the listener at ${endpointText}: ${describeSystemError(error)}`, 'start `plugcheck listen` on a machine that keeps power, and check host, port and firewall')
     }
-    const channel = new AckChannel(fd, endpointText)
-    channel.send({ type: 'hello', protocol: protocolVersion, role: 'writer', ...(token === undefined ? {} : { token }) })
-    channel.waitFor('welcome')
+    const channel = new AckChannel(fd, endpointText, timeoutMs)
+    try {
+      channel.send({ type: 'hello', protocol: protocolVersion, role: 'writer', ...(token === undefined ? {} : { token }) })
+      channel.waitFor('welcome')
+    } catch (error) {
+      channel.close()
+      throw error
+    }
+    channel.welcomed = true
     return channel
   }
 
   /** Announces a run; returns once the listener has stored its metadata durably. */
-  announce(meta: RunMeta): void {
-    this.send({ type: 'run', meta })
+  announce(meta: RunMeta, writer?: WriterEnv): void {
+    this.send({ type: 'run', meta, ...(writer === undefined ? {} : { writer }) })
     this.waitFor('run-ok')
     this.ackEncoders.set(meta.runId, new AckFrameEncoder(meta.runId))
   }
@@ -77,7 +104,7 @@ export class AckChannel {
         throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
       }
       if (n === 0) break
-      if (n < 0) throw runtimeError(`the listener at ${this.endpointText} closed the connection`)
+      if (n < 0) throw this.closedError()
       this.take(this.receiveBuffer.subarray(0, n))
     }
   }
@@ -87,10 +114,16 @@ export class AckChannel {
     const deadline = Date.now() + timeoutMs
     const done = (): boolean => [...throughSeqs].every(([runId, seq]) => (this.recordedThrough.get(runId) ?? 0) >= seq)
     while (!done()) {
-      if (Date.now() > deadline) return false
-      this.receiveBlocking()
+      const leftMs = deadline - Date.now()
+      if (leftMs <= 0) return false
+      this.receiveFor(leftMs)
     }
     return true
+  }
+
+  /** Waits at most waitMs for the listener to say something, and takes in what it said. */
+  receiveFor(waitMs: number): void {
+    if (waitReadable(this.fd, waitMs)) this.poll()
   }
 
   close(): void {
@@ -112,11 +145,11 @@ export class AckChannel {
   }
 
   private waitFor<T extends ServerMessage['type']>(type: T): Extract<ServerMessage, { type: T }> {
-    const deadline = Date.now() + listenerTimeoutMs
+    const deadline = Date.now() + this.timeoutMs
     for (;;) {
       const index = this.inbox.findIndex((m) => m.type === type)
       if (index >= 0) return this.inbox.splice(index, 1)[0] as Extract<ServerMessage, { type: T }>
-      if (Date.now() > deadline) throw runtimeError(`the listener at ${this.endpointText} did not answer within ${listenerTimeoutMs / 1000} s`)
+      if (Date.now() > deadline) throw runtimeError(`the listener at ${this.endpointText} did not answer within ${this.timeoutMs / 1000} s`)
       this.receiveBlocking()
     }
   }
@@ -128,19 +161,40 @@ export class AckChannel {
     } catch (error) {
       throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
     }
-    if (n < 0) throw runtimeError(`the listener at ${this.endpointText} closed the connection`)
+    if (n < 0) throw this.closedError()
     if (n > 0) this.take(this.receiveBuffer.subarray(0, n))
   }
 
+  private closedError(): Error {
+    if (!this.welcomed && this.firstBytes.length > 0) return this.notListener()
+    return runtimeError(`the listener at ${this.endpointText} closed the connection`)
+  }
+
+  private notListener(): Error {
+    return runtimeError(
+      `the peer at ${this.endpointText} is not a plugcheck listener (it sent "${quote(this.firstBytes)}")`,
+      'check --server: is `plugcheck listen` running on that port?',
+    )
+  }
+
   private take(bytes: Buffer): void {
+    if (!this.welcomed) {
+      // Before the welcome, bytes that do not frame like a listener's answer are from a stranger:
+      // say so instead of "frame of 1213486160 bytes exceeds the limit" ("HTTP" read as a length).
+      if (this.firstBytes.length < quotedBytesMax) this.firstBytes = Buffer.concat([this.firstBytes, bytes.subarray(0, quotedBytesMax)])
+      if (this.firstBytes.length >= frameHeaderBytes && this.firstBytes.readUInt32BE(0) > firstFrameBytesMax) throw this.notListener()
+    }
     let messages: ServerMessage[]
     try {
       messages = this.decoder.push(Buffer.from(bytes))
     } catch (error) {
+      if (!this.welcomed) throw this.notListener()
       throw runtimeError(`the listener at ${this.endpointText} sent a bad frame: ${(error as Error).message}`)
     }
     for (const message of messages) {
-      if (message.type === 'error') throw runtimeError(`the listener refused: ${message.message} (${message.code})`)
+      if (!this.welcomed && message.type !== 'welcome' && message.type !== 'error') throw this.notListener()
+      if (message.type === 'welcome') this.welcomed = true
+      if (message.type === 'error') throw this.refusal(message.code, message.message)
       if (message.type === 'recorded') {
         this.recordedThrough.set(message.runId, Math.max(this.recordedThrough.get(message.runId) ?? 0, message.throughSeq))
       } else {
@@ -148,6 +202,27 @@ export class AckChannel {
       }
     }
   }
+
+  /** The listener's error frame as an operating error of the right kind, in its own words. */
+  private refusal(code: ErrorCode, text: string): Error {
+    const said = oneLine(text)
+    if (usageErrorCodes.has(code)) return usageError(`the listener at ${this.endpointText} refused: ${said}`, hints[code])
+    if (code === 'storage') return runtimeError(`the listener at ${this.endpointText} failed: ${said}`)
+    if (code === 'limit') return runtimeError(`the listener at ${this.endpointText} refused the connection: ${said}`)
+    return runtimeError(`the listener at ${this.endpointText} refused: ${said} (${code})`)
+  }
+}
+
+/** A listener's message on one line, without control characters (it crossed the network). */
+function oneLine(text: string): string {
+  return text.replace(/[\x00-\x1f\x7f]+/g, ' ').trim()
+}
+
+/** A stranger's first bytes, up to the end of its first line, as printable text. */
+function quote(bytes: Buffer): string {
+  const text = bytes.subarray(0, quotedBytesMax).toString('latin1')
+  const firstLine = text.split(/\r|\n/)[0]!
+  return firstLine.replace(/[^\x20-\x7e]/g, '.').replace(/"/g, "'") + (firstLine.length < text.length || bytes.length < quotedBytesMax ? '' : '...')
 }
 
 function sockaddr(address: string, port: number): [Buffer, number] {
@@ -165,9 +240,18 @@ function sockaddr(address: string, port: number): [Buffer, number] {
   return [b, AF_INET]
 }
 
-function ipv6Bytes(address: string): Buffer {
+/** RFC 4291 text to 16 bytes, including an embedded IPv4 tail ("::ffff:127.0.0.1"). */
+export function ipv6Bytes(address: string): Buffer {
   const [head = '', tail = ''] = address.split('%')[0]!.split('::')
-  const groups = (s: string): string[] => (s === '' ? [] : s.split(':'))
+  // A dotted IPv4 tail stands for the last two 16-bit groups.
+  const groups = (s: string): string[] =>
+    s === ''
+      ? []
+      : s.split(':').flatMap((g) => {
+          if (!g.includes('.')) return [g]
+          const o = g.split('.').map(Number)
+          return [((o[0]! << 8) | o[1]!).toString(16), ((o[2]! << 8) | o[3]!).toString(16)]
+        })
   const h = groups(head)
   const t = address.includes('::') ? groups(tail) : []
   const all = [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t]

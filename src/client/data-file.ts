@@ -4,10 +4,11 @@
  * beside the target, made durable, renamed into place, and the directory fsynced: after a cut the
  * path holds either the old file or the complete new superblock, never half of one.
  */
-import { closeSync, fsyncSync, openSync, readSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs'
+import { closeSync, fstatSync, fsyncSync, openSync, readSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { decodeSuperblock, encodeSuperblock, slotOffsetBytes, type RunMeta } from '../record/format.js'
-import { describeSystemError, runtimeError, usageError } from '../errors.js'
+import { NativeError, O, closeQuietly, open as openNative, tryLockExclusive } from '../native/libc.js'
+import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
 
 const zeroChunkBytes = 4 * 1024 * 1024
 
@@ -40,8 +41,54 @@ export function checkReplaceable(path: string, force: boolean): void {
   }
 }
 
-/** Writes the superblock (and, for overwrite, the zero-filled region), makes it durable, renames it into place. */
-export function createDataFile(meta: RunMeta): void {
+/*
+ * Two writers on one file. A second `write` on a path that a live run is writing would replace the
+ * file under it, and verify would then blame the storage for every record of the first run. So each
+ * writer holds flock(LOCK_EX) on its data file for the whole run: on the existing file before the
+ * run is announced (lockExisting), and on the new file before it is renamed into place
+ * (createDataFile). flock follows the inode through the rename and lasts as long as the descriptor,
+ * and the process's exit (even SIGKILL) releases it. The listener's 'path-busy' refusal covers what
+ * a lock cannot: two writers that both found no file, or writers on different machines.
+ */
+
+function busy(path: string): Error {
+  return usageError(`refusing to write to ${path}: another plugcheck write is running on it (it holds the file's lock)`, 'wait for that run to end, or give --file another path')
+}
+
+/**
+ * Takes the exclusive lock on the file at path, if there is one, and returns the descriptor that
+ * holds it (-1 when there is no file). Refuses (exit 2) when another process holds the lock.
+ */
+export function lockExisting(path: string): number {
+  let fd: number
+  try {
+    // O_NONBLOCK: checkReplaceable has refused FIFOs already, but an open must never hang on one.
+    fd = openNative(path, O.RDONLY | O.NONBLOCK)
+  } catch (error) {
+    if (error instanceof NativeError && error.code === 'ENOENT') return -1
+    throw runtimeError(`could not open ${path}: ${describeSystemError(error)}`)
+  }
+  let locked: boolean
+  try {
+    locked = tryLockExclusive(fd, path)
+  } catch (error) {
+    closeQuietly(fd)
+    throw runtimeError(`could not lock ${path}: ${describeSystemError(error)}`)
+  }
+  if (!locked) {
+    closeQuietly(fd)
+    throw busy(path)
+  }
+  return fd
+}
+
+/**
+ * Writes the superblock (and, for overwrite, the zero-filled region), makes it durable, renames it
+ * into place. Returns a descriptor of the new file that holds its exclusive lock (taken before the
+ * rename, so no moment exists in which the path names an unlocked file of this run). heldFd is the
+ * lock lockExisting took on the old file, or -1.
+ */
+export function createDataFile(meta: RunMeta, heldFd = -1): number {
   const tmp = join(dirname(meta.path), `.${basename(meta.path)}.plugcheck-${meta.runId}.tmp`)
   let fd: number
   try {
@@ -50,7 +97,9 @@ export function createDataFile(meta: RunMeta): void {
     throw runtimeError(`could not create ${tmp}: ${describeSystemError(error)}`)
   }
   let open = true
+  let appearedFd = -1
   try {
+    if (!tryLockExclusive(fd, tmp)) throw new Error(`${tmp} is locked by another process`)
     writeSync(fd, encodeSuperblock(meta), 0, meta.recordSizeBytes, 0)
     if (meta.pattern === 'overwrite') {
       // Explicit zeros, not fallocate: the blocks must be allocated and written, so the run tests in-place overwrites.
@@ -61,10 +110,13 @@ export function createDataFile(meta: RunMeta): void {
       }
     }
     fsyncSync(fd)
-    open = false
-    closeSync(fd)
+    // A file that appeared at the path since lockExisting (another writer that also found none) must
+    // not be replaced while its writer runs.
+    appearedFd = lockAppeared(meta.path, heldFd)
     renameSync(tmp, meta.path)
     syncDirectory(dirname(meta.path))
+    open = false
+    return fd
   } catch (error) {
     if (open) closeSync(fd)
     try {
@@ -72,8 +124,26 @@ export function createDataFile(meta: RunMeta): void {
     } catch {
       // nothing to clean
     }
+    if (error instanceof PlugcheckError) throw error
     throw runtimeError(`could not create ${meta.path}: ${describeSystemError(error)}`)
+  } finally {
+    if (appearedFd >= 0) closeQuietly(appearedFd)
   }
+}
+
+/** Locks a file that is at path now but is not the one heldFd locks; -1 when there is none. */
+function lockAppeared(path: string, heldFd: number): number {
+  let current
+  try {
+    current = statSync(path)
+  } catch {
+    return -1
+  }
+  if (heldFd >= 0) {
+    const held = fstatSync(heldFd)
+    if (held.ino === current.ino && held.dev === current.dev) return -1
+  }
+  return lockExisting(path)
 }
 
 export function syncDirectory(dir: string): void {

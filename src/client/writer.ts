@@ -5,21 +5,39 @@
  * The write loop is synchronous on purpose. Every async hop (koffi .async, fs.write, a worker
  * message) costs 15-25 us, half a real flush, and yielding to the event loop delays queued acks by
  * milliseconds. So records are written through libc, and acks leave through a blocking send() on a
- * socket of our own, right after the sync returns. The price: signals end the process at once,
- * which for a crash tester is the right thing (the listener already holds every ack).
+ * socket of our own, right after the sync returns.
+ *
+ * The writer always leaves a trail: one line per run and the verify command go to stdout with a
+ * synchronous write before the loop starts (stdout to a pipe is asynchronous in Node and would
+ * still be queued when a SIGKILL lands), and the summary is printed however the run ends: by
+ * --duration, a failed write or sync, a lost listener, or SIGINT/SIGTERM.
+ *
+ * Signals. Node runs a JS signal handler only when the event loop turns, which a synchronous loop
+ * never lets it do. Blocking the signals with pthread_sigmask and polling sigpending() would not
+ * work either: the mask is per thread, Node's other threads (libuv pool, V8 platform) leave SIGTERM
+ * unblocked, and the kernel then delivers it to one of them with its default action, which kills
+ * the process. So the handlers are ordinary process.on() handlers that set a flag, and the loop
+ * yields to the event loop once per housekeeping tick (every 50 ms, after the ack has left): that
+ * costs one setImmediate hop (a few microseconds) per 50 ms, and a signal is seen within 50 ms plus
+ * one sync. The run then ends with 'interrupted' and exits 128 + the signal number (130, 143), the
+ * status a shell reports for a process that a signal ended.
  */
 import { randomBytes } from 'node:crypto'
-import { openSync, writeSync, closeSync } from 'node:fs'
+import { openSync, writeSync, closeSync, readFileSync } from 'node:fs'
 import { hostname } from 'node:os'
+import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { O, NativeError, close, open } from '../native/libc.js'
+import { encodeFrame } from '../protocol/framing.js'
+import { writerEnvSchema, type WriterEnv } from '../protocol/messages.js'
+import { collectFingerprint } from '../bench/fingerprint.js'
+import { O, NativeError, close, closeQuietly, fileSystemMagic, open } from '../native/libc.js'
 import { alignedBuffer, directAlignmentBytes } from '../native/buffers.js'
 import { methodAvailability, methodImpl, type MethodName, type SyncMethodImpl } from '../native/registry.js'
 import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type Pattern, type RunKey, type RunMeta } from '../record/format.js'
-import { describeSystemError, runtimeError, usageError } from '../errors.js'
+import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
 import { formatSize } from '../sizes.js'
-import { AckChannel } from './ack-channel.js'
-import { checkReplaceable, createDataFile } from './data-file.js'
+import { AckChannel, listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
+import { checkReplaceable, createDataFile, lockExisting } from './data-file.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { LatencyHistogram } from './latency.js'
 
@@ -37,12 +55,16 @@ export interface WriteOptions {
   readonly force: boolean
   /** Lab and bench only: a side file (outside the cut) logging every completed sync. */
   readonly traceFile?: string
+  /** Bounds connect, every answer, a stall of the listener's "recorded" reports and the final wait (--listener-timeout). */
+  readonly listenerTimeoutMs?: number
 }
 
 export interface Io {
   readonly out: (text: string) => void
   readonly err: (text: string) => void
   readonly statusTty: boolean
+  /** out, but written before it returns (the process may be SIGKILLed right after); defaults to out. */
+  readonly outNow?: (text: string) => void
 }
 
 interface ActiveRun {
@@ -51,6 +73,9 @@ interface ActiveRun {
   readonly impl: SyncMethodImpl
   readonly buffer: Buffer
   fd: number
+  /** Highest seq whose sync returned. */
+  syncedSeq: number
+  /** Highest seq reported to the listener. */
   lastSeq: number
   readonly latency: LatencyHistogram
 }
@@ -58,7 +83,20 @@ interface ActiveRun {
 const housekeepingIntervalMs = 50
 const statusIntervalMs = 250
 const steadyAfterMs = 3000
-const finalRecordTimeoutMs = 10_000
+/**
+ * Flow control: how far a run's acks may run ahead of the listener's "recorded" reports before the
+ * writer stops and waits. A healthy listener records a group commit every few milliseconds and
+ * trails by a few thousand seqs at most, so the bound binds only when the listener is truly behind
+ * (busy with other writers, a slow disk). 100,000 seqs is 2.5 s of the fastest writer measured
+ * (tmpfs, ~40k records/s) and 5 s of a real disk (~20k/s): it caps the acks a cut can catch
+ * between the writer and the listener's disk to a few seconds' worth and what the listener must
+ * buffer to ~4 MB per run, without slowing a writer whose listener keeps up.
+ */
+export const unrecordedAcksMax = 100_000
+/** Once blocked, resume when the listener has caught up to half the bound (no flapping). */
+const unrecordedAcksResume = unrecordedAcksMax / 2
+/** A fingerprint is a few KiB; one bigger than this is not sent (a client frame is at most 64 KiB). */
+const fingerprintFrameBytesMax = 16 * 1024
 /** Trace entries: run id (8 bytes), seq (f64), sync-return time from process.hrtime in ns (f64). */
 export const traceEntryBytes = 24
 
@@ -88,13 +126,22 @@ export function dataPaths(options: Pick<WriteOptions, 'file' | 'methods'>): stri
 export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
   validateWriteOptions(options)
   const impls = options.methods.map(methodImpl)
-  const channel = await AckChannel.open(options.server, options.token)
+  const timeoutMs = options.listenerTimeoutMs ?? defaultListenerTimeoutMs
+  const paths = dataPaths(options)
+  const outNow = io.outNow ?? io.out
+  // Collected before anything else, so it never delays the write loop; never fails the run.
+  const writer = writerEnvironment(dirname(options.file))
+  // Lock every existing data file before the run is announced: a second writer on a live run's
+  // path is refused here, before it can announce anything or touch the file.
+  const lockFds: number[] = []
   const runs: ActiveRun[] = []
+  let channel: AckChannel | undefined
   try {
+    for (const path of paths) lockFds.push(lockExisting(path))
+    channel = await AckChannel.open(options.server, options.token, timeoutMs)
     const groupId = randomBytes(8).toString('hex')
     const host = hostname()
     const slotCount = Math.floor(options.sizeBytes / options.recordSizeBytes) - 1
-    const paths = dataPaths(options)
     for (const [i, impl] of impls.entries()) {
       const meta: RunMeta = {
         runId: randomBytes(8).toString('hex'),
@@ -111,23 +158,60 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
       }
       // Announce first: a run the listener knows with no acks can never be judged lost, while a file
       // replaced before its run was announced would make verify judge the previous run against it.
-      channel.announce(meta)
-      createDataFile(meta)
+      channel.announce(meta, writer)
+      outNow(`run ${meta.runId}: ${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}, ${meta.path}\n`)
+      // The new file's lock replaces the old file's: the old inode is no longer at the path.
+      const newLockFd = createDataFile(meta, lockFds[i]!)
+      if (lockFds[i]! >= 0) closeQuietly(lockFds[i]!)
+      lockFds[i] = newLockFd
       runs.push({
         meta,
         key: runKey(meta.runId),
         impl,
         buffer: alignedBuffer(meta.recordSizeBytes),
         fd: openForMethod(meta, impl),
+        syncedSeq: 0,
         lastSeq: 0,
         latency: new LatencyHistogram(),
       })
     }
-    return writeLoop(options, runs, channel, io)
+    outNow(`after a power cut and reboot: ${verifyCommand(options)}\n`)
+    return await writeLoop(options, runs, channel, io, timeoutMs)
   } finally {
     for (const run of runs) if (run.fd >= 0) close(run.fd)
-    channel.close()
+    channel?.close()
+    // Closing the descriptors releases the locks; exit would too.
+    for (const fd of lockFds) if (fd >= 0) closeQuietly(fd)
   }
+}
+
+/** Boot id and environment fingerprint for the listener; anything that cannot be collected is null. */
+export function writerEnvironment(directory: string): WriterEnv {
+  let bootId: string | null = null
+  try {
+    bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null
+  } catch {
+    // not Linux, or no /proc: verify then cannot tell whether a reboot happened, and says so
+  }
+  let fingerprint: WriterEnv['fingerprint'] = null
+  try {
+    const fd = openSync(directory, 'r')
+    try {
+      fingerprint = collectFingerprint(directory, fileSystemMagic(fd))
+    } finally {
+      closeSync(fd)
+    }
+  } catch {
+    fingerprint = null
+  }
+  const env = writerEnvSchema.safeParse({ bootId, fingerprint })
+  if (!env.success) return { bootId: writerEnvSchema.shape.bootId.safeParse(bootId).success ? bootId : null, fingerprint: null }
+  if (env.data.fingerprint !== null && encodeFrame(env.data.fingerprint).length > fingerprintFrameBytesMax) return { bootId: env.data.bootId, fingerprint: null }
+  return env.data
+}
+
+function verifyCommand(options: WriteOptions): string {
+  return `plugcheck verify --server ${formatEndpoint(options.server)} --file ${options.file}`
 }
 
 function openForMethod(meta: RunMeta, impl: SyncMethodImpl): number {
@@ -142,52 +226,96 @@ function openForMethod(meta: RunMeta, impl: SyncMethodImpl): number {
   }
 }
 
-function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, io: Io): number {
+const signalNumbers = { SIGINT: 2, SIGTERM: 15 } as const
+type StopSignal = keyof typeof signalNumbers
+
+/** SIGINT/SIGTERM set a flag the loop reads at each housekeeping tick (see the module header). */
+function catchStopSignals(): { readonly received: () => StopSignal | undefined; readonly release: () => void } {
+  let received: StopSignal | undefined
+  const handlers = (Object.keys(signalNumbers) as StopSignal[]).map((signal) => {
+    const handler = (): void => {
+      received ??= signal
+    }
+    process.on(signal, handler)
+    return () => process.off(signal, handler)
+  })
+  return { received: () => received, release: () => handlers.forEach((off) => off()) }
+}
+
+/** One turn of the event loop: lets signal handlers run. */
+const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
+
+async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, io: Io, timeoutMs: number): Promise<number> {
   const trace = options.traceFile === undefined ? undefined : new TraceLog(options.traceFile)
+  const signals = catchStopSignals()
   const startMs = performance.now()
   const endMs = options.durationS === undefined ? Infinity : startMs + options.durationS * 1000
   let nextHousekeepingMs = startMs + housekeepingIntervalMs
   let nextStatusMs = startMs + statusIntervalMs
   let toldToCut = false
   let failure: { run: ActiveRun; error: unknown } | undefined
+  let lostListener: unknown
+  const showStatus = (nowMs: number, waiting?: number): void => {
+    if (!io.statusTty) return
+    nextStatusMs = nowMs + statusIntervalMs
+    io.err(`\r${statusLine(runs, channel, (nowMs - startMs) / 1000, waiting)}\x1b[K`)
+  }
 
-  loop: for (let i = 0; ; i++) {
-    const run = runs[i % runs.length]!
-    const seq = run.lastSeq + 1
-    const slot = slotOf(run.key, run.meta.pattern, seq, run.meta.slotCount)
-    fillRecord(run.buffer, run.key, seq, slot, Math.round((performance.timeOrigin + performance.now()) * 1000))
-    const beforeMs = performance.now()
-    try {
-      run.impl.writeDurable(run.fd, run.buffer, slotOffsetBytes(run.meta.recordSizeBytes, slot))
-    } catch (error) {
-      // Never retried: after a failed sync the kernel may have dropped the data and a retry can lie.
-      failure = { run, error }
-      break loop
-    }
-    // The sync covering `seq` has returned: report it now, before any other work. (In the lab the
-    // trace entry goes first, so ack coverage counts every sync that completed before a cut.)
-    trace?.completed(run.key, seq)
-    channel.ack(run.meta.runId, seq, seq)
-    run.lastSeq = seq
-    const afterMs = performance.now()
-    run.latency.record((afterMs - beforeMs) * 1000)
+  try {
+    loop: for (let i = 0; ; i++) {
+      const run = runs[i % runs.length]!
+      const seq = run.lastSeq + 1
+      const slot = slotOf(run.key, run.meta.pattern, seq, run.meta.slotCount)
+      fillRecord(run.buffer, run.key, seq, slot, Math.round((performance.timeOrigin + performance.now()) * 1000))
+      const beforeMs = performance.now()
+      try {
+        run.impl.writeDurable(run.fd, run.buffer, slotOffsetBytes(run.meta.recordSizeBytes, slot))
+      } catch (error) {
+        // Never retried: after a failed sync the kernel may have dropped the data and a retry can lie.
+        failure = { run, error }
+        break loop
+      }
+      // The sync covering `seq` has returned. Between here and the ack leaving only what must be:
+      run.syncedSeq = seq // so a summary after a failed send counts the record as synced
+      trace?.completed(run.key, seq) // lab: first, so ack coverage counts every sync completed before a cut
+      channel.ack(run.meta.runId, seq, seq) // blocking send(): the ack is on the wire when this returns
+      run.lastSeq = seq
+      const afterMs = performance.now()
+      run.latency.record((afterMs - beforeMs) * 1000)
 
-    if (afterMs >= nextHousekeepingMs) {
-      nextHousekeepingMs = afterMs + housekeepingIntervalMs
-      channel.poll() // takes in "recorded" reports; throws if the listener refused or went away
-      if (afterMs >= endMs) break loop
-      if (io.statusTty && afterMs >= nextStatusMs) {
-        nextStatusMs = afterMs + statusIntervalMs
-        io.err(`\r${statusLine(runs, channel, (afterMs - startMs) / 1000)}\x1b[K`)
-        if (!toldToCut && afterMs - startMs >= steadyAfterMs && runs.every((r) => (channel.recordedThrough.get(r.meta.runId) ?? 0) > 0)) {
-          toldToCut = true
-          io.err(`\nsteady: the listener is recording acks. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
+      if (afterMs >= nextHousekeepingMs) {
+        nextHousekeepingMs = afterMs + housekeepingIntervalMs
+        channel.poll() // takes in "recorded" reports; throws if the listener refused or went away
+        await yieldToEventLoop() // lets a SIGINT/SIGTERM handler run (see the module header)
+        if (signals.received() !== undefined) break loop
+        if (afterMs >= endMs) break loop
+        if (unrecordedMax(runs, channel) > unrecordedAcksMax) {
+          if (!(await waitForListener(runs, channel, timeoutMs, signals.received, (nowMs, n) => showStatus(nowMs, n)))) break loop
+          nextHousekeepingMs = performance.now() + housekeepingIntervalMs
+        }
+        if (io.statusTty && afterMs >= nextStatusMs) {
+          showStatus(afterMs)
+          if (!toldToCut && afterMs - startMs >= steadyAfterMs && runs.every((r) => (channel.recordedThrough.get(r.meta.runId) ?? 0) > 0)) {
+            toldToCut = true
+            io.err(`\nsteady: the listener is recording acks. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
+          }
         }
       }
     }
+  } catch (error) {
+    if (!(error instanceof PlugcheckError)) throw error
+    lostListener = error
+  } finally {
+    signals.release()
+    trace?.close()
   }
   if (io.statusTty) io.err('\n')
-  trace?.close()
+
+  if (lostListener !== undefined) {
+    // Nothing more can reach the listener; what it recorded is what the summary says.
+    io.out(summary(options, runs, channel))
+    throw lostListener
+  }
 
   if (failure !== undefined) {
     const { run, error } = failure
@@ -198,14 +326,71 @@ function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel
     throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')
   }
 
-  for (const run of runs) channel.end(run.meta.runId, 'duration')
-  const recorded = channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), finalRecordTimeoutMs)
+  const signal = signals.received()
+  let recorded = false
+  try {
+    for (const run of runs) channel.end(run.meta.runId, signal === undefined ? 'duration' : 'interrupted', signal === undefined ? undefined : `stopped by ${signal}`)
+    recorded = channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), timeoutMs)
+  } catch (error) {
+    io.out(summary(options, runs, channel))
+    throw error
+  }
   io.out(summary(options, runs, channel))
-  if (!recorded) throw runtimeError(`the listener did not confirm every ack as recorded within ${finalRecordTimeoutMs / 1000} s`)
+  if (!recorded) throw runtimeError(`the listener did not confirm every ack as recorded within ${timeoutMs / 1000} s`, 'the summary says how many it confirmed; raise --listener-timeout for a busy listener')
+  if (signal !== undefined) {
+    io.err(`plugcheck: stopped by ${signal}; every ack is recorded at the listener\n`)
+    return 128 + signalNumbers[signal]
+  }
   return 0
 }
 
-function statusLine(runs: ActiveRun[], channel: AckChannel, elapsedS: number): string {
+function unrecordedMax(runs: readonly ActiveRun[], channel: AckChannel): number {
+  let max = 0
+  for (const run of runs) max = Math.max(max, run.lastSeq - (channel.recordedThrough.get(run.meta.runId) ?? 0))
+  return max
+}
+
+/**
+ * Flow control: the listener trails by more than unrecordedAcksMax. Wait for its "recorded"
+ * reports instead of writing on (or failing); give up only when it records nothing at all for
+ * timeoutMs. Returns false when a signal arrived meanwhile; throws when the listener stalls.
+ */
+async function waitForListener(
+  runs: readonly ActiveRun[],
+  channel: AckChannel,
+  timeoutMs: number,
+  signal: () => StopSignal | undefined,
+  status: (nowMs: number, unrecorded: number) => void,
+): Promise<boolean> {
+  let behind = unrecordedMax(runs, channel)
+  let progressMs = performance.now()
+  let statusMs = 0
+  while (behind > unrecordedAcksResume) {
+    const nowMs = performance.now()
+    if (nowMs - progressMs > timeoutMs) {
+      throw runtimeError(
+        `the listener at ${channel.endpointText} recorded no acks for ${timeoutMs / 1000} s while ${behind.toLocaleString('en-US')} waited`,
+        'the listener or its disk is overloaded; raise --listener-timeout to wait longer',
+      )
+    }
+    if (nowMs - statusMs >= statusIntervalMs) {
+      statusMs = nowMs
+      status(nowMs, behind)
+    }
+    channel.receiveFor(100)
+    await yieldToEventLoop()
+    if (signal() !== undefined) return false
+    const now = unrecordedMax(runs, channel)
+    if (now < behind) progressMs = performance.now()
+    behind = now
+  }
+  return true
+}
+
+function statusLine(runs: ActiveRun[], channel: AckChannel, elapsedS: number, waitingUnrecorded?: number): string {
+  if (waitingUnrecorded !== undefined) {
+    return `${elapsedS.toFixed(0)} s: waiting for the listener: ${waitingUnrecorded.toLocaleString('en-US')} acks unrecorded`
+  }
   const written = runs.reduce((n, r) => n + r.lastSeq, 0)
   const recorded = runs.reduce((n, r) => n + (channel.recordedThrough.get(r.meta.runId) ?? 0), 0)
   const p50 = Math.max(...runs.map((r) => r.latency.quantileUs(0.5)))
@@ -220,10 +405,11 @@ function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel):
     const recorded = channel.recordedThrough.get(m.runId) ?? 0
     lines.push(`run ${m.runId}: ${m.method}${m.direct ? ' --direct' : ''}, ${m.pattern}, ${formatSize(m.recordSizeBytes)} records, ${m.path}`)
     const done = m.method === 'none' ? 'written (never synced: the negative control)' : 'synced'
-    lines.push(`  ${run.lastSeq.toLocaleString('en-US')} records ${done} and acknowledged, ${recorded.toLocaleString('en-US')} recorded by the listener`)
+    const unsent = run.syncedSeq > run.lastSeq ? ` (${(run.syncedSeq - run.lastSeq).toLocaleString('en-US')} more ${done}, their ack not sent)` : ''
+    lines.push(`  ${run.lastSeq.toLocaleString('en-US')} records ${done} and acknowledged${unsent}, ${recorded.toLocaleString('en-US')} recorded by the listener`)
     lines.push(`  sync latency p50 ${formatUs(run.latency.quantileUs(0.5))}, p99 ${formatUs(run.latency.quantileUs(0.99))}, max ${formatUs(run.latency.maxUs)}`)
   }
-  lines.push(`after a power cut and reboot: plugcheck verify --server ${formatEndpoint(options.server)} --file ${options.file}`)
+  lines.push(`after a power cut and reboot: ${verifyCommand(options)}`)
   return lines.join('\n') + '\n'
 }
 

@@ -38,6 +38,8 @@ const c = {
   setsockopt: bind('int setsockopt(int fd, int level, int name, const void *value, uint32_t len)'),
   send: bind('ssize_t send(int fd, const void *buf, size_t len, int flags)'),
   recv: bind('ssize_t recv(int fd, void *buf, size_t len, int flags)'),
+  flock: bind('int flock(int fd, int operation)'),
+  poll: bind('int poll(void *fds, uint64_t nfds, int timeout)'),
 }
 
 /** Linux x86_64/aarch64 (asm-generic differs only in O_DIRECT on aarch64). */
@@ -49,6 +51,7 @@ export const O = {
   CREAT: 0x40,
   EXCL: 0x80,
   TRUNC: 0x200,
+  NONBLOCK: 0x800,
   DSYNC: 0x1000,
   SYNC: 0x101000,
   DIRECT: isArm64 ? 0x10000 : 0x4000,
@@ -155,6 +158,24 @@ export function fdatasync(fd: number): void {
   if ((c.fdatasync(fd) as number) !== 0) fail('fdatasync')
 }
 
+const LOCK_EX = 2
+const LOCK_NB = 4
+const EWOULDBLOCK = EAGAIN
+
+/**
+ * flock(LOCK_EX|LOCK_NB): true when this descriptor now holds the exclusive lock, false when another
+ * open file description holds it. The lock lives as long as the descriptor (and follows the inode
+ * through a rename), so a writer keeps it by keeping the descriptor open.
+ */
+export function tryLockExclusive(fd: number, path?: string): boolean {
+  for (;;) {
+    if ((c.flock(fd, LOCK_EX | LOCK_NB) as number) === 0) return true
+    const e = koffi.errno()
+    if (e === EWOULDBLOCK) return false
+    if (e !== EINTR) throw new NativeError('flock', e, path)
+  }
+}
+
 export const POSIX_FADV_DONTNEED = 4
 
 /** posix_fadvise returns the error number instead of setting errno. */
@@ -250,6 +271,21 @@ export function recvWait(fd: number, buf: Buffer): number {
     if (e === EAGAIN) return 0
     if (e !== EINTR) throw new NativeError('recv', e)
   }
+}
+
+const POLLIN = 0x1
+const pollScratch = Buffer.alloc(8)
+/** Waits at most timeoutMs for fd to become readable (or closed, or in error); true when it did. */
+export function waitReadable(fd: number, timeoutMs: number): boolean {
+  pollScratch.writeInt32LE(fd, 0)
+  pollScratch.writeInt16LE(POLLIN, 4)
+  pollScratch.writeInt16LE(0, 6)
+  const n = c.poll(pollScratch, 1, Math.max(0, Math.ceil(timeoutMs))) as number
+  if (n > 0) return true
+  if (n === 0) return false
+  const e = koffi.errno()
+  if (e === EINTR) return false
+  throw new NativeError('poll', e)
 }
 
 export function closeQuietly(fd: number): void {
