@@ -4,16 +4,30 @@
  *
  * Each slot is judged by its last acknowledged seq (Classifier). In overwrite, an acked seq that a
  * later acked seq superseded on the same slot is counted as superseded, not judged.
+ *
+ * Fault model: the acks come from a listener (or its directory) that may be hostile or damaged, the
+ * file from storage that may hold anything. So nothing here loops over the acknowledged seqs or keeps
+ * anything per seq: acks are contiguous 1..N, so in append the last acknowledged seq of each slot is
+ * arithmetic, and in overwrite seqs are walked backwards from N only until every slot has its last one
+ * (memory scales with the slot count, which runMetaSchema bounds). Slots past the end of an append
+ * file are counted as ranges, not one by one. Failed seqs are kept packed in a Float64Array.
  */
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs'
 import type { AckSpan, StoredRun } from '../protocol/messages.js'
-import { Classifier, type SlotVerdict } from '../record/classify.js'
-import { decodeSuperblock, runKey, slotOf, slotOffsetBytes } from '../record/format.js'
+import { Classifier, runLayout, type SlotVerdict } from '../record/classify.js'
+import { decodeSuperblock, runKey, slotOf, slotOffsetBytes, type RunKey, type RunMeta, type SuperblockReading } from '../record/format.js'
 import { describeSystemError, runtimeError } from '../errors.js'
 
 const readChunkBytes = 4 * 1024 * 1024
-/** Per-record detail lists are capped; counts are always exact. */
+/** Per-record detail lists and lostRanges are capped; counts are always exact. */
 export const detailListLimit = 1000
+/**
+ * Seqs above this cannot be real: 2^45 is more than a year at a million records a second (the fastest
+ * writer reaches ~40k/s). It also keeps (seq, code) packable into one double.
+ */
+export const maxJudgedSeq = 2 ** 45
+/** Overwrite: the backward walk stops once every slot has a seq; with a fair slot hash that takes ~slotCount * ln(slotCount) seqs. */
+const overwriteWalkFactor = 64
 
 export interface SeqRange {
   readonly fromSeq: number
@@ -34,16 +48,22 @@ export interface RecordFinding {
   readonly detail: string
 }
 
+export type RunVerdict = 'pass' | 'fail' | 'inconclusive'
+
 export interface RunReport {
   readonly runId: string
   readonly groupId: string
   readonly method: string
+  /** `none` is the negative control: its losses prove the cut was real. Every other method is tested. */
+  readonly role: 'control' | 'tested'
   readonly direct: boolean
   readonly recordSize: number
   readonly pattern: string
   readonly path: string
   readonly createdMs: number
   readonly ended: string | null
+  /** false: this machine has not rebooted since the write (same boot id); null: unknown. */
+  readonly rebootedSinceWrite: boolean | null
   readonly acked: number
   readonly superseded: number
   readonly intact: number
@@ -52,82 +72,274 @@ export interface RunReport {
   readonly corrupt: number
   /** Overwrites of a newer, unacknowledged seq cut mid-record: the device's atomic write unit, not a failure. */
   readonly interrupted: number
-  readonly verdict: 'pass' | 'fail'
-  readonly superblock: { readonly kind: string; readonly detail: string }
+  /**
+   * tested: pass (every acknowledged record survived), fail (one did not, or the superblock did not),
+   * inconclusive (nothing was acknowledged). control: pass (it lost records: the cut was real),
+   * inconclusive (it lost nothing: the cut tested nothing).
+   */
+  readonly verdict: RunVerdict
+  readonly superblock: { readonly kind: string; readonly detail: string; readonly runId?: string }
+  /** Exact number of lost ranges; lostRanges holds the first detailListLimit of them, in seq order. */
+  readonly lostRangeCount: number
   readonly lostRanges: readonly SeqRange[]
   readonly tornRecords: readonly RecordFinding[]
   readonly corruptRecords: readonly RecordFinding[]
   readonly interruptedRecords: readonly RecordFinding[]
-  /** Acknowledged seqs lost while a later record survived: writes reordered across a flush. */
+  /** Acknowledged seqs lost, torn or corrupt while a later record survived: writes reordered across a flush. */
   readonly reordering: { readonly count: number; readonly survivedSeq: number; readonly earliestLostSeq: number } | null
 }
 
-export function judgeRun(run: StoredRun): RunReport {
+export interface JudgeOptions {
+  readonly nowMs?: number
+  readonly rebootedSinceWrite?: boolean | null
+}
+
+// --- the data file -------------------------------------------------------------------------------
+
+/** Opens the data file read-only; null when it does not exist. Only regular files: a FIFO would hang, a directory would not read. */
+export function openDataFile(path: string): number | null {
+  let fd: number
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+    throw runtimeError(`could not open ${path}: ${describeSystemError(error)}`)
+  }
+  let stats: Stats
+  try {
+    stats = fstatSync(fd)
+  } catch (error) {
+    closeSync(fd)
+    throw runtimeError(`could not stat ${path}: ${describeSystemError(error)}`)
+  }
+  if (!stats.isFile()) {
+    closeSync(fd)
+    throw runtimeError(`${path} is ${fileKind(stats)}, not a regular file`, 'give --file the data file that write created')
+  }
+  return fd
+}
+
+function fileKind(stats: Stats): string {
+  if (stats.isDirectory()) return 'a directory'
+  if (stats.isFIFO()) return 'a FIFO'
+  if (stats.isSocket()) return 'a socket'
+  if (stats.isCharacterDevice()) return 'a character device'
+  if (stats.isBlockDevice()) return 'a block device'
+  if (stats.isSymbolicLink()) return 'a symbolic link'
+  return 'not a file'
+}
+
+/** What the file at path says about its run; 'missing' when there is no file. */
+export function readSuperblock(path: string, recordSizeBytes: number): SuperblockReading | { readonly kind: 'missing'; readonly detail: string } {
+  const fd = openDataFile(path)
+  if (fd === null) return { kind: 'missing', detail: 'the data file does not exist' }
+  try {
+    return readSuperblockFd(fd, path, recordSizeBytes)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function readSuperblockFd(fd: number, path: string, recordSizeBytes: number): SuperblockReading {
+  const head = Buffer.alloc(recordSizeBytes)
+  return decodeSuperblock(head.subarray(0, readFully(fd, head, recordSizeBytes, 0, path)))
+}
+
+/** Reads up to `wanted` bytes; short only at end of file. Any read error is a one-line runtime error. */
+function readFully(fd: number, buffer: Buffer, wanted: number, offset: number, path: string): number {
+  let done = 0
+  try {
+    while (done < wanted) {
+      const n = readSync(fd, buffer, done, wanted - done, offset + done)
+      if (n === 0) break
+      done += n
+    }
+  } catch (error) {
+    throw runtimeError(`could not read ${path} at offset ${offset + done}: ${describeSystemError(error)}`)
+  }
+  return done
+}
+
+// --- which seq each slot is judged by ------------------------------------------------------------
+
+/** The last acknowledged seq of each slot, without a loop over acknowledged seqs. */
+interface SlotPlan {
+  /** Slots [0, slotLimit) are the only ones that may be judged. */
+  readonly slotLimit: number
+  readonly judged: number
+  /** The last acknowledged seq of slot, 0 when none. */
+  lastAcked(slot: number): number
+}
+
+function appendPlan(slotCount: number, throughSeq: number): SlotPlan {
+  const judged = Math.min(throughSeq, slotCount)
+  return {
+    slotLimit: judged,
+    judged,
+    // Seqs s+1, s+1+slotCount, ... go to slot s; the last of them at or below throughSeq.
+    lastAcked: (slot) => (slot < judged ? slot + 1 + Math.floor((throughSeq - slot - 1) / slotCount) * slotCount : 0),
+  }
+}
+
+function overwritePlan(key: RunKey, meta: RunMeta, throughSeq: number): SlotPlan {
+  const last = new Float64Array(meta.slotCount)
+  let judged = 0
+  const walkLimit = meta.slotCount * overwriteWalkFactor + 1_000_000
+  let walked = 0
+  for (let seq = throughSeq; seq >= 1 && judged < meta.slotCount; seq--) {
+    if (++walked > walkLimit) {
+      throw runtimeError(`run ${meta.runId}: ${walkLimit} seqs did not reach every one of its ${meta.slotCount} slots; its metadata cannot be right`)
+    }
+    const slot = slotOf(key, 'overwrite', seq, meta.slotCount)
+    if (last[slot] === 0) {
+      last[slot] = seq
+      judged++
+    }
+  }
+  return { slotLimit: meta.slotCount, judged, lastAcked: (slot) => last[slot]! }
+}
+
+// --- failed seqs, packed -------------------------------------------------------------------------
+
+const tornCode = 254
+const corruptCode = 255
+const maxReasonCodes = 250
+
+/** (seq, code) packed as seq * 256 + code in a growing Float64Array: 8 bytes per failed record, sortable natively. */
+class FailedSeqs {
+  private values = new Float64Array(1024)
+  length = 0
+  private readonly reasons: string[] = []
+  private readonly reasonCodes = new Map<string, number>()
+
+  reasonCode(reason: string): number {
+    let code = this.reasonCodes.get(reason)
+    if (code === undefined) {
+      if (this.reasons.length >= maxReasonCodes) return this.reasonCode('lost')
+      code = this.reasons.length
+      this.reasons.push(reason)
+      this.reasonCodes.set(reason, code)
+    }
+    return code
+  }
+
+  reason(code: number): string {
+    return this.reasons[code]!
+  }
+
+  push(seq: number, code: number): void {
+    if (this.length === this.values.length) {
+      const grown = new Float64Array(this.values.length * 2)
+      grown.set(this.values)
+      this.values = grown
+    }
+    this.values[this.length++] = seq * 256 + code
+  }
+
+  sorted(): Float64Array {
+    const view = this.values.subarray(0, this.length)
+    for (let i = 1; i < view.length; i++) {
+      if (view[i - 1]! > view[i]!) {
+        view.sort()
+        break
+      }
+    }
+    return view
+  }
+}
+
+/** Seqs fromSeq..toSeq (inclusive) all lost for one reason: slots past the end of an append file, or no file. */
+interface BulkLoss {
+  readonly fromSeq: number
+  readonly toSeq: number
+  readonly code: number
+}
+
+// --- judging -------------------------------------------------------------------------------------
+
+export function judgeRun(run: StoredRun, options: JudgeOptions = {}): RunReport {
   const meta = run.meta
   const key = runKey(meta.runId)
   const recordSize = meta.recordSizeBytes
+  const nowMs = options.nowMs ?? Date.now()
 
-  // Last acknowledged seq per slot. Float64Array: seqs exceed 2^32 only after years at full rate, but cost nothing.
-  const lastAcked = new Float64Array(meta.slotCount)
-  let acked = 0
+  let throughSeq = 0
   for (const [fromSeq, toSeq] of run.spans) {
-    acked += toSeq - fromSeq + 1
-    for (let seq = fromSeq; seq <= toSeq; seq++) {
-      const slot = slotOf(key, meta.pattern, seq, meta.slotCount)
-      if (seq > lastAcked[slot]!) lastAcked[slot] = seq
+    if (fromSeq !== throughSeq + 1 || toSeq < fromSeq) {
+      throw runtimeError(`the listener sent acks of run ${meta.runId} that are not contiguous from seq 1 (a span ${fromSeq}-${toSeq} after seq ${throughSeq})`)
     }
+    throughSeq = toSeq
   }
-  let judged = 0
-  for (let slot = 0; slot < meta.slotCount; slot++) if (lastAcked[slot]! > 0) judged++
+  if (throughSeq > maxJudgedSeq) throw runtimeError(`the listener sent seq ${throughSeq} for run ${meta.runId}, more than any writer can have written`)
+  const acked = throughSeq
+  const plan = meta.pattern === 'append' ? appendPlan(meta.slotCount, throughSeq) : overwritePlan(key, meta, throughSeq)
 
-  const lost: Array<{ seq: number; reason: string }> = []
+  const failed = new FailedSeqs()
+  const bulk: BulkLoss[] = []
   const torn: RecordFinding[] = []
   const corrupt: RecordFinding[] = []
   const interrupted: RecordFinding[] = []
   let intact = 0
+  let lostCount = 0
   let tornCount = 0
   let corruptCount = 0
   let interruptedCount = 0
   let maxSurvivingSeq = 0
 
-  let fd: number | undefined
-  let superblock = { kind: 'missing', detail: 'the data file does not exist' }
-  try {
-    fd = openSync(meta.path, 'r')
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw runtimeError(`could not open ${meta.path}: ${describeSystemError(error)}`)
+  /** Slots [first, plan.slotLimit) all lost for reason. */
+  const loseFrom = (first: number, reason: string): void => {
+    const code = failed.reasonCode(reason)
+    if (meta.pattern === 'append') {
+      lostCount += addAppendBulk(bulk, meta.slotCount, throughSeq, first, plan.slotLimit, code)
+      return
+    }
+    for (let slot = first; slot < plan.slotLimit; slot++) {
+      const seq = plan.lastAcked(slot)
+      if (seq === 0) continue
+      failed.push(seq, code)
+      lostCount++
+    }
   }
 
-  if (fd === undefined) {
-    for (let slot = 0; slot < meta.slotCount; slot++) {
-      if (lastAcked[slot]! > 0) lost.push({ seq: lastAcked[slot]!, reason: 'the data file is missing' })
-    }
+  let superblock: { kind: string; detail: string; runId?: string } = { kind: 'missing', detail: 'the data file does not exist' }
+  const fd = openDataFile(meta.path)
+  if (fd === null) {
+    loseFrom(0, 'the data file is missing')
   } else {
     try {
-      const fileSizeBytes = fstatSync(fd).size
-      const head = Buffer.alloc(recordSize)
-      const headBytes = readSync(fd, head, 0, recordSize, 0)
-      const reading = decodeSuperblock(head.subarray(0, headBytes))
+      let fileSizeBytes: number
+      try {
+        fileSizeBytes = fstatSync(fd).size
+      } catch (error) {
+        throw runtimeError(`could not stat ${meta.path}: ${describeSystemError(error)}`)
+      }
+      const reading = readSuperblockFd(fd, meta.path, recordSize)
       superblock =
         reading.kind === 'valid'
           ? reading.meta.runId === meta.runId
             ? { kind: 'valid', detail: `superblock of run ${meta.runId}` }
-            : { kind: 'other-run', detail: `the file holds run ${reading.meta.runId} (created ${new Date(reading.meta.createdMs).toISOString()}), not run ${meta.runId}: the new file did not survive` }
+            : {
+                kind: 'other-run',
+                runId: reading.meta.runId,
+                detail: `the file holds run ${reading.meta.runId} (created ${new Date(reading.meta.createdMs).toISOString()}), not run ${meta.runId}: the new file did not survive`,
+              }
           : { kind: reading.kind, detail: reading.detail }
 
-      const classifier = new Classifier(key, recordSize)
+      // Slots from here on start at or past the end of the file.
+      const firstSlotPastEnd = Math.max(0, Math.ceil(fileSizeBytes / recordSize) - 1)
+      const readLimit = Math.min(plan.slotLimit, firstSlotPastEnd)
+      const classifier = new Classifier(key, recordSize, runLayout(meta, nowMs))
       const chunk = Buffer.alloc(readChunkBytes - (readChunkBytes % recordSize) || recordSize)
       const slotsPerChunk = chunk.length / recordSize
-      for (let firstSlot = 0; firstSlot < meta.slotCount; firstSlot += slotsPerChunk) {
-        const lastSlot = Math.min(meta.slotCount, firstSlot + slotsPerChunk) - 1
+      for (let firstSlot = 0; firstSlot < readLimit; firstSlot += slotsPerChunk) {
+        const lastSlot = Math.min(readLimit, firstSlot + slotsPerChunk) - 1
         let any = false
-        for (let s = firstSlot; s <= lastSlot && !any; s++) any = lastAcked[s]! > 0
+        for (let s = firstSlot; s <= lastSlot && !any; s++) any = plan.lastAcked(s) > 0
         if (!any) continue
         const chunkOffset = slotOffsetBytes(recordSize, firstSlot)
-        const wanted = (lastSlot - firstSlot + 1) * recordSize
-        const got = chunkOffset >= fileSizeBytes ? 0 : readFully(fd, chunk, wanted, chunkOffset, meta.path)
+        const got = readFully(fd, chunk, (lastSlot - firstSlot + 1) * recordSize, chunkOffset, meta.path)
         for (let slot = firstSlot; slot <= lastSlot; slot++) {
-          const seq = lastAcked[slot]!
+          const seq = plan.lastAcked(slot)
           if (seq === 0) continue
           const start = (slot - firstSlot) * recordSize
           const bytes = chunk.subarray(start, Math.max(start, Math.min(got, start + recordSize)))
@@ -144,70 +356,92 @@ export function judgeRun(run: StoredRun): RunReport {
               if (interrupted.length < detailListLimit) interrupted.push(finding())
               break
             case 'lost':
-              lost.push({ seq, reason: lossReason(verdict) })
+              lostCount++
+              failed.push(seq, failed.reasonCode(lossReason(verdict)))
               break
             case 'torn':
               tornCount++
+              failed.push(seq, tornCode)
               if (torn.length < detailListLimit) torn.push(finding())
               break
             case 'corrupt':
               corruptCount++
+              failed.push(seq, corruptCode)
               if (corrupt.length < detailListLimit) corrupt.push(finding())
               break
           }
         }
       }
+      if (readLimit < plan.slotLimit) loseFrom(readLimit, 'past the end of the file')
     } finally {
       closeSync(fd)
     }
   }
 
-  lost.sort((a, b) => a.seq - b.seq)
-  const lostRanges = toRanges(lost, run.spans)
-  const failedSeqs = [...lost.map((l) => l.seq), ...torn.map((t) => t.seq)]
-  const earlierLost = failedSeqs.filter((seq) => seq < maxSurvivingSeq)
+  const sorted = failed.sorted()
+  const { count: lostRangeCount, ranges: lostRanges } = toRanges(sorted, bulk, failed, run.spans)
+  const reordering = reorderingOf(sorted, bulk, maxSurvivingSeq)
+  const bad = lostCount + tornCount + corruptCount
   const superblockOk = superblock.kind === 'valid' || acked === 0
-  const failed = lost.length + tornCount + corruptCount > 0 || !superblockOk
+  const role = meta.method === 'none' ? 'control' : 'tested'
+  const verdict: RunVerdict =
+    role === 'control' ? (bad > 0 ? 'pass' : 'inconclusive') : acked === 0 ? 'inconclusive' : bad > 0 || !superblockOk ? 'fail' : 'pass'
   return {
     runId: meta.runId,
     groupId: meta.groupId,
     method: meta.method,
+    role,
     direct: meta.direct,
     recordSize,
     pattern: meta.pattern,
     path: meta.path,
     createdMs: meta.createdMs,
     ended: run.end === undefined ? null : run.end.reason,
+    rebootedSinceWrite: options.rebootedSinceWrite ?? null,
     acked,
-    superseded: acked - judged,
+    superseded: acked - plan.judged,
     intact,
-    lost: lost.length,
+    lost: lostCount,
     torn: tornCount,
     corrupt: corruptCount,
     interrupted: interruptedCount,
-    verdict: failed ? 'fail' : 'pass',
+    verdict,
     superblock,
+    lostRangeCount,
     lostRanges,
     tornRecords: torn,
     corruptRecords: corrupt,
     interruptedRecords: interrupted,
-    reordering: earlierLost.length === 0 ? null : { count: earlierLost.length, survivedSeq: maxSurvivingSeq, earliestLostSeq: Math.min(...earlierLost) },
+    reordering,
   }
 }
 
-/** Reads up to `wanted` bytes; short only at end of file. */
-function readFully(fd: number, buffer: Buffer, wanted: number, offset: number, path: string): number {
-  let done = 0
-  try {
-    while (done < wanted) {
-      const n = readSync(fd, buffer, done, wanted - done, offset + done)
-      if (n === 0) break
-      done += n
-    }
-  } catch (error) {
-    throw runtimeError(`could not read ${path} at offset ${offset + done}: ${describeSystemError(error)}`)
+/**
+ * Append: the seqs judged at slots [first, limit) as at most two ranges. The judged seqs are the last
+ * `limit` ones, throughSeq - limit + 1 .. throughSeq; seq q sits at slot (q - 1) % slotCount.
+ */
+function addAppendBulk(bulk: BulkLoss[], slotCount: number, throughSeq: number, first: number, limit: number, code: number): number {
+  if (first >= limit) return 0
+  const lowest = throughSeq - limit + 1
+  // Walk the judged seqs' slots in seq order: they start at slot (lowest - 1) % slotCount and wrap once at most.
+  const startSlot = (lowest - 1) % slotCount
+  const pieces: Array<[number, number]> = []
+  // Slots startSlot..limit-1 hold seqs lowest.., then slots 0..startSlot-1 hold the rest.
+  const firstRun: [number, number] = [startSlot, limit - 1]
+  const secondRun: [number, number] = [0, startSlot - 1]
+  let seqAt = lowest
+  for (const [a, b] of [firstRun, secondRun]) {
+    if (b < a) continue
+    const from = Math.max(a, first)
+    if (from <= b) pieces.push([seqAt + (from - a), seqAt + (b - a)])
+    seqAt += b - a + 1
   }
-  return done
+  let count = 0
+  for (const [fromSeq, toSeq] of pieces) {
+    bulk.push({ fromSeq, toSeq, code })
+    count += toSeq - fromSeq + 1
+  }
+  return count
 }
 
 function lossReason(verdict: SlotVerdict): string {
@@ -215,18 +449,72 @@ function lossReason(verdict: SlotVerdict): string {
   return verdict.detail.startsWith('older data') || verdict.detail.startsWith('holds older') ? 'older data: the write vanished' : verdict.detail
 }
 
-function toRanges(lost: ReadonlyArray<{ seq: number; reason: string }>, spans: readonly AckSpan[]): SeqRange[] {
+/** Lost seqs (packed entries with a reason code, and bulk ranges) merged in seq order into ranges; the first detailListLimit kept. */
+function toRanges(sorted: Float64Array, bulk: readonly BulkLoss[], failed: FailedSeqs, spans: readonly AckSpan[]): { count: number; ranges: SeqRange[] } {
   const ranges: SeqRange[] = []
-  let i = 0
-  while (i < lost.length) {
-    let j = i
-    while (j + 1 < lost.length && lost[j + 1]!.seq === lost[j]!.seq + 1 && lost[j + 1]!.reason === lost[i]!.reason) j++
-    const fromSeq = lost[i]!.seq
-    const toSeq = lost[j]!.seq
-    ranges.push({ fromSeq, toSeq, count: j - i + 1, reason: lost[i]!.reason, ackedFromMs: ackTimeMs(spans, fromSeq, 2), ackedToMs: ackTimeMs(spans, toSeq, 3) })
-    i = j + 1
+  let count = 0
+  let open: { fromSeq: number; toSeq: number; code: number } | null = null
+  const flush = (): void => {
+    if (open === null) return
+    count++
+    if (ranges.length < detailListLimit) {
+      ranges.push({
+        fromSeq: open.fromSeq,
+        toSeq: open.toSeq,
+        count: open.toSeq - open.fromSeq + 1,
+        reason: failed.reason(open.code),
+        ackedFromMs: ackTimeMs(spans, open.fromSeq, 2),
+        ackedToMs: ackTimeMs(spans, open.toSeq, 3),
+      })
+    }
+    open = null
   }
-  return ranges
+  const add = (fromSeq: number, toSeq: number, code: number): void => {
+    if (open !== null && open.code === code && fromSeq === open.toSeq + 1) {
+      open.toSeq = toSeq
+      return
+    }
+    flush()
+    open = { fromSeq, toSeq, code }
+  }
+  const bulkSorted = [...bulk].sort((a, b) => a.fromSeq - b.fromSeq)
+  let b = 0
+  for (let i = 0; i < sorted.length; i++) {
+    const code = sorted[i]! % 256
+    if (code === tornCode || code === corruptCode) continue
+    const seq = (sorted[i]! - code) / 256
+    while (b < bulkSorted.length && bulkSorted[b]!.fromSeq < seq) {
+      add(bulkSorted[b]!.fromSeq, bulkSorted[b]!.toSeq, bulkSorted[b]!.code)
+      b++
+    }
+    add(seq, seq, code)
+  }
+  for (; b < bulkSorted.length; b++) add(bulkSorted[b]!.fromSeq, bulkSorted[b]!.toSeq, bulkSorted[b]!.code)
+  flush()
+  return { count, ranges }
+}
+
+/** Every failed seq (lost, torn or corrupt) below the highest surviving one, counted exactly. */
+function reorderingOf(sorted: Float64Array, bulk: readonly BulkLoss[], survivedSeq: number): RunReport['reordering'] {
+  if (survivedSeq === 0) return null
+  let count = 0
+  let earliest = Number.POSITIVE_INFINITY
+  // sorted is ascending in seq; find how many entries have seq < survivedSeq.
+  let lo = 0
+  let hi = sorted.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (sorted[mid]! < survivedSeq * 256) lo = mid + 1
+    else hi = mid
+  }
+  count += lo
+  if (lo > 0) earliest = Math.floor(sorted[0]! / 256)
+  for (const range of bulk) {
+    if (range.fromSeq >= survivedSeq) continue
+    count += Math.min(range.toSeq, survivedSeq - 1) - range.fromSeq + 1
+    earliest = Math.min(earliest, range.fromSeq)
+  }
+  return count === 0 ? null : { count, survivedSeq, earliestLostSeq: earliest }
 }
 
 /** The first (index 2) or last (index 3) receive time of the span holding seq. */
@@ -242,4 +530,3 @@ function ackTimeMs(spans: readonly AckSpan[], seq: number, index: 2 | 3): number
   }
   return Number.NaN
 }
-

@@ -1,15 +1,20 @@
 /**
  * `plugcheck verify`: finds the run (the listener is the authority, the superblock only a
  * cross-check), judges every acknowledged record, and reports a verdict in plain words or JSON.
- * Exit 0 when every acknowledged record survived, 1 when any was lost, torn or corrupt.
+ *
+ * Exit 0 pass: every acknowledged record of every tested method survived (and a `none` control, if
+ * one ran, lost records). 1 fail: a tested method lost, tore or corrupted an acknowledged record.
+ * 4 inconclusive: nothing was acknowledged, or the control lost nothing, so the cut tested nothing.
+ * 2 not judged: the path is claimed by more than one writer, or the run asked for was superseded.
  */
+import { readFileSync } from 'node:fs'
 import { hostname } from 'node:os'
-import type { StoredRun } from '../protocol/messages.js'
+import type { Claim, StoredRun } from '../protocol/messages.js'
 import { AckStore } from '../server/ack-store.js'
-import { describeSystemError, exitCodes, usageError } from '../errors.js'
+import { describeSystemError, exitCodes, runtimeError, usageError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
-import { judgeRun, type RunReport } from './judge.js'
+import { judgeRun, readSuperblock, type RunReport, type RunVerdict } from './judge.js'
 import { queryRuns } from './listener-client.js'
 import type { Io } from './writer.js'
 
@@ -25,23 +30,39 @@ export interface VerifyOptions {
 }
 
 export interface VerifyReport {
-  readonly verdict: 'pass' | 'fail'
+  readonly verdict: RunVerdict
   readonly host: string
   readonly file: string
   readonly source: string
+  /** Every run on record for this host and path, newest first (live: its writer is connected now). */
+  readonly claims: readonly Claim[]
   readonly runs: readonly RunReport[]
 }
 
+/** Why nothing was judged (exit 2): the path has competing claims, or the run asked for was replaced. */
+export interface NotJudgedReport {
+  readonly verdict: 'not-judged'
+  readonly reason: 'conflicting-claims' | 'superseded'
+  readonly detail: string
+  readonly host: string
+  readonly file: string
+  readonly source: string
+  readonly claims: readonly Claim[]
+  readonly runs: readonly []
+}
+
 const shownRangesLimit = 10
+const bootIdPath = '/proc/sys/kernel/random/boot_id'
 
 export async function runVerify(options: VerifyOptions, io: Io): Promise<number> {
   const host = options.host ?? hostname()
   const query = { host, requestedPath: options.file, ...(options.runId === undefined ? {} : { runId: options.runId }) }
   let runs: StoredRun[]
+  let claims: Claim[]
   let source: string
   if ('server' in options.source) {
     source = `listener ${formatEndpoint(options.source.server)}`
-    runs = await queryRuns(options.source.server, options.token, query)
+    ;({ runs, claims } = await queryRuns(options.source.server, options.token, query))
   } else {
     source = `ack directory ${options.source.acksDir}`
     let store: AckStore
@@ -52,6 +73,7 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
     }
     for (const warning of store.warnings) io.err(`plugcheck: ${warning}\n`)
     runs = store.query(query.host, query.requestedPath, query.runId)
+    claims = store.claims(query.host, query.requestedPath)
   }
   if (runs.length === 0) {
     throw usageError(
@@ -59,38 +81,144 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
       'check --file (the path given to write) and --server/--acks, or pick a run with --run',
     )
   }
-  if (options.runId !== undefined && runs[0]!.meta.path !== options.file && runs[0]!.meta.requestedPath !== options.file) {
-    throw usageError(`run ${options.runId} wrote ${runs[0]!.meta.requestedPath}, not ${options.file}`)
+  if (options.runId !== undefined) {
+    const run = runs[0]!
+    if (runs.length !== 1 || run.meta.runId !== options.runId) throw runtimeError(`the ${source} answered a query for run ${options.runId} with other runs`)
+    if (run.meta.path !== options.file && run.meta.requestedPath !== options.file) throw usageError(`run ${options.runId} wrote ${run.meta.requestedPath}, not ${options.file}`)
+  } else {
+    const stray = runs.find((r) => r.meta.host !== host || r.meta.requestedPath !== options.file || r.meta.groupId !== runs[0]!.meta.groupId)
+    if (stray !== undefined) throw runtimeError(`the ${source} sent run ${stray.meta.runId} (${stray.meta.host}:${stray.meta.requestedPath}), which is not the latest run for ${host}:${options.file}`)
   }
-  const reports = runs.map(judgeRun)
-  const report: VerifyReport = {
-    verdict: reports.every((r) => r.verdict === 'pass') ? 'pass' : 'fail',
-    host,
-    file: options.file,
-    source,
-    runs: reports,
+
+  const notJudged = options.runId === undefined ? conflictingClaims(runs, claims) : supersededBy(runs[0]!, claims)
+  if (notJudged !== null) {
+    const report: NotJudgedReport = { verdict: 'not-judged', ...notJudged, host, file: options.file, source, claims, runs: [] }
+    io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderNotJudged(report))
+    return exitCodes.usage
   }
+
+  const thisBootId = readBootId()
+  const thisHost = hostname()
+  const reports = runs.map((run) => judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
+  const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, runs: reports }
   io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report))
-  return report.verdict === 'pass' ? exitCodes.ok : exitCodes.lossFound
+  return report.verdict === 'pass' ? exitCodes.ok : report.verdict === 'fail' ? exitCodes.lossFound : exitCodes.inconclusive
+}
+
+/** fail if a tested method failed; else inconclusive if any run tested nothing (no acks, or a control that lost nothing); else pass. */
+export function groupVerdict(reports: readonly RunReport[]): RunVerdict {
+  if (reports.some((r) => r.role === 'tested' && r.verdict === 'fail')) return 'fail'
+  if (reports.some((r) => r.verdict === 'inconclusive')) return 'inconclusive'
+  return 'pass'
+}
+
+function readBootId(): string | null {
+  try {
+    const id = readFileSync(bootIdPath, 'utf8').trim()
+    return id.length > 0 ? id : null
+  } catch {
+    return null
+  }
+}
+
+/** Compared only when the writer ran on this machine and both boot ids are known. */
+function rebootedSince(run: StoredRun, thisHost: string, thisBootId: string | null): boolean | null {
+  const writerBootId = run.writer?.bootId ?? null
+  if (writerBootId === null || thisBootId === null || run.meta.host !== thisHost) return null
+  return writerBootId !== thisBootId
+}
+
+/**
+ * Default lookup only (with --run the operator has chosen): more than one writer group is live on
+ * this path, or the file's superblock names another run of this path announced from another address
+ * than the run the listener calls latest (a shadowing announcement). Either way the storage is not to blame.
+ */
+function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[]): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+  const liveGroups = new Set(claims.filter((c) => c.live).map((c) => c.groupId))
+  if (liveGroups.size > 1) {
+    return { reason: 'conflicting-claims', detail: `${liveGroups.size} writers are writing this path right now` }
+  }
+  for (const run of runs) {
+    const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+    if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) continue
+    const named = claims.find((c) => c.runId === reading.meta.runId)
+    if (named?.peer !== undefined && run.peer !== undefined && named.peer !== run.peer) {
+      return {
+        reason: 'conflicting-claims',
+        detail: `the file holds run ${named.runId}, announced from ${named.peer}, but the latest run, ${run.meta.runId}, was announced from ${run.peer}`,
+      }
+    }
+  }
+  return null
+}
+
+/** --run X: a later group claims the path and the file no longer holds X, so X was replaced, not lost. */
+function supersededBy(run: StoredRun, claims: readonly Claim[]): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+  const later = claims.filter((c) => c.groupId !== run.meta.groupId && c.announcedMs > run.announcedMs)
+  if (later.length === 0) return null
+  const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+  if (reading.kind === 'valid' && reading.meta.runId === run.meta.runId) return null
+  const named = reading.kind === 'valid' ? later.find((c) => c.runId === reading.meta.runId) : undefined
+  const by = named ?? later.reduce((a, b) => (b.announcedMs < a.announcedMs ? b : a))
+  return {
+    reason: 'superseded',
+    detail: `run ${run.meta.runId} was superseded by run ${by.runId} (${by.method}, announced ${new Date(by.announcedMs).toISOString()}) on this path; it was not judged`,
+  }
+}
+
+function describeClaim(c: Claim): string {
+  const state = c.live ? 'live' : c.end === undefined ? 'ended (no end reported)' : `ended (${c.end.reason})`
+  return `run ${c.runId} (${c.method}) from ${c.peer ?? 'an unknown address'}, announced ${new Date(c.announcedMs).toISOString()}, ${state}, acked through seq ${c.ackedThroughSeq}`
+}
+
+export function renderNotJudged(report: NotJudgedReport): string {
+  const lines = [`NOT JUDGED: ${report.detail}.`]
+  if (report.reason === 'conflicting-claims') {
+    lines.push(`These runs claim ${report.host}:${report.file}:`)
+    for (const c of report.claims) lines.push(`  ${describeClaim(c)}`)
+    lines.push('hint: pick one with --run RUNID; run the listener with --token so that only your writers can announce runs')
+  } else {
+    lines.push('hint: verify the latest run (leave out --run), or this run only if its file still holds it')
+  }
+  return lines.join('\n') + '\n'
 }
 
 export function renderReport(report: VerifyReport): string {
   const lines: string[] = []
-  const failed = report.runs.filter((r) => r.verdict === 'fail')
+  const tested = report.runs.filter((r) => r.role === 'tested')
+  const controls = report.runs.filter((r) => r.role === 'control')
   if (report.runs.length > 1) {
-    lines.push(
-      failed.length === 0
-        ? `PASS: every acknowledged record of all ${report.runs.length} methods survived.`
-        : `FAIL: ${failed.map((r) => methodLabel(r)).join(', ')} lost acknowledged data (${failed.length} of ${report.runs.length} methods).`,
-    )
+    const failed = tested.filter((r) => r.verdict === 'fail')
+    if (report.verdict === 'fail') {
+      lines.push(`FAIL: ${failed.map(methodLabel).join(', ')} lost acknowledged data (${failed.length} of ${tested.length} tested methods).`)
+    } else if (report.verdict === 'inconclusive') {
+      const why: string[] = []
+      const idle = tested.filter((r) => r.verdict === 'inconclusive')
+      if (idle.length > 0) why.push(`${idle.map(methodLabel).join(', ')} acknowledged nothing`)
+      if (controls.some((r) => r.verdict === 'inconclusive')) why.push('the control (none) lost nothing, so the cut tested nothing')
+      lines.push(`INCONCLUSIVE: ${why.join('; ')}.`)
+    } else {
+      lines.push(
+        controls.length > 0
+          ? `PASS: every acknowledged record of ${tested.length === 1 ? 'the tested method' : `all ${tested.length} tested methods`} survived, and the control lost records: the cut was real.`
+          : `PASS: every acknowledged record of all ${tested.length} methods survived.`,
+      )
+    }
   }
   for (const r of report.runs) lines.push(...renderRun(r, report.runs.length === 1))
+  if (report.runs.some((r) => r.rebootedSinceWrite === false)) {
+    lines.push(
+      'No reboot happened since the write: this machine still has the boot id the writer reported, so the page cache still holds every write and a pass proves nothing about power loss. Cut the power, reboot, then verify.',
+    )
+  }
   return lines.join('\n') + '\n'
 }
 
 function methodLabel(r: RunReport): string {
   return `${r.method}${r.direct ? ' --direct' : ''}`
 }
+
+const verdictWord = { pass: 'PASS', fail: 'FAIL', inconclusive: 'INCONCLUSIVE' } as const
 
 function renderRun(r: RunReport, headline: boolean): string[] {
   const n = (x: number): string => x.toLocaleString('en-US')
@@ -99,25 +227,41 @@ function renderRun(r: RunReport, headline: boolean): string[] {
   const judged = r.acked - r.superseded
   const lines: string[] = []
   const prefix = headline ? '' : '  '
-  if (r.verdict === 'pass') {
+  const lead = headline ? `${verdictWord[r.verdict]}: ` : prefix
+  const superblockBad = r.superblock.kind !== 'valid' && r.acked > 0
+  if (r.role === 'control') {
     lines.push(
-      r.acked === 0
-        ? `${headline ? 'PASS: ' : ''}${what}: nothing was acknowledged, so nothing can have been lost.`
-        : `${headline ? 'PASS: ' : ''}all ${n(judged)} acknowledged records of ${what} survived intact.`,
+      bad > 0
+        ? `${lead}control (none): ${n(bad)} of ${n(judged)} unsynced records lost: the cut was real (${what}).`
+        : r.acked === 0
+          ? `${lead}control (none): nothing was written, so it lost nothing: the cut tested nothing (${what}).`
+          : `${lead}control (none): all ${n(judged)} unsynced records survived, it lost nothing: the cut tested nothing (${what}).`,
     )
+    if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
+    return lines
+  }
+  if (r.verdict === 'inconclusive') {
+    lines.push(`${lead}${what}: nothing was acknowledged, so the cut tested nothing.`)
+  } else if (r.verdict === 'pass') {
+    lines.push(
+      r.interrupted === 0
+        ? `${lead}all ${n(judged)} acknowledged records of ${what} survived intact.`
+        : `${lead}every acknowledged record of ${what} survived: ${n(r.intact)} intact, ${n(r.interrupted)} interrupted newer overwrites.`,
+    )
+  } else if (bad === 0) {
+    lines.push(`${lead}the superblock of ${what} did not survive: ${r.superblock.detail}.`)
+    lines.push(`${prefix}Its ${n(judged)} acknowledged records are ${r.interrupted === 0 ? 'intact' : `${n(r.intact)} intact, ${n(r.interrupted)} interrupted newer overwrites`}; the superblock was synced before the first record.`)
   } else {
-    lines.push(
-      `${headline ? 'FAIL: ' : ''}${n(bad)} of ${n(judged)} acknowledged records of ${what} did not survive: ${n(r.lost)} lost, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`,
-    )
+    lines.push(`${lead}${n(bad)} of ${n(judged)} acknowledged records of ${what} did not survive: ${n(r.lost)} lost, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`)
     lines.push(`${prefix}The storage stack reported these writes durable (${r.method} returned success) and then did not keep them.`)
+    if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
   }
   if (r.superseded > 0) lines.push(`${prefix}${n(r.superseded)} acknowledged records were later overwritten by newer acknowledged ones (superseded, not judged).`)
-  if (r.superblock.kind !== 'valid' && r.acked > 0) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
   for (const range of r.lostRanges.slice(0, shownRangesLimit)) {
     const seqs = range.count === 1 ? `seq ${range.fromSeq}` : `seqs ${range.fromSeq}-${range.toSeq} (${n(range.count)})`
     lines.push(`${prefix}lost ${seqs}: ${range.reason}; acknowledged ${timeWindow(range.ackedFromMs, range.ackedToMs)}`)
   }
-  if (r.lostRanges.length > shownRangesLimit) lines.push(`${prefix}... and ${n(r.lostRanges.length - shownRangesLimit)} more lost ranges (--json lists them all)`)
+  if (r.lostRangeCount > shownRangesLimit) lines.push(`${prefix}... and ${n(r.lostRangeCount - shownRangesLimit)} more lost ranges (--json lists the first ${r.lostRanges.length})`)
   for (const t of r.tornRecords.slice(0, shownRangesLimit)) lines.push(`${prefix}torn seq ${t.seq} at offset ${t.offsetBytes}: ${t.detail}`)
   if (r.torn > shownRangesLimit) lines.push(`${prefix}... and ${n(r.torn - shownRangesLimit)} more torn records`)
   for (const c of r.corruptRecords.slice(0, shownRangesLimit)) lines.push(`${prefix}corrupt seq ${c.seq} at offset ${c.offsetBytes}, ${c.lengthBytes} bytes: ${c.detail}`)
@@ -128,7 +272,7 @@ function renderRun(r: RunReport, headline: boolean): string[] {
     )
   }
   if (r.interrupted > 0) {
-    lines.push(`${prefix}${n(r.interrupted)} newer, unacknowledged overwrites were cut mid-record (not a failure: no sync method promises an atomic record; this shows the device's atomic write unit).`)
+    lines.push(`${prefix}${n(r.interrupted)} newer, never acknowledged overwrites were cut mid-record: not a failure (no sync method promises an atomic record); they show the device's atomic write unit.`)
   }
   if (r.ended === 'error') lines.push(`${prefix}the writer stopped on an I/O error; records acknowledged before it were judged.`)
   return lines
@@ -139,4 +283,3 @@ function timeWindow(fromMs: number, toMs: number): string {
   const from = new Date(fromMs).toISOString()
   return fromMs === toMs ? `at ${from}` : `between ${from} and ${new Date(toMs).toISOString()}`
 }
-
