@@ -57,15 +57,29 @@ t.test('damage pipeline on an append run', async (t) => {
     t.equal(run.corruptRecords[0].offsetBytes, offsetOf(k))
   })
 
-  await t.test("second half replaced with an older record's sectors: torn", async (t) => {
+  await t.test('second half zeroed: torn', async (t) => {
     restore()
     const half = recordSize / 2
-    patch(file, offsetOf(k) + half, read(file, offsetOf(k - 50) + half, half))
+    patch(file, offsetOf(k) + half, Buffer.alloc(half))
     const { code, run } = await verify()
     t.equal(code, 1)
     t.match(run, { verdict: 'fail', torn: 1, corrupt: 0, lost: 0, intact: acked - 1 })
     t.equal(run.tornRecords[0].seq, k)
     t.match(run.tornRecords[0].detail, /8 of 16 sectors/)
+  })
+
+  await t.test("second half replaced with another slot's record (a misdirected write): corrupt, never interrupted", async (t) => {
+    restore()
+    const half = recordSize / 2
+    for (const other of [k - 50, k + 1]) {
+      restore()
+      patch(file, offsetOf(k) + half, read(file, offsetOf(other) + half, half))
+      const { code, run } = await verify()
+      t.equal(code, 1, `sectors of seq ${other}`)
+      t.match(run, { verdict: 'fail', corrupt: 1, torn: 0, lost: 0, interrupted: 0, intact: acked - 1 })
+      t.equal(run.corruptRecords[0].seq, k)
+      t.match(run.corruptRecords[0].detail, new RegExp(`record ${other}, which belongs to slot ${other - 1}: a misdirected write`))
+    }
   })
 
   await t.test('truncated file: the cut-off seqs lost, exactly', async (t) => {
