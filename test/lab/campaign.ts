@@ -7,6 +7,10 @@
  *   false alarms    cuts that reported losses on an honest or write-through disk with a sync method
  *   detection rate  cuts with losses found / cuts where losses must exist (lying disk; none buffered)
  *   ack coverage    acks the listener holds / syncs the writer completed before the cut
+ *
+ * Each cut also checks verify's verdict and exit code against its counts (a `none` control passes
+ * when it lost records, exit 0, and is inconclusive when it lost nothing, exit 4); a mismatch counts
+ * as an error.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -93,6 +97,14 @@ async function campaign(): Promise<number> {
             row.failed += failedRecords(run)
             row.completed += result.completed.get(run.runId) ?? 0
             const lossesFound = failedRecords(run) > 0
+            // Verify's verdict and exit code must follow the counts: a control (none) passes when it lost records and is
+            // inconclusive (4) when it lost nothing; a sync method fails (1) on any loss, is inconclusive with no acks.
+            const wantVerdict = syncMethod ? (lossesFound ? 'fail' : run.acked === 0 ? 'inconclusive' : 'pass') : lossesFound ? 'pass' : 'inconclusive'
+            const wantCode = { pass: 0, fail: 1, inconclusive: 4 }[wantVerdict]
+            if (run.verdict !== wantVerdict || result.verifyCode !== wantCode) {
+              row.errors++
+              process.stderr.write(`lab: ${disk} ${method} cut ${cut + 1}: verify said ${run.verdict} (exit ${result.verifyCode}), expected ${wantVerdict} (exit ${wantCode})\n`)
+            }
             if (syncMethod && disk !== 'lying' && lossesFound) row.falseAlarms++
             if ((disk === 'lying' || (method === 'none' && !args.direct)) && run.acked > 0) {
               row.mustLose++

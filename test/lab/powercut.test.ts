@@ -4,6 +4,9 @@
  * --direct) each in their own, since other files' syncs could flush a none file's blocks along
  * with theirs. The writer runs a random 1-3 s (seeded, printed, replayable with PLUGCHECK_LAB_SEED).
  *
+ * Verdicts: a sync method that kept everything passes (exit 0), one that lost something fails (exit 1);
+ * `none` is the control: its losses pass (the cut was real), losing nothing is inconclusive (exit 4).
+ *
  *   honest:    every sync method 0 lost; none and none --direct: losses found
  *   lying:     losses found for every method
  *   writethru: every sync method 0 lost; none: losses found; none --direct: direct writes reach a
@@ -64,16 +67,22 @@ if (reason !== null) {
           t.comment(`${label}: acked ${run.acked} (writer completed ${completed}), intact ${run.intact}, lost ${run.lost}, torn ${run.torn}, corrupt ${run.corrupt}, interrupted ${run.interrupted}, superseded ${run.superseded}`)
           t.ok(run.acked > 0, `${label}: something was acknowledged before the cut`)
           t.ok(run.acked <= completed, `${label}: never more acks than completed syncs`)
+          const control = run.method === 'none'
+          t.equal(run.role, control ? 'control' : 'tested', `${label}: role`)
           if (expect === 'intact') {
             t.equal(failedRecords(run), 0, `${label}: every acknowledged record survived`)
-            t.equal(run.verdict, 'pass')
+            // A control that lost nothing shows the cut tested nothing.
+            t.equal(run.verdict, control ? 'inconclusive' : 'pass')
           } else {
             t.ok(failedRecords(run) > 0, `${label}: losses found`)
-            t.equal(run.verdict, 'fail')
+            // A control's losses are expected: they prove the cut was real.
+            t.equal(run.verdict, control ? 'pass' : 'fail')
           }
         }
-        const anyFailed = result.report.runs.some((r) => r.verdict === 'fail')
-        t.equal(result.verifyCode, anyFailed ? 1 : 0, 'exit code follows the verdict')
+        const runs = result.report.runs
+        const expectedCode = runs.some((r) => r.role === 'tested' && r.verdict === 'fail') ? 1 : runs.some((r) => r.verdict === 'inconclusive') ? 4 : 0
+        t.equal(result.verifyCode, expectedCode, 'exit code follows the verdicts: 1 a tested method failed, 4 inconclusive, 0 pass')
+        t.equal(result.report.verdict, { 0: 'pass', 1: 'fail', 4: 'inconclusive' }[expectedCode], 'group verdict')
       })
     }
   }
