@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import type { Claim, StoredRun } from '../protocol/messages.js'
 import { AckStore } from '../server/ack-store.js'
-import { describeSystemError, exitCodes, runtimeError, usageError } from '../errors.js'
+import { describeSystemError, exitCodes, runtimeError, usageError, PlugcheckError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { judgeRun, readSuperblock, type RunReport, type RunVerdict } from './judge.js'
@@ -69,6 +69,7 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
     try {
       store = await AckStore.load(options.source.acksDir)
     } catch (error) {
+      if (error instanceof PlugcheckError) throw error // a run's files exist but cannot be read: exit 3, naming the file
       throw usageError(`could not read the ack directory ${options.source.acksDir}: ${describeSystemError(error)}`, 'give --acks the --dir of a plugcheck listener')
     }
     for (const warning of store.warnings) io.err(`plugcheck: ${warning}\n`)
