@@ -27,6 +27,8 @@ t.test('usage errors exit 2 with one line, before anything is written', async (t
     ['a bad --server', ['--server', 'host:99999'], /port must be 1-65535/],
     ['a bad pattern', ['--pattern', 'sideways'], /Invalid values|sideways/],
     ['an unknown flag', ['--colour', 'blue'], /Unknown argument/],
+    ['a zero --listener-timeout', ['--listener-timeout', '0'], /--listener-timeout must be positive/],
+    ['a --listener-timeout that is not a number', ['--listener-timeout', 'soon'], /--listener-timeout must be a number of seconds/],
   ]
   for (const [name, extra, message] of cases) {
     const args = ['write', '--server', server, '--file', file, '--duration', '1', ...extra]
