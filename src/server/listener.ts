@@ -188,8 +188,12 @@ export class Listener {
     return this.store.claims(host, requestedPath).map((c) => ({ ...c, live: this.owners.has(c.runId) }))
   }
 
+  /** Stops serving; every run whose writer was connected gets its 'vanished' end logged before the store closes. */
   async close(): Promise<void> {
-    for (const c of this.connections) c.destroy()
+    for (const c of this.connections) {
+      c.destroy()
+      for (const runId of c.ownedRuns) this.releaseRun(runId, c)
+    }
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
     await this.store.close()
   }

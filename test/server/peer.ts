@@ -1,0 +1,68 @@
+/** A raw TCP peer of the listener for tests: sends frames, collects the listener's replies. */
+import { connect, type Socket } from 'node:net'
+import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../../src/protocol/framing.js'
+import { serverMessageSchema, type ServerMessage } from '../../src/protocol/messages.js'
+import type { RunMeta } from '../../src/record/format.js'
+
+export class Peer {
+  readonly messages: ServerMessage[] = []
+  closed = false
+  error: Error | undefined
+  private readonly decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
+  private constructor(readonly socket: Socket) {
+    socket.on('data', (c) => this.messages.push(...this.decoder.push(c)))
+    socket.on('error', (e) => (this.error = e))
+    socket.on('close', () => (this.closed = true))
+  }
+  static async open(port: number): Promise<Peer> {
+    const socket = connect({ host: '127.0.0.1', port })
+    await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
+    return new Peer(socket)
+  }
+  send(message: object): void {
+    this.socket.write(encodeFrame(message))
+  }
+  /** Waits (bounded) for a message of a type. */
+  async next(type: ServerMessage['type'], timeoutMs = 5000): Promise<ServerMessage> {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      const index = this.messages.findIndex((m) => m.type === type)
+      if (index >= 0) return this.messages.splice(index, 1)[0]!
+      if (Date.now() > deadline) throw new Error(`no ${type} within ${timeoutMs} ms (closed: ${this.closed}; got ${JSON.stringify(this.messages).slice(0, 300)})`)
+      await new Promise((resolve) => setTimeout(resolve, 2))
+    }
+  }
+  async waitClosed(timeoutMs = 5000): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs
+    while (!this.closed && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+    return this.closed
+  }
+  /** hello + run + run-ok: a writer with one announced run. */
+  static async writer(port: number, runMeta: RunMeta, extra: object = {}): Promise<Peer> {
+    const peer = await Peer.open(port)
+    peer.send({ type: 'hello', protocol: 2, role: 'writer' })
+    peer.send({ type: 'run', meta: runMeta, ...extra })
+    await peer.next('run-ok')
+    return peer
+  }
+  close(): void {
+    this.socket.destroy()
+  }
+}
+
+export const runMeta = (runId: string, overrides: Partial<RunMeta> = {}): RunMeta => ({
+  runId,
+  groupId: runId,
+  method: 'fdatasync',
+  direct: false,
+  pattern: 'append',
+  recordSizeBytes: 8192,
+  slotCount: 1000,
+  host: 'testhost',
+  path: `/data/${runId}`,
+  requestedPath: `/data/${runId}`,
+  createdMs: Date.now(),
+  ...overrides,
+})
+
+export const runIdOf = (n: number): string => n.toString(16).padStart(16, '0')

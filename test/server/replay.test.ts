@@ -1,0 +1,100 @@
+/**
+ * Ack log replay: a log of any size replays its valid prefix (streamed, never read whole), entries
+ * that check out but cannot be true end the prefix, and a log that cannot be read is a refusal (the
+ * listener does not start, verify --acks exits 3 naming the file), never fewer acks.
+ */
+import t from 'tap'
+import { xxh64 } from '@node-rs/xxhash'
+import { appendFileSync, mkdirSync, rmSync, statSync, truncateSync } from 'node:fs'
+import { join } from 'node:path'
+import { Packr } from 'msgpackr'
+import { Listener } from '../../src/server/listener.js'
+import { AckStore } from '../../src/server/ack-store.js'
+import { runInProcess, tempDir } from '../fixtures/cli.js'
+import { Peer, runMeta } from './peer.js'
+
+const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
+function entry(body: object): Buffer {
+  const packed = packr.pack(body)
+  const framed = Buffer.alloc(12 + packed.length)
+  framed.writeUInt32LE(packed.length, 0)
+  framed.writeBigUInt64LE(xxh64(packed), 4)
+  packed.copy(framed, 12)
+  return framed
+}
+
+/** A store with one run whose acks 1..seqs are recorded (each ack its own commit, so many entries). */
+async function storeWithRun(dir: string, runId: string, seqs: number): Promise<void> {
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
+  const peer = await Peer.writer(listener.address().port, runMeta(runId))
+  let recorded = 0
+  for (let seq = 1; seq <= seqs; seq++) {
+    peer.send({ type: 'ack', runId, fromSeq: seq, toSeq: seq })
+    if (seq % 50 === 0 || seq === seqs) while (recorded < seq) recorded = ((await peer.next('recorded')) as { throughSeq: number }).throughSeq
+  }
+  peer.close()
+  await listener.close()
+}
+
+const ackedSeqs = (store: AckStore, runId: string): number[] =>
+  store.query('testhost', `/data/${runId}`)[0]!.spans.flatMap(([from, to]) => Array.from({ length: to - from + 1 }, (_, i) => from + i))
+
+t.test('an ack log sparse-extended past 2 GiB replays its valid prefix', async (t) => {
+  const dir = tempDir(t)
+  const runId = '0000000000000a01'
+  await storeWithRun(dir, runId, 500)
+  const log = join(dir, 'runs', runId, 'acks.log')
+  const validBytes = statSync(log).size
+  // The zero tail is what a crash leaves when the file size reached the disk but the data did not.
+  const size = 2 * 1024 ** 3 + 12_345
+  truncateSync(log, size)
+  const store = await AckStore.load(dir)
+  t.same(ackedSeqs(store, runId), Array.from({ length: 500 }, (_, i) => i + 1), 'seqs 1-500 replayed, each once')
+  t.match(store.warnings, [new RegExp(`ignored ${size - validBytes} bytes of a torn ack log tail`)])
+  // The listener starts on it too, and the run answers queries.
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
+  t.teardown(() => listener.close())
+  t.equal(listener.store.lastAckedSeq(runId), 500)
+})
+
+t.test('checksummed entries that cannot be true end the valid prefix', async (t) => {
+  const runId = '0000000000000a02'
+  const cases: Array<[string, (announcedMs: number) => object, number]> = [
+    ['a gap in the seqs', (ms) => ({ k: 'ack', fromSeq: 12, toSeq: 20, firstMs: ms, lastMs: ms }), 10],
+    ['a seq no writer can have reached', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 2 ** 50, firstMs: ms, lastMs: ms + 1 }), 10],
+    ['a time before the run', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: ms - 3_600_000, lastMs: ms }), 10],
+    ['a time that is not a real date', () => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: 5, lastMs: 6 }), 10],
+    ['a seq that is not a number', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 'many', firstMs: ms, lastMs: ms }), 10],
+    ['a second end', (ms) => ({ k: 'end', reason: 'duration', atMs: ms }), 10],
+  ]
+  for (const [name, bad, kept] of cases) {
+    const dir = tempDir(t)
+    await storeWithRun(dir, runId, 10)
+    const log = join(dir, 'runs', runId, 'acks.log')
+    const announcedMs = (await AckStore.load(dir)).runInfo(runId)!.announcedMs
+    if (name === 'a second end') appendFileSync(log, entry({ k: 'end', reason: 'duration', atMs: announcedMs + 5 }))
+    appendFileSync(log, entry(bad(announcedMs)))
+    appendFileSync(log, entry({ k: 'ack', fromSeq: 11, toSeq: 30, firstMs: announcedMs + 10, lastMs: announcedMs + 10 }))
+    const store = await AckStore.load(dir)
+    t.equal(store.lastAckedSeq(runId), kept, `${name}: the prefix before it is kept, nothing after`)
+    t.match(store.warnings, [/ignored \d+ bytes of an implausible ack log tail/], `${name}: warned`)
+  }
+})
+
+t.test('an ack log that cannot be read is a refusal, never fewer acks', async (t) => {
+  const dir = tempDir(t)
+  const runId = '0000000000000a03'
+  await storeWithRun(dir, runId, 5)
+  const log = join(dir, 'runs', runId, 'acks.log')
+  rmSync(log)
+  mkdirSync(log) // reading it fails with EISDIR: a stand-in for EIO
+  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message: new RegExp(`could not read ${log}: EISDIR`) })
+  const verify = await runInProcess(['verify', '--acks', dir, '--file', `/data/${runId}`, '--host', 'testhost'])
+  t.equal(verify.code, 3, verify.stderr)
+  t.match(verify.stderr, `plugcheck: could not read ${log}: EISDIR`)
+  t.notMatch(verify.stderr, /\n\s+at /, 'no stack trace')
+
+  const listen = await runInProcess(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir])
+  t.equal(listen.code, 3, 'listen refuses to start')
+  t.match(listen.stderr, `could not read ${log}: EISDIR`)
+})
