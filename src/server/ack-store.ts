@@ -15,8 +15,12 @@
  *
  * File descriptors: a run's log is open only while its writer may still send acks; it is closed
  * once the run ended or its writer disconnected (a 'vanished' end is logged then), reopened on demand.
- * Group commit runs at most commitLanes runs' write+fdatasync at once, so the libuv threadpool (4
- * threads) always has a thread for a run announcement's mkdir/write/fsync/rename.
+ * Event loop and threadpool: the listener's main thread may be saturated by acks, and every async fs
+ * call costs one trip through the event loop. So the quick metadata and page-cache calls (mkdir, open,
+ * write, rename, close) are synchronous, and only the syncs go to the libuv threadpool (4 threads):
+ * an announcement costs two trips (fsync the metadata; then fsync log, run directory and runs/ at
+ * once), and group commit keeps at most commitLanes fdatasyncs in the threadpool, so an announcement
+ * always finds a thread.
  *
  * In memory a run's acks are spans, not one entry per seq: consecutive seqs received within
  * spanWindowMs of each other share a span, so the time window of any lost seq is known to that
@@ -24,7 +28,9 @@
  */
 import { xxh64 } from '@node-rs/xxhash'
 import { EventEmitter } from 'node:events'
-import { mkdir, open, readdir, rename, type FileHandle } from 'node:fs/promises'
+import { closeSync, fdatasync, fsync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs'
+import { open, readdir, type FileHandle } from 'node:fs/promises'
+import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
@@ -82,8 +88,8 @@ interface RunState {
   end?: { reason: EndReason; detail?: string; atMs: number }
   /** Highest seq accepted (in memory, maybe not yet durable). */
   lastAckedSeq: number
-  /** Open only while the run may still take entries; reopened on demand. */
-  log?: FileHandle
+  /** The ack log's descriptor: open only while the run may still take entries; reopened on demand. */
+  log?: number
   /** No more entries will come (ended, writer gone, or read back at startup): close the log when idle. */
   retired: boolean
   /** createRun is still making the run's directory and files. */
@@ -118,7 +124,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /** Opens (creating if needed) a store directory and replays every run in it. */
   static async open(dir: string): Promise<AckStore> {
-    await mkdir(join(dir, 'runs'), { recursive: true })
+    mkdirSync(join(dir, 'runs'), { recursive: true })
     return AckStore.load(dir)
   }
 
@@ -190,26 +196,25 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = newRunState(meta, announcedMs, origin)
     run.creating = true
     this.runs.set(meta.runId, run) // reserve the id at once: a second announcement must not race us
-    let log: FileHandle | undefined
+    let log: number | undefined
     try {
       const dir = this.runDir(meta.runId)
-      await mkdir(dir, { recursive: false })
+      mkdirSync(dir)
       const tmp = join(dir, 'meta.msgpack.tmp')
-      const file = await open(tmp, 'wx')
+      const file = openSync(tmp, 'wx')
       try {
-        await writeAll(file, packr.pack({ meta, announcedMs, ...origin }), tmp)
-        await file.sync()
+        writeAllSync(file, packr.pack({ meta, announcedMs, ...origin }), tmp)
+        await fsyncAsync(file)
       } finally {
-        await file.close()
+        closeSync(file)
       }
-      await rename(tmp, join(dir, 'meta.msgpack'))
-      log = await open(join(dir, 'acks.log'), 'a')
-      await log.sync()
-      await syncDirectory(dir)
-      await syncDirectory(join(this.dir, 'runs'))
+      renameSync(tmp, join(dir, 'meta.msgpack'))
+      log = openSync(join(dir, 'acks.log'), 'a')
+      // The log's inode and both directory entries (meta.msgpack and acks.log; the run's directory) at once.
+      await Promise.all([fsyncAsync(log), syncDirectory(dir), syncDirectory(join(this.dir, 'runs'))])
     } catch (error) {
       this.runs.delete(meta.runId)
-      await log?.close().catch(() => undefined)
+      if (log !== undefined) closeQuietly(log)
       throw new StorageError(`could not store run ${meta.runId}: ${describeSystemError(error)}`)
     }
     run.log = log
@@ -293,9 +298,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       run.pendingEntries = []
       const path = join(this.runDir(run.meta.runId), 'acks.log')
       try {
-        run.log ??= await open(path, 'a')
-        await writeAll(run.log, Buffer.concat(entries.map(encodeEntry)), path)
-        await run.log.datasync()
+        run.log ??= openSync(path, 'a')
+        // write() lands in the page cache (synchronous: one event-loop trip fewer); fdatasync in the threadpool.
+        writeAllSync(run.log, Buffer.concat(entries.map(encodeEntry)), path)
+        await fdatasyncAsync(run.log)
         run.durableThroughSeq = throughSeq
         this.emit('recorded', run.meta.runId, throughSeq)
       } catch (error) {
@@ -306,9 +312,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       }
     }
     if ((run.retired || run.failed !== undefined) && run.pendingEntries.length === 0 && run.log !== undefined) {
-      const log = run.log
+      closeQuietly(run.log)
       delete run.log
-      await log.close().catch(() => undefined)
     }
   }
 
@@ -368,9 +373,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   async close(): Promise<void> {
     while (this.committing !== undefined) await this.committing
     for (const run of this.runs.values()) {
-      const log = run.log
+      if (run.log !== undefined) closeQuietly(run.log)
       delete run.log
-      await log?.close()
     }
   }
 }
@@ -388,9 +392,20 @@ async function inLanes<T>(items: readonly T[], lanes: number, fn: (item: T) => P
   await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane))
 }
 
+const fsyncAsync = promisify(fsync)
+const fdatasyncAsync = promisify(fdatasync)
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd)
+  } catch {
+    // a close error after fsync/fdatasync returned changes nothing that was reported
+  }
+}
+
 /** Writes every byte or throws: a short write (the disk filled) is a failure, not a success. */
-async function writeAll(file: FileHandle, bytes: Buffer, path: string): Promise<void> {
-  const { bytesWritten } = await file.write(bytes, 0, bytes.length)
+function writeAllSync(fd: number, bytes: Buffer, path: string): void {
+  const bytesWritten = writeSync(fd, bytes, 0, bytes.length)
   if (bytesWritten !== bytes.length) {
     throw Object.assign(new Error(`short write to ${path}: ${bytesWritten} of ${bytes.length} bytes (disk full?)`), { code: 'ENOSPC' })
   }
@@ -529,10 +544,10 @@ function storedRun(run: RunState): StoredRun {
 }
 
 async function syncDirectory(dir: string): Promise<void> {
-  const handle = await open(dir, 'r')
+  const fd = openSync(dir, 'r')
   try {
-    await handle.sync()
+    await fsyncAsync(fd)
   } finally {
-    await handle.close()
+    closeSync(fd)
   }
 }

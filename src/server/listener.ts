@@ -12,6 +12,9 @@
  *   peers instead;
  * - a connection whose replies are not being read is not read either (pause on a full socket buffer,
  *   resume on 'drain'), nor while one of its messages waits for the disk;
+ * - fairness: after each chunk a connection is paused until the next event-loop turn, so a flood of
+ *   acks from a few writers cannot make one turn (and every fs callback, every other connection's
+ *   announcement) wait behind megabytes of their data;
  * - per connection: maxRunsPerConnection announcements, one end per run, maxQueriesPerConnection queries.
  *
  * Ownership: a run belongs to the connection that announced it. While that connection is open and
@@ -210,6 +213,8 @@ class Connection {
   private waiting: ClientMessage[] = []
   private waitingHead = 0
   private busy = false
+  /** Paused until the next event-loop turn after a chunk (fairness). */
+  private yielding = false
   /** The socket's write buffer is full: the peer is not reading our replies. */
   private writeBlocked = false
   private closed = false
@@ -247,7 +252,12 @@ class Connection {
       throw error
     }
     for (const message of messages) this.waiting.push(message)
+    this.yielding = true
     this.drain()
+    setImmediate(() => {
+      this.yielding = false
+      this.updateFlow()
+    })
   }
 
   /** Acks, the bulk of traffic, are handled synchronously; only a run announcement waits for the disk. */
@@ -280,7 +290,7 @@ class Connection {
   /** Reads from the peer only while its replies are being read and no message waits for the disk. */
   private updateFlow(): void {
     if (this.closed) return
-    if (this.busy || this.writeBlocked) this.socket.pause()
+    if (this.busy || this.writeBlocked || this.yielding) this.socket.pause()
     else this.socket.resume()
   }
 

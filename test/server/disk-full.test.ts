@@ -39,7 +39,7 @@ t.test('a full disk stops the run, and no ack reported as recorded is lost', { s
       if (m.type === 'error') error = m
     }
   }
-  if (error === undefined) error = (await peer.next('error')) as typeof error
+  if (error === undefined) error = (await peer.next('error')) as unknown as { code: string; message: string }
   t.match(error, { code: 'storage', message: /could not record acks of run 0000000000000f01: .*(ENOSPC|short write)/ }, 'the writer is told why')
   for (const m of peer.messages) if (m.type === 'recorded') recordedThrough = Math.max(recordedThrough, m.throughSeq)
   t.ok(await peer.waitClosed(), 'and its connection is closed')
