@@ -139,6 +139,13 @@ export class Listener {
     return this.connections.size
   }
 
+  /** Reply bytes queued in user space for peers that have not read them yet (for tests of backpressure). */
+  queuedReplyBytes(): number {
+    let bytes = 0
+    for (const c of this.connections) bytes += c.socket.writableLength
+    return bytes
+  }
+
   private accept(socket: Socket): void {
     socket.on('error', () => socket.destroy())
     if (this.connections.size >= this.maxConnections) {
@@ -233,7 +240,7 @@ class Connection {
     socket.on('data', (chunk) => this.receive(chunk))
     socket.on('drain', () => {
       this.writeBlocked = false
-      this.updateFlow()
+      this.drain()
     })
     socket.on('close', () => {
       this.closed = true
@@ -262,7 +269,8 @@ class Connection {
 
   /** Acks, the bulk of traffic, are handled synchronously; only a run announcement waits for the disk. */
   private drain(): void {
-    while (!this.busy && !this.closed && this.waitingHead < this.waiting.length) {
+    // A full socket buffer stops message handling too: messages already decoded wait with the socket.
+    while (!this.busy && !this.writeBlocked && !this.closed && this.waitingHead < this.waiting.length) {
       const message = this.waiting[this.waitingHead++]!
       try {
         const pending = this.handle(message)
