@@ -193,6 +193,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** Makes the run's metadata durable before the writer is told to start. */
   async createRun(meta: RunMeta, announcedMs: number, origin: RunOrigin = {}): Promise<void> {
     if (this.runs.has(meta.runId)) throw new StorageError(`run ${meta.runId} already exists`)
+    if (!epochMsSchema.safeParse(announcedMs).success) {
+      // Replay and verify refuse such times; storing them would lose the run's acks later.
+      throw new StorageError(`the listener's clock reads ${new Date(announcedMs).toISOString()}, not a real date: set it before announcing runs`)
+    }
     const run = newRunState(meta, announcedMs, origin)
     run.creating = true
     this.runs.set(meta.runId, run) // reserve the id at once: a second announcement must not race us
@@ -223,11 +227,22 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run.pendingEntries.length > 0 || run.retired) this.markDirty(run)
   }
 
+  /**
+   * The time to stamp an ack of this run with: never before its announcement or its previous ack, so
+   * a clock stepped back cannot make the run's own log look implausible at replay.
+   */
+  ackStampMs(runId: string, nowMs: number): number {
+    const run = this.runs.get(runId)
+    if (run === undefined) return nowMs
+    return Math.max(nowMs, run.announcedMs, run.spans.at(-1)?.[3] ?? 0)
+  }
+
   /** Accepts an ack in order; durable after the next group commit, announced by a 'recorded' event. */
   appendAck(runId: string, fromSeq: number, toSeq: number, receivedMs: number): void {
     const run = this.runs.get(runId)
     if (run === undefined) throw new Error(`appendAck on unknown run ${runId}`)
     if (!isWritable(run)) throw new Error(`appendAck on run ${runId}, which takes no more acks`)
+    receivedMs = this.ackStampMs(runId, receivedMs)
     addSpan(run, fromSeq, toSeq, receivedMs, receivedMs)
     this.emit('accepted', runId, fromSeq, toSeq)
     // Acks arriving while a commit runs extend one pending entry: the log grows per commit, not per ack.

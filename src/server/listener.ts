@@ -361,7 +361,7 @@ class Connection {
         if (message.fromSeq !== expected) {
           throw new ProtocolViolation('out-of-order', `ack ${message.fromSeq}-${message.toSeq} of run ${message.runId} out of order: expected seq ${expected} next`)
         }
-        const nowMs = Date.now()
+        const nowMs = store.ackStampMs(message.runId, Date.now())
         if (message.toSeq > maxPlausibleSeq(info.announcedMs, nowMs)) {
           throw new ProtocolViolation('bad-frame', `ack of seq ${message.toSeq} for run ${message.runId}: more records than a writer can have written since the run was announced`)
         }

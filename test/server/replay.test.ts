@@ -98,3 +98,26 @@ t.test('an ack log that cannot be read is a refusal, never fewer acks', async (t
   t.equal(listen.code, 3, 'listen refuses to start')
   t.match(listen.stderr, `could not read ${log}: EISDIR`)
 })
+
+t.test("a clock stepped back during a run does not make the run's own log implausible", async (t) => {
+  const dir = tempDir(t)
+  const runId = '0000000000000a04'
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
+  const peer = await Peer.writer(listener.address().port, runMeta(runId))
+  peer.send({ type: 'ack', runId, fromSeq: 1, toSeq: 5 })
+  await peer.next('recorded')
+  const realNow = Date.now
+  Date.now = () => realNow() - 2 * 3600_000 // an NTP step of two hours back
+  t.teardown(() => void (Date.now = realNow))
+  try {
+    peer.send({ type: 'ack', runId, fromSeq: 6, toSeq: 10 })
+    t.match(await peer.next('recorded'), { throughSeq: 10 })
+  } finally {
+    Date.now = realNow
+  }
+  peer.close()
+  await listener.close()
+  const store = await AckStore.load(dir)
+  t.equal(store.lastAckedSeq(runId), 10, 'all 10 acks replay')
+  t.same(store.warnings, [])
+})
