@@ -34,6 +34,7 @@ import {
   type ServerMessage,
 } from '../protocol/messages.js'
 import { AckStore } from './ack-store.js'
+import { describeSystemError } from '../errors.js'
 
 export const defaultMaxConnections = 1024
 export const defaultHelloTimeoutMs = 10_000
@@ -93,6 +94,8 @@ class RateLimitedLog {
 
 export class Listener {
   private readonly connections = new Set<Connection>()
+  /** Refused connections still waiting for their peer to read the error frame and close. */
+  private refusedLingering = 0
   /** Runs whose writer connection is open, by run id (including announcements still being stored). */
   private readonly owners = new Map<string, Connection>()
   readonly listenerId = randomBytes(6).toString('hex')
@@ -128,6 +131,8 @@ export class Listener {
         resolve()
       })
     })
+    // accept() can fail (EMFILE, ENFILE): say so and go on serving; an unhandled 'error' would end the listener.
+    server.on('error', (error) => listener.connectionLog.line(`plugcheck: could not accept a connection: ${describeSystemError(error)}`))
     return listener
   }
 
@@ -150,6 +155,10 @@ export class Listener {
     socket.on('error', () => socket.destroy())
     if (this.connections.size >= this.maxConnections) {
       this.connectionLog.line(`plugcheck: refused a connection from ${socket.remoteAddress}: ${this.maxConnections} connections open (--max-connections)`)
+      // A flood of refused connections must not hold descriptors either: past a bound, reset at once.
+      if (this.refusedLingering >= this.maxConnections) return void socket.destroy()
+      this.refusedLingering++
+      socket.once('close', () => this.refusedLingering--)
       // Read what the peer sends until it closes, so the close is a FIN after our error frame, not a reset.
       socket.resume()
       socket.end(encodeFrame({ type: 'error', code: 'limit', message: `the listener has ${this.maxConnections} connections open, its limit (--max-connections); try again later` }))

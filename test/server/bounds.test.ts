@@ -4,10 +4,11 @@
  * is silent after hello is never cut off, and 2,000 runs leave the descriptor count bounded.
  */
 import t from 'tap'
+import { spawn } from 'node:child_process'
 import { readdirSync } from 'node:fs'
 import { Listener, maxQueriesPerConnection } from '../../src/server/listener.js'
 import { AckStore } from '../../src/server/ack-store.js'
-import { tempDir, waitFor } from '../fixtures/cli.js'
+import { binPath, tempDir, waitFor } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
 
 t.test('2,000 connections that never say hello are closed with an error frame', async (t) => {
@@ -120,4 +121,43 @@ t.test('2,000 runs announced over TCP leave the descriptor count bounded', async
   const ends = [...Array(runs).keys()].map((i) => store.query('testhost', `/data/${runIdOf(0x10000 + i + 1)}`)[0]?.end?.reason)
   t.equal(ends.filter((r) => r === 'duration').length, runs / 2, 'half ended by their writer')
   t.equal(ends.filter((r) => r === 'vanished').length, runs / 2, "half logged as vanished when their writer's connection closed")
+})
+
+t.test('more than 64 runs on one connection are refused', async (t) => {
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t) })
+  t.teardown(() => listener.close())
+  const peer = await Peer.open(listener.address().port)
+  peer.send({ type: 'hello', protocol: 2, role: 'writer' })
+  for (let i = 0; i < 65; i++) peer.send({ type: 'run', meta: runMeta(runIdOf(0x900 + i)) })
+  t.match(await peer.next('error'), { code: 'limit', message: /more than 64 runs announced on one connection/ })
+  t.equal(peer.messages.filter((m) => m.type === 'run-ok').length, 64)
+})
+
+t.test('a listener out of descriptors keeps serving once connections close', async (t) => {
+  const dir = tempDir(t)
+  const child = spawn('sh', ['-c', `ulimit -n 64 && exec "${process.execPath}" "${binPath}" listen --host 127.0.0.1 --port 0 --dir "${dir}"`], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()))
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()))
+  const exited = new Promise((resolve) => child.on('exit', resolve))
+  t.teardown(async () => {
+    child.kill('SIGKILL')
+    await exited
+  })
+  await waitFor(`listening (${stderr})`, () => /listening on 127\.0\.0\.1:\d+/.test(stdout))
+  const port = Number(/:(\d+),/.exec(stdout)![1])
+  const peers: Peer[] = []
+  for (let i = 0; i < 150; i++) {
+    const peer = await Peer.open(port).catch(() => undefined)
+    if (peer !== undefined) peers.push(peer)
+  }
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  t.equal(child.exitCode, null, `the listener is still running (${stderr.slice(-300)})`)
+  for (const peer of peers) peer.close()
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  const verifier = await Peer.open(port)
+  verifier.send({ type: 'hello', protocol: 2, role: 'verifier' })
+  t.match(await verifier.next('welcome'), { type: 'welcome' }, 'a new connection is served')
+  verifier.close()
 })
