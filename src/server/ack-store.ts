@@ -288,7 +288,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   private markDirty(run: RunState): void {
     this.dirty.add(run)
-    this.committing ??= this.commit().finally(() => (this.committing = undefined))
+    // commit() clears this.committing in the same tick in which it finds nothing dirty, so a run
+    // marked dirty afterwards always starts a new commit.
+    if (this.committing === undefined) this.committing = this.commit()
   }
 
   /**
@@ -296,12 +298,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * every run with queued entries, so nothing queued waits more than one round.
    */
   private async commit(): Promise<void> {
-    await Promise.resolve() // let acks of the same tick join the first round
-    for (;;) {
-      const batch = [...this.dirty]
-      this.dirty.clear()
-      if (batch.length === 0) return
-      await inLanes(batch, commitLanes, (run) => this.commitRun(run))
+    try {
+      await Promise.resolve() // let acks of the same tick join the first round
+      for (;;) {
+        const batch = [...this.dirty]
+        this.dirty.clear()
+        if (batch.length === 0) return
+        await inLanes(batch, commitLanes, (run) => this.commitRun(run))
+      }
+    } finally {
+      this.committing = undefined
     }
   }
 
@@ -432,7 +438,8 @@ async function readBounded(path: string, maxBytes: number): Promise<Buffer | 'mi
   try {
     file = await open(path, 'r')
   } catch (error) {
-    if ((error as { code?: string }).code === 'ENOENT') return 'missing'
+    // ENOTDIR: runs/<id> is a file, not a run's directory.
+    if (['ENOENT', 'ENOTDIR'].includes((error as { code?: string }).code ?? '')) return 'missing'
     throw unreadable(path, error)
   }
   try {

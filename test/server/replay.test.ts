@@ -121,3 +121,12 @@ t.test("a clock stepped back during a run does not make the run's own log implau
   t.equal(store.lastAckedSeq(runId), 10, 'all 10 acks replay')
   t.same(store.warnings, [])
 })
+
+t.test('a stray file named like a run is skipped with a warning, not a refusal', async (t) => {
+  const dir = tempDir(t)
+  mkdirSync(join(dir, 'runs'))
+  const { writeFileSync } = await import('node:fs')
+  writeFileSync(join(dir, 'runs', '00000000000000ff'), 'not a run')
+  const store = await AckStore.load(dir)
+  t.match(store.warnings, [/run 00000000000000ff: no metadata/])
+})
