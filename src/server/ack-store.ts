@@ -1,6 +1,7 @@
 /**
  * The listener's durable memory: one directory per run under <dir>/runs/<runId>/ holding
- *   meta.msgpack  the run's metadata, written to a temp file, fsynced, renamed, directory fsynced
+ *   meta.msgpack  the run's metadata, its announcement time, the peer address it came from and the
+ *                 writer's environment; written to a temp file, fsynced, renamed, directory fsynced
  *   acks.log      append-only entries, made durable by group commit (one fdatasync covers every
  *                 entry queued while the previous fdatasync ran)
  *
@@ -10,7 +11,9 @@
  * write returned every byte and its fdatasync returned). Replay streams the log in chunks (a log of
  * any size replays), keeps the valid prefix (entries that check out: checksum, schema, seqs contiguous
  * from 1, plausible for the time since announcement, real times), and turns any read error other than
- * a missing file into a refusal: fewer acks than were recorded would turn a FAIL into a PASS.
+ * a missing file into a refusal: fewer acks than were recorded would turn a FAIL into a PASS. Ack
+ * times are stamped monotonic per run (never before the announcement or the previous ack), so a clock
+ * stepped back cannot make a run's own log look implausible.
  * A short write, ENOSPC or a failed fdatasync stops that run's acks for good (never retried).
  *
  * File descriptors: a run's log is open only while its writer may still send acks; it is closed
