@@ -30,13 +30,17 @@ t.test('a full disk stops the run, and no ack reported as recorded is lost', { s
   let recordedThrough = 0
   let error: { code: string; message: string } | undefined
   let seq = 0
-  // Bounded: 55 pages of ~50-byte entries is a few thousand commits; 2 million acks is far beyond.
-  while (error === undefined && !peer.closed && seq < 2_000_000) {
+  // Each batch waits for its 'recorded', so each is one log entry (~50 bytes): 55 free pages fill within
+  // a few thousand batches, whatever the machine's load. Bounded far beyond that.
+  for (let batch = 0; batch < 50_000 && error === undefined && !peer.closed; batch++) {
     for (let i = 0; i < 20; i++, seq++) peer.send({ type: 'ack', runId, fromSeq: seq + 1, toSeq: seq + 1 })
-    await new Promise((resolve) => setImmediate(resolve))
-    for (const m of peer.messages.splice(0)) {
-      if (m.type === 'recorded') recordedThrough = Math.max(recordedThrough, m.throughSeq)
-      if (m.type === 'error') error = m
+    const deadline = Date.now() + 10_000
+    while (recordedThrough < seq && error === undefined && !peer.closed && Date.now() < deadline) {
+      await new Promise((resolve) => setImmediate(resolve))
+      for (const m of peer.messages.splice(0)) {
+        if (m.type === 'recorded') recordedThrough = Math.max(recordedThrough, m.throughSeq)
+        if (m.type === 'error') error = m
+      }
     }
   }
   if (error === undefined) error = (await peer.next('error')) as unknown as { code: string; message: string }
