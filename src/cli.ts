@@ -46,7 +46,7 @@ const methodsArg = z.string().transform((text, ctx) => {
   return names as MethodName[]
 })
 
-/** --listener-timeout SECONDS, for write (and for verify, when its listener client takes it): default 10. */
+/** --listener-timeout SECONDS, for write and verify: default 10. */
 export const listenerTimeoutArg = z
   .number({ message: '--listener-timeout must be a number of seconds' })
   .positive('--listener-timeout must be positive')
@@ -82,6 +82,7 @@ const verifyArgs = z
     json: z.boolean(),
     token: z.string().optional(),
     host: z.string().min(1).optional(),
+    listenerTimeout: listenerTimeoutArg,
   })
   .refine((a) => (a.server === undefined) !== (a.acks === undefined), { message: 'give exactly one of --server HOST[:PORT] or --acks DIR' })
 
@@ -219,7 +220,8 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('run', { type: 'string', describe: 'judge this run id instead of the latest for this host and path' })
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
           .option('token', { type: 'string', describe: 'the listener\'s --token' })
-          .option('host', { type: 'string', describe: 'host name the writer ran on (default: this machine)' }),
+          .option('host', { type: 'string', describe: 'host name the writer ran on (default: this machine)' })
+          .option('listener-timeout', listenerTimeoutOption),
       (args) => {
         const a = validated(verifyArgs, args)
         run = () =>
@@ -228,6 +230,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
               source: a.server !== undefined ? { server: a.server } : { acksDir: resolve(a.acks!) },
               file: a.file,
               json: a.json,
+              listenerTimeoutMs: a.listenerTimeout,
               ...(a.run === undefined ? {} : { runId: a.run }),
               ...(a.token === undefined ? {} : { token: a.token }),
               ...(a.host === undefined ? {} : { host: a.host }),

@@ -8,28 +8,17 @@
  * ends in one sentence naming the cause, with the exit code of its kind: a refusal the operator can
  * fix by changing the command is a usage error (2), everything else a runtime failure (3).
  */
-import { AckFrameEncoder, FrameDecoder, encodeFrame, frameHeaderBytes, maxServerFrameBytes } from '../protocol/framing.js'
-import { protocolVersion, serverMessageSchema, type ErrorCode, type ServerMessage, type WriterEnv } from '../protocol/messages.js'
+import { AckFrameEncoder, FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
+import { protocolVersion, serverMessageSchema, type ServerMessage, type WriterEnv } from '../protocol/messages.js'
 import type { RunMeta } from '../record/format.js'
 import { AF_INET, AF_INET6, closeQuietly, recvNow, recvWait, sendAll, socketConnect, waitReadable } from '../native/libc.js'
 import { isIP } from 'node:net'
-import { describeSystemError, runtimeError, usageError } from '../errors.js'
+import { describeSystemError, runtimeError } from '../errors.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
+import { firstBytesKept, firstFrameAbsurd, listenerRefusal, notAListener, startsWithListenerFrame } from './listener-errors.js'
 
 /** Default bound on connect, every send and every wait for an answer (`--listener-timeout`). */
 export const listenerTimeoutMs = 10_000
-/** A welcome (or an error) is a few dozen bytes: a first frame claiming more is not from a listener. */
-const firstFrameBytesMax = 8 * 1024
-/** How much of a stranger's first bytes we quote. */
-const quotedBytesMax = 48
-
-/** Refusals the operator fixes by changing the command or the setup: exit 2. */
-const usageErrorCodes: ReadonlySet<ErrorCode> = new Set(['unauthorized', 'path-busy', 'protocol-version'])
-const hints: Partial<Record<ErrorCode, string>> = {
-  unauthorized: "pass the listener's --token with --token",
-  'path-busy': 'wait for that run to end, or give --file another path',
-  'protocol-version': 'run the same plugcheck version on both machines',
-}
 
 export class AckChannel {
   private readonly decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
@@ -171,30 +160,27 @@ export class AckChannel {
   }
 
   private notListener(): Error {
-    return runtimeError(
-      `the peer at ${this.endpointText} is not a plugcheck listener (it sent "${quote(this.firstBytes)}")`,
-      'check --server: is `plugcheck listen` running on that port?',
-    )
+    return notAListener(this.endpointText, this.firstBytes)
   }
 
   private take(bytes: Buffer): void {
     if (!this.welcomed) {
       // Before the welcome, bytes that do not frame like a listener's answer are from a stranger:
       // say so instead of "frame of 1213486160 bytes exceeds the limit" ("HTTP" read as a length).
-      if (this.firstBytes.length < quotedBytesMax) this.firstBytes = Buffer.concat([this.firstBytes, bytes.subarray(0, quotedBytesMax)])
-      if (this.firstBytes.length >= frameHeaderBytes && this.firstBytes.readUInt32BE(0) > firstFrameBytesMax) throw this.notListener()
+      if (this.firstBytes.length < firstBytesKept) this.firstBytes = Buffer.concat([this.firstBytes, bytes.subarray(0, firstBytesKept - this.firstBytes.length)])
+      if (firstFrameAbsurd(this.firstBytes)) throw this.notListener()
     }
     let messages: ServerMessage[]
     try {
       messages = this.decoder.push(Buffer.from(bytes))
     } catch (error) {
-      if (!this.welcomed) throw this.notListener()
+      if (!this.welcomed && !startsWithListenerFrame(this.firstBytes)) throw this.notListener()
       throw runtimeError(`the listener at ${this.endpointText} sent a bad frame: ${(error as Error).message}`)
     }
     for (const message of messages) {
       if (!this.welcomed && message.type !== 'welcome' && message.type !== 'error') throw this.notListener()
       if (message.type === 'welcome') this.welcomed = true
-      if (message.type === 'error') throw this.refusal(message.code, message.message)
+      if (message.type === 'error') throw listenerRefusal(this.endpointText, message.code, message.message)
       if (message.type === 'recorded') {
         this.recordedThrough.set(message.runId, Math.max(this.recordedThrough.get(message.runId) ?? 0, message.throughSeq))
       } else {
@@ -202,27 +188,6 @@ export class AckChannel {
       }
     }
   }
-
-  /** The listener's error frame as an operating error of the right kind, in its own words. */
-  private refusal(code: ErrorCode, text: string): Error {
-    const said = oneLine(text)
-    if (usageErrorCodes.has(code)) return usageError(`the listener at ${this.endpointText} refused: ${said}`, hints[code])
-    if (code === 'storage') return runtimeError(`the listener at ${this.endpointText} failed: ${said}`)
-    if (code === 'limit') return runtimeError(`the listener at ${this.endpointText} refused the connection: ${said}`)
-    return runtimeError(`the listener at ${this.endpointText} refused: ${said} (${code})`)
-  }
-}
-
-/** A listener's message on one line, without control characters (it crossed the network). */
-function oneLine(text: string): string {
-  return text.replace(/[\x00-\x1f\x7f]+/g, ' ').trim()
-}
-
-/** A stranger's first bytes, up to the end of its first line, as printable text. */
-function quote(bytes: Buffer): string {
-  const text = bytes.subarray(0, quotedBytesMax).toString('latin1')
-  const firstLine = text.split(/\r|\n/)[0]!
-  return firstLine.replace(/[^\x20-\x7e]/g, '.').replace(/"/g, "'") + (firstLine.length < text.length || bytes.length < quotedBytesMax ? '' : '...')
 }
 
 function sockaddr(address: string, port: number): [Buffer, number] {

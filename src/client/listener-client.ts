@@ -4,7 +4,8 @@ import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/fram
 import { protocolVersion, serverMessageSchema, type Claim, type ServerMessage, type StoredRun } from '../protocol/messages.js'
 import { describeSystemError, runtimeError } from '../errors.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
-import { listenerTimeoutMs } from './ack-channel.js'
+import { listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
+import { firstBytesKept, firstFrameAbsurd, listenerRefusal, notAListener, oneLine, startsWithListenerFrame } from './listener-errors.js'
 
 /** The listener's answer: the runs to judge, and every run on record for the queried host and path. */
 export interface RunsReply {
@@ -13,31 +14,49 @@ export interface RunsReply {
 }
 
 /** Everything received is schema-checked (messages.ts bounds every field); a bad frame is a one-line error. */
-export async function queryRuns(endpoint: Endpoint, token: string | undefined, query: { host: string; requestedPath: string; runId?: string }): Promise<RunsReply> {
+export async function queryRuns(
+  endpoint: Endpoint,
+  token: string | undefined,
+  query: { host: string; requestedPath: string; runId?: string },
+  timeoutMs = defaultListenerTimeoutMs,
+): Promise<RunsReply> {
   const where = formatEndpoint(endpoint)
   return new Promise<RunsReply>((resolve, reject) => {
     const socket = connect({ host: endpoint.host, port: endpoint.port })
     const decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
-    const fail = (message: string, hint?: string): void => {
+    // Until the welcome arrives the peer may be anything (an HTTP server on the port): keep its first bytes to quote.
+    let welcomed = false
+    let firstBytes = Buffer.alloc(0)
+    const settle = (error: Error): void => {
       socket.destroy()
-      reject(runtimeError(message, hint))
+      reject(error)
     }
-    socket.setTimeout(listenerTimeoutMs, () => fail(`the listener at ${where} did not answer within ${listenerTimeoutMs / 1000} s`))
+    const fail = (message: string, hint?: string): void => settle(runtimeError(message, hint))
+    socket.setTimeout(timeoutMs, () => fail(`the listener at ${where} did not answer within ${timeoutMs / 1000} s`))
     socket.on('error', (error) => fail(`could not reach the listener at ${where}: ${describeSystemError(error)}`, 'is `plugcheck listen` running there? or use --acks DIR with a copy of its directory'))
-    socket.on('close', () => fail(`the listener at ${where} closed the connection before answering`))
+    socket.on('close', () =>
+      !welcomed && firstBytes.length > 0 ? settle(notAListener(where, firstBytes)) : fail(`the listener at ${where} closed the connection before answering`),
+    )
     socket.on('connect', () => {
       socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier', ...(token === undefined ? {} : { token }) }))
       socket.write(encodeFrame({ type: 'query', ...query }))
     })
-    socket.on('data', (chunk) => {
+    socket.on('data', (chunk: Buffer) => {
+      if (!welcomed) {
+        if (firstBytes.length < firstBytesKept) firstBytes = Buffer.concat([firstBytes, chunk.subarray(0, firstBytesKept - firstBytes.length)])
+        if (firstFrameAbsurd(firstBytes)) return settle(notAListener(where, firstBytes))
+      }
       let messages: ServerMessage[]
       try {
         messages = decoder.push(chunk)
       } catch (error) {
+        if (!welcomed && !startsWithListenerFrame(firstBytes)) return settle(notAListener(where, firstBytes))
         return fail(`the listener at ${where} sent a bad frame: ${oneLine((error as Error).message)}`)
       }
       for (const message of messages) {
-        if (message.type === 'error') return fail(`the listener refused: ${message.message} (${message.code})`)
+        if (!welcomed && message.type !== 'welcome' && message.type !== 'error') return settle(notAListener(where, firstBytes))
+        if (message.type === 'welcome') welcomed = true
+        if (message.type === 'error') return settle(listenerRefusal(where, message.code, message.message))
         if (message.type === 'runs') {
           socket.removeAllListeners('close')
           socket.end()
@@ -46,9 +65,4 @@ export async function queryRuns(endpoint: Endpoint, token: string | undefined, q
       }
     })
   })
-}
-
-function oneLine(text: string): string {
-  const flat = text.replace(/\s+/g, ' ').trim()
-  return flat.length > 300 ? `${flat.slice(0, 300)}...` : flat
 }

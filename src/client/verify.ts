@@ -27,6 +27,8 @@ export interface VerifyOptions {
   readonly json: boolean
   /** Host name the run was written from; defaults to this machine's. */
   readonly host?: string
+  /** Bound on connecting to the listener and waiting for its answer (--listener-timeout). */
+  readonly listenerTimeoutMs?: number
 }
 
 export interface VerifyReport {
@@ -62,7 +64,7 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
   let source: string
   if ('server' in options.source) {
     source = `listener ${formatEndpoint(options.source.server)}`
-    ;({ runs, claims } = await queryRuns(options.source.server, options.token, query))
+    ;({ runs, claims } = await queryRuns(options.source.server, options.token, query, options.listenerTimeoutMs))
   } else {
     source = `ack directory ${options.source.acksDir}`
     let store: AckStore

@@ -6,7 +6,9 @@
 import t from 'tap'
 import { join } from 'node:path'
 import { craftClaim, craftMeta, craftRun, fakeListener, range, writeDataFile } from '../fixtures/crafted-run.js'
-import { runCli, tempDir } from '../fixtures/cli.js'
+import { createServer as createHttpServer } from 'node:http'
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net'
+import { runCli, startListener, tempDir } from '../fixtures/cli.js'
 
 const year2199Ms = 7_226_582_400_000
 
@@ -69,4 +71,43 @@ t.test('absurd answers from a listener', async (t) => {
     t.equal(run.lost + run.corrupt + run.torn, 2 ** 20, 'every slot judged once')
     t.equal(run.lostRanges.length, Math.min(1000, run.lostRangeCount))
   })
+})
+
+t.test('verify names a stranger on the port and maps refusals to their exit codes', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'data')
+  const http = createHttpServer((_request, response) => response.writeHead(400).end())
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => {
+    http.closeAllConnections()
+    return new Promise((resolve) => http.close(resolve))
+  })
+  const stranger = await runCli(['verify', '--server', `127.0.0.1:${(http.address() as AddressInfo).port}`, '--file', file], 60_000)
+  t.equal(stranger.code, 3)
+  t.match(stranger.stderr, /the peer at 127\.0\.0\.1:\d+ is not a plugcheck listener \(it sent "HTTP\/1\.1 400 Bad Request"\)/)
+  t.notMatch(stranger.stderr, /exceeds the/)
+
+  const listener = await startListener(join(dir, 'listener'), ['--token', 'right'])
+  t.teardown(() => listener.kill())
+  const wrong = await runCli(['verify', '--server', listener.server, '--file', file, '--token', 'wrong'], 60_000)
+  t.equal(wrong.code, 2, 'a wrong token is a configuration error')
+  t.match(wrong.stderr, /refused: wrong or missing token/)
+  const missing = await runCli(['verify', '--server', listener.server, '--file', file], 60_000)
+  t.equal(missing.code, 2, 'a missing token too')
+  const right = await runCli(['verify', '--server', listener.server, '--file', file, '--token', 'right'], 60_000)
+  t.equal(right.code, 2, 'with the right token: no run found')
+  t.match(right.stderr, /no run found/)
+
+  const held = new Set<Socket>()
+  const silent = createNetServer((socket) => void held.add(socket.on('error', () => undefined)))
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => {
+    for (const socket of held) socket.destroy()
+    return new Promise((resolve) => silent.close(resolve))
+  })
+  const started = Date.now()
+  const slow = await runCli(['verify', '--server', `127.0.0.1:${(silent.address() as AddressInfo).port}`, '--file', file, '--listener-timeout', '0.5'], 60_000)
+  t.equal(slow.code, 3)
+  t.match(slow.stderr, /did not answer within 0\.5 s/)
+  t.ok(Date.now() - started < 20_000, '--listener-timeout bounds the wait')
 })
