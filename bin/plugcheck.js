@@ -3,6 +3,8 @@
 import { register } from 'tsx/esm/api'
 
 register()
+// A reader that went away (`| head -1`) must not end a run: output is a trail, the run is the job.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
 const { main, reportError, processIo } = await import('../src/cli.ts')
 let code
 try {

@@ -131,15 +131,16 @@ export const processIo: Io = {
 /**
  * Writes text to fd before returning. stdout to a pipe is asynchronous in Node, so a line written
  * with process.stdout.write can still be queued when the process is SIGKILLed; a writer's run line
- * must be out first. A full non-blocking pipe (EAGAIN) falls back to the asynchronous write.
+ * must be out first. A full non-blocking pipe (EAGAIN) falls back to the asynchronous write. A reader
+ * that went away (EPIPE: `plugcheck write ... | head -1`) loses the trail, never the run.
  */
 function writeNow(fd: number, text: string): void {
   const bytes = Buffer.from(text)
   let done = 0
   try {
     while (done < bytes.length) done += writeSync(fd, bytes, done)
-  } catch {
-    if (done < bytes.length) process.stdout.write(bytes.subarray(done))
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EAGAIN' && done < bytes.length) process.stdout.write(bytes.subarray(done))
   }
 }
 

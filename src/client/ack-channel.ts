@@ -15,7 +15,7 @@ import { AF_INET, AF_INET6, closeQuietly, recvNow, recvWait, sendAll, socketConn
 import { isIP } from 'node:net'
 import { describeSystemError, runtimeError } from '../errors.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
-import { firstBytesKept, firstFrameAbsurd, listenerRefusal, notAListener, startsWithListenerFrame } from './listener-errors.js'
+import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, startsWithListenerFrame } from './listener-errors.js'
 
 /** Default bound on connect, every send and every wait for an answer (`--listener-timeout`). */
 export const listenerTimeoutMs = 10_000
@@ -138,7 +138,7 @@ export class AckChannel {
     for (;;) {
       const index = this.inbox.findIndex((m) => m.type === type)
       if (index >= 0) return this.inbox.splice(index, 1)[0] as Extract<ServerMessage, { type: T }>
-      if (Date.now() > deadline) throw runtimeError(`the listener at ${this.endpointText} did not answer within ${this.timeoutMs / 1000} s`)
+      if (Date.now() > deadline) throw noAnswer(this.endpointText, this.timeoutMs, this.welcomed)
       this.receiveBlocking()
     }
   }

@@ -385,7 +385,9 @@ export function judgeRun(run: StoredRun, options: JudgeOptions = {}): RunReport 
   const superblockOk = superblock.kind === 'valid' || acked === 0
   const role = meta.method === 'none' ? 'control' : 'tested'
   const verdict: RunVerdict =
-    role === 'control' ? (bad > 0 ? 'pass' : 'inconclusive') : acked === 0 ? 'inconclusive' : bad > 0 || !superblockOk ? 'fail' : 'pass'
+    // A control proves the cut only by losing records of its own file: a missing file or another run's
+    // superblock (its creation was fsynced) is not the cut's doing, so it proves nothing.
+    role === 'control' ? (bad > 0 && superblock.kind === 'valid' ? 'pass' : 'inconclusive') : acked === 0 ? 'inconclusive' : bad > 0 || !superblockOk ? 'fail' : 'pass'
   return {
     runId: meta.runId,
     groupId: meta.groupId,

@@ -5,7 +5,7 @@ import { protocolVersion, serverMessageSchema, type Claim, type ServerMessage, t
 import { describeSystemError, runtimeError } from '../errors.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
-import { firstBytesKept, firstFrameAbsurd, listenerRefusal, notAListener, oneLine, startsWithListenerFrame } from './listener-errors.js'
+import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, oneLine, startsWithListenerFrame } from './listener-errors.js'
 
 /** The listener's answer: the runs to judge, and every run on record for the queried host and path. */
 export interface RunsReply {
@@ -32,7 +32,7 @@ export async function queryRuns(
       reject(error)
     }
     const fail = (message: string, hint?: string): void => settle(runtimeError(message, hint))
-    socket.setTimeout(timeoutMs, () => fail(`the listener at ${where} did not answer within ${timeoutMs / 1000} s`))
+    socket.setTimeout(timeoutMs, () => settle(noAnswer(where, timeoutMs, welcomed)))
     socket.on('error', (error) => fail(`could not reach the listener at ${where}: ${describeSystemError(error)}`, 'is `plugcheck listen` running there? or use --acks DIR with a copy of its directory'))
     socket.on('close', () =>
       !welcomed && firstBytes.length > 0 ? settle(notAListener(where, firstBytes)) : fail(`the listener at ${where} closed the connection before answering`),

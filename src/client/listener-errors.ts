@@ -40,6 +40,14 @@ export function notAListener(endpointText: string, firstBytes: Buffer): Plugchec
   )
 }
 
+/** The peer said nothing in time. Before a welcome that may be a server of another protocol waiting for its request. */
+export function noAnswer(endpointText: string, timeoutMs: number, welcomed: boolean): PlugcheckError {
+  return runtimeError(
+    `the listener at ${endpointText} did not answer within ${timeoutMs / 1000} s`,
+    welcomed ? 'raise --listener-timeout if the listener is busy' : 'a plugcheck listener answers at once: is `plugcheck listen` the program on that port?',
+  )
+}
+
 /** True when the first bytes already show the peer is not a listener ("HTTP" read as a frame length). */
 export function firstFrameAbsurd(firstBytes: Buffer): boolean {
   return firstBytes.length >= frameHeaderBytes && firstBytes.readUInt32BE(0) > firstFrameBytesMax

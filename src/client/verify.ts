@@ -44,7 +44,7 @@ export interface VerifyReport {
 /** Why nothing was judged (exit 2): the path has competing claims, or the run asked for was replaced. */
 export interface NotJudgedReport {
   readonly verdict: 'not-judged'
-  readonly reason: 'conflicting-claims' | 'superseded'
+  readonly reason: 'conflicting-claims' | 'superseded' | 'still-running'
   readonly detail: string
   readonly host: string
   readonly file: string
@@ -93,15 +93,18 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
     if (stray !== undefined) throw runtimeError(`the ${source} sent run ${stray.meta.runId} (${stray.meta.host}:${stray.meta.requestedPath}), which is not the latest run for ${host}:${options.file}`)
   }
 
-  const notJudged = options.runId === undefined ? conflictingClaims(runs, claims) : supersededBy(runs[0]!, claims)
+  const thisBootId = readBootId()
+  const thisHost = hostname()
+  const notJudged =
+    options.runId === undefined
+      ? conflictingClaims(runs, claims) ?? stillRunning(runs, claims, thisHost, thisBootId) ?? replacedLater(runs, claims)
+      : stillRunning(runs, claims, thisHost, thisBootId) ?? supersededBy(runs[0]!, claims)
   if (notJudged !== null) {
     const report: NotJudgedReport = { verdict: 'not-judged', ...notJudged, host, file: options.file, source, claims, runs: [] }
     io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderNotJudged(report))
     return exitCodes.usage
   }
 
-  const thisBootId = readBootId()
-  const thisHost = hostname()
   const reports = runs.map((run) => judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, runs: reports }
   io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report))
@@ -155,14 +158,59 @@ function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[])
   return null
 }
 
+/**
+ * The listener still holds the writer's connection open: the run is being written, and judging a file
+ * while records are being copied into it sees half-written records. Judged anyway when this is the
+ * writer's machine and its boot id changed (the writer cannot have survived the reboot; the listener
+ * just has not noticed yet, until TCP keepalive finds the connection dead).
+ */
+function stillRunning(runs: readonly StoredRun[], claims: readonly Claim[], thisHost: string, thisBootId: string | null): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+  for (const run of runs) {
+    if (!claims.some((c) => c.runId === run.meta.runId && c.live)) continue
+    if (rebootedSince(run, thisHost, thisBootId) === true) continue
+    return {
+      reason: 'still-running',
+      detail: `run ${run.meta.runId} (${run.meta.method}) is still being written: the listener holds its writer's connection open`,
+    }
+  }
+  return null
+}
+
+/** Claims newer than the run, by the listener's own order (claims are newest first). */
+function claimsAfter(run: StoredRun, claims: readonly Claim[]): Claim[] {
+  const index = claims.findIndex((c) => c.runId === run.meta.runId)
+  const newer = index >= 0 ? claims.slice(0, index) : claims.filter((c) => c.announcedMs > run.announcedMs)
+  return newer.filter((c) => c.groupId !== run.meta.groupId)
+}
+
+/**
+ * The file holds a run of this host and path that was created after the judged run by the writer's
+ * own clock, and the listener does not know it (it reported to another listener or ack directory).
+ * The judged run was replaced, not lost: a cut that loses a new file's creation leaves an older run.
+ */
+function replacedLater(runs: readonly StoredRun[], claims: readonly Claim[]): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+  for (const run of runs) {
+    const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+    if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) continue
+    const other = reading.meta
+    if (claims.some((c) => c.runId === other.runId)) continue
+    if (other.host !== run.meta.host || other.path !== run.meta.path || other.createdMs <= run.meta.createdMs) continue
+    return {
+      reason: 'superseded',
+      detail: `the file holds run ${other.runId} (${other.method}, created ${new Date(other.createdMs).toISOString()}), written after run ${run.meta.runId} by a writer that reported to another listener; run ${run.meta.runId} was replaced, not judged`,
+    }
+  }
+  return null
+}
+
 /** --run X: a later group claims the path and the file no longer holds X, so X was replaced, not lost. */
 function supersededBy(run: StoredRun, claims: readonly Claim[]): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
-  const later = claims.filter((c) => c.groupId !== run.meta.groupId && c.announcedMs > run.announcedMs)
-  if (later.length === 0) return null
+  const later = claimsAfter(run, claims)
+  if (later.length === 0) return replacedLater([run], claims)
   const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
   if (reading.kind === 'valid' && reading.meta.runId === run.meta.runId) return null
   const named = reading.kind === 'valid' ? later.find((c) => c.runId === reading.meta.runId) : undefined
-  const by = named ?? later.reduce((a, b) => (b.announcedMs < a.announcedMs ? b : a))
+  const by = named ?? later.at(-1)!
   return {
     reason: 'superseded',
     detail: `run ${run.meta.runId} was superseded by run ${by.runId} (${by.method}, announced ${new Date(by.announcedMs).toISOString()}) on this path; it was not judged`,
@@ -180,6 +228,8 @@ export function renderNotJudged(report: NotJudgedReport): string {
     lines.push(`These runs claim ${report.host}:${report.file}:`)
     for (const c of report.claims) lines.push(`  ${describeClaim(c)}`)
     lines.push('hint: pick one with --run RUNID; run the listener with --token so that only your writers can announce runs')
+  } else if (report.reason === 'still-running') {
+    lines.push('hint: verify after the power cut and reboot; if the machine was already cut, the listener notices the lost connection within minutes (TCP keepalive), or verify on the rebooted machine itself')
   } else {
     lines.push('hint: verify the latest run (leave out --run), or this run only if its file still holds it')
   }
@@ -198,7 +248,8 @@ export function renderReport(report: VerifyReport): string {
       const why: string[] = []
       const idle = tested.filter((r) => r.verdict === 'inconclusive')
       if (idle.length > 0) why.push(`${idle.map(methodLabel).join(', ')} acknowledged nothing`)
-      if (controls.some((r) => r.verdict === 'inconclusive')) why.push('the control (none) lost nothing, so the cut tested nothing')
+      if (controls.some((r) => r.verdict === 'inconclusive' && r.superblock.kind === 'valid')) why.push('the control (none) lost nothing, so the cut tested nothing')
+      if (controls.some((r) => r.verdict === 'inconclusive' && r.superblock.kind !== 'valid' && r.acked > 0)) why.push("the control's (none) file is gone or replaced, so it cannot show the cut")
       lines.push(`INCONCLUSIVE: ${why.join('; ')}.`)
     } else {
       lines.push(
@@ -234,7 +285,9 @@ function renderRun(r: RunReport, headline: boolean): string[] {
   const superblockBad = r.superblock.kind !== 'valid' && r.acked > 0
   if (r.role === 'control') {
     lines.push(
-      bad > 0
+      bad > 0 && r.acked > 0 && r.superblock.kind !== 'valid'
+        ? `${lead}control (none): its file is gone or holds another run, so it cannot show whether the cut was real (${what}).`
+        : bad > 0
         ? `${lead}control (none): ${n(bad)} of ${n(judged)} unsynced records lost: the cut was real (${what}).`
         : r.acked === 0
           ? `${lead}control (none): nothing was written, so it lost nothing: the cut tested nothing (${what}).`

@@ -116,9 +116,14 @@ export function decodeSuperblock(bytes: Buffer): SuperblockReading {
   if (24 + metaLength > bytes.length) return { kind: 'damaged', detail: 'superblock metadata length out of range' }
   const metaBytes = bytes.subarray(24, 24 + metaLength)
   if (xxh64(metaBytes) !== bytes.readBigUInt64LE(16)) return { kind: 'damaged', detail: 'superblock checksum mismatch' }
+  // Every byte of the block is accounted for: the reserved field and everything after the metadata are zeros.
+  if (bytes.readUInt16LE(10) !== 0) return { kind: 'damaged', detail: 'superblock reserved field (offset 10) is not zero' }
   try {
     const parsed = runMetaSchema.safeParse(unpack(metaBytes))
     if (!parsed.success) return { kind: 'damaged', detail: `superblock metadata invalid: ${parsed.error.issues[0]?.message}` }
+    // The block is recordSizeBytes long (bytes may hold less, or records after it).
+    const strayAt = firstNonZero(bytes.subarray(0, Math.min(bytes.length, parsed.data.recordSizeBytes)), 24 + metaLength)
+    if (strayAt >= 0) return { kind: 'damaged', detail: `superblock byte ${strayAt}, after the metadata, is not zero` }
     return { kind: 'valid', meta: parsed.data }
   } catch {
     return { kind: 'damaged', detail: 'superblock metadata is not msgpack' }
@@ -243,6 +248,12 @@ export function readStamp(bytes: Buffer, sectorStart: number): SectorStamp | nul
     runHi: bytes.readUInt32LE(sectorStart + 12),
     seq: readU64(bytes, sectorStart + 16),
   }
+}
+
+/** Offset of the first non-zero byte at or after from, or -1. */
+function firstNonZero(bytes: Buffer, from: number): number {
+  for (let i = from; i < bytes.length; i++) if (bytes[i] !== 0) return i
+  return -1
 }
 
 export function isZero(bytes: Buffer): boolean {
