@@ -1,9 +1,13 @@
 /**
  * The listener's durable memory: one directory per run under <dir>/runs/<runId>/ holding
- *   meta.msgpack  the run's metadata, its announcement time, the peer address it came from and the
- *                 writer's environment; written to a temp file, fsynced, renamed, directory fsynced
  *   acks.log      append-only entries, made durable by group commit (one fdatasync covers every
- *                 entry queued while the previous fdatasync ran)
+ *                 entry queued while the previous fdatasync ran); created and fsynced first
+ *   meta.msgpack  the run's metadata, its announcement time and order (announceIndex), the peer
+ *                 address it came from and the writer's environment; written to a temp file,
+ *                 fsynced, renamed into place last, then both directories fsynced. A run exists for
+ *                 replay only once meta.msgpack does; a failed announcement removes it first.
+ * and <dir>/lock, flock()ed exclusively by the one listener that owns the directory (verify --acks
+ * only reads and does not take it).
  *
  * acks.log entry:  [u32 LE body length][u64 LE xxh64 of body][body: msgpack LogEntry]
  * Fault model: the listener can be killed at any moment and its disk can fill. A torn or damaged tail
@@ -16,13 +20,18 @@
  * stepped back cannot make a run's own log look implausible.
  * A short write, ENOSPC or a failed fdatasync stops that run's acks for good (never retried).
  *
- * File descriptors: a run's log is open only while its writer may still send acks; it is closed
- * once the run ended or its writer disconnected (a 'vanished' end is logged then), reopened on demand.
+ * Order: runs are ordered by announceIndex (one more than the highest on record, at announcement),
+ * never by the listener's clock, which may step back; meta files without it (older listeners) come
+ * before every run that has one, ordered by announcement time.
+ * File descriptors: a run's log is opened (O_APPEND), written, fdatasynced and closed within each
+ * commit, so at most commitLanes logs are open at once however many runs are live.
+ * Files are opened with O_NONBLOCK and must be regular files: a FIFO or device planted in the
+ * directory cannot hang startup.
  * Event loop and threadpool: the listener's main thread may be saturated by acks, and every async fs
  * call costs one trip through the event loop. So the quick metadata and page-cache calls (mkdir, open,
  * write, rename, close) are synchronous, and only the syncs go to the libuv threadpool (4 threads):
- * an announcement costs two trips (fsync the metadata; then fsync log, run directory and runs/ at
- * once), and group commit keeps at most commitLanes fdatasyncs in the threadpool, so an announcement
+ * an announcement costs three trips (fsync the log; fsync the metadata; fsync the run directory and
+ * runs/ at once), and group commit keeps at most commitLanes fdatasyncs in the threadpool, so an announcement
  * always finds a thread.
  *
  * In memory a run's acks are spans, not one entry per seq: consecutive seqs received within
@@ -31,7 +40,7 @@
  */
 import { xxh64 } from '@node-rs/xxhash'
 import { EventEmitter } from 'node:events'
-import { closeSync, fdatasync, fsync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs'
+import { closeSync, constants as fsConstants, fdatasync, fstatSync, fsync, fsyncSync, mkdirSync, openSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
 import { open, readdir, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
@@ -40,7 +49,8 @@ import { z } from 'zod'
 import type { RunMeta } from '../record/format.js'
 import { runMetaSchema } from '../record/format.js'
 import { epochMsSchema, maxClaims, maxPlausibleSeq, writerEnvSchema, type AckSpan, type Claim, type StoredRun, type WriterEnv } from '../protocol/messages.js'
-import { describeSystemError, runtimeError } from '../errors.js'
+import { describeSystemError, runtimeError, usageError } from '../errors.js'
+import { tryLockExclusive } from '../native/libc.js'
 
 export const spanWindowMs = 100
 const entryHeaderBytes = 12
@@ -71,6 +81,8 @@ type LogEntry = z.infer<typeof logEntrySchema>
 const metaFileSchema = z.object({
   meta: runMetaSchema,
   announcedMs: epochMsSchema,
+  /** Announcement order on this listener (absent in meta files of older listeners). */
+  announceIndex: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
   peer: z.string().max(64).optional(),
   writer: writerEnvSchema.optional(),
 })
@@ -86,14 +98,14 @@ export interface RunOrigin {
 interface RunState {
   readonly meta: RunMeta
   readonly announcedMs: number
+  /** Announcement order; undefined for runs stored by older listeners (they come first). */
+  readonly announceIndex: number | undefined
   readonly origin: RunOrigin
   readonly spans: AckSpan[]
   end?: { reason: EndReason; detail?: string; atMs: number }
   /** Highest seq accepted (in memory, maybe not yet durable). */
   lastAckedSeq: number
-  /** The ack log's descriptor: open only while the run may still take entries; reopened on demand. */
-  log?: number
-  /** No more entries will come (ended, writer gone, or read back at startup): close the log when idle. */
+  /** No more entries will come (ended, writer gone, or read back at startup). */
   retired: boolean
   /** createRun is still making the run's directory and files. */
   creating?: boolean
@@ -119,16 +131,34 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** Runs with entries to write or a log to close, for the next group commit round. */
   private readonly dirty = new Set<RunState>()
   private committing: Promise<void> | undefined
+  /** The highest announceIndex on record; the next announcement gets one more. */
+  private lastAnnounceIndex = 0
+  /** Ack logs open right now (only inside a commit or an announcement). */
+  private openLogs = 0
+  /** The descriptor holding <dir>/lock, for the store's life (the listener's, not verify's). */
+  private lockFd: number | undefined
   readonly warnings: string[] = []
 
   private constructor(readonly dir: string) {
     super()
   }
 
-  /** Opens (creating if needed) a store directory and replays every run in it. */
+  /**
+   * Opens (creating if needed) a store directory for a listener and replays every run in it. Takes
+   * <dir>/lock first: a second listener on the same directory would keep its own view of the runs
+   * (and verify would judge a file against half of them), so it is refused (exit 2).
+   */
   static async open(dir: string): Promise<AckStore> {
     mkdirSync(join(dir, 'runs'), { recursive: true })
-    return AckStore.load(dir)
+    const lockFd = lockDirectory(dir)
+    try {
+      const store = await AckStore.load(dir)
+      store.lockFd = lockFd
+      return store
+    } catch (error) {
+      closeQuietly(lockFd)
+      throw error
+    }
   }
 
   /**
@@ -151,6 +181,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private async replay(runId: string): Promise<void> {
     const metaPath = join(this.runDir(runId), 'meta.msgpack')
     const metaBytes = await readBounded(metaPath, maxMetaFileBytes)
+    if (metaBytes === 'not-a-file') {
+      this.warnings.push(`run ${runId}: unreadable metadata, skipped (${metaPath} is not a regular file)`)
+      return
+    }
     if (metaBytes === 'missing') {
       // The listener died before the metadata was in place: the run was never confirmed to its writer.
       this.warnings.push(`run ${runId}: no metadata (its announcement never completed), skipped`)
@@ -165,7 +199,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.warnings.push(`run ${runId}: unreadable metadata, skipped (${(error as Error).message.split('\n')[0]})`)
       return
     }
-    const run = newRunState(metaFile.meta, metaFile.announcedMs, {
+    const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, {
       ...(metaFile.peer === undefined ? {} : { peer: metaFile.peer }),
       ...(metaFile.writer === undefined ? {} : { writer: metaFile.writer }),
     })
@@ -177,6 +211,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     run.durableThroughSeq = run.lastAckedSeq
     this.runs.set(runId, run)
+    this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
   }
 
   hasRun(runId: string): boolean {
@@ -193,41 +228,62 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return run === undefined ? undefined : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: run.end !== undefined }
   }
 
-  /** Makes the run's metadata durable before the writer is told to start. */
+  /**
+   * Makes the run durable before the writer is told to start. meta.msgpack is what makes a run exist
+   * at replay, so it appears last: the empty log first (created, fsynced), then the metadata (temp
+   * file, fsync, rename), then both directories fsynced. If any step fails the announcement is
+   * refused and what was created is removed, meta.msgpack first, so a restart cannot bring back a
+   * run its writer was told was refused.
+   */
   async createRun(meta: RunMeta, announcedMs: number, origin: RunOrigin = {}): Promise<void> {
     if (this.runs.has(meta.runId)) throw new StorageError(`run ${meta.runId} already exists`)
     if (!epochMsSchema.safeParse(announcedMs).success) {
       // Replay and verify refuse such times; storing them would lose the run's acks later.
       throw new StorageError(`the listener's clock reads ${new Date(announcedMs).toISOString()}, not a real date: set it before announcing runs`)
     }
-    const run = newRunState(meta, announcedMs, origin)
+    // The order is taken now, in announcement order, whatever the clock says.
+    const announceIndex = ++this.lastAnnounceIndex
+    const run = newRunState(meta, announcedMs, announceIndex, origin)
     run.creating = true
     this.runs.set(meta.runId, run) // reserve the id at once: a second announcement must not race us
-    let log: number | undefined
+    const dir = this.runDir(meta.runId)
+    const logPath = join(dir, 'acks.log')
+    const tmpPath = join(dir, 'meta.msgpack.tmp')
+    const metaPath = join(dir, 'meta.msgpack')
+    let step: 'start' | 'dir' | 'log' | 'tmp' | 'meta' = 'start'
     try {
-      const dir = this.runDir(meta.runId)
       mkdirSync(dir)
-      const tmp = join(dir, 'meta.msgpack.tmp')
-      const file = openSync(tmp, 'wx')
+      step = 'dir'
+      const log = openSync(logPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_APPEND, 0o644)
+      step = 'log'
+      this.openLogs++
       try {
-        writeAllSync(file, packr.pack({ meta, announcedMs, ...origin }), tmp)
+        await fsyncAsync(log)
+      } finally {
+        closeSync(log)
+        this.openLogs--
+      }
+      const file = openSync(tmpPath, 'wx')
+      step = 'tmp'
+      try {
+        writeAllSync(file, packr.pack({ meta, announcedMs, announceIndex, ...origin }), tmpPath)
         await fsyncAsync(file)
       } finally {
         closeSync(file)
       }
-      renameSync(tmp, join(dir, 'meta.msgpack'))
-      log = openSync(join(dir, 'acks.log'), 'a')
-      // The log's inode and both directory entries (meta.msgpack and acks.log; the run's directory) at once.
-      await Promise.all([fsyncAsync(log), syncDirectory(dir), syncDirectory(join(this.dir, 'runs'))])
+      // From here on meta.msgpack may exist (a rename can fail after taking effect).
+      step = 'meta'
+      renameSync(tmpPath, metaPath)
+      // Both directory entries (meta.msgpack and acks.log; the run's directory) at once.
+      await Promise.all([syncDirectory(dir), syncDirectory(join(this.dir, 'runs'))])
     } catch (error) {
       this.runs.delete(meta.runId)
-      if (log !== undefined) closeQuietly(log)
+      removeCreated(step, { dir, logPath, tmpPath, metaPath })
       throw new StorageError(`could not store run ${meta.runId}: ${describeSystemError(error)}`)
     }
-    run.log = log
     run.creating = false
-    // An end (or the writer's disconnect) may have come while the announcement was being stored.
-    if (run.pendingEntries.length > 0 || run.retired) this.markDirty(run)
+    // Acks or an end may have come while the announcement was being stored.
+    if (run.pendingEntries.length > 0) this.markDirty(run)
   }
 
   /**
@@ -280,7 +336,6 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run === undefined || run.retired) return
     if (run.end === undefined && run.failed === undefined) return this.endRun(runId, 'vanished', undefined, atMs)
     run.retired = true
-    this.markDirty(run)
   }
 
   private queue(run: RunState, entry: LogEntry, throughSeq: number): void {
@@ -316,29 +371,34 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   private async commitRun(run: RunState): Promise<void> {
     if (run.creating) return // createRun marks it dirty again when its files are in place
-    if (run.failed === undefined && run.pendingEntries.length > 0) {
-      const entries = run.pendingEntries
-      const throughSeq = run.pendingThroughSeq
+    if (run.failed !== undefined || run.pendingEntries.length === 0) return
+    const entries = run.pendingEntries
+    const throughSeq = run.pendingThroughSeq
+    run.pendingEntries = []
+    const path = join(this.runDir(run.meta.runId), 'acks.log')
+    // Opened and closed within the commit: live runs hold no descriptor between commits. No O_CREAT:
+    // the log was created with the run, and a log that vanished since is a failure, not a fresh start.
+    let log: number | undefined
+    try {
+      log = openSync(path, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_NONBLOCK)
+      this.openLogs++
+      // write() lands in the page cache (synchronous: one event-loop trip fewer); fdatasync in the threadpool.
+      writeAllSync(log, Buffer.concat(entries.map(encodeEntry)), path)
+      await fdatasyncAsync(log)
+    } catch (error) {
+      // Never retried: after a failed write or fdatasync the log's durability is unknown.
+      run.failed = error as Error
       run.pendingEntries = []
-      const path = join(this.runDir(run.meta.runId), 'acks.log')
-      try {
-        run.log ??= openSync(path, 'a')
-        // write() lands in the page cache (synchronous: one event-loop trip fewer); fdatasync in the threadpool.
-        writeAllSync(run.log, Buffer.concat(entries.map(encodeEntry)), path)
-        await fdatasyncAsync(run.log)
-        run.durableThroughSeq = throughSeq
-        this.emit('recorded', run.meta.runId, throughSeq)
-      } catch (error) {
-        // Never retried: after a failed write or fdatasync the log's durability is unknown.
-        run.failed = error as Error
-        run.pendingEntries = []
-        this.emit('failed', run.meta.runId, error as Error)
+      this.emit('failed', run.meta.runId, error as Error)
+      return
+    } finally {
+      if (log !== undefined) {
+        closeQuietly(log)
+        this.openLogs--
       }
     }
-    if ((run.retired || run.failed !== undefined) && run.pendingEntries.length === 0 && run.log !== undefined) {
-      closeQuietly(run.log)
-      delete run.log
-    }
+    run.durableThroughSeq = throughSeq
+    this.emit('recorded', run.meta.runId, throughSeq)
   }
 
   isWritable(runId: string): boolean {
@@ -346,11 +406,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return run !== undefined && isWritable(run)
   }
 
-  /** Open ack logs (for tests of the descriptor bound). */
+  /** Ack logs open right now (for tests of the descriptor bound). */
   openLogCount(): number {
-    let open = 0
-    for (const run of this.runs.values()) if (run.log !== undefined) open++
-    return open
+    return this.openLogs
   }
 
   /** The runs a verify asks for: by run id, or the latest group for this host and path. */
@@ -362,7 +420,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     let latest: RunState | undefined
     for (const run of this.runs.values()) {
       if (run.meta.host !== host || run.meta.requestedPath !== requestedPath) continue
-      if (latest === undefined || run.announcedMs > latest.announcedMs) latest = run
+      if (latest === undefined || announceOrder(run, latest) > 0) latest = run
     }
     if (latest === undefined) return []
     const groupId = latest.meta.groupId
@@ -380,7 +438,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   claims(host: string, requestedPath: string): Claim[] {
     return [...this.runs.values()]
       .filter((r) => r.meta.host === host && r.meta.requestedPath === requestedPath)
-      .sort((a, b) => b.announcedMs - a.announcedMs || a.meta.runId.localeCompare(b.meta.runId))
+      .sort((a, b) => announceOrder(b, a))
       .slice(0, maxClaims)
       .map((r) => ({
         runId: r.meta.runId,
@@ -396,11 +454,79 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   async close(): Promise<void> {
     while (this.committing !== undefined) await this.committing
-    for (const run of this.runs.values()) {
-      if (run.log !== undefined) closeQuietly(run.log)
-      delete run.log
+    if (this.lockFd !== undefined) closeQuietly(this.lockFd)
+    this.lockFd = undefined
+  }
+}
+
+/**
+ * Which of two runs was announced first (negative: a before b). announceIndex when both have one; a
+ * run without one was stored by an older listener, before any run that has one; between two such
+ * runs, their announcement times.
+ */
+function announceOrder(a: RunState, b: RunState): number {
+  if (a.announceIndex !== undefined && b.announceIndex !== undefined) return a.announceIndex - b.announceIndex
+  if (a.announceIndex !== undefined) return 1
+  if (b.announceIndex !== undefined) return -1
+  return a.announcedMs - b.announcedMs || a.meta.runId.localeCompare(b.meta.runId)
+}
+
+/**
+ * Takes <dir>/lock (flock, exclusive, non-blocking) and returns its descriptor, to hold for the
+ * listener's life; the kernel releases it when the process dies, however it dies.
+ */
+function lockDirectory(dir: string): number {
+  const path = join(dir, 'lock')
+  let fd: number
+  try {
+    fd = openSync(path, fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_NONBLOCK, 0o644)
+  } catch (error) {
+    throw runtimeError(`could not open ${path}: ${describeSystemError(error)}`)
+  }
+  let locked: boolean
+  try {
+    if (!fstatSync(fd).isFile()) throw new Error('not a regular file')
+    locked = tryLockExclusive(fd, path)
+  } catch (error) {
+    closeQuietly(fd)
+    throw runtimeError(`could not lock ${path}: ${describeSystemError(error)}`)
+  }
+  if (!locked) {
+    closeQuietly(fd)
+    throw usageError(
+      `another listener is already using ${dir} (it holds ${path})`,
+      'stop that listener, or give this one a --dir of its own; verify --acks can read the directory meanwhile',
+    )
+  }
+  return fd
+}
+
+/**
+ * Undoes a failed announcement, best effort: meta.msgpack first (it alone makes the run exist at
+ * replay), made durable, then the rest.
+ */
+function removeCreated(step: 'start' | 'dir' | 'log' | 'tmp' | 'meta', paths: { dir: string; logPath: string; tmpPath: string; metaPath: string }): void {
+  const attempt = (fn: () => void): void => {
+    try {
+      fn()
+    } catch {
+      // best effort: what is left without meta.msgpack is skipped at replay
     }
   }
+  if (step === 'meta') {
+    attempt(() => unlinkSync(paths.metaPath))
+    attempt(() => {
+      const fd = openSync(paths.dir, 'r')
+      try {
+        fsyncSync(fd)
+      } finally {
+        closeSync(fd)
+      }
+    })
+  }
+  if (step === 'tmp' || step === 'meta') attempt(() => unlinkSync(paths.tmpPath))
+  if (step !== 'start' && step !== 'dir') attempt(() => unlinkSync(paths.logPath))
+  if (step !== 'start') attempt(() => rmdirSync(paths.dir))
 }
 
 function isWritable(run: RunState): boolean {
@@ -435,18 +561,23 @@ function writeAllSync(fd: number, bytes: Buffer, path: string): void {
   }
 }
 
-/** A whole small file, or 'missing' (ENOENT), or 'too-large'; any other error is a refusal. */
-async function readBounded(path: string, maxBytes: number): Promise<Buffer | 'missing' | 'too-large'> {
+/** Opens for reading without blocking: a FIFO planted in the directory must not hang the listener. */
+const readFlags = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
+
+/** A whole small file, or 'missing' (ENOENT), 'not-a-file' or 'too-large'; any other error is a refusal. */
+async function readBounded(path: string, maxBytes: number): Promise<Buffer | 'missing' | 'not-a-file' | 'too-large'> {
   let file: FileHandle
   try {
-    file = await open(path, 'r')
+    file = await open(path, readFlags)
   } catch (error) {
     // ENOTDIR: runs/<id> is a file, not a run's directory.
     if (['ENOENT', 'ENOTDIR'].includes((error as { code?: string }).code ?? '')) return 'missing'
     throw unreadable(path, error)
   }
   try {
-    const size = (await file.stat()).size
+    const stats = await file.stat()
+    if (!stats.isFile()) return 'not-a-file'
+    const size = stats.size
     if (size > maxBytes) return 'too-large'
     const bytes = Buffer.alloc(size)
     let filled = 0
@@ -474,13 +605,16 @@ function unreadable(path: string, error: unknown): Error {
 async function replayLog(path: string, run: RunState): Promise<{ validBytes: number; totalBytes: number; problem: string }> {
   let file: FileHandle
   try {
-    file = await open(path, 'r')
+    file = await open(path, readFlags)
   } catch (error) {
     if ((error as { code?: string }).code === 'ENOENT') return { validBytes: 0, totalBytes: 0, problem: 'an empty' }
     throw unreadable(path, error)
   }
   try {
-    const totalBytes = (await file.stat()).size
+    const stats = await file.stat()
+    // A FIFO or a device is not a log: refused like any log that cannot be read in full.
+    if (!stats.isFile()) throw unreadable(path, new Error('not a regular file'))
+    const totalBytes = stats.size
     let pending = Buffer.alloc(0)
     let validBytes = 0
     let position = 0
@@ -542,8 +676,8 @@ function encodeEntry(entry: LogEntry): Buffer {
   return framed
 }
 
-function newRunState(meta: RunMeta, announcedMs: number, origin: RunOrigin): RunState {
-  return { meta, announcedMs, origin, spans: [], lastAckedSeq: 0, retired: false, pendingEntries: [], pendingThroughSeq: 0, durableThroughSeq: 0 }
+function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin): RunState {
+  return { meta, announcedMs, announceIndex, origin, spans: [], lastAckedSeq: 0, retired: false, pendingEntries: [], pendingThroughSeq: 0, durableThroughSeq: 0 }
 }
 
 function addSpan(run: RunState, fromSeq: number, toSeq: number, firstMs: number, lastMs: number): void {

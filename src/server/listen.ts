@@ -1,7 +1,7 @@
 /** `plugcheck listen`: runs the listener until SIGINT/SIGTERM, then closes cleanly. */
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
-import { describeSystemError, runtimeError } from '../errors.js'
+import { PlugcheckError, describeSystemError, exitCodes, runtimeError } from '../errors.js'
 import type { Io } from '../client/writer.js'
 import { Listener } from './listener.js'
 
@@ -26,6 +26,8 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
   try {
     listener = await Listener.start({ ...options, dir, log: (line) => io.err(line + '\n') })
   } catch (error) {
+    // A configuration problem (another listener holds --dir) is reported as it is: exit 2.
+    if (error instanceof PlugcheckError && error.exitCode === exitCodes.usage) throw error
     throw runtimeError(`could not listen on ${options.host}:${options.port} with acks in ${dir}: ${describeSystemError(error)}`)
   }
   const address = listener.address()

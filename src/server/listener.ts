@@ -6,10 +6,20 @@
  * closed; other connections and everything stored are unaffected.
  *
  * Bounds, so that a busy or hostile network cannot knock the listener over:
- * - at most maxConnections connections; the next one gets an error frame (code 'limit') and is closed;
+ * - connections that have not completed hello are capped on their own (maxPendingHandshakes): a new
+ *   connection beyond it evicts the oldest pending one ('limit'), never the newcomer, so peers that
+ *   connect and say nothing cannot keep out an honest client whose hello comes promptly;
+ * - at most maxConnections connections past hello; the next hello gets an error frame ('limit') and
+ *   the connection is closed (without --token anyone can say hello and hold these);
+ * - closed connections linger (to read their error frame) only up to a bound; past it they are
+ *   closed at once;
  * - hello within helloTimeoutMs, or the connection is closed ('limit'); after hello a connection is
  *   never timed out for silence (a writer may sit for minutes in a slow sync): TCP keepalive finds dead
  *   peers instead;
+ * - replies queued to sockets (user space) stay within maxQueuedReplyBytes: before a query reply is
+ *   queued, connections that left a query reply unread for replyStallMs are dropped, then, while the
+ *   reply would not fit, the one holding the most queued bytes; a connection that was only ever sent
+ *   small frames (a writer's 'recorded') is never dropped for this;
  * - a connection whose replies are not being read is not read either (pause on a full socket buffer,
  *   resume on 'drain'), nor while one of its messages waits for the disk;
  * - fairness: after each chunk a connection is paused until the next event-loop turn, so a flood of
@@ -38,8 +48,16 @@ import { describeSystemError } from '../errors.js'
 
 export const defaultMaxConnections = 1024
 export const defaultHelloTimeoutMs = 10_000
-/** A writer announces one run per method; no real writer comes near this. */
-export const maxRunsPerConnection = 64
+/** Connections still waiting for their hello; beyond this the oldest is evicted. */
+export const defaultMaxPendingHandshakes = 128
+/** Closed connections kept open to read their error frame; beyond this they are closed at once. */
+const maxLingering = 256
+/** Bytes of replies queued in user space for all peers together. */
+export const defaultMaxQueuedReplyBytes = 256 * 1024 * 1024
+/** A query reply left unread this long, while another reply is to be queued, drops its connection. */
+export const defaultReplyStallMs = 30_000
+/** A writer announces one run per method (there are fewer than 16); no real writer comes near this. */
+export const maxRunsPerConnection = 16
 export const maxQueriesPerConnection = 100
 /** Keepalive probes start after this much silence; dead peers are found, silent writers are not cut off. */
 const keepAliveDelayMs = 10_000
@@ -57,6 +75,9 @@ export interface ListenerOptions {
   readonly log?: (line: string) => void
   readonly maxConnections?: number
   readonly helloTimeoutMs?: number
+  readonly maxPendingHandshakes?: number
+  readonly maxQueuedReplyBytes?: number
+  readonly replyStallMs?: number
 }
 
 class ProtocolViolation extends Error {
@@ -94,13 +115,20 @@ class RateLimitedLog {
 
 export class Listener {
   private readonly connections = new Set<Connection>()
-  /** Refused connections still waiting for their peer to read the error frame and close. */
-  private refusedLingering = 0
+  /** Connections that have not completed hello, oldest first (a Set iterates in insertion order). */
+  readonly pending = new Set<Connection>()
+  /** Connections past hello and not closed: these count against maxConnections. */
+  readonly authenticated = new Set<Connection>()
+  /** Closed connections still waiting for their peer to read the error frame and close. */
+  lingering = 0
   /** Runs whose writer connection is open, by run id (including announcements still being stored). */
   private readonly owners = new Map<string, Connection>()
   readonly listenerId = randomBytes(6).toString('hex')
   readonly maxConnections: number
   readonly helloTimeoutMs: number
+  readonly maxPendingHandshakes: number
+  readonly maxQueuedReplyBytes: number
+  readonly replyStallMs: number
   readonly connectionLog: RateLimitedLog
 
   private constructor(
@@ -110,6 +138,9 @@ export class Listener {
   ) {
     this.maxConnections = options.maxConnections ?? defaultMaxConnections
     this.helloTimeoutMs = options.helloTimeoutMs ?? defaultHelloTimeoutMs
+    this.maxPendingHandshakes = options.maxPendingHandshakes ?? defaultMaxPendingHandshakes
+    this.maxQueuedReplyBytes = options.maxQueuedReplyBytes ?? defaultMaxQueuedReplyBytes
+    this.replyStallMs = options.replyStallMs ?? defaultReplyStallMs
     this.connectionLog = new RateLimitedLog(options.log)
   }
 
@@ -153,24 +184,56 @@ export class Listener {
 
   private accept(socket: Socket): void {
     socket.on('error', () => socket.destroy())
-    if (this.connections.size >= this.maxConnections) {
-      this.connectionLog.line(`plugcheck: refused a connection from ${socket.remoteAddress}: ${this.maxConnections} connections open (--max-connections)`)
-      // A flood of refused connections must not hold descriptors either: past a bound, reset at once.
-      if (this.refusedLingering >= this.maxConnections) return void socket.destroy()
-      this.refusedLingering++
-      socket.once('close', () => this.refusedLingering--)
-      // Read what the peer sends until it closes, so the close is a FIN after our error frame, not a reset.
-      socket.resume()
-      socket.end(encodeFrame({ type: 'error', code: 'limit', message: `the listener has ${this.maxConnections} connections open, its limit (--max-connections); try again later` }))
-      setTimeout(() => socket.destroy(), lingerMs).unref()
-      return
+    if (this.pending.size >= this.maxPendingHandshakes) {
+      // Evict the oldest handshake, not the newcomer: a peer that connects and never says hello then
+      // cannot keep an honest client out, whose hello arrives before many more connections do.
+      const oldest = this.pending.values().next().value!
+      oldest.reject('limit', `${this.maxPendingHandshakes} connections are waiting to say hello; the oldest was closed to make room`)
     }
     const connection = new Connection(this, socket)
     this.connections.add(connection)
+    this.pending.add(connection)
     socket.on('close', () => {
       this.connections.delete(connection)
+      this.pending.delete(connection)
+      this.authenticated.delete(connection)
       for (const runId of connection.ownedRuns) this.releaseRun(runId, connection)
     })
+  }
+
+  /**
+   * Makes room for a query reply of replyBytes before it is queued, so replies queued for peers that
+   * do not read stay within maxQueuedReplyBytes: drops connections that left a query reply unread for
+   * replyStallMs, then, while the reply would not fit, the one holding the most queued bytes. Only
+   * connections that were sent a query reply are dropped (a writer only gets small 'recorded' frames).
+   * False if the reply does not fit even so.
+   */
+  makeRoomForReply(replyBytes: number, requester: Connection): boolean {
+    const nowMs = Date.now()
+    let queuedBytes = 0
+    const holders: Connection[] = []
+    for (const c of this.connections) {
+      const bytes = c.socket.writableLength
+      queuedBytes += bytes
+      if (c !== requester && bytes > 0 && c.sentQueryReply && !c.socket.destroyed) holders.push(c)
+    }
+    const drop = (c: Connection, why: string): void => {
+      queuedBytes -= c.socket.writableLength
+      this.connectionLog.line(`plugcheck: dropped a connection from ${c.peer}: ${why}`)
+      c.destroy()
+    }
+    for (const c of holders) {
+      if (c.blockedSinceMs !== undefined && nowMs - c.blockedSinceMs > this.replyStallMs) {
+        drop(c, `it left a reply unread for over ${this.replyStallMs / 1000} s while others waited`)
+      }
+    }
+    holders.sort((a, b) => b.socket.writableLength - a.socket.writableLength)
+    for (const c of holders) {
+      if (queuedBytes + replyBytes <= this.maxQueuedReplyBytes) break
+      if (c.socket.destroyed) continue
+      drop(c, `it does not read its replies and holds the most queued bytes (${c.socket.writableLength}) of the ${this.maxQueuedReplyBytes}-byte budget`)
+    }
+    return queuedBytes + replyBytes <= this.maxQueuedReplyBytes
   }
 
   tokenAccepted(offered: string | undefined): boolean {
@@ -234,7 +297,11 @@ class Connection {
   /** The socket's write buffer is full: the peer is not reading our replies. */
   private writeBlocked = false
   private closed = false
-  private readonly peer: string
+  /** Since when the socket's buffer has been full (the peer is not reading); undefined while it drains. */
+  blockedSinceMs: number | undefined
+  /** A query reply was queued on this connection: it may be dropped to keep replies within budget. */
+  sentQueryReply = false
+  readonly peer: string
   private helloTimer: NodeJS.Timeout | undefined
   private lingerTimer: NodeJS.Timeout | undefined
 
@@ -249,6 +316,7 @@ class Connection {
     socket.on('data', (chunk) => this.receive(chunk))
     socket.on('drain', () => {
       this.writeBlocked = false
+      this.blockedSinceMs = undefined
       this.drain()
     })
     socket.on('close', () => {
@@ -327,6 +395,13 @@ class Connection {
       }
       if (!listener.tokenAccepted(message.token)) throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
       clearTimeout(this.helloTimer)
+      listener.pending.delete(this)
+      if (listener.authenticated.size >= listener.maxConnections) {
+        listener.connectionLog.line(`plugcheck: refused a connection from ${this.peer}: ${listener.maxConnections} connections open (--max-connections)`)
+        this.reject('limit', `the listener has ${listener.maxConnections} connections open, its limit (--max-connections); try again later`, false)
+        return
+      }
+      listener.authenticated.add(this)
       this.role = message.role
       this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId })
       return
@@ -385,11 +460,16 @@ class Connection {
       }
       case 'query': {
         if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
-        this.send({
+        const reply = encodeFrame({
           type: 'runs',
           runs: store.query(message.host, message.requestedPath, message.runId),
           claims: listener.claims(message.host, message.requestedPath),
-        })
+        } satisfies ServerMessage)
+        if (!listener.makeRoomForReply(reply.length, this)) {
+          throw new ProtocolViolation('limit', `the reply (${reply.length} bytes) does not fit the listener's budget for queued replies now; try again later`)
+        }
+        this.sentQueryReply = true
+        this.sendFrame(reply)
         return
       }
     }
@@ -404,20 +484,35 @@ class Connection {
   }
 
   private send(message: ServerMessage): void {
-    if (!this.socket.write(encodeFrame(message))) {
+    this.sendFrame(encodeFrame(message))
+  }
+
+  private sendFrame(frame: Buffer): void {
+    if (!this.socket.write(frame)) {
       this.writeBlocked = true
+      this.blockedSinceMs ??= Date.now()
       this.updateFlow()
     }
   }
 
-  private reject(code: ErrorCode, message: string): void {
+  /** Sends an error frame and closes; the connection no longer counts as pending or served. */
+  reject(code: ErrorCode, message: string, logged = true): void {
     if (this.closed) return
-    this.listener.connectionLog.line(`plugcheck: closed a connection from ${this.peer}: ${message}`)
+    if (logged) this.listener.connectionLog.line(`plugcheck: closed a connection from ${this.peer}: ${message}`)
     this.closed = true
     clearTimeout(this.helloTimer)
+    this.listener.pending.delete(this)
+    this.listener.authenticated.delete(this)
+    this.socket.end(encodeFrame({ type: 'error', code, message }))
+    if (this.listener.lingering >= maxLingering) {
+      // A flood of closes must not hold descriptors: past the bound, no waiting for the peer.
+      setImmediate(() => this.socket.destroy())
+      return
+    }
     // Keep reading (and dropping) until the peer closes, so it sees our error frame and a FIN, not a reset.
     this.socket.resume()
-    this.socket.end(encodeFrame({ type: 'error', code, message }))
+    this.listener.lingering++
+    this.socket.once('close', () => this.listener.lingering--)
     this.lingerTimer = setTimeout(() => this.socket.destroy(), lingerMs)
   }
 
@@ -425,6 +520,8 @@ class Connection {
     this.closed = true
     clearTimeout(this.helloTimer)
     clearTimeout(this.lingerTimer)
+    this.listener.pending.delete(this)
+    this.listener.authenticated.delete(this)
     this.socket.destroy()
   }
 }

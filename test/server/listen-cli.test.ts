@@ -55,6 +55,7 @@ t.test('--max-connections limits the listener, and a bad value is a usage error'
   first.send({ type: 'hello', protocol: 2, role: 'verifier' })
   await first.next('welcome')
   const second = await Peer.open(listener.port)
+  second.send({ type: 'hello', protocol: 2, role: 'verifier' })
   t.match(await second.next('error'), { code: 'limit', message: /1 connections open, its limit \(--max-connections\)/ })
   first.close()
   await waitFor('the refusal logged', () => /refused a connection from 127\.0\.0\.1/.test(listener.stderr))
