@@ -87,16 +87,16 @@ t.test('an ack log that cannot be read is a refusal, never fewer acks', async (t
   await storeWithRun(dir, runId, 5)
   const log = join(dir, 'runs', runId, 'acks.log')
   rmSync(log)
-  mkdirSync(log) // reading it fails with EISDIR: a stand-in for EIO
-  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message: new RegExp(`could not read ${log}: EISDIR`) })
+  mkdirSync(log) // not a regular file: refused like a log whose read fails (EIO)
+  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message: new RegExp(`could not read ${log}: not a regular file`) })
   const verify = await runInProcess(['verify', '--acks', dir, '--file', `/data/${runId}`, '--host', 'testhost'])
   t.equal(verify.code, 3, verify.stderr)
-  t.match(verify.stderr, `plugcheck: could not read ${log}: EISDIR`)
+  t.match(verify.stderr, `plugcheck: could not read ${log}: not a regular file`)
   t.notMatch(verify.stderr, /\n\s+at /, 'no stack trace')
 
   const listen = await runInProcess(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir])
   t.equal(listen.code, 3, 'listen refuses to start')
-  t.match(listen.stderr, `could not read ${log}: EISDIR`)
+  t.match(listen.stderr, `could not read ${log}: not a regular file`)
 })
 
 t.test("a clock stepped back during a run does not make the run's own log implausible", async (t) => {
