@@ -128,5 +128,5 @@ t.test('a stray file named like a run is skipped with a warning, not a refusal',
   const { writeFileSync } = await import('node:fs')
   writeFileSync(join(dir, 'runs', '00000000000000ff'), 'not a run')
   const store = await AckStore.load(dir)
-  t.match(store.warnings, [/run 00000000000000ff: no metadata/])
+  t.match(store.warnings, [/run 00000000000000ff: .*runs\/00000000000000ff is not a directory, skipped/])
 })

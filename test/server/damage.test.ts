@@ -1,0 +1,171 @@
+/**
+ * Damage in the listener directory is a refusal, never fewer runs or fewer acks: a run whose
+ * meta.msgpack is missing (while its log holds acks), unreadable or invalid stops the listener from
+ * starting and verify --acks with exit 3 naming the file, instead of judging the rest of its group or
+ * an older run of the path. Only an announcement that never completed (no meta.msgpack, an empty log)
+ * is skipped. In acks.log only the last commit's bytes can be torn: a bad entry followed by more data
+ * than one commit writes is damage, refused; in the last entry, or followed by zeros, a torn tail.
+ */
+import t, { type Test } from 'tap'
+import { closeSync, mkdirSync, openSync, readFileSync, readSync, rmSync, statSync, truncateSync, writeFileSync, writeSync } from 'node:fs'
+import { join } from 'node:path'
+import { Packr } from 'msgpackr'
+import { Listener } from '../../src/server/listener.js'
+import { AckStore } from '../../src/server/ack-store.js'
+import { runInProcess, tempDir } from '../fixtures/cli.js'
+import { Peer, runIdOf, runMeta } from './peer.js'
+
+const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
+
+/** Runs of one group (fdatasync and the none control) on one path, acks 1..seqs each; with everyAck, one commit per ack. */
+async function storeWithGroup(dir: string, runIds: string[], seqs: number, everyAck = false): Promise<void> {
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
+  const peer = await Peer.open(listener.address().port)
+  peer.send({ type: 'hello', protocol: 2, role: 'writer' })
+  for (const [i, runId] of runIds.entries()) {
+    peer.send({ type: 'run', meta: runMeta(runId, { groupId: runIds[0]!, requestedPath: '/data/group', path: `/data/group.${i}`, method: i === 0 ? 'fdatasync' : 'none' }) })
+    await peer.next('run-ok')
+  }
+  for (const runId of runIds) {
+    for (let seq = 1; seq <= seqs; seq++) {
+      peer.send({ type: 'ack', runId, fromSeq: seq, toSeq: seq })
+      if (everyAck || seq === seqs) {
+        let recorded = 0
+        while (recorded < seq) recorded = ((await peer.next('recorded')) as { throughSeq: number }).throughSeq
+      }
+    }
+  }
+  peer.close()
+  await listener.close()
+}
+
+const verifyAcks = (dir: string) => runInProcess(['verify', '--acks', dir, '--file', '/data/group', '--host', 'testhost'])
+
+/** The listener refuses to start and verify --acks exits 3, both naming the file, no stack trace. */
+async function refused(t: Test, dir: string, message: string | RegExp): Promise<void> {
+  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message }, 'the listener refuses to start')
+  const verify = await verifyAcks(dir)
+  t.equal(verify.code, 3, `verify --acks exits 3 (${verify.stderr.trim().split('\n')[0]})`)
+  t.match(verify.stderr, message)
+  t.notMatch(verify.stderr, /\n\s+at |\(\[\)/, 'no stack trace, no raw schema dump')
+  t.equal(verify.stdout, '', 'no verdict')
+}
+
+t.test("a run's damaged or missing meta.msgpack is a refusal, never a group judged without it", async (t) => {
+  const synced = runIdOf(0xd1)
+  const control = runIdOf(0xd2)
+  const cases: Array<[string, (metaPath: string) => void, RegExp]> = [
+    ['missing while its log holds acks', (p) => rmSync(p), /could not read \S+meta\.msgpack: it is missing, but \S+acks\.log holds \d+ bytes of acks/],
+    ['cut in half', (p) => truncateSync(p, Math.floor(statSync(p).size / 2)), /could not read \S+meta\.msgpack: /],
+    ['empty', (p) => truncateSync(p, 0), /could not read \S+meta\.msgpack: its 0 bytes are not valid msgpack/],
+    [
+      'valid msgpack with a field out of bounds',
+      (p) => {
+        const file = packr.unpack(readFileSync(p)) as { meta: { recordSizeBytes: number } }
+        file.meta.recordSizeBytes = 2 ** 30
+        writeFileSync(p, packr.pack(file))
+      },
+      /could not read \S+meta\.msgpack: field meta\.recordSizeBytes is not valid \(too big/,
+    ],
+    [
+      'valid msgpack without a field',
+      (p) => {
+        const file = packr.unpack(readFileSync(p)) as { announcedMs?: number }
+        delete file.announcedMs
+        writeFileSync(p, packr.pack(file))
+      },
+      /could not read \S+meta\.msgpack: field announcedMs is missing/,
+    ],
+  ]
+  for (const [name, damage, message] of cases) {
+    await t.test(name, async (t) => {
+      const dir = tempDir(t)
+      await storeWithGroup(dir, [synced, control], 5)
+      const before = await verifyAcks(dir)
+      t.not(before.code, 3, 'the intact group is judged')
+      damage(join(dir, 'runs', synced, 'meta.msgpack'))
+      await refused(t, dir, message)
+    })
+  }
+})
+
+t.test('an announcement that never completed (no meta.msgpack, empty log) is skipped with a warning', async (t) => {
+  const dir = tempDir(t)
+  await storeWithGroup(dir, [runIdOf(0xd3)], 5)
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
+  const peer = await Peer.writer(listener.address().port, runMeta(runIdOf(0xd4)))
+  peer.close()
+  await listener.close()
+  // What createRun leaves when it dies before the rename: the log, empty, and no meta.msgpack.
+  rmSync(join(dir, 'runs', runIdOf(0xd4), 'meta.msgpack'))
+  truncateSync(join(dir, 'runs', runIdOf(0xd4), 'acks.log'), 0)
+  const store = await AckStore.load(dir)
+  t.match(store.warnings, [`run ${runIdOf(0xd4)}: no metadata and an empty ack log (its announcement never completed), skipped`])
+  t.equal(store.lastAckedSeq(runIdOf(0xd3)), 5, 'the other run is served')
+  t.notOk(store.hasRun(runIdOf(0xd4)))
+  rmSync(join(dir, 'runs', runIdOf(0xd4), 'acks.log'))
+  t.match((await AckStore.load(dir)).warnings, [/no metadata and an empty ack log/], 'no log at all: the same')
+})
+
+function flipByte(path: string, position: number): void {
+  const fd = openSync(path, 'r+')
+  try {
+    const byte = Buffer.alloc(1)
+    readSync(fd, byte, 0, 1, position)
+    byte[0] = byte[0]! ^ 0x10
+    writeSync(fd, byte, 0, 1, position)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+t.test('one flipped bit in acks.log: early, a refusal; in the last entry, a torn tail', async (t) => {
+  const runId = runIdOf(0xd5)
+  const seqs = 1500
+  const base = tempDir(t)
+  await storeWithGroup(base, [runId], seqs, true)
+  const log = join(base, 'runs', runId, 'acks.log')
+  const size = statSync(log).size
+  t.ok(size > 80 * 1024, `the log (${size} bytes) is longer than one commit writes (64 KiB)`)
+
+  const copy = (name: string): string => {
+    const dir = join(base, name)
+    for (const file of ['meta.msgpack', 'acks.log']) {
+      const target = join(dir, 'runs', runId)
+      mkdirSync(target, { recursive: true })
+      writeFileSync(join(target, file), readFileSync(join(base, 'runs', runId, file)))
+    }
+    return dir
+  }
+
+  await t.test('a byte flipped in the second entry: every later ack would be lost, so refused', async (t) => {
+    const dir = copy('early')
+    flipByte(join(dir, 'runs', runId, 'acks.log'), 100)
+    await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), {
+      exitCode: 3,
+      message: new RegExp(`could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged in the middle: the entry at byte \\d+ (does not match its checksum|has a length no entry has)`),
+    })
+    const verify = await runInProcess(['verify', '--acks', dir, '--file', '/data/group', '--host', 'testhost'])
+    t.equal(verify.code, 3, verify.stderr)
+    t.match(verify.stderr, `could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged in the middle`)
+    t.equal(verify.stdout, '')
+  })
+
+  await t.test('a byte flipped in the last entry: a torn tail, the rest kept', async (t) => {
+    const dir = copy('late')
+    flipByte(join(dir, 'runs', runId, 'acks.log'), size - 3)
+    const store = await AckStore.load(dir)
+    // The last entry is the run's 'vanished' end (its writer closed): it is the torn one.
+    t.equal(store.lastAckedSeq(runId), seqs, 'every ack kept')
+    t.equal(store.runInfo(runId)!.ended, false, 'the torn end is not replayed')
+    t.match(store.warnings, [/ignored \d+ bytes of a torn ack log tail/])
+  })
+
+  await t.test('a byte flipped early and zeros after it (a preallocated tail): still damage', async (t) => {
+    const dir = copy('zeros')
+    const copyLog = join(dir, 'runs', runId, 'acks.log')
+    truncateSync(copyLog, size + 1024 * 1024)
+    flipByte(copyLog, 100)
+    await t.rejects(AckStore.load(dir), { exitCode: 3, message: /damaged in the middle/ })
+  })
+})
