@@ -5,6 +5,7 @@
  * path holds either the old file or the complete new superblock, never half of one.
  */
 import { closeSync, fstatSync, fsyncSync, openSync, readSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
 import { basename, dirname, join } from 'node:path'
 import { decodeSuperblock, encodeSuperblock, slotOffsetBytes, type RunMeta } from '../record/format.js'
 import { NativeError, O, closeQuietly, open as openNative, tryLockExclusive } from '../native/libc.js'
@@ -152,5 +153,29 @@ export function syncDirectory(dir: string): void {
     fsyncSync(fd)
   } finally {
     closeSync(fd)
+  }
+}
+
+/**
+ * O_DIRECT is refused by some file systems only at open. Probe it with a scratch file of our own in
+ * the target directory before the run is announced or any file is replaced, so a refusal (exit 2)
+ * never costs the user the previous data file.
+ */
+export function checkDirectSupported(dir: string): void {
+  const probe = join(dir, `.plugcheck-direct-probe.${randomBytes(6).toString('hex')}`)
+  try {
+    closeQuietly(openNative(probe, O.WRONLY | O.CREAT | O.EXCL | O.DIRECT))
+  } catch (error) {
+    if (error instanceof NativeError && error.code === 'EINVAL') {
+      throw usageError(`--direct is not supported in ${dir}: the file system refused O_DIRECT`, 'leave out --direct, or test a file system that supports it')
+    }
+    throw runtimeError(`could not create ${probe}: ${describeSystemError(error)}`)
+  } finally {
+    // Some file systems create the file and only then refuse O_DIRECT: remove it either way.
+    try {
+      unlinkSync(probe)
+    } catch {
+      // never created
+    }
   }
 }

@@ -385,9 +385,12 @@ export function judgeRun(run: StoredRun, options: JudgeOptions = {}): RunReport 
   const superblockOk = superblock.kind === 'valid' || acked === 0
   const role = meta.method === 'none' ? 'control' : 'tested'
   const verdict: RunVerdict =
-    // A control proves the cut only by losing records of its own file: a missing file or another run's
-    // superblock (its creation was fsynced) is not the cut's doing, so it proves nothing.
-    role === 'control' ? (bad > 0 && superblock.kind === 'valid' ? 'pass' : 'inconclusive') : acked === 0 ? 'inconclusive' : bad > 0 || !superblockOk ? 'fail' : 'pass'
+    // The control's file, like every file, was created, fsynced and its directory fsynced before any
+    // record: a missing file or another run's superblock is a lost synced creation, a failure, and
+    // proves nothing about the cut. Only losses of its own unsynced records show the cut was real.
+    role === 'control'
+      ? acked === 0 ? 'inconclusive' : !superblockOk ? 'fail' : bad > 0 ? 'pass' : 'inconclusive'
+      : acked === 0 ? 'inconclusive' : bad > 0 || !superblockOk ? 'fail' : 'pass'
   return {
     runId: meta.runId,
     groupId: meta.groupId,

@@ -16,6 +16,7 @@ import { formatSize } from '../sizes.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { judgeRun, readSuperblock, type RunReport, type RunVerdict } from './judge.js'
 import { queryRuns } from './listener-client.js'
+import { checkFileSystemPresent, checkGroupComplete } from './file-checks.js'
 import type { Io } from './writer.js'
 
 export interface VerifyOptions {
@@ -38,6 +39,8 @@ export interface VerifyReport {
   readonly source: string
   /** Every run on record for this host and path, newest first (live: its writer is connected now). */
   readonly claims: readonly Claim[]
+  /** Which run was judged and why, when it is not simply the latest. */
+  readonly notes: readonly string[]
   readonly runs: readonly RunReport[]
 }
 
@@ -56,28 +59,38 @@ export interface NotJudgedReport {
 const shownRangesLimit = 10
 const bootIdPath = '/proc/sys/kernel/random/boot_id'
 
+/** Where runs come from: the listener over TCP, or a copy of its directory read offline. */
+interface RunSource {
+  readonly name: string
+  find(query: { host: string; requestedPath: string; runId?: string }): Promise<{ runs: StoredRun[]; claims: Claim[] }>
+}
+
+async function openSource(options: VerifyOptions, io: Io): Promise<RunSource> {
+  if ('server' in options.source) {
+    const server = options.source.server
+    return { name: `listener ${formatEndpoint(server)}`, find: (query) => queryRuns(server, options.token, query, options.listenerTimeoutMs) }
+  }
+  const acksDir = options.source.acksDir
+  let store: AckStore
+  try {
+    store = await AckStore.load(acksDir)
+  } catch (error) {
+    if (error instanceof PlugcheckError) throw error // a run's files exist but cannot be read: exit 3, naming the file
+    throw usageError(`could not read the ack directory ${acksDir}: ${describeSystemError(error)}`, 'give --acks the --dir of a plugcheck listener')
+  }
+  for (const warning of store.warnings) io.err(`plugcheck: ${warning}\n`)
+  return {
+    name: `ack directory ${acksDir}`,
+    find: async (query) => ({ runs: store.query(query.host, query.requestedPath, query.runId), claims: store.claims(query.host, query.requestedPath) }),
+  }
+}
+
 export async function runVerify(options: VerifyOptions, io: Io): Promise<number> {
   const host = options.host ?? hostname()
   const query = { host, requestedPath: options.file, ...(options.runId === undefined ? {} : { runId: options.runId }) }
-  let runs: StoredRun[]
-  let claims: Claim[]
-  let source: string
-  if ('server' in options.source) {
-    source = `listener ${formatEndpoint(options.source.server)}`
-    ;({ runs, claims } = await queryRuns(options.source.server, options.token, query, options.listenerTimeoutMs))
-  } else {
-    source = `ack directory ${options.source.acksDir}`
-    let store: AckStore
-    try {
-      store = await AckStore.load(options.source.acksDir)
-    } catch (error) {
-      if (error instanceof PlugcheckError) throw error // a run's files exist but cannot be read: exit 3, naming the file
-      throw usageError(`could not read the ack directory ${options.source.acksDir}: ${describeSystemError(error)}`, 'give --acks the --dir of a plugcheck listener')
-    }
-    for (const warning of store.warnings) io.err(`plugcheck: ${warning}\n`)
-    runs = store.query(query.host, query.requestedPath, query.runId)
-    claims = store.claims(query.host, query.requestedPath)
-  }
+  const from = await openSource(options, io)
+  const source = from.name
+  let { runs, claims } = await from.find(query)
   if (runs.length === 0) {
     throw usageError(
       options.runId === undefined ? `no run found for ${options.file} written from host ${host} (${source})` : `no run ${options.runId} at the ${source}`,
@@ -95,6 +108,14 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
 
   const thisBootId = readBootId()
   const thisHost = hostname()
+  const notes: string[] = []
+  if (options.runId === undefined) {
+    const earlier = await runsTheFileStillHolds(runs, claims, from, query)
+    if (earlier !== null) {
+      notes.push(earlier.note)
+      runs = earlier.runs
+    }
+  }
   const notJudged =
     options.runId === undefined
       ? conflictingClaims(runs, claims) ?? stillRunning(runs, claims, thisHost, thisBootId) ?? replacedLater(runs, claims)
@@ -104,16 +125,60 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
     io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderNotJudged(report))
     return exitCodes.usage
   }
+  for (const run of runs) checkFileSystemPresent(run)
+  checkGroupComplete(runs, source)
 
   const reports = runs.map((run) => judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
-  const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, runs: reports }
+  const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
   io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report))
   return report.verdict === 'pass' ? exitCodes.ok : report.verdict === 'fail' ? exitCodes.lossFound : exitCodes.inconclusive
 }
 
-/** fail if a tested method failed; else inconclusive if any run tested nothing (no acks, or a control that lost nothing); else pass. */
+/**
+ * The latest group acknowledged nothing and none of its files was ever created: every file still
+ * holds one earlier group's run (a later `write` that failed before its first record, e.g. on a file
+ * system that came back read-only after the cut). That earlier group is what the file can show, so it
+ * is judged instead, with a note; judging the empty group would hide its losses behind "inconclusive".
+ */
+async function runsTheFileStillHolds(
+  runs: readonly StoredRun[],
+  claims: readonly Claim[],
+  from: RunSource,
+  query: { host: string; requestedPath: string },
+): Promise<{ runs: StoredRun[]; note: string } | null> {
+  if (runs.some((r) => r.spans.length > 0)) return null
+  const groupId = runs[0]!.meta.groupId
+  const latestIndex = claims.findIndex((c) => c.groupId === groupId)
+  let earlierGroup: string | undefined
+  for (const run of runs) {
+    const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+    if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) return null
+    const index = claims.findIndex((c) => c.runId === reading.meta.runId)
+    if (index < 0 || (latestIndex >= 0 && index <= latestIndex)) return null
+    if (earlierGroup !== undefined && claims[index]!.groupId !== earlierGroup) return null
+    earlierGroup = claims[index]!.groupId
+  }
+  const members = claims.filter((c) => c.groupId === earlierGroup)
+  const found: StoredRun[] = []
+  for (const member of members) {
+    const answer = await from.find({ ...query, runId: member.runId })
+    const run = answer.runs.find((r) => r.meta.runId === member.runId)
+    if (run === undefined) return null
+    found.push(run)
+  }
+  found.sort((a, b) => a.meta.method.localeCompare(b.meta.method))
+  return {
+    runs: found,
+    note: `the latest run (${runs.map((r) => r.meta.runId).join(', ')}) acknowledged nothing and never created its file; the file still holds run ${found.map((r) => r.meta.runId).join(', ')}, which is judged`,
+  }
+}
+
+/**
+ * fail if a tested method failed, or a control lost its fsynced file; else inconclusive if any run
+ * tested nothing (no acks, or a control that lost nothing); else pass.
+ */
 export function groupVerdict(reports: readonly RunReport[]): RunVerdict {
-  if (reports.some((r) => r.role === 'tested' && r.verdict === 'fail')) return 'fail'
+  if (reports.some((r) => r.verdict === 'fail')) return 'fail'
   if (reports.some((r) => r.verdict === 'inconclusive')) return 'inconclusive'
   return 'pass'
 }
@@ -184,20 +249,24 @@ function claimsAfter(run: StoredRun, claims: readonly Claim[]): Claim[] {
 }
 
 /**
- * The file holds a run of this host and path that was created after the judged run by the writer's
- * own clock, and the listener does not know it (it reported to another listener or ack directory).
- * The judged run was replaced, not lost: a cut that loses a new file's creation leaves an older run.
+ * The file holds another run that the listener does not list as earlier on this path, created after
+ * the judged run by the writer's clock. A cut that loses a new file's creation leaves an older run,
+ * never a later one, so the judged run was replaced (by a writer that reported elsewhere, or under
+ * another host name or spelling of the path), not lost. A run the listener lists as earlier is a
+ * lost creation, and is judged.
  */
 function replacedLater(runs: readonly StoredRun[], claims: readonly Claim[]): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
   for (const run of runs) {
     const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
     if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) continue
     const other = reading.meta
-    if (claims.some((c) => c.runId === other.runId)) continue
-    if (other.host !== run.meta.host || other.path !== run.meta.path || other.createdMs <= run.meta.createdMs) continue
+    const later = claimsAfter(run, claims).some((c) => c.runId === other.runId)
+    const listedEarlier = !later && claims.some((c) => c.runId === other.runId)
+    if (listedEarlier || (!later && other.createdMs <= run.meta.createdMs)) continue
+    const where = other.host === run.meta.host && other.requestedPath === run.meta.requestedPath ? '' : ` as ${other.host}:${other.requestedPath}`
     return {
       reason: 'superseded',
-      detail: `the file holds run ${other.runId} (${other.method}, created ${new Date(other.createdMs).toISOString()}), written after run ${run.meta.runId} by a writer that reported to another listener; run ${run.meta.runId} was replaced, not judged`,
+      detail: `the file holds run ${other.runId} (${other.method}${where}, created ${new Date(other.createdMs).toISOString()}), written after run ${run.meta.runId}, which this ${later ? 'listener lists as a later run' : 'listener does not know on this path (another listener, host name or spelling of the path)'}; run ${run.meta.runId} was replaced, not judged`,
     }
   }
   return null
@@ -242,14 +311,16 @@ export function renderReport(report: VerifyReport): string {
   const controls = report.runs.filter((r) => r.role === 'control')
   if (report.runs.length > 1) {
     const failed = tested.filter((r) => r.verdict === 'fail')
+    const controlFailed = controls.filter((r) => r.verdict === 'fail')
     if (report.verdict === 'fail') {
-      lines.push(`FAIL: ${failed.map(methodLabel).join(', ')} lost acknowledged data (${failed.length} of ${tested.length} tested methods).`)
+      const parts = failed.length > 0 ? [`${failed.map(methodLabel).join(', ')} lost acknowledged data (${failed.length} of ${tested.length} tested methods)`] : []
+      if (controlFailed.length > 0) parts.push("the control's (none) file, created and fsynced before any record, is gone or replaced")
+      lines.push(`FAIL: ${parts.join('; ')}.`)
     } else if (report.verdict === 'inconclusive') {
       const why: string[] = []
       const idle = tested.filter((r) => r.verdict === 'inconclusive')
       if (idle.length > 0) why.push(`${idle.map(methodLabel).join(', ')} acknowledged nothing`)
       if (controls.some((r) => r.verdict === 'inconclusive' && r.superblock.kind === 'valid')) why.push('the control (none) lost nothing, so the cut tested nothing')
-      if (controls.some((r) => r.verdict === 'inconclusive' && r.superblock.kind !== 'valid' && r.acked > 0)) why.push("the control's (none) file is gone or replaced, so it cannot show the cut")
       lines.push(`INCONCLUSIVE: ${why.join('; ')}.`)
     } else {
       lines.push(
@@ -260,6 +331,7 @@ export function renderReport(report: VerifyReport): string {
     }
   }
   for (const r of report.runs) lines.push(...renderRun(r, report.runs.length === 1))
+  for (const note of report.notes) lines.push(`note: ${note}.`)
   if (report.runs.some((r) => r.rebootedSinceWrite === false)) {
     lines.push(
       'No reboot happened since the write: this machine still has the boot id the writer reported, so the page cache still holds every write and a pass proves nothing about power loss. Cut the power, reboot, then verify.',
@@ -285,8 +357,8 @@ function renderRun(r: RunReport, headline: boolean): string[] {
   const superblockBad = r.superblock.kind !== 'valid' && r.acked > 0
   if (r.role === 'control') {
     lines.push(
-      bad > 0 && r.acked > 0 && r.superblock.kind !== 'valid'
-        ? `${lead}control (none): its file is gone or holds another run, so it cannot show whether the cut was real (${what}).`
+      r.verdict === 'fail'
+        ? `${lead}control (none): its file, created and fsynced before any record, is gone or holds another run: the storage lost a synced file creation, and the control cannot show whether the cut was real (${what}).`
         : bad > 0
         ? `${lead}control (none): ${n(bad)} of ${n(judged)} unsynced records lost: the cut was real (${what}).`
         : r.acked === 0

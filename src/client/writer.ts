@@ -37,7 +37,7 @@ import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type Pattern,
 import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { AckChannel, listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
-import { checkReplaceable, createDataFile, lockExisting } from './data-file.js'
+import { checkDirectSupported, checkReplaceable, createDataFile, lockExisting } from './data-file.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { LatencyHistogram } from './latency.js'
 
@@ -116,6 +116,7 @@ export function validateWriteOptions(options: WriteOptions): void {
     throw usageError(`--size ${options.sizeBytes} leaves no room for records of ${options.recordSizeBytes} bytes after the superblock`)
   }
   for (const path of dataPaths(options)) checkReplaceable(path, options.force)
+  if (options.direct) checkDirectSupported(dirname(options.file))
 }
 
 /** One file per method; with several methods, PATH.method. */
@@ -131,6 +132,10 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
   const outNow = io.outNow ?? io.out
   // Collected before anything else, so it never delays the write loop; never fails the run.
   const writer = writerEnvironment(dirname(options.file))
+  const fileSystem = writer.fingerprint?.target
+  if (fileSystem?.inMemory === true) {
+    io.err(`plugcheck: warning: ${dirname(options.file)} is on ${fileSystem.fileSystem.type}, in memory: nothing there survives a power cut, so this run can only rehearse the workflow\n`)
+  }
   // Lock every existing data file before the run is announced: a second writer on a live run's
   // path is refused here, before it can announce anything or touch the file.
   const lockFds: number[] = []
@@ -210,8 +215,15 @@ export function writerEnvironment(directory: string): WriterEnv {
   return env.data
 }
 
-function verifyCommand(options: WriteOptions): string {
-  return `plugcheck verify --server ${formatEndpoint(options.server)} --file ${options.file}`
+/** The command to paste after the reboot: the path shell-quoted, the token named but never printed. */
+export function verifyCommand(options: Pick<WriteOptions, 'server' | 'file' | 'token'>): string {
+  const token = options.token === undefined ? '' : " --token 'YOUR-TOKEN'"
+  return `plugcheck verify --server ${formatEndpoint(options.server)} --file ${shellQuote(options.file)}${token}`
+}
+
+/** POSIX shell quoting: plain paths stay as they are, anything else goes in single quotes. */
+export function shellQuote(text: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`
 }
 
 function openForMethod(meta: RunMeta, impl: SyncMethodImpl): number {

@@ -7,7 +7,7 @@ import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { closeSync, openSync, writeSync, rmSync } from 'node:fs'
-import { craftClaim, craftMeta, craftRun, listenerWith, range, writeDataFile } from '../fixtures/crafted-run.js'
+import { craftClaim, craftMeta, craftRun, fakeListener, listenerWith, range, writeDataFile } from '../fixtures/crafted-run.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
 
 const thisBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
@@ -39,7 +39,7 @@ t.test('a run whose writer is still connected is not judged, unless this machine
   t.match(rebooted.report.runs[0], { rebootedSinceWrite: true, corrupt: 1 })
 })
 
-t.test("a control whose file is gone or replaced cannot show the cut", async (t) => {
+t.test("a control whose file is gone or replaced cannot show the cut: it lost a synced creation", async (t) => {
   const dir = tempDir(t)
   const tested = craftMeta('7000000000000011', join(dir, 'data.fdatasync'), { groupId: '7000000000000010', requestedPath: join(dir, 'data') })
   const control = craftMeta('7000000000000012', join(dir, 'data.none'), { groupId: '7000000000000010', method: 'none', requestedPath: join(dir, 'data') })
@@ -50,13 +50,13 @@ t.test("a control whose file is gone or replaced cannot show the cut", async (t)
   t.equal((await verify(server, join(dir, 'data'))).code, 4, 'no cut: the control lost nothing, inconclusive')
   rmSync(control.path)
   const gone = await verify(server, join(dir, 'data'))
-  t.equal(gone.code, 4, 'a deleted control file is not a real cut')
-  t.match(gone.report.runs.find((r: { role: string }) => r.role === 'control'), { verdict: 'inconclusive', lost: 20 })
+  t.equal(gone.code, 1, "a deleted control file is a lost synced creation: fail, and never 'the cut was real'")
+  t.match(gone.report.runs.find((r: { role: string }) => r.role === 'control'), { verdict: 'fail', lost: 20 })
   const text = await runInProcess(['verify', '--server', server, '--file', join(dir, 'data')])
-  t.match(text.stdout, /file is gone or replaced/)
+  t.match(text.stdout, /FAIL: the control's \(none\) file, created and fsynced before any record, is gone or replaced/)
   t.notMatch(text.stdout, /: the cut was real/)
   writeDataFile({ ...control, runId: '70000000000000ff' }, [], { sizeSlots: 20 })
-  t.equal((await verify(server, join(dir, 'data'))).code, 4, "a control file holding another run's superblock is not a real cut either")
+  t.equal((await verify(server, join(dir, 'data'))).code, 1, "a control file holding another run's superblock fails the same way")
 })
 
 t.test('every byte of the superblock is checked', async (t) => {
@@ -102,4 +102,74 @@ t.test("--run uses the listener's order of claims, not announcement clocks", asy
   const old = await verify(server, file, ['--run', first.runId])
   t.equal(old.code, 2, 'the first run was replaced by the second, which the listener lists as newer')
   t.match(old.report, { verdict: 'not-judged', reason: 'superseded', detail: /superseded by run 7000000000000042/ })
+})
+
+t.test('a file replaced later under another host name or spelling of the path is not a loss', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'data')
+  const judged = craftMeta('7000000000000051', file)
+  const server = await listenerWith(t, [craftRun(judged, 10)])
+  for (const [name, over] of [
+    ['another spelling of the path', { requestedPath: join(dir, 'link', 'data') }],
+    ['another host name', { host: 'renamed-host' }],
+  ] as const) {
+    writeDataFile({ ...judged, runId: '7000000000000052', createdMs: judged.createdMs + 5000, ...over }, range(1, 3), { sizeSlots: 10 })
+    const result = await verify(server, file)
+    t.equal(result.code, 2, `${name}: not judged`)
+    t.match(result.report, { verdict: 'not-judged', reason: 'superseded', detail: /7000000000000052/ })
+  }
+})
+
+t.test('a data file whose file system is not there is an operating error, not a loss', async (t) => {
+  const dir = tempDir(t)
+  const missingDir = craftMeta('7000000000000061', join(dir, 'unmounted', 'data'))
+  const gone = await runInProcess(['verify', '--server', await listenerWith(t, [craftRun(missingDir, 10)]), '--file', missingDir.path])
+  t.equal(gone.code, 3)
+  t.match(gone.stderr, /the directory .*unmounted of run 7000000000000061's data file does not exist: is its file system mounted\?/)
+
+  const elsewhere = craftMeta('7000000000000062', join(dir, 'data'))
+  writeDataFile(elsewhere, [], { sizeSlots: 10 })
+  const fingerprint = {
+    os: { platform: 'linux', kernel: 'k', kernelVersion: 'v', arch: 'x64', distribution: null },
+    bootId: null,
+    virtualMachine: false,
+    target: {
+      path: dir,
+      fileSystem: { type: 'ext4', magic: '0xef53', mountPoint: '/mnt/plugcheck-under-test', source: '/dev/vdz1', mountOptions: [], superOptions: [] },
+      inMemory: false,
+    },
+    device: null,
+  }
+  const run = craftRun(elsewhere, 10, { writer: { bootId: null, fingerprint } })
+  const unmounted = await runInProcess(['verify', '--server', await listenerWith(t, [run]), '--file', elsewhere.path])
+  t.equal(unmounted.code, 3, 'the path now leads to another file system: exit 3, not a FAIL')
+  t.match(unmounted.stderr, /was written on the file system mounted at \/mnt\/plugcheck-under-test \(ext4 on \/dev\/vdz1\), but .* is now on the one mounted at /)
+})
+
+t.test('a later write that never created its file does not hide the earlier run the file still holds', async (t) => {
+  const file = join(tempDir(t), 'data')
+  const earlier = craftMeta('7000000000000071', file)
+  const later = craftMeta('7000000000000072', file, { createdMs: earlier.createdMs + 10_000 })
+  writeDataFile(earlier, range(1, 5), { sizeSlots: 10 }) // 10 acknowledged, 5 survived: a real loss
+  const earlierRun = craftRun(earlier, 10)
+  const laterRun = { ...craftRun(later, 0), announcedMs: later.createdMs }
+  const claims = [craftClaim(laterRun), craftClaim(earlierRun)]
+  // The latest group for a plain query, any run by id, as a listener answers.
+  const server = await fakeListener(t, (query) => ({ type: 'runs', runs: query.runId === undefined ? [laterRun] : [laterRun, earlierRun].filter((r) => r.meta.runId === query.runId), claims }))
+  const result = await verify(server, file)
+  t.equal(result.code, 1, 'the earlier run is judged: its loss is real')
+  t.match(result.report.runs[0], { runId: earlier.runId, lost: 5, intact: 5 })
+  t.match(result.report.notes, [/the latest run \(7000000000000072\) acknowledged nothing and never created its file/])
+})
+
+t.test('a group member whose acks are missing is an error, never a pass of the rest', async (t) => {
+  const dir = tempDir(t)
+  const requested = join(dir, 'data')
+  const tested = craftMeta('7000000000000081', `${requested}.fdatasync`, { groupId: '7000000000000080', requestedPath: requested })
+  const control = craftMeta('7000000000000082', `${requested}.none`, { groupId: '7000000000000080', method: 'none', requestedPath: requested })
+  writeDataFile(tested, [], { sizeSlots: 20 })
+  writeDataFile(control, [], { sizeSlots: 20 })
+  const result = await runInProcess(['verify', '--server', await listenerWith(t, [craftRun(control, 20)]), '--file', requested])
+  t.equal(result.code, 3)
+  t.match(result.stderr, /data\.fdatasync holds run 7000000000000081 \(fdatasync\) of this group, but the listener .* has no acks for it/)
 })

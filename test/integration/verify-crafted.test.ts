@@ -6,7 +6,7 @@
  */
 import t from 'tap'
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, openSync, readFileSync, closeSync, writeSync } from 'node:fs'
+import { mkdirSync, openSync, readFileSync, closeSync, rmSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { fillRecord, runKey, slotOf, slotOffsetBytes } from '../../src/record/format.js'
 import { craftClaim, craftMeta, craftRun, listenerWith, range, writeDataFile } from '../fixtures/crafted-run.js'
@@ -64,6 +64,8 @@ t.test('the control: verdicts and exit codes 0, 1 and 4', async (t) => {
       if (c.syncedKept !== null) {
         writeDataFile(synced, c.syncedKept, { sizeSlots: 20 })
         runs.push(craftRun(synced, c.syncedAcked ?? 20))
+      } else {
+        rmSync(synced.path, { force: true }) // a file of the group with no run at the listener is refused (verify-attacks)
       }
       writeDataFile(control, c.controlKept!, { sizeSlots: 20 })
       runs.push(craftRun(control, 20))

@@ -4,9 +4,11 @@
  * named as possibly not a listener.
  */
 import t from 'tap'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { createServer, type Socket } from 'node:net'
 import { join } from 'node:path'
-import { runCli, spawnCli, startListener, tempDir } from '../fixtures/cli.js'
+import { binPath, runCli, spawnCli, startListener, tempDir } from '../fixtures/cli.js'
 
 t.test('write | head -1: the run goes on to its end and verifies', async (t) => {
   const dir = tempDir(t)
@@ -42,4 +44,46 @@ t.test('a server that waits silently is named as possibly not a listener', async
   const verify = await runCli(['verify', '--server', server, '--file', file, '--listener-timeout', '0.5'])
   t.equal(verify.code, 3)
   t.match(verify.stderr, /hint: a plugcheck listener answers at once/)
+})
+
+const isRoot = process.getuid?.() === 0
+const ramfsReason = 'needs root to mount a ramfs (which refuses O_DIRECT)'
+if (!isRoot && process.env.CI === 'true') t.fail(`${ramfsReason}, and CI=true does not allow skipping it`)
+
+t.test('--direct refused by the file system costs nothing: the previous data file stays', { skip: isRoot ? false : ramfsReason }, async (t) => {
+  const dir = tempDir(t)
+  const mnt = join(dir, 'ramfs')
+  mkdirSync(mnt)
+  execFileSync('mount', ['-t', 'ramfs', 'ramfs', mnt])
+  t.teardown(() => execFileSync('umount', ['-l', mnt]))
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(mnt, 'data')
+  const first = await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.5'])
+  t.equal(first.code, 0)
+  const before = readFileSync(file)
+  const direct = await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.5', '--direct', '--record-size', '4096'])
+  t.equal(direct.code, 2)
+  t.match(direct.stderr, /--direct is not supported in .*ramfs: the file system refused O_DIRECT/)
+  t.ok(readFileSync(file).equals(before), 'the previous data file is untouched')
+  t.same(readdirSync(mnt), ['data'], 'no probe or temp file left behind')
+  t.equal((await runCli(['verify', '--server', listener.server, '--file', file])).code, 0, 'and the previous run still verifies')
+})
+
+t.test('the printed verify command can be pasted as it is; tmpfs is called out', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'), ['--token', 'sesame'])
+  t.teardown(() => listener.kill())
+  const odd = join('/dev/shm', `plugcheck test it's $(echo x) ${process.pid}`)
+  mkdirSync(odd, { recursive: true })
+  t.teardown(() => rmSync(odd, { recursive: true, force: true }))
+  const file = join(odd, 'data')
+  const write = await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.5', '--token', 'sesame'])
+  t.equal(write.code, 0)
+  t.match(write.stderr, /warning: .* is on tmpfs, in memory: nothing there survives a power cut/)
+  const printed = /after a power cut and reboot: (plugcheck verify .*)/.exec(write.stdout)![1]!
+  t.notMatch(printed, /sesame/, 'the token itself is never printed')
+  const pasted = printed.replace(/^plugcheck /, `${process.execPath} ${binPath} `).replace("'YOUR-TOKEN'", 'sesame')
+  const verify = spawnSync('sh', ['-c', pasted], { encoding: 'utf8' })
+  t.equal(verify.status, 0, `the printed command, pasted into a shell, verifies: ${verify.stderr}`)
 })
