@@ -78,6 +78,8 @@ export interface ListenerOptions {
   readonly maxPendingHandshakes?: number
   readonly maxQueuedReplyBytes?: number
   readonly replyStallMs?: number
+  /** Spans kept per run (default maxStoredSpans); lower for tests of span merging. */
+  readonly maxStoredSpans?: number
 }
 
 class ProtocolViolation extends Error {
@@ -145,7 +147,7 @@ export class Listener {
   }
 
   static async start(options: ListenerOptions): Promise<Listener> {
-    const store = await AckStore.open(options.dir)
+    const store = await AckStore.open(options.dir, options.maxStoredSpans === undefined ? {} : { maxSpans: options.maxStoredSpans })
     for (const warning of store.warnings) options.log?.(`plugcheck: ${warning}`)
     const server = createServer()
     const listener = new Listener(store, server, options)
@@ -253,6 +255,40 @@ export class Listener {
       if (info !== undefined && !info.ended && info.meta.host === host && info.meta.requestedPath === requestedPath) return runId
     }
     return undefined
+  }
+
+  /**
+   * A new announcement for the path of a live run, from a writer whose machine has another boot id
+   * than the live run's writer (both known): that machine rebooted, so the old writer is gone even if
+   * its connection lingers (after a power cut TCP keepalive takes many minutes to notice). Its runs
+   * are ended as vanished and its connection closed; true if so. Same or unknown boot ids: false.
+   */
+  takeOverFromRebooted(runId: string, newBootId: string | null | undefined, newPeer: string): boolean {
+    const owner = this.owners.get(runId)
+    const oldBootId = this.store.runInfo(runId)?.origin.writer?.bootId
+    if (owner === undefined || newBootId == null || oldBootId == null || newBootId === oldBootId) return false
+    const nowMs = Date.now()
+    const detail = `its writer's machine rebooted: a new run came from ${newPeer} with boot id ${newBootId}, the run's writer had ${oldBootId}`
+    const ended: string[] = []
+    for (const owned of owner.ownedRuns) {
+      const info = this.store.runInfo(owned)
+      if (info !== undefined && !info.ended && this.store.isWritable(owned)) {
+        this.store.endRun(owned, 'vanished', detail, nowMs)
+        ended.push(owned)
+      }
+      this.releaseRun(owned, owner)
+    }
+    // The run being announced may still be stored (not in ownedRuns yet): it ends as well.
+    if (!owner.ownedRuns.has(runId)) {
+      if (this.store.runInfo(runId)?.ended === false) {
+        this.store.endRun(runId, 'vanished', detail, nowMs)
+        ended.push(runId)
+      }
+      this.owners.delete(runId)
+    }
+    this.options.log?.(`plugcheck: run ${ended.join(', ') || runId} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
+    owner.destroy()
+    return true
   }
 
   claimRun(runId: string, owner: Connection): void {
@@ -413,7 +449,10 @@ class Connection {
         const { meta } = message
         if (store.hasRun(meta.runId)) throw new ProtocolViolation('out-of-order', `run ${meta.runId} was already announced`)
         if (++this.announcedRuns > maxRunsPerConnection) throw new ProtocolViolation('limit', `more than ${maxRunsPerConnection} runs announced on one connection`)
-        const busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this)
+        let busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this)
+        if (busyRunId !== undefined && listener.takeOverFromRebooted(busyRunId, message.writer?.bootId, this.peer)) {
+          busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this)
+        }
         if (busyRunId !== undefined) {
           const busy = store.runInfo(busyRunId)!
           throw new ProtocolViolation(

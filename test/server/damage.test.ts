@@ -13,20 +13,29 @@ import { Packr } from 'msgpackr'
 import { Listener } from '../../src/server/listener.js'
 import { AckStore } from '../../src/server/ack-store.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
+import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
 
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 
-/** Runs of one group (fdatasync and the none control) on one path, acks 1..seqs each; with everyAck, one commit per ack. */
-async function storeWithGroup(dir: string, runIds: string[], seqs: number, everyAck = false): Promise<void> {
+/**
+ * A group on one path (fdatasync, and the none control when two ids are given) announced to a real
+ * listener, acks 1..seqs each (with everyAck, one commit per ack), and data files in which records
+ * 4 and 5 are lost: verify's verdict on the intact group is FAIL (exit 1).
+ */
+async function storeWithGroup(dir: string, runIds: string[], seqs: number, everyAck = false): Promise<string> {
+  const file = join(dir, 'data')
+  const metas = runIds.map((runId, i) =>
+    craftMeta(runId, `${file}.${i === 0 ? 'fdatasync' : 'none'}`, { groupId: runIds[0]!, requestedPath: file, method: i === 0 ? 'fdatasync' : 'none', createdMs: Date.now() }),
+  )
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
   const peer = await Peer.open(listener.address().port)
   peer.send({ type: 'hello', protocol: 2, role: 'writer' })
-  for (const [i, runId] of runIds.entries()) {
-    peer.send({ type: 'run', meta: runMeta(runId, { groupId: runIds[0]!, requestedPath: '/data/group', path: `/data/group.${i}`, method: i === 0 ? 'fdatasync' : 'none' }) })
+  for (const meta of metas) {
+    peer.send({ type: 'run', meta })
     await peer.next('run-ok')
   }
-  for (const runId of runIds) {
+  for (const { runId } of metas) {
     for (let seq = 1; seq <= seqs; seq++) {
       peer.send({ type: 'ack', runId, fromSeq: seq, toSeq: seq })
       if (everyAck || seq === seqs) {
@@ -34,16 +43,30 @@ async function storeWithGroup(dir: string, runIds: string[], seqs: number, every
         while (recorded < seq) recorded = ((await peer.next('recorded')) as { throughSeq: number }).throughSeq
       }
     }
+    peer.send({ type: 'end', runId, reason: 'duration' })
   }
   peer.close()
   await listener.close()
+  for (const meta of metas) writeDataFile(meta, range(1, Math.min(3, seqs)), { sizeSlots: seqs })
+  return file
 }
 
-const verifyAcks = (dir: string) => runInProcess(['verify', '--acks', dir, '--file', '/data/group', '--host', 'testhost'])
+const verifyAcks = (dir: string) => runInProcess(['verify', '--acks', dir, '--file', join(dir, 'data')])
+
+/** Listener.start rejects with exit code 3 and the message; a listener that starts anyway is closed. */
+async function listenerRefuses(t: Test, dir: string, message: string | RegExp): Promise<void> {
+  const outcome = await Listener.start({ host: '127.0.0.1', port: 0, dir }).catch((error: unknown) => error)
+  if (outcome instanceof Listener) {
+    await outcome.close()
+    t.fail('the listener started')
+    return
+  }
+  t.match(outcome, { exitCode: 3, message }, 'the listener refuses to start')
+}
 
 /** The listener refuses to start and verify --acks exits 3, both naming the file, no stack trace. */
 async function refused(t: Test, dir: string, message: string | RegExp): Promise<void> {
-  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message }, 'the listener refuses to start')
+  await listenerRefuses(t, dir, message)
   const verify = await verifyAcks(dir)
   t.equal(verify.code, 3, `verify --acks exits 3 (${verify.stderr.trim().split('\n')[0]})`)
   t.match(verify.stderr, message)
@@ -82,7 +105,7 @@ t.test("a run's damaged or missing meta.msgpack is a refusal, never a group judg
       const dir = tempDir(t)
       await storeWithGroup(dir, [synced, control], 5)
       const before = await verifyAcks(dir)
-      t.not(before.code, 3, 'the intact group is judged')
+      t.equal(before.code, 1, `the intact group: FAIL, records 4 and 5 lost (${before.stdout.split('\n')[0]})`)
       damage(join(dir, 'runs', synced, 'meta.msgpack'))
       await refused(t, dir, message)
     })
@@ -141,11 +164,8 @@ t.test('one flipped bit in acks.log: early, a refusal; in the last entry, a torn
   await t.test('a byte flipped in the second entry: every later ack would be lost, so refused', async (t) => {
     const dir = copy('early')
     flipByte(join(dir, 'runs', runId, 'acks.log'), 100)
-    await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), {
-      exitCode: 3,
-      message: new RegExp(`could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged in the middle: the entry at byte \\d+ (does not match its checksum|has a length no entry has)`),
-    })
-    const verify = await runInProcess(['verify', '--acks', dir, '--file', '/data/group', '--host', 'testhost'])
+    await listenerRefuses(t, dir, new RegExp(`could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged in the middle: the entry at byte \\d+ (does not match its checksum|has a length no entry has)`))
+    const verify = await verifyAcks(dir)
     t.equal(verify.code, 3, verify.stderr)
     t.match(verify.stderr, `could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged in the middle`)
     t.equal(verify.stdout, '')
