@@ -5,14 +5,19 @@
  *   meta.msgpack  the run's metadata, its announcement time and order (announceIndex), the peer
  *                 address it came from and the writer's environment; written to a temp file,
  *                 fsynced, renamed into place last, then both directories fsynced. A run exists for
- *                 replay only once meta.msgpack does; a failed announcement removes it first.
+ *                 replay only once meta.msgpack does; a failed announcement removes it first. No
+ *                 meta.msgpack and an empty log: an announcement that never completed (skipped);
+ *                 meta.msgpack unreadable or invalid, or missing while the log holds acks: damage,
+ *                 a refusal (a run left out could turn a FAIL into a PASS).
  * and <dir>/lock, flock()ed exclusively by the one listener that owns the directory (verify --acks
  * only reads and does not take it).
  *
  * acks.log entry:  [u32 LE body length][u64 LE xxh64 of body][body: msgpack LogEntry]
- * Fault model: the listener can be killed at any moment and its disk can fill. A torn or damaged tail
- * entry is ignored at replay (it was never reported as recorded: "recorded" is sent only after its
- * write returned every byte and its fdatasync returned). Replay streams the log in chunks (a log of
+ * Fault model: the listener can be killed at any moment and its disk can fill. A torn tail is ignored
+ * at replay (it was never reported as recorded: "recorded" is sent only after its write returned every
+ * byte and its fdatasync returned). Only the last commit can be torn, and a commit writes at most
+ * maxCommitBytes of a run's log, so a bad entry followed by more non-zero bytes than that is damage in
+ * the middle of the log: a refusal, never the acks after it dropped. Replay streams the log in chunks (a log of
  * any size replays), keeps the valid prefix (entries that check out: checksum, schema, seqs contiguous
  * from 1, plausible for the time since announcement, real times), and turns any read error other than
  * a missing file into a refusal: fewer acks than were recorded would turn a FAIL into a PASS. Ack
@@ -36,7 +41,8 @@
  *
  * In memory a run's acks are spans, not one entry per seq: consecutive seqs received within
  * spanWindowMs of each other share a span, so the time window of any lost seq is known to that
- * precision while a run of hours stays small.
+ * precision while a run of hours stays small. Past maxSpans (maxStoredSpans, what a reply may carry)
+ * neighbouring spans are merged pairwise: the seqs stay exact, the merged windows coarser.
  */
 import { xxh64 } from '@node-rs/xxhash'
 import { EventEmitter } from 'node:events'

@@ -29,7 +29,10 @@
  *
  * Ownership: a run belongs to the connection that announced it. While that connection is open and
  * no end came, the run is live: another connection may not announce a run for the same host and
- * path ('path-busy'). When the connection closes without an end, a 'vanished' end is logged.
+ * path ('path-busy'). When the connection closes without an end, a 'vanished' end is logged. One
+ * exception: a new announcement from a writer whose boot id differs from the live run's writer's
+ * (both known) means that machine rebooted, though its dead connection may linger for many minutes
+ * of keepalive probes: the old connection's runs end as 'vanished', it is closed and the new run taken.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
