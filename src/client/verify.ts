@@ -212,6 +212,9 @@ function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[])
   for (const run of runs) {
     const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
     if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) continue
+    // A run announced with the listener's token cannot be a stranger's: a new address is then just a
+    // new address (DHCP after the reboot, a tunnel), and the older run in the file is a lost creation.
+    if (run.authenticated === true) continue
     const named = claims.find((c) => c.runId === reading.meta.runId)
     if (named?.peer !== undefined && run.peer !== undefined && named.peer !== run.peer) {
       return {

@@ -93,6 +93,8 @@ export const storedRunSchema = z
     /** The address the run was announced from, as the listener saw it ("10.0.0.7", "::1"). */
     peer: z.string().max(64).optional(),
     writer: writerEnvSchema.optional(),
+    /** The listener required a token and the writer presented it. */
+    authenticated: z.boolean().optional(),
     end: runEndSchema.optional(),
     /** Contiguous from seq 1, in order: the listener accepts acks only in order. */
     spans: z.array(ackSpanSchema).max(maxStoredSpans),
@@ -124,6 +126,7 @@ export const claimSchema = z.object({
   method: z.string().max(64),
   announcedMs: epochMsSchema,
   peer: z.string().max(64).optional(),
+  authenticated: z.boolean().optional(),
   /** The writer's connection is open now. */
   live: z.boolean(),
   end: runEndSchema.optional(),

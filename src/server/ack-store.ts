@@ -50,6 +50,7 @@ import { closeSync, constants as fsConstants, fdatasync, fstatSync, fsync, fsync
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
 import type { RunMeta } from '../record/format.js'
@@ -95,6 +96,8 @@ const metaFileSchema = z.object({
   announceIndex: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
   peer: z.string().max(64).optional(),
   writer: writerEnvSchema.optional(),
+  /** The listener required a token and the writer presented it. */
+  authenticated: z.boolean().optional(),
 })
 
 type EndReason = 'duration' | 'interrupted' | 'error' | 'vanished'
@@ -103,6 +106,8 @@ type EndReason = 'duration' | 'interrupted' | 'error' | 'vanished'
 export interface RunOrigin {
   readonly peer?: string
   readonly writer?: WriterEnv
+  /** The listener required a token and the writer presented it: a stranger cannot have announced the run. */
+  readonly authenticated?: boolean
 }
 
 interface RunState {
@@ -110,6 +115,8 @@ interface RunState {
   readonly announcedMs: number
   /** Announcement order; undefined for runs stored by older listeners (they come first). */
   readonly announceIndex: number | undefined
+  /** performance.now() at the announcement, for runs announced since this listener started. */
+  announcedPerfMs?: number
   readonly origin: RunOrigin
   readonly spans: AckSpan[]
   end?: { reason: EndReason; detail?: string; atMs: number }
@@ -240,6 +247,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, {
       ...(metaFile.peer === undefined ? {} : { peer: metaFile.peer }),
       ...(metaFile.writer === undefined ? {} : { writer: metaFile.writer }),
+      ...(metaFile.authenticated === undefined ? {} : { authenticated: metaFile.authenticated }),
     })
     run.retired = true
     const { validBytes, totalBytes, problem } = await replayLog(logPath, run, this.maxSpans)
@@ -281,6 +289,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     // The order is taken now, in announcement order, whatever the clock says.
     const announceIndex = ++this.lastAnnounceIndex
     const run = newRunState(meta, announcedMs, announceIndex, origin)
+    run.announcedPerfMs = performance.now()
     run.creating = true
     this.runs.set(meta.runId, run) // reserve the id at once: a second announcement must not race us
     const dir = this.runDir(meta.runId)
@@ -324,13 +333,15 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /**
-   * The time to stamp an ack of this run with: never before its announcement or its previous ack, so
-   * a clock stepped back cannot make the run's own log look implausible at replay.
+   * The time to stamp an ack of this run with: its announcement time plus the time elapsed since, by
+   * the monotonic clock. A wall clock stepped back or forward mid-run neither freezes the stamps (which
+   * would make acks look implausibly fast and refused) nor makes the run's own log implausible at replay.
    */
   ackStampMs(runId: string, nowMs: number): number {
     const run = this.runs.get(runId)
     if (run === undefined) return nowMs
-    return Math.max(nowMs, run.announcedMs, run.spans.at(-1)?.[3] ?? 0)
+    const elapsedMs = run.announcedPerfMs === undefined ? nowMs - run.announcedMs : performance.now() - run.announcedPerfMs
+    return Math.max(Math.round(run.announcedMs + elapsedMs), run.spans.at(-1)?.[3] ?? 0)
   }
 
   /** Accepts an ack in order; durable after the next group commit, announced by a 'recorded' event. */
@@ -495,6 +506,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         method: r.meta.method,
         announcedMs: r.announcedMs,
         ...(r.origin.peer === undefined ? {} : { peer: r.origin.peer }),
+        ...(r.origin.authenticated === undefined ? {} : { authenticated: r.origin.authenticated }),
         live: false,
         ...(r.end === undefined ? {} : { end: r.end }),
         ackedThroughSeq: r.lastAckedSeq,
@@ -835,6 +847,7 @@ function storedRun(run: RunState): StoredRun {
     announcedMs: run.announcedMs,
     ...(run.origin.peer === undefined ? {} : { peer: run.origin.peer }),
     ...(run.origin.writer === undefined ? {} : { writer: run.origin.writer }),
+    ...(run.origin.authenticated === undefined ? {} : { authenticated: run.origin.authenticated }),
     ...(run.end === undefined ? {} : { end: run.end }),
     spans: run.spans.map((s) => [...s] as AckSpan),
   }

@@ -465,7 +465,12 @@ class Connection {
         }
         const runId = meta.runId
         listener.claimRun(runId, this)
-        const origin = { peer: this.peer, ...(message.writer === undefined ? {} : { writer: message.writer }) }
+        const origin = {
+          peer: this.peer,
+          ...(message.writer === undefined ? {} : { writer: message.writer }),
+          // Only a listener with --token can vouch for who announced a run.
+          authenticated: listener.options.token !== undefined,
+        }
         return store.createRun(meta, Date.now(), origin).then(
           () => {
             this.ownedRuns.add(runId)

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { closeSync, openSync, writeSync, rmSync } from 'node:fs'
 import { craftClaim, craftMeta, craftRun, fakeListener, listenerWith, range, writeDataFile } from '../fixtures/crafted-run.js'
-import { runInProcess, tempDir } from '../fixtures/cli.js'
+import { runCli, runInProcess, startListener, tempDir } from '../fixtures/cli.js'
 
 const thisBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
 
@@ -172,4 +172,36 @@ t.test('a group member whose acks are missing is an error, never a pass of the r
   const result = await runInProcess(['verify', '--server', await listenerWith(t, [craftRun(control, 20)]), '--file', requested])
   t.equal(result.code, 3)
   t.match(result.stderr, /data\.fdatasync holds run 7000000000000081 \(fdatasync\) of this group, but the listener .* has no acks for it/)
+})
+
+t.test("a run announced with the listener's token from a new address is judged: a lost creation stays a FAIL", async (t) => {
+  const file = join(tempDir(t), 'data')
+  const earlier = craftMeta('7000000000000091', file)
+  const latest = craftMeta('7000000000000092', file, { createdMs: earlier.createdMs + 10_000 })
+  writeDataFile(earlier, range(1, 10), { sizeSlots: 10 }) // the cut lost the latest run's file creation
+  const earlierRun = craftRun(earlier, 10, { peer: '10.0.0.7' })
+  for (const [authenticated, code, name] of [
+    [false, 2, 'no token: a stranger may have announced the latest run, so nothing is judged'],
+    [true, 1, 'with the token: the new address is the same writer after a reboot, and its loss is real'],
+  ] as const) {
+    const latestRun = { ...craftRun(latest, 5, { peer: '10.0.0.99' }), announcedMs: latest.createdMs, authenticated }
+    const server = await fakeListener(t, (query) => ({
+      type: 'runs',
+      runs: query.runId === undefined ? [latestRun] : [latestRun, earlierRun].filter((r) => r.meta.runId === query.runId),
+      claims: [craftClaim(latestRun, { authenticated }), craftClaim(earlierRun)],
+    }))
+    const result = await verify(server, file)
+    t.equal(result.code, code, name)
+  }
+})
+
+t.test('a real listener with --token stores its runs as authenticated', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'), ['--token', 'sesame'])
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data')
+  t.equal((await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.3', '--token', 'sesame'])).code, 0)
+  const result = await runInProcess(['verify', '--server', listener.server, '--file', file, '--token', 'sesame', '--json'])
+  t.equal(result.code, 0)
+  t.match(JSON.parse(result.stdout).claims, [{ authenticated: true }])
 })

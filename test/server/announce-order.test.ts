@@ -59,3 +59,21 @@ t.test('meta files without announceIndex come first, in announcement time order'
   t.same(restarted.claims('testhost', '/data/db').map((c) => c.runId), [current, legacyNew, legacyOld])
   t.same(restarted.query('testhost', '/data/db').map((r) => r.meta.runId), [current])
 })
+
+t.test('a clock stepped back during a run: ack stamps still advance with real time', async (t) => {
+  const dir = tempDir(t)
+  const store = await AckStore.open(dir)
+  t.teardown(() => store.close())
+  const runId = runIdOf(0xc1)
+  // Announced an hour "ahead" of the clock: as if the wall clock stepped back by an hour right after.
+  const announcedMs = Date.now() + 3_600_000
+  await store.createRun(onPath(runId), announcedMs)
+  const stamps: number[] = []
+  for (let seq = 1; seq <= 3; seq++) {
+    stamps.push(store.ackStampMs(runId, Date.now()))
+    store.appendAck(runId, seq, seq, Date.now())
+    await new Promise((resolve) => setTimeout(resolve, 60))
+  }
+  t.ok(stamps[0]! >= announcedMs, 'never before the announcement')
+  t.ok(stamps[2]! - stamps[0]! >= 100, `stamps advance by the monotonic clock, not frozen at the announcement (${stamps.join(', ')})`)
+})
