@@ -4,6 +4,7 @@
  * verify judges a run with more log entries than the cap exactly (no exit 3 for an oversized reply),
  * and a merged span's time window still holds the real ack times of its seqs.
  */
+import { performance } from 'node:perf_hooks'
 import t, { type Test } from 'tap'
 import { xxh64 } from '@node-rs/xxhash'
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -87,10 +88,17 @@ t.test('a live run past the cap: spans merged as acks arrive, the reply stays va
   const runId = runIdOf(0xc2)
   const writer = await Peer.writer(listener.address().port, runMeta(runId))
   const realNow = Date.now
+  const realPerfNow = performance.now.bind(performance)
   const startMs = realNow()
+  const startPerfMs = realPerfNow()
   let step = 0
-  Date.now = () => startMs + step * gapMs // the listener's clock advances 200 ms between acks
-  t.teardown(() => void (Date.now = realNow))
+  // The listener's clocks (wall and monotonic: ack stamps follow the monotonic one) advance 200 ms between acks.
+  Date.now = () => startMs + step * gapMs
+  performance.now = () => startPerfMs + step * gapMs
+  t.teardown(() => {
+    Date.now = realNow
+    performance.now = realPerfNow
+  })
   const acks = 300
   try {
     for (let seq = 1; seq <= acks; seq++) {
@@ -101,6 +109,7 @@ t.test('a live run past the cap: spans merged as acks arrive, the reply stays va
     }
   } finally {
     Date.now = realNow
+    performance.now = realPerfNow
   }
   const verifier = await Peer.open(listener.address().port)
   verifier.send({ type: 'hello', protocol: 2, role: 'verifier' })
