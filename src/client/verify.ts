@@ -106,6 +106,7 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
     if (stray !== undefined) throw runtimeError(`the ${source} sent run ${stray.meta.runId} (${stray.meta.host}:${stray.meta.requestedPath}), which is not the latest run for ${host}:${options.file}`)
   }
 
+  claims = await withRunsTheFilesHold(runs, claims, from, query)
   const thisBootId = readBootId()
   const thisHost = hostname()
   const notes: string[] = []
@@ -135,9 +136,38 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
 }
 
 /**
- * The latest group acknowledged nothing and none of its files was ever created: every file still
- * holds one earlier group's run (a later `write` that failed before its first record, e.g. on a file
- * system that came back read-only after the cut). That earlier group is what the file can show, so it
+ * Claims hold the newest runs on the path only: a flood of announcements can push out the run a file
+ * still holds. Such a run is looked up by id and added at the end (it is older than every listed one),
+ * so the address checks below see it.
+ */
+async function withRunsTheFilesHold(runs: readonly StoredRun[], claims: Claim[], from: RunSource, query: { host: string; requestedPath: string }): Promise<Claim[]> {
+  const extra: Claim[] = []
+  for (const run of runs) {
+    const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+    if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) continue
+    const runId = reading.meta.runId
+    if (claims.some((c) => c.runId === runId) || extra.some((c) => c.runId === runId)) continue
+    const found = (await from.find({ ...query, runId })).runs.find((r) => r.meta.runId === runId)
+    if (found === undefined || found.meta.host !== query.host || found.meta.requestedPath !== query.requestedPath) continue
+    extra.push({
+      runId,
+      groupId: found.meta.groupId,
+      method: found.meta.method,
+      announcedMs: found.announcedMs,
+      ...(found.peer === undefined ? {} : { peer: found.peer }),
+      ...(found.authenticated === undefined ? {} : { authenticated: found.authenticated }),
+      live: false,
+      ...(found.end === undefined ? {} : { end: found.end }),
+      ackedThroughSeq: found.spans.at(-1)?.[1] ?? 0,
+    })
+  }
+  return extra.length === 0 ? claims : [...claims, ...extra]
+}
+
+/**
+ * The latest group stopped before its first record (its writer ended it as 'error': a later `write`
+ * that failed while setting up, e.g. on a file system that came back read-only after the cut), and
+ * every file still holds one earlier group's run. That earlier group is what the file can show, so it
  * is judged instead, with a note; judging the empty group would hide its losses behind "inconclusive".
  */
 async function runsTheFileStillHolds(
@@ -146,7 +176,9 @@ async function runsTheFileStillHolds(
   from: RunSource,
   query: { host: string; requestedPath: string },
 ): Promise<{ runs: StoredRun[]; note: string } | null> {
-  if (runs.some((r) => r.spans.length > 0)) return null
+  // Only runs whose writer said they stopped before their first record (end 'error', sent when setting
+  // up failed): a run cut before its first ack may have created its file, and losing that is not ours to excuse.
+  if (runs.some((r) => r.spans.length > 0 || r.end?.reason !== 'error')) return null
   const groupId = runs[0]!.meta.groupId
   const latestIndex = claims.findIndex((c) => c.groupId === groupId)
   let earlierGroup: string | undefined
@@ -169,7 +201,7 @@ async function runsTheFileStillHolds(
   found.sort((a, b) => a.meta.method.localeCompare(b.meta.method))
   return {
     runs: found,
-    note: `the latest run (${runs.map((r) => r.meta.runId).join(', ')}) acknowledged nothing and never created its file; the file still holds run ${found.map((r) => r.meta.runId).join(', ')}, which is judged`,
+    note: `the latest run (${runs.map((r) => r.meta.runId).join(', ')}) stopped before its first record (${runs[0]!.end?.detail ?? 'an error'}); the file still holds run ${found.map((r) => r.meta.runId).join(', ')}, which is judged`,
   }
 }
 
@@ -208,6 +240,16 @@ function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[])
   const liveGroups = new Set(claims.filter((c) => c.live).map((c) => c.groupId))
   if (liveGroups.size > 1) {
     return { reason: 'conflicting-claims', detail: `${liveGroups.size} writers are writing this path right now` }
+  }
+  // One `write` announces a group's runs on one connection: runs of one group from several addresses
+  // (or machines) mean someone joined the group, unless the listener vouches for all of them.
+  const peers = new Set(runs.filter((r) => r.authenticated !== true && r.peer !== undefined).map((r) => r.peer))
+  const boots = new Set(runs.filter((r) => r.authenticated !== true && r.writer?.bootId != null).map((r) => r.writer!.bootId))
+  if (peers.size > 1 || boots.size > 1) {
+    return {
+      reason: 'conflicting-claims',
+      detail: `the runs of group ${runs[0]!.meta.groupId} were announced from ${peers.size > 1 ? `${peers.size} addresses (${[...peers].join(', ')})` : `${boots.size} machines (boot ids differ)`}: one write announces a group from one machine`,
+    }
   }
   for (const run of runs) {
     const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)

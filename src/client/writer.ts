@@ -141,44 +141,55 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
   const lockFds: number[] = []
   const runs: ActiveRun[] = []
   let channel: AckChannel | undefined
+  const announced: RunMeta[] = []
   try {
     for (const path of paths) lockFds.push(lockExisting(path))
     channel = await AckChannel.open(options.server, options.token, timeoutMs)
     const groupId = randomBytes(8).toString('hex')
     const host = hostname()
     const slotCount = Math.floor(options.sizeBytes / options.recordSizeBytes) - 1
-    for (const [i, impl] of impls.entries()) {
-      const meta: RunMeta = {
-        runId: randomBytes(8).toString('hex'),
-        groupId,
-        method: impl.name,
-        direct: options.direct,
-        pattern: options.pattern,
-        recordSizeBytes: options.recordSizeBytes,
-        slotCount,
-        host,
-        path: paths[i]!,
-        requestedPath: options.file,
-        createdMs: Date.now(),
+    try {
+      for (const [i, impl] of impls.entries()) {
+        const meta: RunMeta = {
+          runId: randomBytes(8).toString('hex'),
+          groupId,
+          method: impl.name,
+          direct: options.direct,
+          pattern: options.pattern,
+          recordSizeBytes: options.recordSizeBytes,
+          slotCount,
+          host,
+          path: paths[i]!,
+          requestedPath: options.file,
+          createdMs: Date.now(),
+        }
+        // Announce first: a run the listener knows with no acks can never be judged lost, while a file
+        // replaced before its run was announced would make verify judge the previous run against it.
+        channel.announce(meta, writer)
+        announced.push(meta)
+        outNow(`run ${meta.runId}: ${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}, ${meta.path}\n`)
+        // The new file's lock replaces the old file's: the old inode is no longer at the path.
+        const newLockFd = createDataFile(meta, lockFds[i]!)
+        if (lockFds[i]! >= 0) closeQuietly(lockFds[i]!)
+        lockFds[i] = newLockFd
+        runs.push({
+          meta,
+          key: runKey(meta.runId),
+          impl,
+          buffer: alignedBuffer(meta.recordSizeBytes),
+          fd: openForMethod(meta, impl),
+          syncedSeq: 0,
+          lastSeq: 0,
+          latency: new LatencyHistogram(),
+        })
       }
-      // Announce first: a run the listener knows with no acks can never be judged lost, while a file
-      // replaced before its run was announced would make verify judge the previous run against it.
-      channel.announce(meta, writer)
-      outNow(`run ${meta.runId}: ${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}, ${meta.path}\n`)
-      // The new file's lock replaces the old file's: the old inode is no longer at the path.
-      const newLockFd = createDataFile(meta, lockFds[i]!)
-      if (lockFds[i]! >= 0) closeQuietly(lockFds[i]!)
-      lockFds[i] = newLockFd
-      runs.push({
-        meta,
-        key: runKey(meta.runId),
-        impl,
-        buffer: alignedBuffer(meta.recordSizeBytes),
-        fd: openForMethod(meta, impl),
-        syncedSeq: 0,
-        lastSeq: 0,
-        latency: new LatencyHistogram(),
-      })
+    } catch (error) {
+      // Announced runs that never reached their first record end as 'error' with the cause, so verify
+      // knows the run stopped before writing (its file may never have been created) and the listener
+      // does not wait for it as a vanished writer.
+      const detail = `could not start: ${error instanceof Error ? error.message : String(error)}`
+      for (const meta of announced) tryQuietly(() => channel!.end(meta.runId, 'error', detail.slice(0, 4000)))
+      throw error
     }
     outNow(`after a power cut and reboot: ${verifyCommand(options)}\n`)
     return await writeLoop(options, runs, channel, io, timeoutMs)

@@ -263,6 +263,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return this.runs.has(runId)
   }
 
+  /** True when some run on record belongs to this group (runs of one `write --method a,b`). */
+  hasGroup(groupId: string): boolean {
+    for (const run of this.runs.values()) if (run.meta.groupId === groupId) return true
+    return false
+  }
+
   lastAckedSeq(runId: string): number {
     return this.runs.get(runId)?.lastAckedSeq ?? 0
   }

@@ -264,12 +264,16 @@ export class Listener {
    * A new announcement for the path of a live run, from a writer whose machine has another boot id
    * than the live run's writer (both known): that machine rebooted, so the old writer is gone even if
    * its connection lingers (after a power cut TCP keepalive takes many minutes to notice). Its runs
-   * are ended as vanished and its connection closed; true if so. Same or unknown boot ids: false.
+   * are ended as vanished and its connection closed; true if so. Same or unknown boot ids: false; and
+   * without --token only a writer from the live run's own address may take over.
    */
   takeOverFromRebooted(runId: string, newBootId: string | null | undefined, newPeer: string): boolean {
     const owner = this.owners.get(runId)
     const oldBootId = this.store.runInfo(runId)?.origin.writer?.bootId
     if (owner === undefined || newBootId == null || oldBootId == null || newBootId === oldBootId) return false
+    // A boot id is whatever the client says: only a holder of the token, or the live run's own address,
+    // may end another connection's run with it. Without a token, a stranger must not stop a test.
+    if (this.options.token === undefined && newPeer !== owner.peer) return false
     const nowMs = Date.now()
     const detail = `its writer's machine rebooted: a new run came from ${newPeer} with boot id ${newBootId}, the run's writer had ${oldBootId}`
     const ended: string[] = []
@@ -325,6 +329,8 @@ class Connection {
   private role: 'writer' | 'verifier' | undefined
   /** Runs this connection announced and the store accepted. */
   readonly ownedRuns = new Set<string>()
+  /** Groups this connection announced runs of: a group's runs all come from one `write`, on one connection. */
+  private readonly ownedGroups = new Set<string>()
   private announcedRuns = 0
   private queries = 0
   /** Messages are handled strictly in arrival order; while one waits for disk I/O the rest wait here. */
@@ -452,6 +458,11 @@ class Connection {
         const { meta } = message
         if (store.hasRun(meta.runId)) throw new ProtocolViolation('out-of-order', `run ${meta.runId} was already announced`)
         if (++this.announcedRuns > maxRunsPerConnection) throw new ProtocolViolation('limit', `more than ${maxRunsPerConnection} runs announced on one connection`)
+        // A run joining another connection's group would be judged with that group by verify.
+        if (!this.ownedGroups.has(meta.groupId) && store.hasGroup(meta.groupId)) {
+          throw new ProtocolViolation('out-of-order', `group ${meta.groupId} belongs to runs announced on another connection`)
+        }
+        this.ownedGroups.add(meta.groupId)
         let busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this)
         if (busyRunId !== undefined && listener.takeOverFromRebooted(busyRunId, message.writer?.bootId, this.peer)) {
           busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this)

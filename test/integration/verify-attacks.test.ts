@@ -152,14 +152,22 @@ t.test('a later write that never created its file does not hide the earlier run 
   const later = craftMeta('7000000000000072', file, { createdMs: earlier.createdMs + 10_000 })
   writeDataFile(earlier, range(1, 5), { sizeSlots: 10 }) // 10 acknowledged, 5 survived: a real loss
   const earlierRun = craftRun(earlier, 10)
-  const laterRun = { ...craftRun(later, 0), announcedMs: later.createdMs }
-  const claims = [craftClaim(laterRun), craftClaim(earlierRun)]
-  // The latest group for a plain query, any run by id, as a listener answers.
-  const server = await fakeListener(t, (query) => ({ type: 'runs', runs: query.runId === undefined ? [laterRun] : [laterRun, earlierRun].filter((r) => r.meta.runId === query.runId), claims }))
-  const result = await verify(server, file)
-  t.equal(result.code, 1, 'the earlier run is judged: its loss is real')
-  t.match(result.report.runs[0], { runId: earlier.runId, lost: 5, intact: 5 })
-  t.match(result.report.notes, [/the latest run \(7000000000000072\) acknowledged nothing and never created its file/])
+  const failedToStart = { reason: 'error' as const, detail: 'could not start: EROFS', atMs: later.createdMs + 10 }
+  for (const [end, code, name] of [
+    [failedToStart, 1, 'the writer reported it stopped before its first record: the earlier run is judged, and its loss is real'],
+    [{ reason: 'vanished' as const, atMs: later.createdMs + 10 }, 4, 'cut before its first ack: its file may have been created, so the latest run is judged (nothing acknowledged)'],
+  ] as const) {
+    const laterRun = { ...craftRun(later, 0), announcedMs: later.createdMs, end }
+    const claims = [craftClaim(laterRun), craftClaim(earlierRun)]
+    // The latest group for a plain query, any run by id, as a listener answers.
+    const server = await fakeListener(t, (query) => ({ type: 'runs', runs: query.runId === undefined ? [laterRun] : [laterRun, earlierRun].filter((r) => r.meta.runId === query.runId), claims }))
+    const result = await verify(server, file)
+    t.equal(result.code, code, name)
+    if (code === 1) {
+      t.match(result.report.runs[0], { runId: earlier.runId, lost: 5, intact: 5 })
+      t.match(result.report.notes, [/the latest run \(7000000000000072\) stopped before its first record \(could not start: EROFS\)/])
+    }
+  }
 })
 
 t.test('a group member whose acks are missing is an error, never a pass of the rest', async (t) => {
@@ -204,4 +212,37 @@ t.test('a real listener with --token stores its runs as authenticated', async (t
   const result = await runInProcess(['verify', '--server', listener.server, '--file', file, '--token', 'sesame', '--json'])
   t.equal(result.code, 0)
   t.match(JSON.parse(result.stdout).claims, [{ authenticated: true }])
+})
+
+t.test('runs of one group from two addresses are contested, not judged', async (t) => {
+  const dir = tempDir(t)
+  const requested = join(dir, 'data')
+  const honest = craftMeta('70000000000000a1', `${requested}.fdatasync`, { groupId: '70000000000000a0', requestedPath: requested })
+  const joined = craftMeta('70000000000000a2', `${requested}.fsync`, { groupId: '70000000000000a0', method: 'fsync', requestedPath: requested })
+  writeDataFile(honest, range(1, 10), { sizeSlots: 10 })
+  const runs = [craftRun(joined, 100, { peer: '127.0.0.2' }), craftRun(honest, 10, { peer: '127.0.0.1' })]
+  const result = await verify(await listenerWith(t, runs), requested)
+  t.equal(result.code, 2, 'a stranger who joined the group does not make healthy storage FAIL')
+  t.match(result.report, { verdict: 'not-judged', reason: 'conflicting-claims', detail: /announced from 2 addresses/ })
+})
+
+t.test('a flood of claims cannot push the run the file holds out of sight', async (t) => {
+  const file = join(tempDir(t), 'data')
+  const honest = craftMeta('70000000000000b1', file)
+  writeDataFile(honest, range(1, 10), { sizeSlots: 10 })
+  const honestRun = craftRun(honest, 10, { peer: '127.0.0.1' })
+  const flood = Array.from({ length: 64 }, (_, i) => {
+    const meta = craftMeta(`70000000000000${(0xc0 + i).toString(16)}`, file, { createdMs: honest.createdMs - 1000 })
+    return { ...craftRun(meta, i === 0 ? 50 : 0, { peer: '127.0.0.2' }), announcedMs: honest.createdMs + 1000 + i }
+  })
+  const latest = flood[0]!
+  const server = await fakeListener(t, (query) => ({
+    type: 'runs',
+    runs: query.runId === undefined ? [latest] : [honestRun, ...flood].filter((r) => r.meta.runId === query.runId),
+    claims: flood.map((r) => craftClaim(r)), // the newest 64: the honest run is not among them
+  }))
+  const result = await verify(server, file)
+  t.equal(result.code, 2, 'contested: the file holds a run announced from another address')
+  t.match(result.report, { reason: 'conflicting-claims', detail: /the file holds run 70000000000000b1, announced from 127\.0\.0\.1/ })
+  t.ok(result.report.claims.some((c: { runId: string }) => c.runId === honest.runId), 'the honest run is looked up and listed')
 })

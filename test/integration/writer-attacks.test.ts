@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { mkdirSync, readFileSync, readdirSync, rmSync, truncateSync } from 'node:fs'
 import { createServer, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { binPath, runCli, spawnCli, startListener, tempDir } from '../fixtures/cli.js'
@@ -86,4 +86,24 @@ t.test('the printed verify command can be pasted as it is; tmpfs is called out',
   const pasted = printed.replace(/^plugcheck /, `${process.execPath} ${binPath} `).replace("'YOUR-TOKEN'", 'sesame')
   const verify = spawnSync('sh', ['-c', pasted], { encoding: 'utf8' })
   t.equal(verify.status, 0, `the printed command, pasted into a shell, verifies: ${verify.stderr}`)
+})
+
+t.test('a later write that fails to start (read-only file system) does not hide the run the file holds', { skip: isRoot ? false : 'needs root to mount a tmpfs and remount it read-only' }, async (t) => {
+  const dir = tempDir(t)
+  const mnt = join(dir, 'fs')
+  mkdirSync(mnt)
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'plugcheck-ro', mnt])
+  t.teardown(() => execFileSync('umount', ['-l', mnt]))
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(mnt, 'data')
+  t.equal((await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.5'])).code, 0)
+  truncateSync(file, 8192 * 3) // the cut lost all but the first two records: a real loss
+  execFileSync('mount', ['-o', 'remount,ro', mnt])
+  const failed = await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.5'])
+  t.equal(failed.code, 3)
+  t.match(failed.stderr, /EROFS/)
+  const verify = await runCli(['verify', '--server', listener.server, '--file', file])
+  t.equal(verify.code, 1, 'the earlier run is judged and its loss reported')
+  t.match(verify.stdout, /note: the latest run \(\w+\) stopped before its first record \(could not start: .*EROFS/)
 })

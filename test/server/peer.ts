@@ -14,8 +14,9 @@ export class Peer {
     socket.on('error', (e) => (this.error = e))
     socket.on('close', () => (this.closed = true))
   }
-  static async open(port: number): Promise<Peer> {
-    const socket = connect({ host: '127.0.0.1', port })
+  /** localAddress: another loopback address (127.0.0.2) plays a second machine. */
+  static async open(port: number, localAddress?: string): Promise<Peer> {
+    const socket = connect({ host: '127.0.0.1', port, ...(localAddress === undefined ? {} : { localAddress }) })
     await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
     return new Peer(socket)
   }

@@ -72,3 +72,47 @@ t.test('a writer with a new boot id takes the path over from the dead connection
   const store = await AckStore.load(dir)
   t.match(store.query('testhost', path, runIdOf(0xb1))[0], { end: { reason: 'vanished' }, spans: [[1, 7]] }, 'the vanished end is on disk')
 })
+
+t.test('a boot id is only a claim: without --token only the live run\'s own address may take over', async (t) => {
+  for (const token of [undefined, 'sesame']) {
+    await t.test(token === undefined ? 'no token: a stranger with a forged boot id is refused' : 'with --token: a token holder from a new address takes over', async (t) => {
+      const dir = tempDir(t)
+      const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, ...(token === undefined ? {} : { token }) })
+      t.teardown(() => listener.close())
+      const port = listener.address().port
+      const hello = { type: 'hello', protocol: 2, role: 'writer', ...(token === undefined ? {} : { token }) }
+      const honest = await Peer.open(port)
+      honest.send(hello)
+      honest.send({ type: 'run', meta: runMeta(runIdOf(0xd1), { requestedPath: path, path }), ...writerEnv('boot-a') })
+      await honest.next('run-ok')
+      const other = await Peer.open(port, '127.0.0.2')
+      other.send(hello)
+      other.send({ type: 'run', meta: runMeta(runIdOf(0xd2), { requestedPath: path, path }), ...writerEnv('boot-forged') })
+      if (token === undefined) {
+        t.match(await other.next('error'), { code: 'path-busy' })
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        t.notOk(honest.closed, 'the honest writer keeps its connection')
+      } else {
+        t.match(await other.next('run-ok'), { runId: runIdOf(0xd2) })
+        t.ok(await honest.waitClosed(), "the rebooted writer's lingering connection is closed")
+      }
+      honest.close()
+      other.close()
+    })
+  }
+})
+
+t.test("a run cannot join another connection's group", async (t) => {
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t) })
+  t.teardown(() => listener.close())
+  const port = listener.address().port
+  const group = runIdOf(0xe0)
+  const first = await Peer.writer(port, runMeta(runIdOf(0xe1), { groupId: group, path: '/data/g.fdatasync', requestedPath: '/data/g' }))
+  first.send({ type: 'run', meta: runMeta(runIdOf(0xe2), { groupId: group, method: 'none', path: '/data/g.none', requestedPath: '/data/g' }) })
+  t.match(await first.next('run-ok'), { runId: runIdOf(0xe2) }, 'the same connection adds runs to its own group')
+  const stranger = await Peer.open(port, '127.0.0.2')
+  stranger.send({ type: 'hello', protocol: 2, role: 'writer' })
+  stranger.send({ type: 'run', meta: runMeta(runIdOf(0xe3), { groupId: group, method: 'fsync', path: '/data/g.fsync', requestedPath: '/data/g' }) })
+  t.match(await stranger.next('error'), { code: 'out-of-order', message: /group .* belongs to runs announced on another connection/ })
+  first.close()
+})
