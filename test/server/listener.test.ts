@@ -4,47 +4,12 @@
  * run goes on and nothing stored is harmed.
  */
 import t from 'tap'
-import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { Listener } from '../../src/server/listener.js'
-import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../../src/protocol/framing.js'
-import { serverMessageSchema, type ServerMessage } from '../../src/protocol/messages.js'
 import type { RunMeta } from '../../src/record/format.js'
 import { AckStore } from '../../src/server/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-
-class Peer {
-  readonly messages: ServerMessage[] = []
-  closed = false
-  private readonly decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
-  private constructor(readonly socket: Socket) {
-    socket.on('data', (c) => this.messages.push(...this.decoder.push(c)))
-    socket.on('close', () => (this.closed = true))
-  }
-  static async open(port: number): Promise<Peer> {
-    const socket = connect({ host: '127.0.0.1', port })
-    await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
-    return new Peer(socket)
-  }
-  send(message: object): void {
-    this.socket.write(encodeFrame(message))
-  }
-  /** Waits (bounded) for a message of a type, or for the connection to close. */
-  async next(type: ServerMessage['type'], timeoutMs = 5000): Promise<ServerMessage> {
-    const deadline = Date.now() + timeoutMs
-    for (;;) {
-      const index = this.messages.findIndex((m) => m.type === type)
-      if (index >= 0) return this.messages.splice(index, 1)[0]!
-      if (Date.now() > deadline) throw new Error(`no ${type} within ${timeoutMs} ms (closed: ${this.closed})`)
-      await new Promise((resolve) => setTimeout(resolve, 5))
-    }
-  }
-  async waitClosed(timeoutMs = 5000): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs
-    while (!this.closed && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
-    return this.closed
-  }
-}
+import { Peer } from './peer.js'
 
 const meta = (runId: string): RunMeta => ({
   runId,
