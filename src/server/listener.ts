@@ -59,8 +59,8 @@ const maxLingering = 256
 export const defaultMaxQueuedReplyBytes = 256 * 1024 * 1024
 /** A query reply left unread this long, while another reply is to be queued, drops its connection. */
 export const defaultReplyStallMs = 30_000
-/** A writer announces one run per method (there are fewer than 16); no real writer comes near this. */
-export const maxRunsPerConnection = 16
+/** A writer announces one run per method (there are fewer than 16); no real writer comes near this. Runs hold no descriptor between commits, so the cap bounds memory only. */
+export const maxRunsPerConnection = 64
 export const maxQueriesPerConnection = 100
 /** Keepalive probes start after this much silence; dead peers are found, silent writers are not cut off. */
 const keepAliveDelayMs = 10_000
