@@ -9,7 +9,8 @@
  *   ack coverage    acks the listener holds / syncs the writer completed before the cut
  *
  * Each cut also checks verify's verdict and exit code against its counts (a `none` control passes
- * when it lost records, exit 0, and is inconclusive when it lost nothing, exit 4); a mismatch counts
+ * when it lost records of its own file, exit 0, is inconclusive when it lost nothing, exit 4, and
+ * fails when its fsynced file itself is gone, exit 1); a mismatch counts
  * as an error.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -97,9 +98,11 @@ async function campaign(): Promise<number> {
             row.failed += failedRecords(run)
             row.completed += result.completed.get(run.runId) ?? 0
             const lossesFound = failedRecords(run) > 0
-            // Verify's verdict and exit code must follow the counts: a control (none) passes when it lost records and is
-            // inconclusive (4) when it lost nothing; a sync method fails (1) on any loss, is inconclusive with no acks.
-            const wantVerdict = syncMethod ? (lossesFound ? 'fail' : run.acked === 0 ? 'inconclusive' : 'pass') : lossesFound ? 'pass' : 'inconclusive'
+            // Verify's verdict and exit code must follow the counts: a control (none) passes when it lost records of its
+            // own file and is inconclusive (4) when it lost nothing, and fails (1) when its fsynced file itself is gone;
+            // a sync method fails (1) on any loss, is inconclusive with no acks.
+            const controlFileLost = !syncMethod && run.acked > 0 && run.superblock.kind !== 'valid'
+            const wantVerdict = syncMethod || controlFileLost ? (lossesFound ? 'fail' : run.acked === 0 ? 'inconclusive' : 'pass') : lossesFound ? 'pass' : 'inconclusive'
             const wantCode = { pass: 0, fail: 1, inconclusive: 4 }[wantVerdict]
             if (run.verdict !== wantVerdict || result.verifyCode !== wantCode) {
               row.errors++
