@@ -22,7 +22,7 @@ t.test('64 live runs under a 64-descriptor limit, and a new run still accepted',
     child.kill('SIGKILL')
     await exited
   })
-  await waitFor(`listening (${stderr})`, () => /listening on 127\.0\.0\.1:\d+/.test(stdout), 15_000)
+  await waitFor(`listening (${stderr})`, () => /listening on 127\.0\.0\.1:\d+/.test(stdout), 60_000)
   const port = Number(/:(\d+),/.exec(stdout)![1])
   t.ok(maxRunsPerConnection >= 16, 'four connections of 16 runs are within the per-connection cap')
 

@@ -14,7 +14,7 @@ async function listenOutput(args: readonly string[]): Promise<{ stdout: string; 
   child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
   const exited = new Promise((resolve) => child.on('exit', resolve))
-  await waitFor(`listening (${stderr})`, () => /listening on .*:\d+/.test(stdout), 15_000)
+  await waitFor(`listening (${stderr})`, () => /listening on .*:\d+/.test(stdout), 60_000)
   await new Promise((resolve) => setTimeout(resolve, 100)) // the warning follows the listening line
   return {
     get stdout() {
