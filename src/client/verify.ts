@@ -5,7 +5,10 @@
  * Exit 0 pass: every acknowledged record of every tested method survived (and a `none` control, if
  * one ran, lost records). 1 fail: a tested method lost, tore or corrupted an acknowledged record.
  * 4 inconclusive: nothing was acknowledged, or the control lost nothing, so the cut tested nothing.
- * 2 not judged: the path is claimed by more than one writer, or the run asked for was superseded.
+ * 2 not judged: the run is still being written, the path is claimed by more than one writer (or a
+ * group by more than one address), or the run was replaced by a later one. 3: the file system under
+ * test is not there, a group member's acks are missing, or the listener answered nonsense. Verify
+ * never blames the storage for what the setup did.
  */
 import { readFileSync } from 'node:fs'
 import { hostname } from 'node:os'
