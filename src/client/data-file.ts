@@ -10,6 +10,7 @@ import { basename, dirname, join } from 'node:path'
 import { decodeSuperblock, encodeSuperblock, slotOffsetBytes, type RunMeta } from '../record/format.js'
 import { NativeError, O, closeQuietly, open as openNative, tryLockExclusive } from '../native/libc.js'
 import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
+import { holdExclusiveLock } from '../locks.js'
 
 const zeroChunkBytes = 4 * 1024 * 1024
 
@@ -52,7 +53,7 @@ export function checkReplaceable(path: string, force: boolean): void {
  * a lock cannot: two writers that both found no file, or writers on different machines.
  */
 
-function busy(path: string): Error {
+function busy(path: string): PlugcheckError {
   return usageError(`refusing to write to ${path}: another plugcheck write is running on it (it holds the file's lock)`, 'wait for that run to end, or give --file another path')
 }
 
@@ -69,18 +70,7 @@ export function lockExisting(path: string): number {
     if (error instanceof NativeError && error.code === 'ENOENT') return -1
     throw runtimeError(`could not open ${path}: ${describeSystemError(error)}`)
   }
-  let locked: boolean
-  try {
-    locked = tryLockExclusive(fd, path)
-  } catch (error) {
-    closeQuietly(fd)
-    throw runtimeError(`could not lock ${path}: ${describeSystemError(error)}`)
-  }
-  if (!locked) {
-    closeQuietly(fd)
-    throw busy(path)
-  }
-  return fd
+  return holdExclusiveLock(fd, path, () => busy(path))
 }
 
 /**

@@ -50,6 +50,7 @@ import { closeSync, constants as fsConstants, fdatasync, fstatSync, fsync, fsync
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
+import { holdExclusiveLock } from '../locks.js'
 import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
@@ -57,7 +58,6 @@ import type { RunMeta } from '../record/format.js'
 import { runMetaSchema } from '../record/format.js'
 import { epochMsSchema, maxClaims, maxPlausibleSeq, maxStoredSpans, writerEnvSchema, type AckSpan, type Claim, type StoredRun, type WriterEnv } from '../protocol/messages.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
-import { tryLockExclusive } from '../native/libc.js'
 
 export const spanWindowMs = 100
 const entryHeaderBytes = 12
@@ -550,22 +550,16 @@ function lockDirectory(dir: string): number {
   } catch (error) {
     throw runtimeError(`could not open ${path}: ${describeSystemError(error)}`)
   }
-  let locked: boolean
-  try {
-    if (!fstatSync(fd).isFile()) throw new Error('not a regular file')
-    locked = tryLockExclusive(fd, path)
-  } catch (error) {
-    closeQuietly(fd)
-    throw runtimeError(`could not lock ${path}: ${describeSystemError(error)}`)
-  }
-  if (!locked) {
-    closeQuietly(fd)
-    throw usageError(
-      `another listener is already using ${dir} (it holds ${path})`,
-      'stop that listener, or give this one a --dir of its own; verify --acks can read the directory meanwhile',
-    )
-  }
-  return fd
+  return holdExclusiveLock(
+    fd,
+    path,
+    () =>
+      usageError(
+        `another listener is already using ${dir} (it holds ${path})`,
+        'stop that listener, or give this one a --dir of its own; verify --acks can read the directory meanwhile',
+      ),
+    () => fstatSync(fd).isFile(),
+  )
 }
 
 /**

@@ -5,37 +5,13 @@
 import t from 'tap'
 import { Listener } from '../../src/server/listener.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
-
-const bulkyFingerprint = {
-  os: { platform: 'linux', kernel: 'Linux', kernelVersion: '6.1', arch: 'x64', distribution: null },
-  bootId: null,
-  virtualMachine: true,
-  target: {
-    path: '/data',
-    fileSystem: { type: 'ext4', magic: '0xef53', mountPoint: '/', source: null, mountOptions: Array.from({ length: 12 }, (_, i) => `option-${i}-`.padEnd(4096, 'x')), superOptions: [] },
-    inMemory: false,
-  },
-  device: null,
-}
+import { Peer, bulkyGroup } from './peer.js'
 
 t.test('a peer that does not read its replies is not read either', async (t) => {
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t) })
   t.teardown(() => listener.close())
   const port = listener.address().port
-  // One group of 64 runs on a path (one connection: a group belongs to the connection that announced it), each with a ~50 KB writer fingerprint: every runs reply is ~3 MB.
-  const writers: Peer[] = []
-  const writer = await Peer.open(port)
-  writer.send({ type: 'hello', protocol: 2, role: 'writer' })
-  for (let i = 0; i < 64; i++) {
-    writer.send({ type: 'run', meta: runMeta(runIdOf(0x700 + i), { groupId: runIdOf(0x700), host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }), writer: { bootId: null, fingerprint: bulkyFingerprint } })
-  }
-  for (let i = 0; i < 64; i++) await writer.next('run-ok')
-  // Ended; the query's reply says the ends were handled.
-  for (let i = 0; i < 64; i++) writer.send({ type: 'end', runId: runIdOf(0x700 + i), reason: 'duration' })
-  writer.send({ type: 'query', host: 'box', requestedPath: '/data/db' })
-  await writer.next('runs')
-  writers.push(writer)
+  const writers = [await bulkyGroup(port)]
 
   const reader = await Peer.open(port)
   reader.socket.pause() // a peer that stops reading

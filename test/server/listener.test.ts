@@ -6,24 +6,11 @@
 import t from 'tap'
 import { join } from 'node:path'
 import { Listener } from '../../src/server/listener.js'
-import type { RunMeta } from '../../src/record/format.js'
 import { AckStore } from '../../src/server/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { Peer } from './peer.js'
+import { Peer, runMeta } from './peer.js'
 
-const meta = (runId: string): RunMeta => ({
-  runId,
-  groupId: runId,
-  method: 'fdatasync',
-  direct: false,
-  pattern: 'append',
-  recordSizeBytes: 8192,
-  slotCount: 1000,
-  host: 'testhost',
-  path: `/data/${runId}`,
-  requestedPath: `/data/${runId}`,
-  createdMs: Date.now(),
-})
+const meta = (runId: string) => runMeta(runId)
 
 t.test('bad frames are refused, the good client is unaffected', async (t) => {
   const dir = tempDir(t)

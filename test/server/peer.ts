@@ -67,3 +67,35 @@ export const runMeta = (runId: string, overrides: Partial<RunMeta> = {}): RunMet
 })
 
 export const runIdOf = (n: number): string => n.toString(16).padStart(16, '0')
+
+/** ~49 KB: twelve mount options of 4,096 characters, the longest a fingerprint string may be. */
+export const bulkyFingerprint = {
+  os: { platform: 'linux', kernel: 'Linux', kernelVersion: '6.1', arch: 'x64', distribution: null },
+  bootId: null,
+  virtualMachine: true,
+  target: {
+    path: '/data',
+    fileSystem: { type: 'ext4', magic: '0xef53', mountPoint: '/', source: null, mountOptions: Array.from({ length: 12 }, (_, i) => `option-${i}-`.padEnd(4096, 'x')), superOptions: [] },
+    inMemory: false,
+  },
+  device: null,
+}
+
+/**
+ * One group of 64 ended runs on box:/data/db, announced on one connection (a group belongs to the
+ * connection that announced it), each with the bulky fingerprint: every runs reply is ~3 MB.
+ * Returns the writer's connection, still open.
+ */
+export async function bulkyGroup(port: number): Promise<Peer> {
+  const writer = await Peer.open(port)
+  writer.send({ type: 'hello', protocol: 2, role: 'writer' })
+  for (let i = 0; i < 64; i++) {
+    writer.send({ type: 'run', meta: runMeta(runIdOf(0x700 + i), { groupId: runIdOf(0x700), host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }), writer: { bootId: null, fingerprint: bulkyFingerprint } })
+  }
+  for (let i = 0; i < 64; i++) await writer.next('run-ok')
+  // Ended; the query's reply says the ends were handled.
+  for (let i = 0; i < 64; i++) writer.send({ type: 'end', runId: runIdOf(0x700 + i), reason: 'duration' })
+  writer.send({ type: 'query', host: 'box', requestedPath: '/data/db' })
+  await writer.next('runs')
+  return writer
+}

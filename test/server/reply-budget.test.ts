@@ -8,36 +8,7 @@
 import t from 'tap'
 import { Listener } from '../../src/server/listener.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
-
-/** ~49 KB: twelve mount options of 4,096 characters, the longest a fingerprint string may be. */
-const bulkyFingerprint = {
-  os: { platform: 'linux', kernel: 'Linux', kernelVersion: '6.1', arch: 'x64', distribution: null },
-  bootId: null,
-  virtualMachine: true,
-  target: {
-    path: '/data',
-    fileSystem: { type: 'ext4', magic: '0xef53', mountPoint: '/', source: null, mountOptions: Array.from({ length: 12 }, (_, i) => `option-${i}-`.padEnd(4096, 'x')), superOptions: [] },
-    inMemory: false,
-  },
-  device: null,
-}
-
-/** One group of 64 ended runs on box:/data/db (one connection: a group belongs to the connection that announced it): every runs reply is ~3 MB. */
-async function bulkyGroup(port: number): Promise<Peer[]> {
-  const writers: Peer[] = []
-  const writer = await Peer.open(port)
-  writer.send({ type: 'hello', protocol: 2, role: 'writer' })
-  for (let i = 0; i < 64; i++) {
-    writer.send({ type: 'run', meta: runMeta(runIdOf(0x700 + i), { groupId: runIdOf(0x700), host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }), writer: { bootId: null, fingerprint: bulkyFingerprint } })
-  }
-  for (let i = 0; i < 64; i++) await writer.next('run-ok')
-  for (let i = 0; i < 64; i++) writer.send({ type: 'end', runId: runIdOf(0x700 + i), reason: 'duration' })
-  writer.send({ type: 'query', host: 'box', requestedPath: '/data/db' })
-  await writer.next('runs')
-  writers.push(writer)
-  return writers
-}
+import { Peer, bulkyGroup, runIdOf, runMeta } from './peer.js'
 
 async function nonReadingQuerier(port: number): Promise<Peer> {
   const peer = await Peer.open(port)
@@ -54,7 +25,7 @@ t.test('non-reading queriers are dropped to keep queued replies within the budge
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), maxQueuedReplyBytes: budgetBytes, log: (l) => lines.push(l) })
   t.teardown(() => listener.close())
   const port = listener.address().port
-  const groupWriters = await bulkyGroup(port)
+  const groupWriters = [await bulkyGroup(port)]
 
   // An honest writer on another path, acking throughout.
   const writer = await Peer.writer(port, runMeta(runIdOf(0x7ff)))
@@ -94,7 +65,7 @@ t.test('a reply left unread too long is dropped when another reply is to be queu
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), replyStallMs: 200, log: (l) => lines.push(l) })
   t.teardown(() => listener.close())
   const port = listener.address().port
-  const groupWriters = await bulkyGroup(port)
+  const groupWriters = [await bulkyGroup(port)]
   const stalled = await nonReadingQuerier(port)
   await waitFor('its reply queued', () => listener.queuedReplyBytes() > 0)
   await new Promise((resolve) => setTimeout(resolve, 400))
