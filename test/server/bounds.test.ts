@@ -4,11 +4,10 @@
  * is silent after hello is never cut off, and 2,000 runs leave the descriptor count bounded.
  */
 import t from 'tap'
-import { spawn } from 'node:child_process'
 import { readdirSync } from 'node:fs'
 import { Listener, maxQueriesPerConnection } from '../../src/server/listener.js'
 import { AckStore } from '../../src/server/ack-store.js'
-import { binPath, tempDir, waitFor } from '../fixtures/cli.js'
+import { limitDescriptors, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
 
 t.test('2,000 connections that never say hello are closed with an error frame', async (t) => {
@@ -135,25 +134,17 @@ t.test('more than 64 runs on one connection are refused', async (t) => {
 
 t.test('a listener out of descriptors keeps serving once connections close', async (t) => {
   const dir = tempDir(t)
-  const child = spawn('sh', ['-c', `ulimit -n 64 && exec "${process.execPath}" "${binPath}" listen --host 127.0.0.1 --port 0 --dir "${dir}"`], { stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()))
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()))
-  const exited = new Promise((resolve) => child.on('exit', resolve))
-  t.teardown(async () => {
-    child.kill('SIGKILL')
-    await exited
-  })
-  await waitFor(`listening (${stderr})`, () => /listening on 127\.0\.0\.1:\d+/.test(stdout))
-  const port = Number(/:(\d+),/.exec(stdout)![1])
+  const listener = await startListener(dir)
+  t.teardown(() => listener.kill())
+  limitDescriptors(listener, 64)
+  const port = listener.port
   const peers: Peer[] = []
   for (let i = 0; i < 150; i++) {
     const peer = await Peer.open(port).catch(() => undefined)
     if (peer !== undefined) peers.push(peer)
   }
   await new Promise((resolve) => setTimeout(resolve, 300))
-  t.equal(child.exitCode, null, `the listener is still running (${stderr.slice(-300)})`)
+  t.equal(listener.process.exitCode, null, `the listener is still running (${listener.stderr().slice(-300)})`)
   for (const peer of peers) peer.close()
   await new Promise((resolve) => setTimeout(resolve, 300))
   const verifier = await Peer.open(port)

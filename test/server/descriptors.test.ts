@@ -4,28 +4,17 @@
  * 64 live runs taking acks at once, and still accepts a new honest run.
  */
 import t from 'tap'
-import { execFileSync, spawn } from 'node:child_process'
 import { readdirSync } from 'node:fs'
-import { binPath, tempDir, waitFor } from '../fixtures/cli.js'
+import { limitDescriptors, startListener, tempDir } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
 import { maxRunsPerConnection } from '../../src/server/listener.js'
 
 t.test('64 live runs under a 64-descriptor limit, and a new run still accepted', async (t) => {
   const dir = tempDir(t)
-  const child = spawn(process.execPath, [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir], { stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()))
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()))
-  const exited = new Promise((resolve) => child.on('exit', resolve))
-  t.teardown(async () => {
-    child.kill('SIGKILL')
-    await exited
-  })
-  await waitFor('the listener to start', () => /listening on 127\.0\.0\.1:\d+/.test(stdout), 60_000)
-  // The limit is set once the listener runs: loading the modules opens many files at once, serving must not.
-  execFileSync('prlimit', ['--pid', String(child.pid), '--nofile=64:64'])
-  const port = Number(/:(\d+),/.exec(stdout)![1])
+  const listener = await startListener(dir)
+  t.teardown(() => listener.kill())
+  limitDescriptors(listener, 64)
+  const port = listener.port
   t.ok(maxRunsPerConnection >= 16, 'four connections of 16 runs are within the per-connection cap')
 
   const writers: Peer[] = []
@@ -50,13 +39,13 @@ t.test('64 live runs under a 64-descriptor limit, and a new run still accepted',
     }
   }
   t.pass('64 live runs recorded 3 acks each')
-  const openFds = readdirSync(`/proc/${child.pid}/fd`).length
+  const openFds = readdirSync(`/proc/${listener.process.pid}/fd`).length
   t.ok(openFds < 64, `the listener holds ${openFds} descriptors with 64 live runs`)
 
   const honest = await Peer.writer(port, runMeta(runIdOf(0xfff)))
   honest.send({ type: 'ack', runId: runIdOf(0xfff), fromSeq: 1, toSeq: 10 })
   t.match(await honest.next('recorded'), { throughSeq: 10 }, 'a new honest run is accepted and recorded')
-  t.notMatch(stderr, /EMFILE/)
+  t.notMatch(listener.stderr(), /EMFILE/)
   honest.close()
   for (const writer of writers) writer.close()
 })
