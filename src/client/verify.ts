@@ -62,6 +62,20 @@ export interface NotJudgedReport {
 const shownRangesLimit = 10
 const bootIdPath = '/proc/sys/kernel/random/boot_id'
 
+/** What each data file's superblock says, read once per verify however many checks ask. */
+class Superblocks {
+  private readonly readings = new Map<string, ReturnType<typeof readSuperblock>>()
+  of(run: StoredRun): ReturnType<typeof readSuperblock> {
+    const key = `${run.meta.recordSizeBytes}:${run.meta.path}` // a block is as long as the run's records
+    let reading = this.readings.get(key)
+    if (reading === undefined) {
+      reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+      this.readings.set(key, reading)
+    }
+    return reading
+  }
+}
+
 /** Where runs come from: the listener over TCP, or a copy of its directory read offline. */
 interface RunSource {
   readonly name: string
@@ -109,12 +123,13 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
     if (stray !== undefined) throw runtimeError(`the ${source} sent run ${stray.meta.runId} (${stray.meta.host}:${stray.meta.requestedPath}), which is not the latest run for ${host}:${options.file}`)
   }
 
-  claims = await withRunsTheFilesHold(runs, claims, from, query)
+  const files = new Superblocks()
+  claims = await withRunsTheFilesHold(runs, claims, from, query, files)
   const thisBootId = readBootId()
   const thisHost = hostname()
   const notes: string[] = []
   if (options.runId === undefined) {
-    const earlier = await runsTheFileStillHolds(runs, claims, from, query)
+    const earlier = await runsTheFileStillHolds(runs, claims, from, query, files)
     if (earlier !== null) {
       notes.push(earlier.note)
       runs = earlier.runs
@@ -122,8 +137,8 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
   }
   const notJudged =
     options.runId === undefined
-      ? conflictingClaims(runs, claims) ?? stillRunning(runs, claims, thisHost, thisBootId) ?? replacedLater(runs, claims)
-      : stillRunning(runs, claims, thisHost, thisBootId) ?? supersededBy(runs[0]!, claims)
+      ? conflictingClaims(runs, claims, files) ?? stillRunning(runs, claims, thisHost, thisBootId) ?? replacedLater(runs, claims, files)
+      : stillRunning(runs, claims, thisHost, thisBootId) ?? supersededBy(runs[0]!, claims, files)
   if (notJudged !== null) {
     const report: NotJudgedReport = { verdict: 'not-judged', ...notJudged, host, file: options.file, source, claims, runs: [] }
     io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderNotJudged(report))
@@ -143,10 +158,10 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
  * still holds. Such a run is looked up by id and added at the end (it is older than every listed one),
  * so the address checks below see it.
  */
-async function withRunsTheFilesHold(runs: readonly StoredRun[], claims: Claim[], from: RunSource, query: { host: string; requestedPath: string }): Promise<Claim[]> {
+async function withRunsTheFilesHold(runs: readonly StoredRun[], claims: Claim[], from: RunSource, query: { host: string; requestedPath: string }, files: Superblocks): Promise<Claim[]> {
   const extra: Claim[] = []
   for (const run of runs) {
-    const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+    const reading = files.of(run)
     if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) continue
     const runId = reading.meta.runId
     if (claims.some((c) => c.runId === runId) || extra.some((c) => c.runId === runId)) continue
@@ -178,6 +193,7 @@ async function runsTheFileStillHolds(
   claims: readonly Claim[],
   from: RunSource,
   query: { host: string; requestedPath: string },
+  files: Superblocks,
 ): Promise<{ runs: StoredRun[]; note: string } | null> {
   // Only runs whose writer said they stopped before their first record (end 'error', sent when setting
   // up failed): a run cut before its first ack may have created its file, and losing that is not ours to excuse.
@@ -186,7 +202,7 @@ async function runsTheFileStillHolds(
   const latestIndex = claims.findIndex((c) => c.groupId === groupId)
   let earlierGroup: string | undefined
   for (const run of runs) {
-    const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+    const reading = files.of(run)
     if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) return null
     const index = claims.findIndex((c) => c.runId === reading.meta.runId)
     if (index < 0 || (latestIndex >= 0 && index <= latestIndex)) return null
@@ -239,7 +255,7 @@ function rebootedSince(run: StoredRun, thisHost: string, thisBootId: string | nu
  * this path, or the file's superblock names another run of this path announced from another address
  * than the run the listener calls latest (a shadowing announcement). Either way the storage is not to blame.
  */
-function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[]): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[], files: Superblocks): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
   const liveGroups = new Set(claims.filter((c) => c.live).map((c) => c.groupId))
   if (liveGroups.size > 1) {
     return { reason: 'conflicting-claims', detail: `${liveGroups.size} writers are writing this path right now` }
@@ -255,7 +271,7 @@ function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[])
     }
   }
   for (const run of runs) {
-    const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+    const reading = files.of(run)
     if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) continue
     // A run announced with the listener's token cannot be a stranger's: a new address is then just a
     // new address (DHCP after the reboot, a tunnel), and the older run in the file is a lost creation.
@@ -303,9 +319,9 @@ function claimsAfter(run: StoredRun, claims: readonly Claim[]): Claim[] {
  * another host name or spelling of the path), not lost. A run the listener lists as earlier is a
  * lost creation, and is judged.
  */
-function replacedLater(runs: readonly StoredRun[], claims: readonly Claim[]): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+function replacedLater(runs: readonly StoredRun[], claims: readonly Claim[], files: Superblocks): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
   for (const run of runs) {
-    const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+    const reading = files.of(run)
     if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) continue
     const other = reading.meta
     const later = claimsAfter(run, claims).some((c) => c.runId === other.runId)
@@ -321,10 +337,10 @@ function replacedLater(runs: readonly StoredRun[], claims: readonly Claim[]): Pi
 }
 
 /** --run X: a later group claims the path and the file no longer holds X, so X was replaced, not lost. */
-function supersededBy(run: StoredRun, claims: readonly Claim[]): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+function supersededBy(run: StoredRun, claims: readonly Claim[], files: Superblocks): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
   const later = claimsAfter(run, claims)
-  if (later.length === 0) return replacedLater([run], claims)
-  const reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
+  if (later.length === 0) return replacedLater([run], claims, files)
+  const reading = files.of(run)
   if (reading.kind === 'valid' && reading.meta.runId === run.meta.runId) return null
   const named = reading.kind === 'valid' ? later.find((c) => c.runId === reading.meta.runId) : undefined
   const by = named ?? later.at(-1)!

@@ -431,7 +431,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     let taken = 0
     let throughSeq = run.durableThroughSeq
     for (const entry of run.pendingEntries) {
-      const encoded = encodeEntry(entry)
+      const encoded = frameLogEntry(entry)
       if (taken > 0 && batchBytes + encoded.length > maxCommitBytes) break
       batch.push(encoded)
       batchBytes += encoded.length
@@ -801,7 +801,8 @@ function applyEntry(run: RunState, body: Buffer, maxSpans: number): boolean {
   return true
 }
 
-function encodeEntry(entry: LogEntry): Buffer {
+/** One acks.log entry as written: length, xxh64, msgpack body. Exported for tests that craft logs. */
+export function frameLogEntry(entry: object): Buffer {
   const body = packr.pack(entry)
   const framed = Buffer.allocUnsafe(entryHeaderBytes + body.length)
   framed.writeUInt32LE(body.length, 0)

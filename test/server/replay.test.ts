@@ -4,24 +4,14 @@
  * listener does not start, verify --acks exits 3 naming the file), never fewer acks.
  */
 import t from 'tap'
-import { xxh64 } from '@node-rs/xxhash'
 import { appendFileSync, mkdirSync, rmSync, statSync, truncateSync } from 'node:fs'
 import { join } from 'node:path'
-import { Packr } from 'msgpackr'
 import { Listener } from '../../src/server/listener.js'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { Peer, runMeta } from './peer.js'
 
-const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
-function entry(body: object): Buffer {
-  const packed = packr.pack(body)
-  const framed = Buffer.alloc(12 + packed.length)
-  framed.writeUInt32LE(packed.length, 0)
-  framed.writeBigUInt64LE(xxh64(packed), 4)
-  packed.copy(framed, 12)
-  return framed
-}
+const entry = frameLogEntry
 
 /** A store with one run whose acks 1..seqs are recorded (each ack its own commit, so many entries). */
 async function storeWithRun(dir: string, runId: string, seqs: number): Promise<void> {

@@ -6,26 +6,18 @@
  */
 import { performance } from 'node:perf_hooks'
 import t, { type Test } from 'tap'
-import { xxh64 } from '@node-rs/xxhash'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { Listener } from '../../src/server/listener.js'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
 import { storedRunSchema, type AckSpan } from '../../src/protocol/messages.js'
 import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
 
+const entry = frameLogEntry
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
-function entry(body: object): Buffer {
-  const packed = packr.pack(body)
-  const framed = Buffer.alloc(12 + packed.length)
-  framed.writeUInt32LE(packed.length, 0)
-  framed.writeBigUInt64LE(xxh64(packed), 4)
-  packed.copy(framed, 12)
-  return framed
-}
 
 const entries = 1000
 const cap = 64
