@@ -35,7 +35,7 @@
  * Fault model: any byte may be lost, zeroed, stale or flipped. Decoding never throws on damaged
  * bytes; it classifies (see classify.ts).
  */
-import { xxh64 } from '@node-rs/xxhash'
+import { xxh64 } from './checksum.js'
 import { pack, unpack } from 'msgpackr'
 import { z } from 'zod'
 import { methodNames } from '../native/methods/types.js'

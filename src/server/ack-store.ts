@@ -44,7 +44,7 @@
  * precision while a run of hours stays small. Past maxSpans (maxStoredSpans, what a reply may carry)
  * neighbouring spans are merged pairwise: the seqs stay exact, the merged windows coarser.
  */
-import { xxh64 } from '@node-rs/xxhash'
+import { xxh64 } from '../record/checksum.js'
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fdatasync, fstatSync, fsync, fsyncSync, mkdirSync, openSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises'
