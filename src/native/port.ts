@@ -55,7 +55,7 @@ export interface OpenOptions {
   readonly direct: boolean
 }
 
-export type SyncDirectoryResult = { readonly synced: true } | { readonly synced: false; readonly reason: string }
+export type DirectorySync = { readonly supported: true } | { readonly supported: false; readonly reason: string }
 
 /** An exclusive lock held on a file until release() (or the process's exit, even SIGKILL). */
 export interface FileLock {
@@ -98,8 +98,11 @@ export interface NativePort {
    * EINVAL where the file system refuses direct I/O. The caller removes the file.
    */
   probeDirect(path: string): void
-  /** Makes a directory's entries durable (after a rename); a no-op with the reason where the OS has no such call. */
-  syncDirectory(dir: string): SyncDirectoryResult
+  /**
+   * Whether a directory can be fsynced to make its entries durable after a rename (callers then use
+   * Node's fsync on the directory); not where the OS has no such call, with the reason.
+   */
+  readonly directorySync: DirectorySync
   /**
    * Takes an exclusive lock on the file at path, creating it when create is set. 'missing' when there
    * is no file (and create is not set), 'busy' when another process holds the lock. The lock follows
