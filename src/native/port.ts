@@ -59,6 +59,9 @@ export type DirectorySync = { readonly supported: true } | { readonly supported:
 
 /** An exclusive lock held on a file until release() (or the process's exit, even SIGKILL). */
 export interface FileLock {
+  /** The locked file's identity, as Node's fs.statSync reports it (st_dev/st_ino; on Windows the volume serial and file index). */
+  readonly dev: number
+  readonly ino: number
   release(): void
 }
 
@@ -103,6 +106,11 @@ export interface NativePort {
    * Node's fsync on the directory); not where the OS has no such call, with the reason.
    */
   readonly directorySync: DirectorySync
+  /**
+   * Whether rename may replace a file that another handle of ours holds open (POSIX: yes; Windows:
+   * not without POSIX rename semantics, so the old file's lock is released just before the rename).
+   */
+  readonly renameReplacesOpenFiles: boolean
   /**
    * Takes an exclusive lock on the file at path, creating it when create is set. 'missing' when there
    * is no file (and create is not set), 'busy' when another process holds the lock. The lock follows
