@@ -1,9 +1,11 @@
 /** Verify's conversation with the listener: hello, query, runs. Event-loop based; nothing here is timing-critical. */
 import { connect } from 'node:net'
+import { networkInterfaces } from 'node:os'
 import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
 import { protocolVersion, serverMessageSchema, type Claim, type ServerMessage, type StoredRun } from '../protocol/messages.js'
-import { describeSystemError, runtimeError } from '../errors.js'
-import { formatEndpoint, type Endpoint } from './endpoint.js'
+import { PlugcheckError, describeSystemError, runtimeError } from '../errors.js'
+import { nodeConnectHost } from '../native/sockaddr.js'
+import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
 import { listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, oneLine, startsWithListenerFrame } from './listener-errors.js'
 
@@ -21,8 +23,18 @@ export async function queryRuns(
   timeoutMs = defaultListenerTimeoutMs,
 ): Promise<RunsReply> {
   const where = formatEndpoint(endpoint)
+  // The writer's address, resolved the same way: the first the OS resolver gives, a mapped address
+  // as IPv4, the scope as an interface. Node's own lookup could pick another (it races the
+  // families), and its parser drops a numeric scope on POSIX (nodeConnectHost says why).
+  let address
+  try {
+    address = await resolveEndpoint(endpoint)
+  } catch (error) {
+    if (error instanceof PlugcheckError) throw error
+    throw runtimeError(`could not resolve listener ${where}: ${describeSystemError(error)}`)
+  }
   return new Promise<RunsReply>((resolve, reject) => {
-    const socket = connect({ host: endpoint.host, port: endpoint.port })
+    const socket = connect({ host: nodeConnectHost(address, networkInterfaces()), port: address.port })
     const decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
     // Until the welcome arrives the peer may be anything (an HTTP server on the port): keep its first bytes to quote.
     let welcomed = false
