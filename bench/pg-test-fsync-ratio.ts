@@ -31,7 +31,7 @@ import { collectFingerprint } from '../src/bench/fingerprint.js'
 import { benchReportSchema, type BenchReport } from '../src/bench/schema.js'
 import { createScratchFile, fillScratchFile, removeScratchFile } from '../src/bench/scratch-file.js'
 import { benchPlan, type RowSpec } from '../src/bench/sections/plan.js'
-import { fileSystemMagic } from '../src/native/libc.js'
+import { nativePort } from '../src/native/index.js'
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const pgTestFsync = '/usr/lib/postgresql/15/bin/pg_test_fsync'
@@ -136,7 +136,7 @@ async function roundByRows(shim: string, pgFirst: boolean): Promise<Pair[]> {
   const scratch = createScratchFile(dir)
   try {
     fillScratchFile(scratch)
-    const fingerprint = collectFingerprint(scratch.path, fileSystemMagic(scratch.controlFd))
+    const fingerprint = collectFingerprint(scratch.path, nativePort().fileSystemOf(scratch.path))
     const child = spawn(pgTestFsync, ['-s', String(secs), '-f', path.join(dir, 'pg_test_fsync.out')], {
       stdio: ['ignore', 'pipe', 'inherit', 'pipe'],
       env: { ...process.env, LD_PRELOAD: shim, PLUGCHECK_RATIO_FD: '3' },
@@ -256,7 +256,7 @@ for (let round = 0; round < rounds; round++) {
 }
 
 const probe = createScratchFile(dir)
-const fileSystem = collectFingerprint(probe.path, fileSystemMagic(probe.controlFd)).target.fileSystem.type
+const fileSystem = collectFingerprint(probe.path, nativePort().fileSystemOf(probe.path)).target.fileSystem.type
 removeScratchFile(probe)
 
 const interleave = args.mode === 'rows' ? 'test by test' : 'run by run'

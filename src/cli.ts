@@ -16,6 +16,7 @@ import { isMethodName, methodNames, type MethodName } from './native/registry.js
 import { defaultPort } from './protocol/messages.js'
 import { patterns, runIdSchema } from './record/format.js'
 import { runListen } from './server/listen.js'
+import { runMethods } from './client/methods.js'
 import { parseSize } from './sizes.js'
 
 const endpointArg = z.string().transform((text, ctx) => {
@@ -111,6 +112,8 @@ const benchArgs = z.object({
   json: z.boolean(),
 })
 
+const methodsArgs = z.object({ json: z.boolean() })
+
 function validated<T>(schema: z.ZodType<T>, args: unknown): T {
   const parsed = schema.safeParse(args)
   if (!parsed.success) {
@@ -179,7 +182,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('server', { type: 'string', demandOption: true, describe: 'listener HOST[:PORT]' })
           .option('file', { type: 'string', demandOption: true, describe: 'data file on the storage under test' })
           .option('method', { type: 'string', default: 'fdatasync', describe: `sync method, or a comma list: ${methodNames.join(', ')}` })
-          .option('direct', { type: 'boolean', default: false, describe: 'add O_DIRECT (record size a multiple of 4096)' })
+          .option('direct', { type: 'boolean', default: false, describe: 'bypass the OS cache (O_DIRECT, F_NOCACHE, FILE_FLAG_NO_BUFFERING; record size a multiple of 4096)' })
           .option('record-size', { type: 'string', default: '8192', describe: 'bytes per record, a multiple of 512' })
           .option('size', { type: 'string', default: '256MiB', describe: 'data file size; append wraps to the start when full' })
           .option('pattern', { choices: patterns, default: 'append' as const, describe: 'append (file grows) or overwrite (random slots in place)' })
@@ -267,7 +270,16 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
         run = () => runBench({ secsPerTest: a.secs, recordSizeBytes: a.recordSize, json: a.json, ...(a.file === undefined ? {} : { file: a.file }) }, io)
       },
     )
-    .demandCommand(1, 'give a command: listen, write, verify, bench or demo')
+    .command(
+      'methods',
+      "this platform's sync methods: available or not and why, the calls each makes, what --direct does",
+      (y) => y.option('json', { type: 'boolean', default: false, describe: 'print one JSON document' }),
+      (args) => {
+        const a = validated(methodsArgs, args)
+        run = async () => runMethods({ json: a.json }, io)
+      },
+    )
+    .demandCommand(1, 'give a command: listen, write, verify, bench, demo or methods')
     .help()
     .version()
     .wrap(Math.min(110, process.stdout.columns ?? 110))

@@ -1,24 +1,20 @@
 /**
- * Exclusive advisory locks (flock) that plugcheck holds for as long as it uses a file: a writer on
- * its data file, a listener on its directory's lock file. Whoever finds the lock held is refused with
- * the caller's message; the descriptor returned holds the lock until it is closed.
+ * Exclusive locks that plugcheck holds for as long as it uses a file: a writer on its data file, a
+ * listener on its directory's lock file. Whoever finds the lock held is refused with the caller's
+ * message; the lock lasts until release() or the process's exit, however it exits.
  */
-import { closeQuietly, tryLockExclusive } from './native/libc.js'
+import { nativePort, type FileLock } from './native/index.js'
 import { describeSystemError, runtimeError, type PlugcheckError } from './errors.js'
 
-/** Locks the open file fd (which must be a regular file); on any failure fd is closed. */
-export function holdExclusiveLock(fd: number, path: string, heldByOther: () => PlugcheckError, isRegularFile: () => boolean = () => true): number {
-  let locked: boolean
+/** Locks the regular file at path (created when create is set); null when there is none. */
+export function holdExclusiveLock(path: string, create: boolean, heldByOther: () => PlugcheckError): FileLock | null {
+  let lock: FileLock | 'busy' | 'missing'
   try {
-    if (!isRegularFile()) throw new Error('not a regular file')
-    locked = tryLockExclusive(fd, path)
+    lock = nativePort().lockExclusive(path, create)
   } catch (error) {
-    closeQuietly(fd)
     throw runtimeError(`could not lock ${path}: ${describeSystemError(error)}`)
   }
-  if (!locked) {
-    closeQuietly(fd)
-    throw heldByOther()
-  }
-  return fd
+  if (lock === 'busy') throw heldByOther()
+  if (lock === 'missing') return null
+  return lock
 }

@@ -10,7 +10,8 @@
  */
 import type { Io } from '../client/writer.js'
 import { describeSystemError, exitCodes, runtimeError } from '../errors.js'
-import { NativeError, POSIX_FADV_DONTNEED, fadvise, fileSystemMagic, fsync } from '../native/libc.js'
+import { NativeError, nativePort } from '../native/index.js'
+import { fsyncSync } from 'node:fs'
 import { methodAvailability } from '../native/registry.js'
 import { collectFingerprint } from './fingerprint.js'
 import { assessPlausibility } from './plausibility.js'
@@ -70,8 +71,8 @@ function rowIdentity(spec: RowSpec) {
  * measure the page cache's history rather than the method.
  */
 function settle(scratch: ScratchFile): void {
-  fsync(scratch.controlFd)
-  fadvise(scratch.controlFd, 0, 0, POSIX_FADV_DONTNEED, scratch.path)
+  fsyncSync(scratch.controlFd)
+  nativePort().dropCache(scratch.path) // where the OS can; elsewhere the cache keeps what it has
 }
 
 /** One row, settled and measured, exactly as the bench runs it (exported for bench/pg-test-fsync-ratio.ts). */
@@ -90,7 +91,7 @@ export async function runRow(spec: RowSpec, scratch: ScratchFile, fingerprint: F
     return { ...rowIdentity(spec), status: 'ok', reason: null, ...measurement }
   } catch (error) {
     // A file system may accept O_DIRECT at open and refuse a write size (e.g. XFS with 4 KiB sectors).
-    if (spec.direct && error instanceof NativeError && error.code === 'EINVAL' && error.syscall === 'pwrite') {
+    if (spec.direct && error instanceof NativeError && error.code === 'EINVAL' && (error.syscall === 'pwrite' || error.syscall === 'WriteFile')) {
       return notRun(spec, 'n/a*', `write failed: ${describeSystemError(error)}`)
     }
     throw error
@@ -111,7 +112,7 @@ export async function runBench(options: BenchOptions, io: Io): Promise<number> {
   }
   try {
     fillScratchFile(scratch)
-    const fingerprint = collectFingerprint(scratch.path, fileSystemMagic(scratch.controlFd))
+    const fingerprint = collectFingerprint(scratch.path, nativePort().fileSystemOf(scratch.path))
     print(renderHeader(fingerprint, options.secsPerTest, options.recordSizeBytes))
     const sections: SectionResult[] = []
     const footnotes = new Set<string>()
@@ -155,7 +156,7 @@ export async function runBench(options: BenchOptions, io: Io): Promise<number> {
     }
     if (error instanceof NativeError) {
       print('\n')
-      const hint = error.syscall === 'fsync' || error.syscall === 'fdatasync' || error.syscall === 'pwritev2' ? 'a failed sync is never retried: the kernel may already have dropped the data it could not write' : undefined
+      const hint = /sync|flush|pwritev2/i.test(error.syscall) ? 'a failed sync is never retried: the kernel may already have dropped the data it could not write' : undefined
       throw runtimeError(`${error.syscall} failed on ${scratch.path}: ${describeSystemError(error)}`, hint)
     }
     throw error

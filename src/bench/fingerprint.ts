@@ -9,6 +9,7 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { nativePort } from '../native/index.js'
 import type { BlockDeviceInfo, Fingerprint } from './schema.js'
 
 export type { BlockDeviceInfo, Fingerprint }
@@ -193,11 +194,27 @@ export function fileSystemNameForMagic(magic: number): string {
   return fileSystemNamesByMagic.get(magic) ?? 'unknown'
 }
 
+function bootIdOrNull(): string | null {
+  try {
+    return nativePort().bootId()
+  } catch {
+    return null
+  }
+}
+
+/** What the native port says of the file system under a path (nativePort().fileSystemOf). */
+export interface FileSystemFacts {
+  readonly type: string
+  readonly magic: number | null
+  readonly inMemory: boolean
+}
+
 /**
- * Fingerprints the storage under filePath. magic is statfs.f_type of that file (the caller holds
- * it open; reading it is the native layer's job).
+ * Fingerprints the storage under filePath. fileSystem is what the native port read of it (statfs),
+ * null where it could not; /proc and /sys add the mount and the device where they exist (Linux).
  */
-export function collectFingerprint(filePath: string, magic: number): Fingerprint {
+export function collectFingerprint(filePath: string, fileSystem: FileSystemFacts | null): Fingerprint {
+  const magic = fileSystem?.magic ?? null
   const absolutePath = path.resolve(filePath)
   const stat = fs.statSync(absolutePath, { bigint: true })
   const { major, minor } = splitDeviceNumber(stat.dev)
@@ -221,7 +238,7 @@ export function collectFingerprint(filePath: string, magic: number): Fingerprint
     }
   }
 
-  const type = mount?.fsType ?? fileSystemNameForMagic(magic)
+  const type = mount?.fsType ?? (magic !== null ? fileSystemNameForMagic(magic) : (fileSystem?.type ?? 'unknown'))
   return {
     os: {
       platform: process.platform,
@@ -230,19 +247,19 @@ export function collectFingerprint(filePath: string, magic: number): Fingerprint
       arch: os.arch(),
       distribution: distributionName(),
     },
-    bootId: readTrimmed('/proc/sys/kernel/random/boot_id'),
+    bootId: bootIdOrNull(),
     virtualMachine: runsUnderHypervisor(),
     target: {
       path: absolutePath,
       fileSystem: {
         type,
-        magic: `0x${magic.toString(16)}`,
+        magic: magic === null ? null : `0x${magic.toString(16)}`,
         mountPoint: mount?.mountPoint ?? null,
         source: mount?.source ?? null,
         mountOptions: [...(mount?.mountOptions ?? [])],
         superOptions: [...(mount?.superOptions ?? [])],
       },
-      inMemory: memoryMagics.has(magic) || memoryFileSystems.has(type),
+      inMemory: (magic !== null && memoryMagics.has(magic)) || memoryFileSystems.has(type) || fileSystem?.inMemory === true,
     },
     device,
   }

@@ -7,7 +7,7 @@
  * system refused it, e.g. O_DIRECT), a reason, and null figures.
  */
 import { z } from 'zod'
-import { methodNames } from '../native/methods/types.js'
+import { methodNames } from '../native/methods.js'
 
 export const benchFormatVersion = 1
 
@@ -75,7 +75,7 @@ export const fingerprintSchema = z.object({
       /** From the mount table where known ("ext4"), else from the statfs magic. */
       type: boundedString,
       /** statfs f_type, "0xef53". */
-      magic: boundedString.regex(/^0x[0-9a-f]+$/),
+      magic: boundedString.regex(/^0x[0-9a-f]+$/).nullable(),
       mountPoint: boundedString.nullable(),
       source: boundedString.nullable(),
       mountOptions: z.array(boundedString).max(maxFingerprintListLength),

@@ -19,7 +19,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { describeSystemError, usageError } from '../errors.js'
-import { alignedBuffer } from '../native/buffers.js'
+import { directAlignmentBytes, nativePort } from '../native/index.js'
 
 export const scratchHeaderBytes = 4096
 /** pg_test_fsync's file size (DEFAULT_XLOG_SEG_SIZE). */
@@ -121,7 +121,7 @@ export function createScratchFile(requested: string | undefined, cwd: string = p
     controlFd: fd,
     regionStartBytes: scratchHeaderBytes,
     regionBytes: scratchRegionBytes,
-    source: alignedBuffer(scratchRegionBytes + sourceShiftBytes),
+    source: nativePort().alignedBuffer(scratchRegionBytes + sourceShiftBytes, directAlignmentBytes),
   }
   try {
     const header = Buffer.alloc(scratchHeaderBytes)

@@ -11,8 +11,7 @@
 import { AckFrameEncoder, FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
 import { protocolVersion, serverMessageSchema, type ServerMessage, type WriterEnv } from '../protocol/messages.js'
 import type { RunMeta } from '../record/format.js'
-import { AF_INET, AF_INET6, closeQuietly, recvNow, recvWait, sendAll, socketConnect, waitReadable } from '../native/libc.js'
-import { isIP } from 'node:net'
+import { nativePort, type AckSocket } from '../native/index.js'
 import { describeSystemError, runtimeError } from '../errors.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, startsWithListenerFrame } from './listener-errors.js'
@@ -30,14 +29,14 @@ export class AckChannel {
   private readonly ackEncoders = new Map<string, AckFrameEncoder>()
   /** Highest seq the listener has reported durable, per run. */
   readonly recordedThrough = new Map<string, number>()
-  private fd: number
+  private socket: AckSocket | undefined
 
   private constructor(
-    fd: number,
+    socket: AckSocket,
     readonly endpointText: string,
     readonly timeoutMs: number,
   ) {
-    this.fd = fd
+    this.socket = socket
   }
 
   static async open(endpoint: Endpoint, token: string | undefined, timeoutMs = listenerTimeoutMs): Promise<AckChannel> {
@@ -48,14 +47,13 @@ export class AckChannel {
     } catch (error) {
       throw runtimeError(`could not resolve listener ${endpointText}: ${describeSystemError(error)}`)
     }
-    let fd: number
+    let socket: AckSocket
     try {
-      const [address, family] = sockaddr(resolved.address, endpoint.port)
-      fd = socketConnect(address, family, endpointText, timeoutMs)
+      socket = nativePort().connect(resolved, timeoutMs, endpointText)
     } catch (error) {
       throw runtimeError(`could not reach the listener at ${endpointText}: ${describeSystemError(error)}`, 'start `plugcheck listen` on a machine that keeps power, and check host, port and firewall')
     }
-    const channel = new AckChannel(fd, endpointText, timeoutMs)
+    const channel = new AckChannel(socket, endpointText, timeoutMs)
     try {
       channel.send({ type: 'hello', protocol: protocolVersion, role: 'writer', ...(token === undefined ? {} : { token }) })
       channel.waitFor('welcome')
@@ -88,7 +86,7 @@ export class AckChannel {
     for (;;) {
       let n: number
       try {
-        n = recvNow(this.fd, this.receiveBuffer)
+        n = this.live().recvNow(this.receiveBuffer)
       } catch (error) {
         throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
       }
@@ -112,12 +110,17 @@ export class AckChannel {
 
   /** Waits at most waitMs for the listener to say something, and takes in what it said. */
   receiveFor(waitMs: number): void {
-    if (waitReadable(this.fd, waitMs)) this.poll()
+    if (this.live().waitReadable(waitMs)) this.poll()
   }
 
   close(): void {
-    if (this.fd >= 0) closeQuietly(this.fd)
-    this.fd = -1
+    this.socket?.close()
+    this.socket = undefined
+  }
+
+  private live(): AckSocket {
+    if (this.socket === undefined) throw runtimeError(`the connection to the listener at ${this.endpointText} is closed`)
+    return this.socket
   }
 
   private send(message: object): void {
@@ -126,7 +129,7 @@ export class AckChannel {
 
   private sendFrame(frame: Buffer): void {
     try {
-      sendAll(this.fd, frame)
+      this.live().sendAll(frame)
     } catch (error) {
       this.poll() // the listener may have said why before closing
       throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
@@ -146,7 +149,7 @@ export class AckChannel {
   private receiveBlocking(): void {
     let n: number
     try {
-      n = recvWait(this.fd, this.receiveBuffer)
+      n = this.live().recvWait(this.receiveBuffer)
     } catch (error) {
       throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
     }
@@ -188,39 +191,4 @@ export class AckChannel {
       }
     }
   }
-}
-
-function sockaddr(address: string, port: number): [Buffer, number] {
-  if (isIP(address) === 6) {
-    const b = Buffer.alloc(28)
-    b.writeUInt16LE(AF_INET6, 0)
-    b.writeUInt16BE(port, 2)
-    ipv6Bytes(address).copy(b, 8)
-    return [b, AF_INET6]
-  }
-  const b = Buffer.alloc(16)
-  b.writeUInt16LE(AF_INET, 0)
-  b.writeUInt16BE(port, 2)
-  address.split('.').forEach((octet, i) => b.writeUInt8(Number(octet), 4 + i))
-  return [b, AF_INET]
-}
-
-/** RFC 4291 text to 16 bytes, including an embedded IPv4 tail ("::ffff:127.0.0.1"). */
-export function ipv6Bytes(address: string): Buffer {
-  const [head = '', tail = ''] = address.split('%')[0]!.split('::')
-  // A dotted IPv4 tail stands for the last two 16-bit groups.
-  const groups = (s: string): string[] =>
-    s === ''
-      ? []
-      : s.split(':').flatMap((g) => {
-          if (!g.includes('.')) return [g]
-          const o = g.split('.').map(Number)
-          return [((o[0]! << 8) | o[1]!).toString(16), ((o[2]! << 8) | o[3]!).toString(16)]
-        })
-  const h = groups(head)
-  const t = address.includes('::') ? groups(tail) : []
-  const all = [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t]
-  const out = Buffer.alloc(16)
-  all.forEach((g, i) => out.writeUInt16BE(parseInt(g, 16), i * 2))
-  return out
 }

@@ -4,11 +4,11 @@
  * beside the target, made durable, renamed into place, and the directory fsynced: after a cut the
  * path holds either the old file or the complete new superblock, never half of one.
  */
-import { closeSync, fstatSync, fsyncSync, openSync, readSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs'
+import { closeSync, fsyncSync, openSync, readSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { basename, dirname, join } from 'node:path'
 import { decodeSuperblock, encodeSuperblock, slotOffsetBytes, type RunMeta } from '../record/format.js'
-import { NativeError, O, closeQuietly, open as openNative, tryLockExclusive } from '../native/libc.js'
+import { NativeError, nativePort, type FileLock } from '../native/index.js'
 import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
 import { holdExclusiveLock } from '../locks.js'
 
@@ -58,28 +58,19 @@ function busy(path: string): PlugcheckError {
 }
 
 /**
- * Takes the exclusive lock on the file at path, if there is one, and returns the descriptor that
- * holds it (-1 when there is no file). Refuses (exit 2) when another process holds the lock.
+ * Takes the exclusive lock on the file at path, if there is one, and returns it (null when there is
+ * no file). Refuses (exit 2) when another process holds the lock.
  */
-export function lockExisting(path: string): number {
-  let fd: number
-  try {
-    // O_NONBLOCK: checkReplaceable has refused FIFOs already, but an open must never hang on one.
-    fd = openNative(path, O.RDONLY | O.NONBLOCK)
-  } catch (error) {
-    if (error instanceof NativeError && error.code === 'ENOENT') return -1
-    throw runtimeError(`could not open ${path}: ${describeSystemError(error)}`)
-  }
-  return holdExclusiveLock(fd, path, () => busy(path))
+export function lockExisting(path: string): FileLock | null {
+  return holdExclusiveLock(path, false, () => busy(path))
 }
 
 /**
  * Writes the superblock (and, for overwrite, the zero-filled region), makes it durable, renames it
- * into place. Returns a descriptor of the new file that holds its exclusive lock (taken before the
- * rename, so no moment exists in which the path names an unlocked file of this run). heldFd is the
- * lock lockExisting took on the old file, or -1.
+ * into place. Returns the new file's lock (taken before the rename, so no moment exists in which the
+ * path names an unlocked file of this run). held is the lock lockExisting took on the old file, or null.
  */
-export function createDataFile(meta: RunMeta, heldFd = -1): number {
+export function createDataFile(meta: RunMeta, held: FileLock | null = null): FileLock {
   const tmp = join(dirname(meta.path), `.${basename(meta.path)}.plugcheck-${meta.runId}.tmp`)
   let fd: number
   try {
@@ -88,9 +79,9 @@ export function createDataFile(meta: RunMeta, heldFd = -1): number {
     throw runtimeError(`could not create ${tmp}: ${describeSystemError(error)}`)
   }
   let open = true
-  let appearedFd = -1
+  let lock: FileLock | null = null
+  let appeared: FileLock | null = null
   try {
-    if (!tryLockExclusive(fd, tmp)) throw new Error(`${tmp} is locked by another process`)
     writeSync(fd, encodeSuperblock(meta), 0, meta.recordSizeBytes, 0)
     if (meta.pattern === 'overwrite') {
       // Explicit zeros, not fallocate: the blocks must be allocated and written, so the run tests in-place overwrites.
@@ -101,15 +92,21 @@ export function createDataFile(meta: RunMeta, heldFd = -1): number {
       }
     }
     fsyncSync(fd)
+    closeSync(fd)
+    open = false
+    // The temporary name is ours alone (random run id, created with O_EXCL): nobody else holds it.
+    lock = holdExclusiveLock(tmp, false, () => runtimeError(`${tmp} is locked by another process`))
+    if (lock === null) throw runtimeError(`${tmp} vanished while it was being created`)
     // A file that appeared at the path since lockExisting (another writer that also found none) must
     // not be replaced while its writer runs.
-    appearedFd = lockAppeared(meta.path, heldFd)
+    appeared = lockAppeared(meta.path, held)
+    if (held !== null && !nativePort().renameReplacesOpenFiles) held.release()
     renameSync(tmp, meta.path)
     syncDirectory(dirname(meta.path))
-    open = false
-    return fd
+    return lock
   } catch (error) {
     if (open) closeSync(fd)
+    lock?.release()
     try {
       unlinkSync(tmp)
     } catch {
@@ -118,26 +115,25 @@ export function createDataFile(meta: RunMeta, heldFd = -1): number {
     if (error instanceof PlugcheckError) throw error
     throw runtimeError(`could not create ${meta.path}: ${describeSystemError(error)}`)
   } finally {
-    if (appearedFd >= 0) closeQuietly(appearedFd)
+    appeared?.release()
   }
 }
 
-/** Locks a file that is at path now but is not the one heldFd locks; -1 when there is none. */
-function lockAppeared(path: string, heldFd: number): number {
+/** Locks a file that is at path now but is not the one held locks; null when there is none. */
+function lockAppeared(path: string, held: FileLock | null): FileLock | null {
   let current
   try {
     current = statSync(path)
   } catch {
-    return -1
+    return null
   }
-  if (heldFd >= 0) {
-    const held = fstatSync(heldFd)
-    if (held.ino === current.ino && held.dev === current.dev) return -1
-  }
+  if (held !== null && held.ino === current.ino && held.dev === current.dev) return null
   return lockExisting(path)
 }
 
+/** Makes a directory's entries durable after a rename, where the OS has a call for it. */
 export function syncDirectory(dir: string): void {
+  if (!nativePort().directorySync.supported) return
   const fd = openSync(dir, 'r')
   try {
     fsyncSync(fd)
@@ -152,16 +148,18 @@ export function syncDirectory(dir: string): void {
  * never costs the user the previous data file.
  */
 export function checkDirectSupported(dir: string): void {
+  const direct = nativePort().table().direct
+  if (!direct.applies) throw usageError(`--direct is not available here: ${direct.reason}`)
   const probe = join(dir, `.plugcheck-direct-probe.${randomBytes(6).toString('hex')}`)
   try {
-    closeQuietly(openNative(probe, O.WRONLY | O.CREAT | O.EXCL | O.DIRECT))
+    nativePort().probeDirect(probe)
   } catch (error) {
     if (error instanceof NativeError && error.code === 'EINVAL') {
-      throw usageError(`--direct is not supported in ${dir}: the file system refused O_DIRECT`, 'leave out --direct, or test a file system that supports it')
+      throw usageError(`--direct is not supported in ${dir}: the file system refused direct I/O`, 'leave out --direct, or test a file system that supports it')
     }
     throw runtimeError(`could not create ${probe}: ${describeSystemError(error)}`)
   } finally {
-    // Some file systems create the file and only then refuse O_DIRECT: remove it either way.
+    // Some file systems create the file and only then refuse direct I/O: remove it either way.
     try {
       unlinkSync(probe)
     } catch {

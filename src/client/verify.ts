@@ -10,7 +10,7 @@
  * test is not there, a group member's acks are missing, or the listener answered nonsense. Verify
  * never blames the storage for what the setup did.
  */
-import { readFileSync } from 'node:fs'
+import { nativePort } from '../native/index.js'
 import { hostname } from 'node:os'
 import type { Claim, StoredRun } from '../protocol/messages.js'
 import { AckStore } from '../server/ack-store.js'
@@ -60,7 +60,6 @@ export interface NotJudgedReport {
 }
 
 const shownRangesLimit = 10
-const bootIdPath = '/proc/sys/kernel/random/boot_id'
 
 /** What each data file's superblock says, read once per verify however many checks ask. */
 class Superblocks {
@@ -236,8 +235,7 @@ export function groupVerdict(reports: readonly RunReport[]): RunVerdict {
 
 function readBootId(): string | null {
   try {
-    const id = readFileSync(bootIdPath, 'utf8').trim()
-    return id.length > 0 ? id : null
+    return nativePort().bootId()
   } catch {
     return null
   }

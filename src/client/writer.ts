@@ -30,9 +30,8 @@ import { performance } from 'node:perf_hooks'
 import { encodeFrame } from '../protocol/framing.js'
 import { writerEnvSchema, type WriterEnv } from '../protocol/messages.js'
 import { collectFingerprint } from '../bench/fingerprint.js'
-import { O, NativeError, close, closeQuietly, fileSystemMagic, open } from '../native/libc.js'
-import { alignedBuffer, directAlignmentBytes } from '../native/buffers.js'
-import { methodAvailability, methodImpl, type MethodName, type SyncMethodImpl } from '../native/registry.js'
+import { NativeError, directAlignmentBytes, nativePort, type DataFile, type FileLock } from '../native/index.js'
+import { methodAvailability, type MethodName } from '../native/registry.js'
 import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type Pattern, type RunKey, type RunMeta } from '../record/format.js'
 import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
 import { formatSize } from '../sizes.js'
@@ -70,9 +69,8 @@ export interface Io {
 interface ActiveRun {
   readonly meta: RunMeta
   readonly key: RunKey
-  readonly impl: SyncMethodImpl
   readonly buffer: Buffer
-  fd: number
+  readonly file: DataFile
   /** Highest seq whose sync returned. */
   syncedSeq: number
   /** Highest seq reported to the listener. */
@@ -126,7 +124,6 @@ export function dataPaths(options: Pick<WriteOptions, 'file' | 'methods'>): stri
 
 export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
   validateWriteOptions(options)
-  const impls = options.methods.map(methodImpl)
   const timeoutMs = options.listenerTimeoutMs ?? defaultListenerTimeoutMs
   const paths = dataPaths(options)
   const outNow = io.outNow ?? io.out
@@ -138,22 +135,22 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
   }
   // Lock every existing data file before the run is announced: a second writer on a live run's
   // path is refused here, before it can announce anything or touch the file.
-  const lockFds: number[] = []
+  const locks: (FileLock | null)[] = []
   const runs: ActiveRun[] = []
   let channel: AckChannel | undefined
   const announced: RunMeta[] = []
   try {
-    for (const path of paths) lockFds.push(lockExisting(path))
+    for (const path of paths) locks.push(lockExisting(path))
     channel = await AckChannel.open(options.server, options.token, timeoutMs)
     const groupId = randomBytes(8).toString('hex')
     const host = hostname()
     const slotCount = Math.floor(options.sizeBytes / options.recordSizeBytes) - 1
     try {
-      for (const [i, impl] of impls.entries()) {
+      for (const [i, method] of options.methods.entries()) {
         const meta: RunMeta = {
           runId: randomBytes(8).toString('hex'),
           groupId,
-          method: impl.name,
+          method,
           direct: options.direct,
           pattern: options.pattern,
           recordSizeBytes: options.recordSizeBytes,
@@ -169,15 +166,14 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
         announced.push(meta)
         outNow(`run ${meta.runId}: ${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}, ${meta.path}\n`)
         // The new file's lock replaces the old file's: the old inode is no longer at the path.
-        const newLockFd = createDataFile(meta, lockFds[i]!)
-        if (lockFds[i]! >= 0) closeQuietly(lockFds[i]!)
-        lockFds[i] = newLockFd
+        const newLock = createDataFile(meta, locks[i]!)
+        locks[i]?.release()
+        locks[i] = newLock
         runs.push({
           meta,
           key: runKey(meta.runId),
-          impl,
-          buffer: alignedBuffer(meta.recordSizeBytes),
-          fd: openForMethod(meta, impl),
+          buffer: nativePort().alignedBuffer(meta.recordSizeBytes, directAlignmentBytes),
+          file: openForMethod(meta),
           syncedSeq: 0,
           lastSeq: 0,
           latency: new LatencyHistogram(),
@@ -194,10 +190,10 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
     outNow(`after a power cut and reboot: ${verifyCommand(options)}\n`)
     return await writeLoop(options, runs, channel, io, timeoutMs)
   } finally {
-    for (const run of runs) if (run.fd >= 0) close(run.fd)
+    for (const run of runs) run.file.close()
     channel?.close()
-    // Closing the descriptors releases the locks; exit would too.
-    for (const fd of lockFds) if (fd >= 0) closeQuietly(fd)
+    // Releasing the locks; exit would too.
+    for (const lock of locks) lock?.release()
   }
 }
 
@@ -205,18 +201,13 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
 export function writerEnvironment(directory: string): WriterEnv {
   let bootId: string | null = null
   try {
-    bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null
+    bootId = nativePort().bootId() // null where the platform has none: verify then says it cannot tell
   } catch {
-    // not Linux, or no /proc: verify then cannot tell whether a reboot happened, and says so
+    bootId = null
   }
   let fingerprint: WriterEnv['fingerprint'] = null
   try {
-    const fd = openSync(directory, 'r')
-    try {
-      fingerprint = collectFingerprint(directory, fileSystemMagic(fd))
-    } finally {
-      closeSync(fd)
-    }
+    fingerprint = collectFingerprint(directory, nativePort().fileSystemOf(directory))
   } catch {
     fingerprint = null
   }
@@ -237,13 +228,12 @@ export function shellQuote(text: string): string {
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`
 }
 
-function openForMethod(meta: RunMeta, impl: SyncMethodImpl): number {
-  const flags = O.WRONLY | impl.openFlags | (meta.direct ? O.DIRECT : 0)
+function openForMethod(meta: RunMeta): DataFile {
   try {
-    return open(meta.path, flags)
+    return nativePort().openData(meta.path, meta.method, { direct: meta.direct })
   } catch (error) {
     if (meta.direct && error instanceof NativeError && error.code === 'EINVAL') {
-      throw usageError(`--direct is not supported for ${meta.path}: the file system refused O_DIRECT`)
+      throw usageError(`--direct is not supported for ${meta.path}: the file system refused direct I/O`)
     }
     throw runtimeError(`could not open ${meta.path}: ${describeSystemError(error)}`)
   }
@@ -292,7 +282,8 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
       fillRecord(run.buffer, run.key, seq, slot, Math.round((performance.timeOrigin + performance.now()) * 1000))
       const beforeMs = performance.now()
       try {
-        run.impl.writeDurable(run.fd, run.buffer, slotOffsetBytes(run.meta.recordSizeBytes, slot))
+        run.file.write(run.buffer, slotOffsetBytes(run.meta.recordSizeBytes, slot))
+        run.file.sync()
       } catch (error) {
         // Never retried: after a failed sync the kernel may have dropped the data and a retry can lie.
         failure = { run, error }

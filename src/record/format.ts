@@ -38,7 +38,7 @@
 import { xxh64 } from './checksum.js'
 import { pack, unpack } from 'msgpackr'
 import { z } from 'zod'
-import { methodNames } from '../native/methods/types.js'
+import { methodNames } from '../native/methods.js'
 
 export const sectorBytes = 512
 export const formatVersion = 1

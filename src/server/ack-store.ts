@@ -51,6 +51,7 @@ import { open, readdir, stat, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../locks.js'
+import { nativePort, type FileLock } from '../native/index.js'
 import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
@@ -157,7 +158,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** Ack logs open right now (only inside a commit or an announcement). */
   private openLogs = 0
   /** The descriptor holding <dir>/lock, for the store's life (the listener's, not verify's). */
-  private lockFd: number | undefined
+  private lock: FileLock | undefined
   readonly warnings: string[] = []
 
   /** Spans kept per run; beyond it neighbours are merged (see coarsen). */
@@ -179,13 +180,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   static async open(dir: string, options: AckStoreOptions = {}): Promise<AckStore> {
     mkdirSync(join(dir, 'runs'), { recursive: true })
-    const lockFd = lockDirectory(dir)
+    const lock = lockDirectory(dir)
     try {
       const store = await AckStore.load(dir, options)
-      store.lockFd = lockFd
+      store.lock = lock
       return store
     } catch (error) {
-      closeQuietly(lockFd)
+      lock.release()
       throw error
     }
   }
@@ -521,8 +522,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   async close(): Promise<void> {
     while (this.committing !== undefined) await this.committing
-    if (this.lockFd !== undefined) closeQuietly(this.lockFd)
-    this.lockFd = undefined
+    this.lock?.release()
+    this.lock = undefined
   }
 }
 
@@ -539,27 +540,17 @@ function announceOrder(a: RunState, b: RunState): number {
 }
 
 /**
- * Takes <dir>/lock (flock, exclusive, non-blocking) and returns its descriptor, to hold for the
- * listener's life; the kernel releases it when the process dies, however it dies.
+ * Takes <dir>/lock (exclusive) and returns it, to hold for the listener's life; the OS releases it
+ * when the process dies, however it dies.
  */
-function lockDirectory(dir: string): number {
+function lockDirectory(dir: string): FileLock {
   const path = join(dir, 'lock')
-  let fd: number
-  try {
-    fd = openSync(path, fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_NONBLOCK, 0o644)
-  } catch (error) {
-    throw runtimeError(`could not open ${path}: ${describeSystemError(error)}`)
-  }
-  return holdExclusiveLock(
-    fd,
-    path,
-    () =>
-      usageError(
-        `another listener is already using ${dir} (it holds ${path})`,
-        'stop that listener, or give this one a --dir of its own; verify --acks can read the directory meanwhile',
-      ),
-    () => fstatSync(fd).isFile(),
-  )
+  return holdExclusiveLock(path, true, () =>
+    usageError(
+      `another listener is already using ${dir} (it holds ${path})`,
+      'stop that listener, or give this one a --dir of its own; verify --acks can read the directory meanwhile',
+    ),
+  )!
 }
 
 /**
@@ -576,14 +567,7 @@ function removeCreated(step: 'start' | 'dir' | 'log' | 'tmp' | 'meta', paths: { 
   }
   if (step === 'meta') {
     attempt(() => unlinkSync(paths.metaPath))
-    attempt(() => {
-      const fd = openSync(paths.dir, 'r')
-      try {
-        fsyncSync(fd)
-      } finally {
-        closeSync(fd)
-      }
-    })
+    attempt(() => syncDirectoryNow(paths.dir))
   }
   if (step === 'tmp' || step === 'meta') attempt(() => unlinkSync(paths.tmpPath))
   if (step !== 'start' && step !== 'dir') attempt(() => unlinkSync(paths.logPath))
@@ -854,7 +838,19 @@ function storedRun(run: RunState): StoredRun {
   }
 }
 
+/** Where the OS can (not Windows: its file systems journal renames, and a directory cannot be flushed). */
+function syncDirectoryNow(dir: string): void {
+  if (!nativePort().directorySync.supported) return
+  const fd = openSync(dir, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+}
+
 async function syncDirectory(dir: string): Promise<void> {
+  if (!nativePort().directorySync.supported) return
   const fd = openSync(dir, 'r')
   try {
     await fsyncAsync(fd)

@@ -1,11 +1,13 @@
 /**
- * Faults injected at the native boundary (rimraf style: the libc module is mocked, nothing else):
+ * Faults injected at the native boundary (rimraf style: the native port is wrapped, nothing else):
  * a file system refusing O_DIRECT gives n/a* rows and pg_test_fsync's footnote; a failed sync stops
  * the run with exit 3 and is never retried; ops write fresh offsets and wrap.
  */
 import t, { type Test } from 'tap'
 import fs from 'node:fs'
-import * as libc from '../../src/native/libc.js'
+import * as native from '../../src/native/index.js'
+import { NativeError } from '../../src/native/errors.js'
+import type { DataFile, NativePort } from '../../src/native/port.js'
 import { PlugcheckError } from '../../src/errors.js'
 import type { ScratchFile } from '../../src/bench/scratch-file.js'
 import type { RowSpec } from '../../src/bench/sections/plan.js'
@@ -13,14 +15,20 @@ import { scratchDir } from './helpers.js'
 
 type BenchModule = typeof import('../../src/bench/bench.js')
 
+/** The real port with some calls replaced. */
+function portWith(overrides: (real: NativePort) => Partial<NativePort>): typeof native {
+  const real = native.nativePort()
+  const port: NativePort = { ...real, ...overrides(real) }
+  return { ...native, nativePort: () => port }
+}
+
 /**
- * runBench with libc replaced. tap mocks the modules a mocked module imports directly, but cannot
+ * runBench with the port replaced. tap mocks the modules a mocked module imports directly, but cannot
  * follow a .js specifier to a .ts file one level further, so ops.ts is mocked first and handed in.
  */
-async function benchWithLibc(t: Test, overrides: Partial<typeof libc>): Promise<BenchModule> {
-  const mockedLibc = { ...libc, ...overrides }
-  const ops = await t.mockImport('../../src/bench/sections/ops.js', { '../../src/native/libc.js': mockedLibc })
-  return t.mockImport<BenchModule>('../../src/bench/bench.js', { '../../src/native/libc.js': mockedLibc, '../../src/bench/sections/ops.js': ops })
+async function benchWithPort(t: Test, mocked: typeof native): Promise<BenchModule> {
+  const ops = await t.mockImport('../../src/bench/sections/ops.js', { '../../src/native/index.js': mocked })
+  return t.mockImport<BenchModule>('../../src/bench/bench.js', { '../../src/native/index.js': mocked, '../../src/bench/sections/ops.js': ops })
 }
 
 function captureIo() {
@@ -30,12 +38,15 @@ function captureIo() {
 
 t.test('O_DIRECT refused at open: direct rows are n/a* with the footnote, the others run', async (t) => {
   const dir = scratchDir('/dev/shm', t)
-  const { runBench } = await benchWithLibc(t, {
-    open: (file: string, flags: number, mode?: number) => {
-      if ((flags & libc.O.DIRECT) !== 0) throw new libc.NativeError('open', 22, file)
-      return libc.open(file, flags, mode)
-    },
-  })
+  const { runBench } = await benchWithPort(
+    t,
+    portWith((real) => ({
+      openData: (file, method, options) => {
+        if (options.direct) throw new NativeError('open', 'EINVAL', -22, 'invalid argument', file)
+        return real.openData(file, method, options)
+      },
+    })),
+  )
   const io = captureIo()
   t.equal(await runBench({ file: dir, secsPerTest: 0.05, recordSizeBytes: 8192, json: false }, io), 0)
   t.match(io.stdout, /^ {8}open_datasync \(direct\) {8} {17}n\/a\* {2}open failed: EINVAL \(invalid argument\)$/m)
@@ -56,12 +67,22 @@ t.test('O_DIRECT refused at open: direct rows are n/a* with the footnote, the ot
 t.test('a failed fdatasync stops the run: exit 3, no retry, file removed', async (t) => {
   const dir = scratchDir('/dev/shm', t)
   let calls = 0
-  const { runBench } = await benchWithLibc(t, {
-    fdatasync: () => {
-      calls++
-      throw new libc.NativeError('fdatasync', 5)
-    },
-  })
+  const { runBench } = await benchWithPort(
+    t,
+    portWith((real) => ({
+      openData: (file, method, options) => {
+        const data = real.openData(file, method, options)
+        if (method !== 'fdatasync') return data
+        return {
+          ...data,
+          sync: () => {
+            calls++
+            throw new NativeError('fdatasync', 'EIO', -5, 'input/output error')
+          },
+        }
+      },
+    })),
+  )
   const io = captureIo()
   const error = await runBench({ file: dir, secsPerTest: 0.05, recordSizeBytes: 8192, json: false }, io).catch((e: unknown) => e)
   t.ok(error instanceof PlugcheckError)
@@ -75,13 +96,13 @@ t.test('a failed fdatasync stops the run: exit 3, no retry, file removed', async
 t.test('ops write fresh offsets across the region, pieces back to back, and wrap', async (t) => {
   const writes: { offset: number; first: number; length: number }[] = []
   const { prepareRow } = await t.mockImport<typeof import('../../src/bench/sections/ops.js')>('../../src/bench/sections/ops.js', {
-    '../../src/native/libc.js': {
-      ...libc,
-      open: () => 99,
-      close: () => {},
-      fdatasync: () => {},
-      pwriteAll: (_fd: number, buf: Buffer, offset: number) => void writes.push({ offset, first: buf.readUInt32LE(0), length: buf.length }),
-    },
+    '../../src/native/index.js': portWith(() => ({
+      openData: (): DataFile => ({
+        write: (buf, offset) => void writes.push({ offset, first: buf.readUInt32LE(0), length: buf.length }),
+        sync: () => {},
+        close: () => {},
+      }),
+    })),
   })
   const regionBytes = 64 * 1024
   const source = Buffer.alloc(regionBytes + 64 * 1024)

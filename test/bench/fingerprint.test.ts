@@ -5,7 +5,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { collectFingerprint, describeBlockDevice, findMount, parseMountInfo, splitDeviceNumber } from '../../src/bench/fingerprint.js'
 import { fingerprintSchema } from '../../src/bench/schema.js'
-import { close, fileSystemMagic, open, O } from '../../src/native/libc.js'
+import { nativePort } from '../../src/native/index.js'
 
 const mountinfo = [
   '26 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard',
@@ -76,11 +76,9 @@ t.test('describeBlockDevice resolves a partition to its disk and follows stacked
 function fingerprintOf(dir: string) {
   const file = path.join(fs.mkdtempSync(path.join(dir, 'plugcheck-fp-')), 'f')
   fs.writeFileSync(file, '')
-  const fd = open(file, O.RDONLY)
   try {
-    return collectFingerprint(file, fileSystemMagic(fd))
+    return collectFingerprint(file, nativePort().fileSystemOf(file))
   } finally {
-    close(fd)
     fs.rmSync(path.dirname(file), { recursive: true })
   }
 }
