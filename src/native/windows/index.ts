@@ -1,0 +1,66 @@
+/**
+ * The Windows native port: kernel32 (files, locks, volumes), ntdll (NtFlushBuffersFileEx, looked up at
+ * run time), advapi32 (the boot id) and ws2_32 (the ack socket). Importing this module loads no DLL;
+ * the first call that needs one loads them all (win32.ts api()).
+ *
+ * Assumptions: 64-bit Windows (x64 or arm64), Windows 10 or later for the full method table; the paths
+ * given are Windows paths (drive letter or UNC), shorter than MAX_PATH unless prefixed with \\?\.
+ */
+import koffi from 'koffi'
+import type { DirectorySync, NativePort, PlatformTable } from '../port.js'
+import { bootId, fileSystemOf, lockExclusive, openData, probeDirect } from './file.js'
+import { connect } from './socket.js'
+import { windowsTable, type WindowsProbe } from './table.js'
+import { api } from './win32.js'
+
+export { windowsTable, type WindowsProbe } from './table.js'
+
+let probed: WindowsProbe | undefined
+
+/** What this Windows offers, found at run time: cheap (two GetProcAddress calls, once), needs no data file. */
+export function probe(): WindowsProbe {
+  if (probed !== undefined) return probed
+  const w = api()
+  probed = { ntFlushBuffersFileEx: w.NtFlushBuffersFileEx !== null, wineVersion: w.wineVersion }
+  return probed
+}
+
+/**
+ * FlushFileBuffers on a directory handle fails (ERROR_ACCESS_DENIED; Node reports EPERM, nodejs/node#3879)
+ * and Windows has no other call for it. NTFS records a rename in its metadata journal; no call asks
+ * for that entry alone to reach the disk.
+ */
+const directorySync: DirectorySync = {
+  supported: false,
+  reason: 'Windows cannot flush a directory (FlushFileBuffers on a directory handle fails); NTFS journals the rename as a metadata change, with no call to force it',
+}
+
+export const windowsPort: NativePort = {
+  family: 'windows',
+  table(): PlatformTable {
+    return windowsTable(probe())
+  },
+  openData(path, method, options) {
+    return openData(path, method, options.direct)
+  },
+  probeDirect,
+  directorySync,
+  // MoveFileExW (what Node's rename uses) fails on a target another handle holds open, even one shared
+  // with FILE_SHARE_DELETE, unless POSIX rename semantics are asked for.
+  renameReplacesOpenFiles: false,
+  lockExclusive,
+  connect,
+  alignedBuffer(sizeBytes, alignmentBytes) {
+    // Over-allocate and slice: Node's allocations are 8- or 16-byte aligned at best.
+    const raw = Buffer.alloc(sizeBytes + alignmentBytes)
+    const misalignment = Number(koffi.address(raw) % BigInt(alignmentBytes))
+    const start = misalignment === 0 ? 0 : alignmentBytes - misalignment
+    return raw.subarray(start, start + sizeBytes)
+  },
+  dropCache() {
+    // Windows has no call to drop one file's cached pages (opening it with NO_BUFFERING bypasses them instead).
+    return false
+  },
+  fileSystemOf,
+  bootId,
+}
