@@ -52,12 +52,13 @@ export function parseEndpoint(text: string): Endpoint | string {
 
 /**
  * 4 or 6 for an address literal, 0 for a name. An IPv6 literal may carry a %zone: an interface name
- * (any characters but whitespace, %, brackets and /, so "br_lan" too, which net.isIP refuses) or index.
+ * (any characters but whitespace, %, colons, brackets and /, so "br_lan" too, which net.isIP
+ * refuses) or index. No colon, so that "fe80::1%eth0:5400" is not taken for an address.
  */
 export function literalFamily(host: string): 0 | 4 | 6 {
   const { address, zone } = splitZone(host)
   if (zone === undefined) return isIP(address) as 0 | 4 | 6
-  return isIP(address) === 6 && /^[^\s%[\]/]+$/.test(zone) ? 6 : 0
+  return isIP(address) === 6 && /^[^\s%:[\]/]+$/.test(zone) ? 6 : 0
 }
 
 export function formatEndpoint(endpoint: Endpoint): string {
