@@ -241,8 +241,19 @@ export function tidyDescription(text: string): string {
   return trimmed.charAt(0).toLowerCase() + trimmed.slice(1)
 }
 
+/** Where the system has no text for a number (Wine lacks some Winsock messages): the POSIX wording. */
+const fallbackText: Record<string, string> = {
+  ETIMEDOUT: 'connection timed out',
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset by peer',
+  ECONNABORTED: 'software caused connection abort',
+  ENETUNREACH: 'network is unreachable',
+  EHOSTUNREACH: 'host is unreachable',
+}
+
 /** The description part of a NativeError message: "access is denied (Windows error 5)". */
 export function describeWin32(win32Error: number, systemText: string | null): string {
-  const text = systemText === null || systemText.trim() === '' ? 'unknown error' : tidyDescription(systemText)
+  const missing = systemText === null || systemText.trim() === '' || /^unknown error\.?$/iu.test(systemText.trim())
+  const text = missing ? (fallbackText[posixOf(win32Error).code] ?? 'unknown error') : tidyDescription(systemText)
   return `${text} (Windows error ${win32Error})`
 }
