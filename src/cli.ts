@@ -1,6 +1,6 @@
 /**
  * The command line: yargs parses, zod validates, one function per command runs and returns an exit
- * code. Nothing here calls process.exit (bin/plugcheck.js does, once).
+ * code. Nothing here calls process.exit (src/bin.ts does, once).
  */
 import { writeSync } from 'node:fs'
 import { resolve } from 'node:path'

@@ -12,7 +12,7 @@ import { AckFrameEncoder, FrameDecoder, encodeFrame, maxServerFrameBytes } from 
 import { protocolVersion, serverMessageSchema, type ServerMessage, type WriterEnv } from '../protocol/messages.js'
 import type { RunMeta } from '../record/format.js'
 import { nativePort, type AckSocket } from '../native/index.js'
-import { describeSystemError, runtimeError } from '../errors.js'
+import { PlugcheckError, describeSystemError, runtimeError } from '../errors.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, startsWithListenerFrame } from './listener-errors.js'
 
@@ -45,6 +45,7 @@ export class AckChannel {
     try {
       resolved = await resolveEndpoint(endpoint)
     } catch (error) {
+      if (error instanceof PlugcheckError) throw error // a usage error in --server (an unknown interface)
       throw runtimeError(`could not resolve listener ${endpointText}: ${describeSystemError(error)}`)
     }
     let socket: AckSocket
