@@ -15,7 +15,7 @@ import { fsyncSync } from 'node:fs'
 import { methodAvailability } from '../native/registry.js'
 import { collectFingerprint } from './fingerprint.js'
 import { assessPlausibility } from './plausibility.js'
-import { renderFlags, renderFootnotes, renderHeader, renderRowFigures, renderRowLabel, renderSectionTitle } from './report/render.js'
+import { renderFlags, renderFootnotes, renderHeader, type PlatformFacts, renderRowFigures, renderRowLabel, renderSectionTitle } from './report/render.js'
 import { benchFormatVersion, type BenchReport, type Fingerprint, type RowResult, type SectionResult } from './schema.js'
 import { BenchInterrupted, createScratchFile, fillScratchFile, guardScratchFile, removeScratchFile, type ScratchFile } from './scratch-file.js'
 import { measure } from './sections/measure.js'
@@ -100,6 +100,15 @@ export async function runRow(spec: RowSpec, scratch: ScratchFile, fingerprint: F
   }
 }
 
+function platformFacts(): PlatformFacts {
+  const table = nativePort().table()
+  return {
+    name: table.name,
+    direct: table.direct.applies ? table.direct.how : `n/a: ${table.direct.reason}`,
+    caveats: [...table.methods.filter((m) => m.available && m.caveat !== undefined && m.name !== 'none').map((m) => `${m.name}: ${m.caveat}`), ...table.notes],
+  }
+}
+
 export async function runBench(options: BenchOptions, io: Io): Promise<number> {
   const scratch = createScratchFile(options.file)
   const guard = guardScratchFile(scratch)
@@ -113,7 +122,7 @@ export async function runBench(options: BenchOptions, io: Io): Promise<number> {
   try {
     fillScratchFile(scratch)
     const fingerprint = collectFingerprint(scratch.path, nativePort().fileSystemOf(scratch.path))
-    print(renderHeader(fingerprint, options.secsPerTest, options.recordSizeBytes))
+    print(renderHeader(fingerprint, options.secsPerTest, options.recordSizeBytes, platformFacts()))
     const sections: SectionResult[] = []
     const footnotes = new Set<string>()
     for (const section of benchPlan(options.recordSizeBytes)) {

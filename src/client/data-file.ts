@@ -14,6 +14,18 @@ import { holdExclusiveLock } from '../locks.js'
 
 const zeroChunkBytes = 4 * 1024 * 1024
 
+/** Refuses (exit 2) a data file whose folder is missing, before anything is announced or created. */
+export function checkFolder(dir: string): void {
+  let stats
+  try {
+    stats = statSync(dir)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw usageError(`the folder ${dir} does not exist`, 'create it (on the storage to test), or give --file a path in an existing folder')
+    throw runtimeError(`could not inspect ${dir}: ${describeSystemError(error)}`)
+  }
+  if (!stats.isDirectory()) throw usageError(`${dir} is not a folder`, 'give --file a path in a folder on the storage to test')
+}
+
 /** Refuses (exit 2) a path that is not safe to replace. */
 export function checkReplaceable(path: string, force: boolean): void {
   let stats

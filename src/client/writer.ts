@@ -36,7 +36,7 @@ import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type Pattern,
 import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { AckChannel, listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
-import { checkDirectSupported, checkReplaceable, createDataFile, lockExisting } from './data-file.js'
+import { checkDirectSupported, checkFolder, checkReplaceable, createDataFile, lockExisting } from './data-file.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { LatencyHistogram } from './latency.js'
 
@@ -113,6 +113,7 @@ export function validateWriteOptions(options: WriteOptions): void {
   if (Math.floor(options.sizeBytes / options.recordSizeBytes) < 2) {
     throw usageError(`--size ${options.sizeBytes} leaves no room for records of ${options.recordSizeBytes} bytes after the superblock`)
   }
+  checkFolder(dirname(options.file))
   for (const path of dataPaths(options)) checkReplaceable(path, options.force)
   if (options.direct) checkDirectSupported(dirname(options.file))
 }
@@ -223,8 +224,13 @@ export function verifyCommand(options: Pick<WriteOptions, 'server' | 'file' | 't
   return `plugcheck verify --server ${formatEndpoint(options.server)} --file ${shellQuote(options.file)}${token}`
 }
 
-/** POSIX shell quoting: plain paths stay as they are, anything else goes in single quotes. */
-export function shellQuote(text: string): string {
+/**
+ * Quoting for the shell the user pastes into. POSIX: plain paths stay as they are, anything else goes
+ * in single quotes. Windows (cmd.exe and PowerShell alike): double quotes, which a Windows path can
+ * never contain.
+ */
+export function shellQuote(text: string, shell: 'posix' | 'windows' = nativePort().shell): string {
+  if (shell === 'windows') return /^[A-Za-z0-9_@+=:,.\\/-]+$/.test(text) ? text : `"${text}"`
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`
 }
 

@@ -111,6 +111,8 @@ export interface NativePort {
    * not without POSIX rename semantics, so the old file's lock is released just before the rename).
    */
   readonly renameReplacesOpenFiles: boolean
+  /** How a path is quoted in a command the user pastes into this platform's shell. */
+  readonly shell: 'posix' | 'windows'
   /**
    * Takes an exclusive lock on the file at path, creating it when create is set. 'missing' when there
    * is no file (and create is not set), 'busy' when another process holds the lock. The lock follows

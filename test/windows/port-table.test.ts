@@ -73,9 +73,9 @@ t.test('Win32 and Winsock errors map as libuv maps them', async (t) => {
   t.equal(posixOf(WSA.ECONNRESET).code, 'ECONNRESET')
   t.same(posixOf(424242), { code: 'UNKNOWN', errno: -4094 })
   t.equal(tidyDescription('The system cannot find the path specified.\r\n'), 'the system cannot find the path specified')
-  t.equal(describeWin32(3, 'The system cannot find the path specified.\r\n'), 'the system cannot find the path specified (Windows error 3)')
-  t.equal(describeWin32(WSA.ETIMEDOUT, null), 'connection timed out (Windows error 10060)')
-  t.equal(describeWin32(WSA.ETIMEDOUT, 'Unknown error'), 'connection timed out (Windows error 10060)')
+  t.equal(describeWin32(3, 'The system cannot find the path specified.\r\n'), 'the system cannot find the path specified: Windows error 3')
+  t.equal(describeWin32(WSA.ETIMEDOUT, null), 'connection timed out: Windows error 10060')
+  t.equal(describeWin32(WSA.ETIMEDOUT, 'Unknown error'), 'connection timed out: Windows error 10060')
 })
 
 t.test('sockaddr bytes for Winsock', async (t) => {

@@ -28,13 +28,21 @@ function describeDevice(device: BlockDeviceInfo, indent: string): string {
   return text
 }
 
-export function renderHeader(fingerprint: Fingerprint, secsPerTest: number, recordSizeBytes: number): string {
+/** What the platform's method table says that bears on the figures: --direct, and what methods promise here. */
+export interface PlatformFacts {
+  readonly name: string
+  readonly direct: string
+  /** "fsync: on macOS this writes ..." per available method with a caveat, and the table's notes. */
+  readonly caveats: readonly string[]
+}
+
+export function renderHeader(fingerprint: Fingerprint, secsPerTest: number, recordSizeBytes: number, platform: PlatformFacts): string {
   const { os, target, device } = fingerprint
   const fileSystem = target.fileSystem
   const pad = '             '
   let text = `plugcheck bench: ${target.path} (scratch file, ${formatSize(recordSizeBytes)} records, removed at exit)\n`
-  text += `system       ${os.platform === 'linux' ? 'Linux' : os.platform} ${os.kernel} ${os.arch}${os.distribution === null ? '' : `, ${os.distribution}`}; boot id ${fingerprint.bootId ?? 'unknown'}\n`
-  text += `file system  ${fileSystem.type} (statfs magic ${fileSystem.magic})${fileSystem.source === null ? '' : ` from ${fileSystem.source}`}${fileSystem.mountPoint === null ? '' : ` on ${fileSystem.mountPoint}`}\n`
+  text += `system       ${platform.name} ${os.kernel} ${os.arch}${os.distribution === null ? '' : `, ${os.distribution}`}; boot id ${fingerprint.bootId ?? 'unknown'}\n`
+  text += `file system  ${fileSystem.type}${fileSystem.magic === null ? '' : ` (statfs magic ${fileSystem.magic})`}${fileSystem.source === null ? '' : ` from ${fileSystem.source}`}${fileSystem.mountPoint === null ? '' : ` on ${fileSystem.mountPoint}`}\n`
   if (fileSystem.mountOptions.length > 0 || fileSystem.superOptions.length > 0) text += `${pad}options ${fileSystem.mountOptions.join(',')}; ${fileSystem.superOptions.join(',') || '-'}\n`
   text += `device       ${device === null ? 'none (no block device behind this file system)\n' : describeDevice(device, pad)}`
   if (fingerprint.virtualMachine && device !== null) text += `${pad}(a virtual machine: these device facts are what the hypervisor chose to report)\n`
@@ -44,7 +52,8 @@ export function renderHeader(fingerprint: Fingerprint, secsPerTest: number, reco
     text += 'WARNING: these figures measure software overhead, not storage.\n'
   }
   text += `\n${secsPerTest} second${secsPerTest === 1 ? '' : 's'} per test\n`
-  text += 'O_DIRECT supported on this platform for open_datasync and open_sync.\n'
+  text += `direct I/O (the "direct" rows): ${platform.direct}\n`
+  for (const caveat of platform.caveats) text += `note: ${caveat}\n`
   text += '(each row: ops/sec and usecs/op as pg_test_fsync prints them, then per-op latency in us)\n'
   return text
 }

@@ -154,6 +154,7 @@ export function createPosixPort(os: PosixOs): NativePort {
 
     directorySync: { supported: true },
     renameReplacesOpenFiles: true,
+    shell: 'posix',
 
     lockExclusive(path: string, create: boolean): FileLock | 'busy' | 'missing' {
       const lib = c()

@@ -251,9 +251,9 @@ const fallbackText: Record<string, string> = {
   EHOSTUNREACH: 'host is unreachable',
 }
 
-/** The description part of a NativeError message: "access is denied (Windows error 5)". */
+/** The description part of a NativeError message: "access is denied: Windows error 5". */
 export function describeWin32(win32Error: number, systemText: string | null): string {
   const missing = systemText === null || systemText.trim() === '' || /^unknown error\.?$/iu.test(systemText.trim())
   const text = missing ? (fallbackText[posixOf(win32Error).code] ?? 'unknown error') : tidyDescription(systemText)
-  return `${text} (Windows error ${win32Error})`
+  return `${text}: Windows error ${win32Error}`
 }

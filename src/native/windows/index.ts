@@ -48,6 +48,7 @@ export const windowsPort: NativePort = {
   // MoveFileExW (what Node's rename uses) fails on a target another handle holds open, even one shared
   // with FILE_SHARE_DELETE, unless POSIX rename semantics are asked for.
   renameReplacesOpenFiles: false,
+  shell: 'windows',
   lockExclusive,
   connect,
   alignedBuffer(sizeBytes, alignmentBytes) {

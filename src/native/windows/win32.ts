@@ -242,7 +242,7 @@ export function systemMessage(win32Error: number): string | null {
   return chars === 0 ? null : buf.toString('utf16le', 0, chars * 2)
 }
 
-/** A NativeError for a Win32 or Winsock error number: `EPERM: access is denied (Windows error 5), CreateFileW 'x'`. */
+/** A NativeError for a Win32 or Winsock error number: `EPERM: access is denied: Windows error 5, CreateFileW 'x'`. */
 export function win32Failure(syscall: string, win32Error: number, path?: string, code?: string): NativeError {
   const posix = posixOf(win32Error)
   return new NativeError(syscall, code ?? posix.code, posix.errno, describeWin32(win32Error, systemMessage(win32Error)), path)
