@@ -9,7 +9,11 @@ import type { PosixOs } from './constants.js'
 
 /** What only the running system can say. */
 export interface PosixProbe {
-  /** libc exports fdatasync (FreeBSD 11.1+, newer OpenBSD; always on Linux and macOS). */
+  /**
+   * libc exports fdatasync: always on Linux; on macOS libsystem_kernel has the syscall stub though the
+   * SDK does not declare it (xnu bsd/kern/syscalls.master 187, libsyscall/xcodescripts/create-syscalls.pl);
+   * FreeBSD 11.1+; OpenBSD 5.4+ (openbsd/src lib/libc/sys/fsync.2).
+   */
   readonly fdatasync: boolean
 }
 
@@ -27,17 +31,38 @@ const missing = (name: MethodName, calls: string, reason: string): MethodRow => 
 
 const macOsDriveCache = 'on macOS this writes the data to the drive but does not ask the drive to flush its cache: a power cut can still lose it (fsync_writethrough does)'
 
+/** Where a system's fdatasync first appeared, for the reason when it is missing. */
+const fdatasyncSince: Record<PosixOs, string> = {
+  linux: 'glibc has always exported it',
+  darwin: 'macOS has the system call, number 187',
+  freebsd: 'FreeBSD has it since 11.1',
+  openbsd: 'OpenBSD has it since 5.4',
+}
+
 function rows(os: PosixOs, probe: PosixProbe): MethodRow[] {
   const osName = osNames[os]
   const fdatasync = probe.fdatasync
-    ? available('fdatasync', 'pwrite, fdatasync', os === 'darwin' ? { caveat: macOsDriveCache } : {})
-    : missing('fdatasync', 'pwrite, fdatasync', `this ${osName} C library does not export fdatasync`)
+    ? available(
+        'fdatasync',
+        'pwrite, fdatasync',
+        os === 'darwin'
+          ? { caveat: macOsDriveCache }
+          : os === 'openbsd'
+            ? { caveat: "OpenBSD's fdatasync is fsync (fsync(2) BUGS): it syncs more than the data" }
+            : {},
+      )
+    : missing('fdatasync', 'pwrite, fdatasync', `this ${osName} C library does not export fdatasync (${fdatasyncSince[os]})`)
   const fsync = available('fsync', 'pwrite, fsync', os === 'darwin' ? { caveat: macOsDriveCache } : {})
   const openSync = available('open_sync', 'open(O_SYNC), pwrite', os === 'darwin' ? { caveat: macOsDriveCache } : {})
   const openDatasync =
     os === 'openbsd'
       ? available('open_datasync', 'open(O_DSYNC), pwrite', { caveat: 'OpenBSD defines O_DSYNC as O_SYNC: this is open_sync' })
-      : available('open_datasync', 'open(O_DSYNC), pwrite', os === 'darwin' ? { caveat: macOsDriveCache } : {})
+      : available(
+          'open_datasync',
+          'open(O_DSYNC), pwrite',
+          // xnu bsd/vfs/vfs_vnops.c: "We treat O_DSYNC as O_FSYNC for now".
+          os === 'darwin' ? { caveat: `macOS treats O_DSYNC as O_SYNC; ${macOsDriveCache}` } : {},
+        )
   const fsyncWritethrough =
     os === 'darwin'
       ? available('fsync_writethrough', 'pwrite, fcntl(F_FULLFSYNC)')
@@ -51,7 +76,9 @@ function rows(os: PosixOs, probe: PosixProbe): MethodRow[] {
   const barrier =
     os === 'darwin'
       ? available('barrier_fsync', 'pwrite, fcntl(F_BARRIERFSYNC)', {
-          caveat: 'an ordering barrier, not a flush: the latest writes may be lost at a cut, but what survives must be a prefix in write order',
+          // xnu bsd/kern/kern_descrip.c falls back to F_FULLFSYNC where the file system has no barrier.
+          caveat:
+            'an ordering barrier, not a flush: the latest writes may be lost at a cut, but what survives must be a prefix in write order (on a file system without barriers macOS does a full F_FULLFSYNC instead)',
           durable: false,
         })
       : missing('barrier_fsync', 'pwrite, fcntl(F_BARRIERFSYNC)', `F_BARRIERFSYNC is macOS only; ${osName} has no barrier-only sync`)
