@@ -147,6 +147,7 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
   checkGroupComplete(runs, source)
 
   const reports = runs.map((run) => judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
+  notes.push(...methodCaveats(runs))
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
   io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report))
   return report.verdict === 'pass' ? exitCodes.ok : report.verdict === 'fail' ? exitCodes.lossFound : exitCodes.inconclusive
@@ -231,6 +232,26 @@ export function groupVerdict(reports: readonly RunReport[]): RunVerdict {
   if (reports.some((r) => r.verdict === 'fail')) return 'fail'
   if (reports.some((r) => r.verdict === 'inconclusive')) return 'inconclusive'
   return 'pass'
+}
+
+/**
+ * What a tested method promises on the platform its writer ran on, when that is less than its name
+ * says (macOS fsync does not flush the drive's cache): a pass of such a method is read with it.
+ */
+function methodCaveats(runs: readonly StoredRun[]): string[] {
+  let table
+  try {
+    table = nativePort().table()
+  } catch {
+    return []
+  }
+  const caveats = new Set<string>()
+  for (const run of runs) {
+    if (run.meta.method === 'none' || run.writer?.fingerprint?.os.platform !== table.platform) continue
+    const caveat = table.methods.find((m) => m.name === run.meta.method)?.caveat
+    if (caveat !== undefined) caveats.add(`${run.meta.method} on ${table.name}: ${caveat}`)
+  }
+  return [...caveats]
 }
 
 function readBootId(): string | null {

@@ -52,6 +52,7 @@ t.test('plugcheck on Windows (under Wine)', needsWine(), async (t) => {
     t.equal(verify.code, 4, `the none control lost nothing without a cut: inconclusive (${verify.stderr})`)
     const report = JSON.parse(verify.stdout)
     t.equal(report.runs.length, 4)
+    t.match(report.notes.join('\n'), /open_datasync on Windows: .*FUA/, "verify says what the method promises on the writer's platform")
     for (const r of report.runs) {
       t.ok(r.acked > 0, `${r.method}: records acked`)
       t.equal(r.intact, r.acked, `${r.method}: every acked record intact`)
