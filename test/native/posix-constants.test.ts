@@ -332,3 +332,22 @@ t.test('the port refuses to start when its flags disagree with Node', async (t) 
   const real = await import('../../src/native/posix/index.js')
   t.doesNotThrow(() => real.createPosixPort('linux'))
 })
+
+t.test('every statfs symbol can be declared to koffi by name, $INODE64 included', async (t) => {
+  if (process.platform !== 'linux') return t.plan(0, `this is ${process.platform}, not Linux`)
+  // A C-like prototype string cannot carry "fstatfs$INODE64" (koffi stops at the "$"); the
+  // (name, result, arguments) form can. Here, on glibc, the lookup itself must be what fails, never the parse.
+  const { default: koffi } = await import('koffi')
+  const lib = koffi.load('libc.so.6')
+  t.throws(() => lib.func('int fstatfs$INODE64(int fd, void *buf)'), { message: /Unexpected token '\$'/ }, 'the prototype-string form cannot name it')
+  for (const [os, arch] of [['linux', 'x64'], ['darwin', 'x64'], ['darwin', 'arm64'], ['freebsd', 'x64']] as const) {
+    const layout = posixConstants(os, arch).statfs
+    if (layout === null) continue
+    try {
+      lib.func(layout.symbol, 'int', ['int', 'void *'])
+      t.pass(`${os} ${arch}: ${layout.symbol} found in glibc`)
+    } catch (error) {
+      t.match((error as Error).message, /Cannot find function/, `${os} ${arch}: ${layout.symbol} parses; only the lookup fails on glibc`)
+    }
+  }
+})
