@@ -31,6 +31,7 @@ const linuxCommon = {
   SOL_SOCKET: 1,
   SO_SNDTIMEO: 21, // SO_SNDTIMEO_OLD
   SO_RCVTIMEO: 20, // SO_RCVTIMEO_OLD
+  SO_ERROR: 4, // asm-generic/socket.h
   MSG_NOSIGNAL: 0x4000,
   SO_NOSIGPIPE: null,
   MSG_DONTWAIT: 0x40,
@@ -67,6 +68,7 @@ const darwinCommon = {
   SOL_SOCKET: 0xffff,
   SO_SNDTIMEO: 0x1005,
   SO_RCVTIMEO: 0x1006,
+  SO_ERROR: 0x1007, // bsd/sys/socket.h
   MSG_NOSIGNAL: null, // 0x80000 only in newer SDKs; SO_NOSIGPIPE instead
   SO_NOSIGPIPE: 0x1022,
   MSG_DONTWAIT: 0x80,
@@ -181,6 +183,7 @@ const expected: Record<string, Expected> = {
     SOL_SOCKET: 0xffff,
     SO_SNDTIMEO: 0x1005,
     SO_RCVTIMEO: 0x1006,
+    SO_ERROR: 0x1007, // sys/sys/socket.h
     MSG_NOSIGNAL: 0x20000,
     SO_NOSIGPIPE: null,
     MSG_DONTWAIT: 0x80,
@@ -216,6 +219,7 @@ const expected: Record<string, Expected> = {
     SOL_SOCKET: 0xffff,
     SO_SNDTIMEO: 0x1005,
     SO_RCVTIMEO: 0x1006,
+    SO_ERROR: 0x1007, // sys/sys/socket.h
     MSG_NOSIGNAL: 0x400,
     SO_NOSIGPIPE: null,
     MSG_DONTWAIT: 0x80,

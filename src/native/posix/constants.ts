@@ -31,6 +31,7 @@ export interface PosixConstants {
   readonly SOL_SOCKET: number
   readonly SO_SNDTIMEO: number
   readonly SO_RCVTIMEO: number
+  readonly SO_ERROR: number
   /** macOS has no MSG_NOSIGNAL; SO_NOSIGPIPE on the socket does the same. */
   readonly MSG_NOSIGNAL: number | null
   readonly SO_NOSIGPIPE: number | null
@@ -59,8 +60,12 @@ export const LOCK_NB = 4
 // poll(2): POLLIN 0x0001 in Linux include/uapi/asm-generic/poll.h, xnu bsd/sys/poll.h, FreeBSD and
 // OpenBSD sys/sys/poll.h; struct pollfd is { int fd; short events; short revents; } (8 bytes) in all.
 export const POLLIN = 0x1
+export const POLLOUT = 0x4
 // F_SETFD 2 and FD_CLOEXEC 1: asm-generic/fcntl.h, xnu bsd/sys/fcntl.h, FreeBSD and OpenBSD sys/sys/fcntl.h.
 export const F_SETFD = 2
+// <fcntl.h> F_GETFL / F_SETFL, identical everywhere (asm-generic/fcntl.h, BSD sys/fcntl.h).
+export const F_GETFL = 3
+export const F_SETFL = 4
 export const FD_CLOEXEC = 1
 // Linux include/uapi/linux/fs.h RWF_DSYNC 0x00000002 (pwritev2, Linux 4.7+)
 export const RWF_DSYNC = 0x2
@@ -102,6 +107,7 @@ function linux(arch: string): PosixConstants {
     SOL_SOCKET: 1, // asm-generic/socket.h
     SO_SNDTIMEO: 21, // asm-generic/socket.h SO_SNDTIMEO_OLD (time_t is a long on 64-bit)
     SO_RCVTIMEO: 20, // asm-generic/socket.h SO_RCVTIMEO_OLD
+    SO_ERROR: 4, // asm-generic/socket.h
     MSG_NOSIGNAL: 0x4000, // glibc bits/socket.h
     SO_NOSIGPIPE: null, // none on Linux
     MSG_DONTWAIT: 0x40, // glibc bits/socket.h
@@ -152,6 +158,7 @@ function darwin(arch: string): PosixConstants {
     SOL_SOCKET: 0xffff, // bsd/sys/socket.h
     SO_SNDTIMEO: 0x1005, // bsd/sys/socket.h
     SO_RCVTIMEO: 0x1006, // bsd/sys/socket.h
+    SO_ERROR: 0x1007, // bsd/sys/socket.h
     // bsd/sys/socket.h defines MSG_NOSIGNAL 0x80000 only since xnu-7195.50.7.100.1 (macOS 11.x);
     // SO_NOSIGPIPE works on every release, so it is what we use.
     MSG_NOSIGNAL: null,
@@ -203,6 +210,7 @@ function freebsd(): PosixConstants {
     SOL_SOCKET: 0xffff, // sys/sys/socket.h
     SO_SNDTIMEO: 0x1005, // sys/sys/socket.h
     SO_RCVTIMEO: 0x1006, // sys/sys/socket.h
+    SO_ERROR: 0x1007, // sys/sys/socket.h
     MSG_NOSIGNAL: 0x20000, // sys/sys/socket.h
     SO_NOSIGPIPE: null, // sys/sys/socket.h has SO_NOSIGPIPE 0x0800, unused: MSG_NOSIGNAL covers send
     MSG_DONTWAIT: 0x80, // sys/sys/socket.h
@@ -252,6 +260,7 @@ function openbsd(): PosixConstants {
     SOL_SOCKET: 0xffff, // sys/sys/socket.h
     SO_SNDTIMEO: 0x1005, // sys/sys/socket.h
     SO_RCVTIMEO: 0x1006, // sys/sys/socket.h
+    SO_ERROR: 0x1007, // sys/sys/socket.h
     MSG_NOSIGNAL: 0x400, // sys/sys/socket.h
     SO_NOSIGPIPE: null, // none in sys/sys/socket.h
     MSG_DONTWAIT: 0x80, // sys/sys/socket.h

@@ -8,7 +8,7 @@ import { NativeError } from '../errors.js'
 import type { MethodName } from '../methods.js'
 import type { AckSocket, DataFile, FileLock, NativePort, OpenOptions, PlatformTable, SocketAddress } from '../port.js'
 import { sockaddrBytes, sockaddrLayouts } from '../sockaddr.js'
-import { FD_CLOEXEC, F_SETFD, LOCK_EX, LOCK_NB, POLLIN, POSIX_FADV_DONTNEED, RWF_DSYNC, mismatchesWithNode, posixConstants, type PosixOs } from './constants.js'
+import { FD_CLOEXEC, F_GETFL, F_SETFD, F_SETFL, LOCK_EX, LOCK_NB, POLLIN, POLLOUT, POSIX_FADV_DONTNEED, RWF_DSYNC, mismatchesWithNode, posixConstants, type PosixOs } from './constants.js'
 import { errnoError, fail, loadLibc, openFile, pwriteAll, type Libc } from './libc.js'
 import { posixTable } from './table.js'
 
@@ -269,6 +269,44 @@ export function createPosixPort(os: PosixOs): NativePort {
   return port
 }
 
+/**
+ * connect(2) bounded by timeoutMs on every system: SO_SNDTIMEO bounds a blocking connect only on
+ * Linux (xnu and FreeBSD wait for TCP to give up), so the connect is made non-blocking, waited for
+ * with poll, its result read with SO_ERROR, and the socket made blocking again.
+ */
+function connectWithin(lib: Libc, fd: number, raw: Buffer, timeoutMs: number, description: string): void {
+  const k = lib.k
+  const flags = lib.fcntl(fd, F_GETFL, 'int', 0) as number
+  if (flags === -1 || (lib.fcntl(fd, F_SETFL, 'int', flags | k.O_NONBLOCK) as number) === -1) throw errnoError(lib, 'fcntl', koffi.errno())
+  if ((lib.connect(fd, raw, raw.length) as number) !== 0) {
+    const e = koffi.errno()
+    // EINTR on a non-blocking connect: the connection goes on in the background, like EINPROGRESS.
+    if (e !== k.EINPROGRESS && e !== k.EINTR) throw errnoError(lib, 'connect', e, description)
+    const deadline = Date.now() + timeoutMs
+    const pollFd = Buffer.alloc(8)
+    for (;;) {
+      const leftMs = deadline - Date.now()
+      if (leftMs <= 0) throw errnoError(lib, 'connect', k.ETIMEDOUT, description)
+      pollFd.writeInt32LE(fd, 0)
+      pollFd.writeInt16LE(POLLOUT, 4)
+      pollFd.writeInt16LE(0, 6)
+      const n = lib.poll(pollFd, 1, Math.ceil(leftMs)) as number
+      if (n > 0) break
+      if (n < 0) {
+        const pe = koffi.errno()
+        if (pe !== k.EINTR) throw errnoError(lib, 'poll', pe)
+      }
+    }
+    const value = Buffer.alloc(4)
+    const length = Buffer.alloc(4)
+    length.writeUInt32LE(4)
+    if ((lib.getsockopt(fd, k.SOL_SOCKET, k.SO_ERROR, value, length) as number) !== 0) throw errnoError(lib, 'getsockopt', koffi.errno())
+    const soError = value.readInt32LE(0)
+    if (soError !== 0) throw errnoError(lib, 'connect', soError, description)
+  }
+  if ((lib.fcntl(fd, F_SETFL, 'int', flags) as number) === -1) throw errnoError(lib, 'fcntl', koffi.errno())
+}
+
 /** A blocking TCP socket with SO_SNDTIMEO/SO_RCVTIMEO bounding every call. */
 function connectSocket(lib: Libc, os: PosixOs, address: SocketAddress, timeoutMs: number, description: string): AckSocket {
   const k = lib.k
@@ -286,21 +324,21 @@ function connectSocket(lib: Libc, os: PosixOs, address: SocketAddress, timeoutMs
   }
   if (k.SOCK_CLOEXEC === null && (lib.fcntl(fd, F_SETFD, 'int', FD_CLOEXEC) as number) === -1) closeWith(errnoError(lib, 'fcntl', koffi.errno()))
   // struct timeval: a 64-bit tv_sec, then tv_usec (64-bit on Linux and the BSDs, 32-bit and padded
-  // on macOS: little-endian, the low half of a zeroed 64-bit field is the same int32).
+  // on macOS: little-endian, the low half of a zeroed 64-bit field is the same int32). At least 1 ms:
+  // a zero timeval means no time-out at all.
+  const boundMs = Math.max(1, Math.floor(timeoutMs))
   const timeval = Buffer.alloc(16)
-  timeval.writeBigInt64LE(BigInt(Math.floor(timeoutMs / 1000)), 0)
-  timeval.writeBigInt64LE(BigInt(Math.round((timeoutMs % 1000) * 1000)), 8)
+  timeval.writeBigInt64LE(BigInt(Math.floor(boundMs / 1000)), 0)
+  timeval.writeBigInt64LE(BigInt((boundMs % 1000) * 1000), 8)
   setOption(k.SOL_SOCKET, k.SO_SNDTIMEO, timeval)
   setOption(k.SOL_SOCKET, k.SO_RCVTIMEO, timeval)
   const one = Buffer.alloc(4)
   one.writeInt32LE(1)
   if (k.SO_NOSIGPIPE !== null) setOption(k.SOL_SOCKET, k.SO_NOSIGPIPE, one)
-  for (;;) {
-    if ((lib.connect(fd, raw, raw.length) as number) === 0) break
-    const e = koffi.errno()
-    if (e === k.EINTR) continue
-    // A connect cut short by SO_SNDTIMEO reports EINPROGRESS: to the user that is a time-out.
-    closeWith(errnoError(lib, 'connect', e === k.EINPROGRESS ? k.ETIMEDOUT : e, description))
+  try {
+    connectWithin(lib, fd, raw, boundMs, description)
+  } catch (error) {
+    closeWith(error)
   }
   // Acks must leave at once, not wait for Nagle to batch them.
   setOption(k.IPPROTO_TCP, k.TCP_NODELAY, one)

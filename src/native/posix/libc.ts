@@ -28,6 +28,7 @@ export interface Libc {
   socket: Fn
   connect: Fn
   setsockopt: Fn
+  getsockopt: Fn
   send: Fn
   recv: Fn
   poll: Fn
@@ -52,9 +53,10 @@ function loadFirst(names: readonly string[]): ReturnType<typeof koffi.load> {
 
 export function loadLibc(k: PosixConstants): Libc {
   const lib = loadFirst(k.libc)
-  const optional = (signature: string): Fn | null => {
+  /** A prototype string, or [name, result, parameters] for symbol names a prototype cannot spell (fstatfs$INODE64). */
+  const optional = (signature: string | readonly [string, string, string[]]): Fn | null => {
     try {
-      return lib.func(signature)
+      return typeof signature === 'string' ? lib.func(signature) : lib.func(signature[0], signature[1], signature[2])
     } catch {
       return null // "Cannot find function": this system's C library lacks it
     }
@@ -73,10 +75,11 @@ export function loadLibc(k: PosixConstants): Libc {
     socket: lib.func('int socket(int domain, int type, int protocol)'),
     connect: lib.func('int connect(int fd, const void *addr, uint32_t addrlen)'),
     setsockopt: lib.func('int setsockopt(int fd, int level, int name, const void *value, uint32_t len)'),
+    getsockopt: lib.func('int getsockopt(int fd, int level, int name, void *value, void *len)'),
     send: lib.func('ssize_t send(int fd, const void *buf, size_t len, int flags)'),
     recv: lib.func('ssize_t recv(int fd, void *buf, size_t len, int flags)'),
     poll: lib.func(`int poll(void *fds, ${k.nfdsType} nfds, int timeout)`),
-    fstatfs: k.statfs === null ? null : optional(`int ${k.statfs.symbol}(int fd, void *buf)`),
+    fstatfs: k.statfs === null ? null : optional([k.statfs.symbol, 'int', ['int', 'void *']]),
     fdatasync: optional('int fdatasync(int fd)'),
     pwritev2: optional('ssize_t pwritev2(int fd, const void *iov, int iovcnt, off_t offset, int flags)'),
     posixFadvise: optional('int posix_fadvise(int fd, off_t offset, off_t len, int advice)'),
