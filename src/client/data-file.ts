@@ -143,6 +143,12 @@ function lockAppeared(path: string, held: FileLock | null): FileLock | null {
   return lockExisting(path)
 }
 
+/** The flag --direct sets here, as the platform's table names it: O_DIRECT, F_NOCACHE, FILE_FLAG_NO_BUFFERING. */
+export function directFlag(): string {
+  const direct = nativePort().table().direct
+  return direct.applies ? (/\(([A-Z_]+)\)/.exec(direct.how)?.[1] ?? 'direct I/O') : 'direct I/O'
+}
+
 /** Makes a directory's entries durable after a rename, where the OS has a call for it. */
 export function syncDirectory(dir: string): void {
   if (!nativePort().directorySync.supported) return
@@ -167,7 +173,7 @@ export function checkDirectSupported(dir: string): void {
     nativePort().probeDirect(probe)
   } catch (error) {
     if (error instanceof NativeError && error.code === 'EINVAL') {
-      throw usageError(`--direct is not supported in ${dir}: the file system refused direct I/O`, 'leave out --direct, or test a file system that supports it')
+      throw usageError(`--direct is not supported in ${dir}: the file system refused direct I/O (${directFlag()})`, 'leave out --direct, or test a file system that supports it')
     }
     throw runtimeError(`could not create ${probe}: ${describeSystemError(error)}`)
   } finally {

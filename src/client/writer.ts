@@ -36,7 +36,7 @@ import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type Pattern,
 import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { AckChannel, listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
-import { checkDirectSupported, checkFolder, checkReplaceable, createDataFile, lockExisting } from './data-file.js'
+import { checkDirectSupported, checkFolder, directFlag, checkReplaceable, createDataFile, lockExisting } from './data-file.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { LatencyHistogram } from './latency.js'
 
@@ -239,7 +239,7 @@ function openForMethod(meta: RunMeta): DataFile {
     return nativePort().openData(meta.path, meta.method, { direct: meta.direct })
   } catch (error) {
     if (meta.direct && error instanceof NativeError && error.code === 'EINVAL') {
-      throw usageError(`--direct is not supported for ${meta.path}: the file system refused direct I/O`)
+      throw usageError(`--direct is not supported for ${meta.path}: the file system refused direct I/O (${directFlag()})`)
     }
     throw runtimeError(`could not open ${meta.path}: ${describeSystemError(error)}`)
   }

@@ -68,7 +68,7 @@ t.test('--direct refused by the file system costs nothing: the previous data fil
   const before = readFileSync(file)
   const direct = await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.5', '--direct', '--record-size', '4096'])
   t.equal(direct.code, 2)
-  t.match(direct.stderr, /--direct is not supported in .*ramfs: the file system refused O_DIRECT/)
+  t.match(direct.stderr, /--direct is not supported in .*ramfs: the file system refused direct I\/O \(O_DIRECT\)/)
   t.ok(readFileSync(file).equals(before), 'the previous data file is untouched')
   t.same(readdirSync(mnt), ['data'], 'no probe or temp file left behind')
   t.equal((await runCli(['verify', '--server', listener.server, '--file', file])).code, 0, 'and the previous run still verifies')
