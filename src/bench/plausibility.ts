@@ -46,11 +46,28 @@ export const sameCallTable: Partial<Record<NodeJS.Platform, readonly SameCallGro
       why: "O_SYNC makes a buffered write run fsync's path (generic_write_sync, then vfs_fsync_range without datasync) on the range just written",
     },
   ],
+  win32: [
+    {
+      rowNames: ['fsync', 'fsync_writethrough'],
+      why: 'both are FlushFileBuffers after the write, as in PostgreSQL',
+    },
+  ],
+  darwin: [
+    {
+      rowNames: ['open_sync-buffered', 'open_datasync-buffered'],
+      why: 'xnu treats O_DSYNC as O_SYNC (bsd/vfs/vfs_vnops.c)',
+    },
+  ],
 }
+
+const platformNames: Partial<Record<NodeJS.Platform, string>> = { linux: 'Linux', win32: 'Windows', darwin: 'macOS', freebsd: 'FreeBSD', openbsd: 'OpenBSD' }
+
+/** Methods whose op is writes then one sync call. */
+const syncAfterWrites: ReadonlySet<string> = new Set(['fsync', 'fdatasync', 'fsync_writethrough', 'barrier_fsync', 'flush_data_only'])
 
 /** How many durability points (flushes) one op of the row implies. */
 function syncsPerOp(row: RowResult): number {
-  return row.method === 'fsync' || row.method === 'fdatasync' || row.method === 'fsync_writethrough' ? 1 : row.writesPerOp
+  return syncAfterWrites.has(row.method) ? 1 : row.writesPerOp
 }
 
 function formatUs(us: number): string {
@@ -115,7 +132,7 @@ export function assessPlausibility(sections: readonly SectionResult[], fingerpri
     flags.push({
       kind: 'same-call',
       rowIds: rows.map((row) => row.id),
-      message: `${joinNames(rows.map((row) => row.label))} are the same call on ${platform === 'linux' ? 'Linux' : platform}: ${group.why}; a difference between them is noise`,
+      message: `${joinNames(rows.map((row) => row.label))} are the same call on ${platformNames[platform] ?? platform}: ${group.why}; a difference between them is noise`,
     })
   }
   return flags

@@ -29,10 +29,10 @@ t.test('--json on tmpfs, with open_sync and fdatasync forced unavailable', async
   )
   t.same(
     report.sections[0]!.rows.map((r) => r.label),
-    ['open_datasync (buffered)', 'open_datasync (direct)', 'fdatasync', 'fsync', 'fsync_writethrough', 'open_sync (buffered)', 'open_sync (direct)', 'pwritev2 RWF_DSYNC'],
+    ['open_datasync (buffered)', 'open_datasync (direct)', 'fdatasync', 'fsync', 'fsync_writethrough', 'open_sync (buffered)', 'open_sync (direct)', 'pwritev2 RWF_DSYNC', 'barrier_fsync', 'flush_data_only'],
   )
   const rows = report.sections.flatMap((s) => s.rows)
-  t.equal(rows.length, 24)
+  t.equal(rows.length, 28)
   for (const row of rows) {
     if (row.method === 'open_sync' || row.method === 'fdatasync') {
       t.equal(row.status, 'n/a', `${row.id} is n/a`)
@@ -41,6 +41,10 @@ t.test('--json on tmpfs, with open_sync and fdatasync forced unavailable', async
     } else if (row.method === 'fsync_writethrough') {
       t.equal(row.status, 'n/a', 'fsync_writethrough is n/a on Linux')
       t.match(row.reason, /Linux has no write-through flush call/)
+    } else if (row.method === 'barrier_fsync' || row.method === 'flush_data_only') {
+      t.equal(row.status, 'n/a', `${row.method} is n/a on Linux`)
+      t.match(row.reason, row.method === 'barrier_fsync' ? /macOS only/ : /Windows only/)
+      t.equal(row.durable, false, 'not a durability promise')
     } else {
       t.equal(row.status, 'ok', `${row.id} ran`)
       t.ok(row.opCount! > 0 && row.opsPerSec! > 0, `${row.id} has figures`)

@@ -65,6 +65,10 @@ function syncMethodRows(sectionId: string, writesPerOp: number, recordSizeBytes:
     row('open_sync-buffered', 'open_sync (buffered)', 'open_sync', 'sync-at-open', false),
     row('open_sync-direct', 'open_sync (direct)', 'open_sync', 'sync-at-open', true),
     row('pwritev2_dsync', 'pwritev2 RWF_DSYNC', 'pwritev2_dsync', 'pwritev2-dsync', false),
+    // Not durability promises (an ordering barrier; data out without a device flush): measured to show
+    // what they cost next to the real thing, never judged as syncs.
+    { ...row('barrier_fsync', 'barrier_fsync', 'barrier_fsync', 'write-then-sync', false), durable: false },
+    { ...row('flush_data_only', 'flush_data_only', 'flush_data_only', 'write-then-sync', false), durable: false },
   ]
 }
 
