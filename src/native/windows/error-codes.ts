@@ -11,7 +11,11 @@
  * "Windows Sockets Error Codes" on Microsoft Learn).
  */
 
-/** winerror.h */
+/**
+ * winerror.h: every number below checked against mingw-w64-headers/include/winerror.h (ERROR_* are
+ * __MSABI_LONG(n)) and Microsoft Learn "System Error Codes (0-499)", "(500-999)", "(1000-1299)",
+ * "(1700-3999)".
+ */
 export const ERROR = {
   INVALID_FUNCTION: 1,
   FILE_NOT_FOUND: 2,
@@ -64,7 +68,10 @@ export const ERROR = {
   NOT_CONNECTED: 2250,
 } as const
 
-/** winsock2.h / winerror.h ("Windows Sockets Error Codes" on Microsoft Learn) */
+/**
+ * winerror.h WSA* = WSABASEERR (10000) + n, checked against mingw-w64-headers/include/winerror.h and
+ * psdk_inc/_wsa_errnos.h, and Microsoft Learn "Windows Sockets Error Codes".
+ */
 export const WSA = {
   EINTR: 10004,
   EACCES: 10013,
@@ -99,7 +106,10 @@ export const WSA = {
   NO_DATA: 11004,
 } as const
 
-/** libuv include/uv/errno.h, the Windows values (UV__E*), which Node reports as err.errno on Windows. */
+/**
+ * libuv include/uv/errno.h, the Windows values (the `#else` branch of each UV__E*, taken when _WIN32),
+ * which Node reports as err.errno on Windows; checked one by one against libuv's header.
+ */
 const uvErrno: Record<string, number> = {
   E2BIG: -4093,
   EACCES: -4092,
@@ -136,7 +146,7 @@ const uvErrno: Record<string, number> = {
   ENOTSUP: -4049,
   EPERM: -4048,
   EPIPE: -4047,
-  EPROTONOSUPPORT: -4046,
+  EPROTONOSUPPORT: -4045, // UV__EPROTONOSUPPORT (-4045); -4046 is UV__EPROTO
   EROFS: -4043,
   ESHUTDOWN: -4042,
   ETIMEDOUT: -4039,
@@ -146,7 +156,9 @@ const uvErrno: Record<string, number> = {
   UNKNOWN: -4094,
 }
 
-// uv_translate_sys_error, case by case (libuv src/win/error.c), for the numbers above.
+// uv_translate_sys_error, case by case (libuv src/win/error.c), for the numbers above; checked against
+// that switch (uv_translate_write_sys_error, which WriteFile errors go through in libuv, maps
+// ERROR_BROKEN_PIPE to EPIPE instead; plugcheck writes files, never pipes, so the main table is used).
 const codeOf = new Map<number, string>([
   [WSA.EACCES, 'EACCES'],
   [ERROR.ELEVATION_REQUIRED, 'EACCES'],

@@ -119,8 +119,8 @@ export function openData(path: string, method: MethodName, direct: boolean): Dat
     throw new Error(`${method} needs NtFlushBuffersFileEx, which this ntdll lacks (the table says n/a)`)
   }
   const handle = createFile(path, GENERIC_READ | GENERIC_WRITE, OPEN_EXISTING, openFlags(method, direct))
-  const overlapped = Buffer.alloc(32)
-  const written = Buffer.alloc(4)
+  const overlapped = Buffer.alloc(32) // OVERLAPPED, 32 bytes on 64-bit (win32.ts overlappedAt)
+  const written = Buffer.alloc(4) // DWORD nNumberOfBytesWritten (Microsoft Learn "WriteFile")
   let open = true
   return {
     write(buf, offsetBytes) {
@@ -229,8 +229,8 @@ export function fileSystemOf(path: string): { readonly type: string; readonly ma
 /** HKLM\...\Memory Management\PrefetchParameters BootId (a DWORD counting boots); null when absent. */
 export function bootId(): string | null {
   const w = api()
-  const value = Buffer.alloc(4)
-  const size = Buffer.alloc(4)
+  const value = Buffer.alloc(4) // REG_DWORD: 4 bytes (Microsoft Learn "Registry Value Types")
+  const size = Buffer.alloc(4) // DWORD *pcbData, in bytes, in and out (Microsoft Learn "RegGetValueW")
   size.writeUInt32LE(4, 0)
   const status = Number(
     w.RegGetValueW(
@@ -243,5 +243,5 @@ export function bootId(): string | null {
       size,
     ),
   )
-  return status === 0 ? String(value.readUInt32LE(0)) : null
+  return status === 0 ? String(value.readUInt32LE(0)) : null // ERROR_SUCCESS 0 (LSTATUS is the error number itself)
 }

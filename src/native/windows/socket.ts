@@ -46,13 +46,13 @@ function lastWsa(): number {
 }
 
 function setNonBlocking(s: Socket, on: boolean, description: string): void {
-  const arg = Buffer.alloc(4)
+  const arg = Buffer.alloc(4) // u_long *argp, 32 bits (Microsoft Learn "ioctlsocket": nonzero enables non-blocking mode)
   arg.writeUInt32LE(on ? 1 : 0, 0)
   if (Number(api().ioctlsocket(s, FIONBIO, arg)) === SOCKET_ERROR) throw win32Failure('ioctlsocket', lastWsa(), description)
 }
 
 function setInt(s: Socket, level: number, option: number, value: number, description: string): void {
-  const buf = Buffer.alloc(4)
+  const buf = Buffer.alloc(4) // DWORD (SO_SNDTIMEO/SO_RCVTIMEO, milliseconds) or BOOL (TCP_NODELAY): 4 bytes (Microsoft Learn "SOL_SOCKET Socket Options", "IPPROTO_TCP Socket Options")
   buf.writeUInt32LE(value >>> 0, 0)
   if (Number(api().setsockopt(s, level, option, buf, 4)) === SOCKET_ERROR) {
     throw win32Failure('setsockopt', lastWsa(), description)
@@ -60,8 +60,8 @@ function setInt(s: Socket, level: number, option: number, value: number, descrip
 }
 
 function pendingError(s: Socket): number {
-  const value = Buffer.alloc(4)
-  const length = Buffer.alloc(4)
+  const value = Buffer.alloc(4) // SO_ERROR is an int (Microsoft Learn "SOL_SOCKET Socket Options")
+  const length = Buffer.alloc(4) // int *optlen, in and out (Microsoft Learn "getsockopt")
   length.writeInt32LE(4, 0)
   if (Number(api().getsockopt(s, SOL_SOCKET, SO_ERROR, value, length)) === SOCKET_ERROR) return lastWsa()
   return value.readInt32LE(0)
@@ -69,8 +69,8 @@ function pendingError(s: Socket): number {
 
 function fdSetOf(s: Socket): Buffer {
   const set = Buffer.alloc(FD_SET_BYTES)
-  set.writeUInt32LE(1, 0) // fd_count
-  set.writeBigUInt64LE(s, 8) // fd_array[0]
+  set.writeUInt32LE(1, 0) // u_int fd_count (win32.ts FD_SET_BYTES: 64-bit layout)
+  set.writeBigUInt64LE(s, 8) // SOCKET fd_array[0], after 4 bytes of padding
   return set
 }
 
@@ -86,8 +86,8 @@ function connectBounded(s: Socket, address: SocketAddress, timeoutMs: number, de
     const failed = fdSetOf(s)
     const timeout = Buffer.alloc(TIMEVAL_BYTES)
     const ms = Math.max(0, Math.ceil(timeoutMs))
-    timeout.writeInt32LE(Math.floor(ms / 1000), 0)
-    timeout.writeInt32LE((ms % 1000) * 1000, 4)
+    timeout.writeInt32LE(Math.floor(ms / 1000), 0) // long tv_sec (32 bits on Windows)
+    timeout.writeInt32LE((ms % 1000) * 1000, 4) // long tv_usec
     const ready = Number(w.select(0, null, writable, failed, timeout)) // nfds is ignored by Winsock
     if (ready === SOCKET_ERROR) throw win32Failure('select', lastWsa(), description)
     if (ready === 0) throw win32Failure('connect', WSA.ETIMEDOUT, description)
@@ -124,8 +124,8 @@ export function connect(address: SocketAddress, timeoutMs: number, description: 
 
   const waitReadable = (ms: number): boolean => {
     pollFd.fill(0)
-    pollFd.writeBigUInt64LE(s, 0)
-    pollFd.writeInt16LE(POLLRDNORM, 8)
+    pollFd.writeBigUInt64LE(s, 0) // SOCKET fd
+    pollFd.writeInt16LE(POLLRDNORM, 8) // SHORT events; revents at 10 is left 0
     const n = Number(w.WSAPoll(pollFd, 1, Math.max(0, Math.ceil(ms))))
     if (n === SOCKET_ERROR) throw win32Failure('WSAPoll', lastWsa(), description)
     return n > 0 // POLLRDNORM, or POLLHUP/POLLERR, which WSAPoll reports unasked

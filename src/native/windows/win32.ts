@@ -3,18 +3,32 @@
  * imported: api() loads the DLLs on first use, so the rest of the Windows port (and its pure table) can
  * be imported, and unit-tested, on Linux.
  *
- * Calling convention: every prototype says __stdcall (WINAPI), which koffi honours on 32-bit x86 and
- * ignores on x64, where Windows has one convention. HANDLE, HMODULE and HKEY are `void *` (koffi gives a
- * BigInt, or null for NULL); SOCKET is UINT_PTR (`uintptr_t`); DWORD/ULONG/u_long are 32 bits and so is
- * `long` on Windows (LLP64). Pointers to out-parameters and structs are passed as Buffers (no copy).
+ * Calling convention: every prototype says __stdcall (WINAPI, NTAPI and WSAAPI are all __stdcall in
+ * mingw-w64's minwindef.h / winnt.h / winsock2.h), which koffi honours on 32-bit x86; on x64 and ARM64
+ * "__stdcall is accepted and ignored" and the one platform convention is used (Microsoft Learn
+ * "__stdcall", "x64 calling convention"). None of the functions bound here is variadic (FormatMessageW
+ * takes a va_list *, a plain pointer, passed NULL). HANDLE, HMODULE and HKEY are `void *` (koffi 3 gives
+ * a BigInt, or null for NULL: koffi doc/pointers.md); SOCKET is UINT_PTR (`uintptr_t`; mingw-w64
+ * psdk_inc/_socket_types.h), returned as a Number up to 2^53 and as an exact BigInt above (koffi
+ * src/util.hh NewInt), so INVALID_SOCKET compares exactly; DWORD/ULONG/u_long/BOOL are 32 bits and so
+ * is `long` on Windows (LLP64); NTSTATUS and LSTATUS are signed 32-bit LONGs (winnt.h, winreg.h). A JS
+ * number passed to a uint32_t parameter goes through int64 and is truncated (koffi src/util.hh
+ * TryNumber), so GENERIC_READ | GENERIC_WRITE, negative after JS's 32-bit `|`, arrives as 0xC0000000.
+ * Pointers to out-parameters and structs are passed as Buffers (no copy). The struct offsets below are
+ * the 64-bit layouts (x64 and ARM64 share them); api() refuses any other architecture.
  *
- * Errors: win32Error() is read right after the failing call (koffi makes no Win32 call in between; the
- * value comes from the thread's TEB); wsaError() likewise for Winsock.
+ * Errors: GetLastError (and WSAGetLastError, which reads the same TEB field) must be the next koffi
+ * call after the failing one. koffi (since 2.6.10, CHANGELOG "Protect GetLastError() value from Node.js
+ * and V8 on Windows"; src/koffi/src/interp.cc WRAP) copies TEB LastErrorValue aside right after each
+ * native call and restores it right before the next, so what Node and V8 do in between does not
+ * matter, but any other koffi call in between does. Every failure path here reads it first.
  */
 import koffi from 'koffi'
 import { NativeError } from '../errors.js'
 import { describeWin32, posixOf } from './error-codes.js'
 
+/* Every constant below was checked against mingw-w64-headers/include (the file named beside it) and the
+   Microsoft Learn page named beside it. */
 /** winnt.h (ACCESS_MASK generic rights); Microsoft Learn "Generic Access Rights" */
 export const GENERIC_READ = 0x80000000
 export const GENERIC_WRITE = 0x40000000
@@ -33,14 +47,14 @@ export const FILE_ATTRIBUTE_NORMAL = 0x80
 export const FILE_FLAG_WRITE_THROUGH = 0x80000000
 export const FILE_FLAG_NO_BUFFERING = 0x20000000
 export const FILE_FLAG_BACKUP_SEMANTICS = 0x02000000
-/** handleapi.h: INVALID_HANDLE_VALUE ((HANDLE)(LONG_PTR)-1), as koffi returns a `void *` */
+/** handleapi.h: INVALID_HANDLE_VALUE ((HANDLE)(LONG_PTR)-1), as koffi returns a `void *` (Microsoft Learn "CreateFileW": "If the function fails, the return value is INVALID_HANDLE_VALUE") */
 export const INVALID_HANDLE_VALUE = 0xffffffffffffffffn
 /** fileapi.h: INVALID_FILE_ATTRIBUTES ((DWORD)-1) */
 export const INVALID_FILE_ATTRIBUTES = 0xffffffff
 /** minwinbase.h; Microsoft Learn "LockFileEx" (dwFlags) */
 export const LOCKFILE_FAIL_IMMEDIATELY = 0x1
 export const LOCKFILE_EXCLUSIVE_LOCK = 0x2
-/** ntifs.h; Microsoft Learn "NtFlushBuffersFileEx" (Flags) */
+/** ntifs.h (mingw-w64 has them in winnt.h: 0x1, 0x4; FLUSH_FLAGS_NO_SYNC is 0x2); Microsoft Learn "NtFlushBuffersFileEx" (Flags) */
 export const FLUSH_FLAGS_FILE_DATA_ONLY = 0x1
 export const FLUSH_FLAGS_FILE_DATA_SYNC_ONLY = 0x4
 /** winbase.h; Microsoft Learn "FormatMessageW" */
@@ -52,8 +66,8 @@ export const HKEY_LOCAL_MACHINE = 0xffffffff80000002n
 export const RRF_RT_REG_DWORD = 0x10
 
 /**
- * OVERLAPPED (minwinbase.h; Microsoft Learn "OVERLAPPED structure"), 64-bit layout: Internal
- * ULONG_PTR at 0, InternalHigh ULONG_PTR at 8, Offset DWORD at 16, OffsetHigh DWORD at 20, hEvent
+ * OVERLAPPED (minwinbase.h, checked in mingw-w64's; Microsoft Learn "OVERLAPPED structure"), 64-bit layout: Internal
+ * ULONG_PTR at 0, InternalHigh ULONG_PTR at 8, Offset DWORD at 16, OffsetHigh DWORD at 20 (a union with PVOID Pointer), hEvent
  * HANDLE at 24; 32 bytes. With a handle opened without FILE_FLAG_OVERLAPPED, WriteFile and LockFileEx
  * take the file offset from it and complete synchronously.
  */
@@ -66,7 +80,7 @@ export function overlappedAt(offsetBytes: number, into: Buffer = Buffer.alloc(32
 }
 
 /**
- * BY_HANDLE_FILE_INFORMATION (fileapi.h; Microsoft Learn "BY_HANDLE_FILE_INFORMATION"): DWORD attributes
+ * BY_HANDLE_FILE_INFORMATION (fileapi.h, checked in mingw-w64's; FILETIME is two DWORDs, minwinbase.h; Microsoft Learn "BY_HANDLE_FILE_INFORMATION"): DWORD attributes
  * at 0, three FILETIMEs (two DWORDs each) at 4, 12, 20, dwVolumeSerialNumber at 28, nFileSizeHigh 32,
  * nFileSizeLow 36, nNumberOfLinks 40, nFileIndexHigh 44, nFileIndexLow 48; 52 bytes, no padding.
  */
@@ -75,10 +89,11 @@ export const BY_HANDLE_VOLUME_SERIAL_AT = 28
 export const BY_HANDLE_FILE_INDEX_HIGH_AT = 44
 export const BY_HANDLE_FILE_INDEX_LOW_AT = 48
 
-/** IO_STATUS_BLOCK (wdm.h; Microsoft Learn "IO_STATUS_BLOCK"): NTSTATUS/PVOID union at 0, ULONG_PTR Information at 8; 16 bytes. */
+/** IO_STATUS_BLOCK (wdm.h; mingw-w64 winternl.h; Microsoft Learn "IO_STATUS_BLOCK"): NTSTATUS/PVOID union at 0, ULONG_PTR Information at 8; 16 bytes. */
 export const IO_STATUS_BLOCK_BYTES = 16
 
-/* ws2def.h / winsock2.h constants (Microsoft Learn: "socket", "setsockopt", "SOL_SOCKET Socket Options",
+/* ws2def.h / winsock2.h constants (mingw-w64 winsock2.h; Microsoft Learn: "socket", "setsockopt",
+   "SOL_SOCKET Socket Options" (SO_SNDTIMEO/SO_RCVTIMEO take a DWORD of milliseconds),
    "IPPROTO_TCP Socket Options", "ioctlsocket", "WSAPOLLFD") */
 export const SOCK_STREAM = 1
 export const IPPROTO_TCP = 6
@@ -87,23 +102,28 @@ export const SOL_SOCKET = 0xffff
 export const SO_SNDTIMEO = 0x1005
 export const SO_RCVTIMEO = 0x1006
 export const SO_ERROR = 0x1007
-/** winsock2.h: FIONBIO = _IOW('f', 126, u_long) = 0x8004667E; ioctlsocket takes it as a (32-bit) long */
+/** winsock2.h: FIONBIO = _IOW('f', 126, u_long) = IOC_IN 0x80000000 | (sizeof(u_long) 4 << 16) | ('f' 0x66 << 8) | 126 = 0x8004667E; ioctlsocket takes it as a (32-bit) long (mingw-w64: `__LONG32 cmd`), so it is passed as the negative int32 */
 export const FIONBIO = 0x8004667e | 0
-/** winsock2.h: INVALID_SOCKET (SOCKET)(~0), SOCKET_ERROR (-1) */
+/** winsock2.h (mingw-w64 psdk_inc/_socket_types.h): INVALID_SOCKET (SOCKET)(~0), SOCKET_ERROR (-1) */
 export const INVALID_SOCKET = 0xffffffffffffffffn
 export const SOCKET_ERROR = -1
-/** winsock2.h WSAPoll events: POLLRDNORM 0x0100, POLLRDBAND 0x0200, POLLIN = both; POLLERR 1, POLLHUP 2, POLLNVAL 4 */
+/** winsock2.h WSAPoll events (not the POSIX values): POLLRDNORM 0x0100, POLLRDBAND 0x0200, POLLIN = both; POLLERR 1, POLLHUP 2, POLLNVAL 4 (Microsoft Learn "WSAPOLLFD": POLLERR/POLLHUP/POLLNVAL are reported in revents unasked) */
 export const POLLRDNORM = 0x0100
 export const POLLERR = 0x0001
 export const POLLHUP = 0x0002
 export const POLLNVAL = 0x0004
-/** WSAPOLLFD (winsock2.h): SOCKET fd at 0, SHORT events at 8, SHORT revents at 10; 16 bytes on x64. */
+/** WSAPOLLFD (winsock2.h `struct pollfd`; Microsoft Learn "WSAPOLLFD"): SOCKET fd at 0, SHORT events at 8, SHORT revents at 10, 4 bytes of tail padding; 16 bytes on 64-bit. */
 export const WSAPOLLFD_BYTES = 16
-/** fd_set (winsock2.h): u_int fd_count at 0, SOCKET fd_array[FD_SETSIZE = 64] at 8 on x64; 520 bytes. */
+/** fd_set (winsock2.h; mingw-w64 psdk_inc/_fd_types.h; Microsoft Learn "fd_set"): u_int fd_count at 0, 4 bytes of padding, SOCKET fd_array[FD_SETSIZE = 64] at 8 on 64-bit; 520 bytes. */
 export const FD_SET_BYTES = 8 + 64 * 8
-/** timeval (winsock2.h): long tv_sec, long tv_usec; long is 32 bits on Windows; 8 bytes. */
+/** timeval (winsock2.h; mingw-w64 _timeval.h; Microsoft Learn "timeval"): long tv_sec, long tv_usec; long is 32 bits on Windows; 8 bytes. */
 export const TIMEVAL_BYTES = 8
-/** WSADATA (winsock2.h) is 408 bytes on x64; a larger buffer is harmless. */
+/**
+ * WSADATA (Microsoft Learn "WSADATA"; mingw-w64 psdk_inc/_wsadata.h): on _WIN64 the fields are
+ * reordered: WORD wVersion, WORD wHighVersion, u_short iMaxSockets, u_short iMaxUdpDg, char *lpVendorInfo
+ * at 8, szDescription[257] at 16, szSystemStatus[129] at 273; 402 bytes padded to 408. plugcheck reads
+ * none of it; a larger buffer is harmless.
+ */
 const WSADATA_BYTES = 512
 
 type Fn = (...args: unknown[]) => unknown
@@ -146,6 +166,9 @@ let loaded: Win32 | undefined
 export function api(): Win32 {
   if (loaded !== undefined) return loaded
   if (process.platform !== 'win32') throw new Error(`the Windows port was called on ${process.platform}`)
+  // The struct offsets in this file (OVERLAPPED, WSAPOLLFD, fd_set, SOCKET as 8 bytes) are the 64-bit
+  // ones; on 32-bit Windows they would be wrong and the kernel would read garbage.
+  if (process.arch !== 'x64' && process.arch !== 'arm64') throw new Error(`the Windows port needs 64-bit Windows (x64 or arm64), not ${process.arch}`)
   const kernel32 = koffi.load('kernel32.dll')
   const ntdll = koffi.load('ntdll.dll')
   const advapi32 = koffi.load('advapi32.dll')
@@ -160,11 +183,14 @@ export function api(): Win32 {
   const flushExPointer = ntdllModule === null ? null : GetProcAddress(ntdllModule, 'NtFlushBuffersFileEx')
   const wineVersionPointer = ntdllModule === null ? null : GetProcAddress(ntdllModule, 'wine_get_version')
   // ntifs.h (Microsoft Learn "NtFlushBuffersFileEx"): NTSTATUS (HANDLE FileHandle, ULONG Flags,
-  // PVOID Parameters, ULONG ParametersSize, PIO_STATUS_BLOCK IoStatusBlock)
+  // PVOID Parameters, ULONG ParametersSize, PIO_STATUS_BLOCK IoStatusBlock); __kernel_entry NTSYSCALLAPI,
+  // stdcall (mingw-w64-crt lib32/ntdll.def: NtFlushBuffersFileEx@20, five 4-byte arguments on x86).
+  // PostgreSQL's src/port/win32fdatasync.c calls it with the same arguments (FLUSH_FLAGS_FILE_DATA_SYNC_ONLY, NULL, 0, &iosb).
   const flushExType = koffi.proto(
     'int32_t __stdcall NtFlushBuffersFileEx_t(void *FileHandle, uint32_t Flags, void *Parameters, uint32_t ParametersSize, void *IoStatusBlock)',
   )
-  // Wine's own export: const char *wine_get_version(void) (cdecl; Wine's include/wine/library.h)
+  // Wine's own export: const char *wine_get_version(void) (Wine's dlls/ntdll/ntdll.spec: `@ cdecl wine_get_version()`;
+  // cdecl and stdcall are one convention on x64)
   const wineVersionType = koffi.proto('const char *wine_get_version_t(void)')
   loaded = {
     // fileapi.h (Microsoft Learn "CreateFileW")
