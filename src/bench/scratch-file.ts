@@ -115,6 +115,10 @@ function openRequested(file: string): { file: string; fd: number } {
  */
 export function createScratchFile(requested: string | undefined, cwd: string = process.cwd()): ScratchFile {
   const target = requested === undefined ? cwd : path.resolve(cwd, requested)
+  if (requested !== undefined && !isDirectory(target)) {
+    const unsafe = nativePort().unsafeFileName(target)
+    if (unsafe !== null) throw usageError(`refusing to create ${target}: ${unsafe}`, 'give --file another name, or a directory to create the scratch file in')
+  }
   const { file, fd } = requested === undefined || isDirectory(target) ? createInDirectory(target) : openRequested(target)
   const scratch: ScratchFile = {
     path: file,

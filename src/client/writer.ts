@@ -114,6 +114,10 @@ export function validateWriteOptions(options: WriteOptions): void {
     throw usageError(`--size ${options.sizeBytes} leaves no room for records of ${options.recordSizeBytes} bytes after the superblock`)
   }
   checkFolder(dirname(options.file))
+  for (const path of [...dataPaths(options), options.file]) {
+    const unsafe = nativePort().unsafeFileName(path)
+    if (unsafe !== null) throw usageError(`refusing to write to ${path}: ${unsafe}`, 'give --file another name')
+  }
   for (const path of dataPaths(options)) checkReplaceable(path, options.force)
   if (options.direct) checkDirectSupported(dirname(options.file))
 }
@@ -221,16 +225,17 @@ export function writerEnvironment(directory: string): WriterEnv {
 /** The command to paste after the reboot: the path shell-quoted, the token named but never printed. */
 export function verifyCommand(options: Pick<WriteOptions, 'server' | 'file' | 'token'>): string {
   const token = options.token === undefined ? '' : " --token 'YOUR-TOKEN'"
-  return `plugcheck verify --server ${formatEndpoint(options.server)} --file ${shellQuote(options.file)}${token}`
+  return `plugcheck verify --server ${shellQuote(formatEndpoint(options.server))} --file ${shellQuote(options.file)}${token}`
 }
 
 /**
- * Quoting for the shell the user pastes into. POSIX: plain paths stay as they are, anything else goes
- * in single quotes. Windows (cmd.exe and PowerShell alike): double quotes, which a Windows path can
- * never contain.
+ * Quoting for the shell the user pastes into: plain paths stay as they are, anything else goes in
+ * single quotes, which neither a POSIX shell nor PowerShell expands inside ($HOME, %PATH%, globs such
+ * as [::1]). POSIX escapes a quote as '\'' and PowerShell as ''. On Windows the command is written
+ * for PowerShell; cmd.exe has no quoting that stops %VAR% expansion.
  */
 export function shellQuote(text: string, shell: 'posix' | 'windows' = nativePort().shell): string {
-  if (shell === 'windows') return /^[A-Za-z0-9_@+=:,.\\/-]+$/.test(text) ? text : `"${text}"`
+  if (shell === 'windows') return /^[A-Za-z0-9_@+=:,.\\/-]+$/.test(text) ? text : `'${text.replace(/'/g, "''")}'`
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`
 }
 

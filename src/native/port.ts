@@ -111,6 +111,11 @@ export interface NativePort {
    * not without POSIX rename semantics, so the old file's lock is released just before the rename).
    */
   readonly renameReplacesOpenFiles: boolean
+  /**
+   * Why a file plugcheck would create at path cannot be a plain file here (Windows: a reserved device
+   * name such as NUL or COM1.dat, a trailing dot or space); null when it can.
+   */
+  unsafeFileName(path: string): string | null
   /** How a path is quoted in a command the user pastes into this platform's shell. */
   readonly shell: 'posix' | 'windows'
   /**

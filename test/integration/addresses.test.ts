@@ -7,6 +7,7 @@
  * (when an interface has one) this machine's own link-local address, which the kernel delivers
  * locally.
  */
+import { shellQuote } from '../../src/client/writer.js'
 import t, { type Test } from 'tap'
 import { networkInterfaces } from 'node:os'
 import { join } from 'node:path'
@@ -45,7 +46,7 @@ async function writeThenVerify(t: Test, server: string, file: string): Promise<v
   const written = await runCli(['write', '--server', server, '--file', file, '--duration', '0.2', '--size', '8MiB'], 60_000)
   t.equal(written.code, 0, `write --server ${server}: ${written.stderr}`)
   t.match(written.stdout, /records synced and acknowledged/, server)
-  t.match(written.stdout, `plugcheck verify --server ${server} `, 'the verify command printed uses the same spelling')
+  t.match(written.stdout, `plugcheck verify --server ${shellQuote(server, 'posix')} `, 'the verify command printed uses the same spelling, quoted for the shell')
   const verified = await runInProcess(['verify', '--server', server, '--file', file, '--json'])
   t.equal(verified.code, 0, `verify --server ${server}: ${verified.stderr}`)
   if (verified.code !== 0) return

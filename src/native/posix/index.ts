@@ -155,6 +155,7 @@ export function createPosixPort(os: PosixOs): NativePort {
     directorySync: { supported: true },
     renameReplacesOpenFiles: true,
     shell: 'posix',
+    unsafeFileName: () => null, // every name but "." and ".." is a plain file name
 
     lockExclusive(path: string, create: boolean): FileLock | 'busy' | 'missing' {
       const lib = c()

@@ -5,6 +5,7 @@
  * read right after it. A failed flush is never retried: the run stops (after a failed flush the
  * cache manager may have dropped the dirty data, as Linux does).
  */
+import { win32 as win32Path } from 'node:path'
 import { ERROR } from './error-codes.js'
 import type { DataFile, FileLock } from '../port.js'
 import type { MethodName } from '../methods.js'
@@ -49,13 +50,23 @@ const writeChunkBytesMax = 1 << 30
  * CreateFileW, with the error built from GetLastError. A directory opened without
  * FILE_FLAG_BACKUP_SEMANTICS fails with ERROR_ACCESS_DENIED; that is reported as EISDIR, as Node does.
  */
+/**
+ * The path as Node's fs hands it to Windows: absolute and namespaced (\\?\C:\x, \\?\UNC\server\share\x),
+ * so the port opens exactly the file that fs checked, created and renamed. Without the prefix Win32
+ * path rules would strip a trailing dot or space and turn NUL or COM1.dat into devices (such names are
+ * refused before a run starts: unsafeFileName), and paths over MAX_PATH would fail.
+ */
+function namespaced(path: string): string {
+  return win32Path.toNamespacedPath(win32Path.resolve(path))
+}
+
 function createFile(path: string, access: number, disposition: number, flags: number): Handle {
   const w = api()
-  const handle = w.CreateFileW(path, access, FILE_SHARE_ALL, null, disposition, flags, null)
+  const handle = w.CreateFileW(namespaced(path), access, FILE_SHARE_ALL, null, disposition, flags, null)
   if (!isInvalidHandle(handle)) return BigInt(handle as bigint)
   const error = Number(w.GetLastError())
   if (error === ERROR.ACCESS_DENIED) {
-    const attributes = Number(w.GetFileAttributesW(path))
+    const attributes = Number(w.GetFileAttributesW(namespaced(path)))
     if (attributes !== INVALID_FILE_ATTRIBUTES && (attributes & FILE_ATTRIBUTE_DIRECTORY) !== 0) {
       throw win32Failure('CreateFileW', error, path, 'EISDIR')
     }

@@ -12,6 +12,7 @@ import { bootId, fileSystemOf, lockExclusive, openData, probeDirect } from './fi
 import { connect } from './socket.js'
 import { windowsTable, type WindowsProbe } from './table.js'
 import { api } from './win32.js'
+import { unsafeWindowsFileName } from './names.js'
 
 export { windowsTable, type WindowsProbe } from './table.js'
 
@@ -49,6 +50,7 @@ export const windowsPort: NativePort = {
   // with FILE_SHARE_DELETE, unless POSIX rename semantics are asked for.
   renameReplacesOpenFiles: false,
   shell: 'windows',
+  unsafeFileName: unsafeWindowsFileName,
   lockExclusive,
   connect,
   alignedBuffer(sizeBytes, alignmentBytes) {
