@@ -11,6 +11,7 @@ import { decodeSuperblock, encodeSuperblock, slotOffsetBytes, type RunMeta } fro
 import { NativeError, nativePort, type FileLock } from '../native/index.js'
 import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
 import { holdExclusiveLock } from '../locks.js'
+import { syncDirectory } from '../directory-sync.js'
 
 const zeroChunkBytes = 4 * 1024 * 1024
 
@@ -149,16 +150,6 @@ export function directFlag(): string {
   return direct.applies ? (/\(([A-Z_]+)\)/.exec(direct.how)?.[1] ?? 'direct I/O') : 'direct I/O'
 }
 
-/** Makes a directory's entries durable after a rename, where the OS has a call for it. */
-export function syncDirectory(dir: string): void {
-  if (!nativePort().directorySync.supported) return
-  const fd = openSync(dir, 'r')
-  try {
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
-  }
-}
 
 /**
  * O_DIRECT is refused by some file systems only at open. Probe it with a scratch file of our own in

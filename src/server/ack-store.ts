@@ -51,7 +51,8 @@ import { open, readdir, stat, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../locks.js'
-import { nativePort, type FileLock } from '../native/index.js'
+import { type FileLock } from '../native/index.js'
+import { syncDirectory, syncDirectoryAsync } from '../directory-sync.js'
 import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
@@ -328,7 +329,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       step = 'meta'
       renameSync(tmpPath, metaPath)
       // Both directory entries (meta.msgpack and acks.log; the run's directory) at once.
-      await Promise.all([syncDirectory(dir), syncDirectory(join(this.dir, 'runs'))])
+      await Promise.all([syncDirectoryAsync(dir), syncDirectoryAsync(join(this.dir, 'runs'))])
     } catch (error) {
       this.runs.delete(meta.runId)
       removeCreated(step, { dir, logPath, tmpPath, metaPath })
@@ -567,7 +568,7 @@ function removeCreated(step: 'start' | 'dir' | 'log' | 'tmp' | 'meta', paths: { 
   }
   if (step === 'meta') {
     attempt(() => unlinkSync(paths.metaPath))
-    attempt(() => syncDirectoryNow(paths.dir))
+    attempt(() => syncDirectory(paths.dir))
   }
   if (step === 'tmp' || step === 'meta') attempt(() => unlinkSync(paths.tmpPath))
   if (step !== 'start' && step !== 'dir') attempt(() => unlinkSync(paths.logPath))
@@ -835,26 +836,5 @@ function storedRun(run: RunState): StoredRun {
     ...(run.origin.authenticated === undefined ? {} : { authenticated: run.origin.authenticated }),
     ...(run.end === undefined ? {} : { end: run.end }),
     spans: run.spans.map((s) => [...s] as AckSpan),
-  }
-}
-
-/** Where the OS can (not Windows: its file systems journal renames, and a directory cannot be flushed). */
-function syncDirectoryNow(dir: string): void {
-  if (!nativePort().directorySync.supported) return
-  const fd = openSync(dir, 'r')
-  try {
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
-  }
-}
-
-async function syncDirectory(dir: string): Promise<void> {
-  if (!nativePort().directorySync.supported) return
-  const fd = openSync(dir, 'r')
-  try {
-    await fsyncAsync(fd)
-  } finally {
-    closeSync(fd)
   }
 }
