@@ -9,7 +9,7 @@
  * fix by changing the command is a usage error (2), everything else a runtime failure (3).
  */
 import { AckFrameEncoder, FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
-import { protocolVersion, serverMessageSchema, type ServerMessage, type WriterEnv } from '../protocol/messages.js'
+import { protocolVersion, serverMessageSchema, type EndReason, type ServerMessage, type WriterEnv } from '../protocol/messages.js'
 import type { RunMeta } from '../record/format.js'
 import { nativePort, type AckSocket } from '../native/index.js'
 import { PlugcheckError, describeSystemError, runtimeError } from '../errors.js'
@@ -78,7 +78,7 @@ export class AckChannel {
     this.sendFrame(this.ackEncoders.get(runId)!.encode(fromSeq, toSeq))
   }
 
-  end(runId: string, reason: 'duration' | 'interrupted' | 'error', detail?: string): void {
+  end(runId: string, reason: EndReason, detail?: string): void {
     this.send({ type: 'end', runId, reason, ...(detail === undefined ? {} : { detail }) })
   }
 

@@ -50,7 +50,7 @@ export interface VerifyReport {
 /** Why nothing was judged (exit 2): the path has competing claims, or the run asked for was replaced. */
 export interface NotJudgedReport {
   readonly verdict: 'not-judged'
-  readonly reason: 'conflicting-claims' | 'superseded' | 'still-running'
+  readonly reason: 'conflicting-claims' | 'superseded' | 'still-running' | 'file-changed'
   readonly detail: string
   readonly host: string
   readonly file: string
@@ -135,9 +135,10 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
     }
   }
   const notJudged =
-    options.runId === undefined
+    fileChangedDuringRun(runs) ??
+    (options.runId === undefined
       ? conflictingClaims(runs, claims, files) ?? stillRunning(runs, claims, thisHost, thisBootId) ?? replacedLater(runs, claims, files)
-      : stillRunning(runs, claims, thisHost, thisBootId) ?? supersededBy(runs[0]!, claims, files)
+      : stillRunning(runs, claims, thisHost, thisBootId) ?? supersededBy(runs[0]!, claims, files))
   if (notJudged !== null) {
     const report: NotJudgedReport = { verdict: 'not-judged', ...notJudged, host, file: options.file, source, claims, runs: [] }
     io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderNotJudged(report))
@@ -307,6 +308,16 @@ function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[],
 }
 
 /**
+ * The writer saw one of the group's data files deleted, replaced or truncated by something else during
+ * the run and ended it so: what is missing from the file was taken by that, not lost by the storage.
+ */
+function fileChangedDuringRun(runs: readonly StoredRun[]): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+  const run = runs.find((r) => r.end?.reason === 'file-changed')
+  if (run === undefined) return null
+  return { reason: 'file-changed', detail: `run ${run.meta.runId} (${run.meta.method}) ended because ${run.end!.detail ?? 'its data file was changed by something other than plugcheck during the run'}` }
+}
+
+/**
  * The listener still holds the writer's connection open: the run is being written, and judging a file
  * while records are being copied into it sees half-written records. Judged anyway when this is the
  * writer's machine and its boot id changed (the writer cannot have survived the reboot; the listener
@@ -382,6 +393,8 @@ export function renderNotJudged(report: NotJudgedReport): string {
     lines.push('hint: pick one with --run RUNID; run the listener with --token so that only your writers can announce runs')
   } else if (report.reason === 'still-running') {
     lines.push('hint: verify after the power cut and reboot; if the machine was already cut, the listener notices the lost connection within minutes (TCP keepalive), or verify on the rebooted machine itself')
+  } else if (report.reason === 'file-changed') {
+    lines.push('hint: nothing here says anything about the storage; start a new run and leave its data files alone until verify')
   } else {
     lines.push('hint: verify the latest run (leave out --run), or this run only if its file still holds it')
   }

@@ -23,7 +23,7 @@
  * status a shell reports for a process that a signal ended.
  */
 import { randomBytes } from 'node:crypto'
-import { openSync, writeSync, closeSync, readFileSync } from 'node:fs'
+import { openSync, writeSync, closeSync, readSync, statSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -32,7 +32,7 @@ import { writerEnvSchema, type WriterEnv } from '../protocol/messages.js'
 import { collectFingerprint } from '../bench/fingerprint.js'
 import { NativeError, directAlignmentBytes, nativePort, type DataFile, type FileLock } from '../native/index.js'
 import { methodAvailability, type MethodName } from '../native/registry.js'
-import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type Pattern, type RunKey, type RunMeta } from '../record/format.js'
+import { fillRecord, readStamp, runKey, sectorBytes, slotOf, slotOffsetBytes, stampBytes, type Pattern, type RunKey, type RunMeta } from '../record/format.js'
 import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { AckChannel, listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
@@ -71,6 +71,12 @@ interface ActiveRun {
   readonly key: RunKey
   readonly buffer: Buffer
   readonly file: DataFile
+  /** The data file's identity when the run began (its lock's): a different one at the path means someone replaced it. */
+  readonly identity: { readonly dev: number; readonly ino: number }
+  /** How far into the file records have been written: a shorter file means someone truncated it. */
+  endBytes: number
+  /** A read-only descriptor of the same file, to read back a record now and then (see filesChanged). */
+  readonly checkFd: number
   /** Highest seq whose sync returned. */
   syncedSeq: number
   /** Highest seq reported to the listener. */
@@ -179,6 +185,9 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
           key: runKey(meta.runId),
           buffer: nativePort().alignedBuffer(meta.recordSizeBytes, directAlignmentBytes),
           file: openForMethod(meta),
+          identity: { dev: newLock.dev, ino: newLock.ino },
+          endBytes: meta.recordSizeBytes,
+          checkFd: openSync(meta.path, 'r'),
           syncedSeq: 0,
           lastSeq: 0,
           latency: new LatencyHistogram(),
@@ -195,7 +204,10 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
     outNow(`after a power cut and reboot: ${verifyCommand(options)}\n`)
     return await writeLoop(options, runs, channel, io, timeoutMs)
   } finally {
-    for (const run of runs) run.file.close()
+    for (const run of runs) {
+      run.file.close()
+      closeSync(run.checkFd)
+    }
     channel?.close()
     // Releasing the locks; exit would too.
     for (const lock of locks) lock?.release()
@@ -231,11 +243,13 @@ export function verifyCommand(options: Pick<WriteOptions, 'server' | 'file' | 't
 /**
  * Quoting for the shell the user pastes into: plain paths stay as they are, anything else goes in
  * single quotes, which neither a POSIX shell nor PowerShell expands inside ($HOME, %PATH%, globs such
- * as [::1]). POSIX escapes a quote as '\'' and PowerShell as ''. On Windows the command is written
+ * as [::1]). POSIX escapes a quote as '\'' and PowerShell by doubling it. On Windows the command is written
  * for PowerShell; cmd.exe has no quoting that stops %VAR% expansion.
  */
 export function shellQuote(text: string, shell: 'posix' | 'windows' = nativePort().shell): string {
-  if (shell === 'windows') return /^[A-Za-z0-9_@+=:,.\\/-]+$/.test(text) ? text : `'${text.replace(/'/g, "''")}'`
+  // PowerShell: a comma is its array operator and @ splats, so both are quoted; inside single quotes
+  // it ends the string at the ASCII quote and at U+2018-U+201B alike, and a doubled one stands for itself.
+  if (shell === 'windows') return /^[A-Za-z0-9_+=:.\\/-]+$/.test(text) ? text : `'${text.replace(/[\u0027\u2018-\u201b]/g, (q) => q + q)}'`
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`
 }
 
@@ -279,6 +293,8 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
   let toldToCut = false
   let failure: { run: ActiveRun; error: unknown } | undefined
   let lostListener: unknown
+  /** Someone else deleted, replaced or truncated a data file during the run (see filesChanged). */
+  let changed: string | null = null
   const showStatus = (nowMs: number, waiting?: number): void => {
     if (!io.statusTty) return
     nextStatusMs = nowMs + statusIntervalMs
@@ -292,8 +308,9 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
       const slot = slotOf(run.key, run.meta.pattern, seq, run.meta.slotCount)
       fillRecord(run.buffer, run.key, seq, slot, Math.round((performance.timeOrigin + performance.now()) * 1000))
       const beforeMs = performance.now()
+      const offsetBytes = slotOffsetBytes(run.meta.recordSizeBytes, slot)
       try {
-        run.file.write(run.buffer, slotOffsetBytes(run.meta.recordSizeBytes, slot))
+        run.file.write(run.buffer, offsetBytes)
         run.file.sync()
       } catch (error) {
         // Never retried: after a failed sync the kernel may have dropped the data and a retry can lie.
@@ -305,6 +322,7 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
       trace?.completed(run.key, seq) // lab: first, so ack coverage counts every sync completed before a cut
       channel.ack(run.meta.runId, seq, seq) // blocking send(): the ack is on the wire when this returns
       run.lastSeq = seq
+      if (offsetBytes + run.meta.recordSizeBytes > run.endBytes) run.endBytes = offsetBytes + run.meta.recordSizeBytes
       const afterMs = performance.now()
       run.latency.record((afterMs - beforeMs) * 1000)
 
@@ -313,6 +331,8 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
         channel.poll() // takes in "recorded" reports; throws if the listener refused or went away
         await yieldToEventLoop() // lets a SIGINT/SIGTERM handler run (see the module header)
         if (signals.received() !== undefined) break loop
+        changed = filesChanged(runs)
+        if (changed !== null) break loop
         if (afterMs >= endMs) break loop
         if (unrecordedMax(runs, channel) > unrecordedAcksMax) {
           if (!(await waitForListener(runs, channel, timeoutMs, signals.received, (nowMs, n) => showStatus(nowMs, n)))) break loop
@@ -351,6 +371,14 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
     throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')
   }
 
+  // Once more before the run is called complete: a change since the last tick counts too.
+  changed ??= filesChanged(runs)
+  if (changed !== null) {
+    for (const r of runs) tryQuietly(() => channel.end(r.meta.runId, 'file-changed', changed!.slice(0, 4000)))
+    io.out(summary(options, runs, channel))
+    throw runtimeError(changed, 'verify will not judge this run (the storage is not to blame for what was done to its file); start a new run and leave its files alone')
+  }
+
   const signal = signals.received()
   let recorded = false
   try {
@@ -367,6 +395,57 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
     return 128 + signalNumbers[signal]
   }
   return 0
+}
+
+/**
+ * The data files must stay what the writer is writing: a file deleted, replaced (another inode at the
+ * path) or truncated below the records written makes verify see losses the storage did not cause.
+ * Checked at each housekeeping tick and before the run is called complete; a sentence naming the
+ * file when it changed, else null.
+ */
+function filesChanged(runs: readonly ActiveRun[]): string | null {
+  for (const run of runs) {
+    const path = run.meta.path
+    let stats
+    try {
+      stats = statSync(path, { throwIfNoEntry: false })
+    } catch (error) {
+      return `the data file ${path} can no longer be inspected during the run (${describeSystemError(error)}): something else changed it`
+    }
+    if (stats === undefined) return `the data file ${path} was deleted during the run, by something other than plugcheck`
+    if (stats.ino !== run.identity.ino || stats.dev !== run.identity.dev) return `the data file ${path} was replaced by another file during the run, by something other than plugcheck`
+    if (stats.size < run.endBytes) return `the data file ${path} was truncated to ${stats.size.toLocaleString('en-US')} bytes during the run (records reach ${run.endBytes.toLocaleString('en-US')}), by something other than plugcheck`
+    // A truncation is soon hidden by the next append, which extends the file over a hole: read back
+    // one record the writer is sure the file holds (the latest write to its slot) and see it is there.
+    const seq = sampleSeq(run)
+    if (seq === 0) continue
+    const slot = slotOf(run.key, run.meta.pattern, seq, run.meta.slotCount)
+    const offset = slotOffsetBytes(run.meta.recordSizeBytes, slot)
+    let n = 0
+    try {
+      n = readSync(run.checkFd, stampScratch, 0, stampBytes, offset)
+    } catch {
+      n = 0
+    }
+    const stamp = n === stampBytes ? readStamp(stampScratch, 0) : null
+    if (stamp === null || stamp.seq !== seq || stamp.runLo !== run.key.lo || stamp.runHi !== run.key.hi) {
+      return `the data file ${path} no longer holds record ${seq.toLocaleString('en-US')}, written at byte ${offset.toLocaleString('en-US')} during the run: it was truncated or overwritten by something other than plugcheck`
+    }
+  }
+  return null
+}
+
+const stampScratch = Buffer.alloc(stampBytes)
+
+/**
+ * A seq whose record must be in the file now, its slot not yet rewritten by a later seq: any of the
+ * last slotCount seqs in append (slots in order), only the latest in overwrite (slots at random).
+ */
+function sampleSeq(run: ActiveRun): number {
+  if (run.lastSeq === 0) return 0
+  if (run.meta.pattern !== 'append') return run.lastSeq
+  const oldest = Math.max(1, run.lastSeq - run.meta.slotCount + 1)
+  return oldest + Math.floor(Math.random() * (run.lastSeq - oldest + 1))
 }
 
 function unrecordedMax(runs: readonly ActiveRun[], channel: AckChannel): number {

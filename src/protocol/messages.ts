@@ -53,7 +53,12 @@ export const ackSchema = z.object({ type: z.literal('ack'), runId: runIdSchema, 
   (m) => m.toSeq >= m.fromSeq,
   { message: 'toSeq is below fromSeq' },
 )
-export const endReasons = ['duration', 'interrupted', 'error'] as const
+/**
+ * How a writer ended a run: its --duration, a signal, a failed write or sync, or its data file
+ * deleted, replaced or truncated by someone else during the run (verify then judges nothing).
+ */
+export const endReasons = ['duration', 'interrupted', 'error', 'file-changed'] as const
+export type EndReason = (typeof endReasons)[number]
 export const endSchema = z.object({
   type: z.literal('end'),
   runId: runIdSchema,

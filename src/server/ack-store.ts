@@ -58,7 +58,7 @@ import { Packr } from 'msgpackr'
 import { z } from 'zod'
 import type { RunMeta } from '../record/format.js'
 import { runMetaSchema } from '../record/format.js'
-import { epochMsSchema, maxClaims, maxPlausibleSeq, maxStoredSpans, writerEnvSchema, type AckSpan, type Claim, type StoredRun, type WriterEnv } from '../protocol/messages.js'
+import { endReasons, epochMsSchema, maxClaims, maxPlausibleSeq, maxStoredSpans, writerEnvSchema, type AckSpan, type Claim, type StoredRun, type WriterEnv } from '../protocol/messages.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
 
 export const spanWindowMs = 100
@@ -87,7 +87,7 @@ const logEntrySchema = z.discriminatedUnion('k', [
     firstMs: epochMsSchema,
     lastMs: epochMsSchema,
   }),
-  z.object({ k: z.literal('end'), reason: z.enum(['duration', 'interrupted', 'error', 'vanished']), detail: z.string().max(4096).optional(), atMs: epochMsSchema }),
+  z.object({ k: z.literal('end'), reason: z.enum([...endReasons, 'vanished']), detail: z.string().max(4096).optional(), atMs: epochMsSchema }),
 ])
 type LogEntry = z.infer<typeof logEntrySchema>
 
@@ -102,7 +102,7 @@ const metaFileSchema = z.object({
   authenticated: z.boolean().optional(),
 })
 
-type EndReason = 'duration' | 'interrupted' | 'error' | 'vanished'
+type EndReason = (typeof endReasons)[number] | 'vanished'
 
 /** Who announced a run: the peer address the listener saw and the writer's environment. */
 export interface RunOrigin {

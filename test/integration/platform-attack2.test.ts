@@ -55,6 +55,8 @@ t.test('a data file deleted, truncated or replaced during write: never exit 0 fo
     } else {
       t.equal(written.code, 3, `${what}: write reports it as a runtime failure: ${written.stderr}`)
       t.match(written.stderr, file, `${what}: the message names the path`)
+      t.equal(verify.code, 2, `${what}: verify judges nothing: ${verify.stdout}`)
+      t.match(verify.stdout, /^NOT JUDGED: run [0-9a-f]{16} \(fsync\) ended because the data file .* during the run/, `${what}: and says why`)
     }
   }
 })

@@ -91,7 +91,10 @@ export function renderFlags(flags: readonly PlausibilityFlag[], sections: readon
   const rowsById = new Map(sections.flatMap((section) => section.rows.map((row) => [row.id, { row, section }] as const)))
   const indent = ' '.repeat(15)
   let text = '\nPlausibility:\n'
-  if (!flags.some((flag) => flag.kind !== 'same-call')) {
+  const measuredDurable = sections.some((section) => section.rows.some((row) => row.durable && row.status === 'ok'))
+  if (!measuredDurable) {
+    text += '  nothing to judge: no durable method was measured here.\n'
+  } else if (!flags.some((flag) => flag.kind !== 'same-call')) {
     text += '  no durable method was faster than this device can plausibly flush. Speed cannot prove a flush\n'
     text += '  is honoured, though: only a plug test (plugcheck write, a power cut, plugcheck verify) can.\n'
   }
