@@ -15,7 +15,7 @@ import { runIdOf, runMeta } from './peer.js'
 
 const onPath = (runId: string) => runMeta(runId, { requestedPath: '/data/db', path: '/data/db' })
 
-async function refusedAnnouncementStaysRefused(t: Test, fsOverrides: (dir: string) => Partial<typeof fs>): Promise<void> {
+async function refusedAnnouncementStaysRefused(t: Test, fsOverrides: (dir: string) => Partial<typeof fs>, openSyncInDirectorySync = false): Promise<void> {
   const dir = tempDir(t)
   const previous = runIdOf(0xa1)
   const refused = runIdOf(0xa2)
@@ -23,8 +23,12 @@ async function refusedAnnouncementStaysRefused(t: Test, fsOverrides: (dir: strin
   await store.createRun(onPath(previous), Date.now())
   await store.close()
 
+  const faultyFs = { ...fs, ...fsOverrides(dir) }
+  // The directory fsync lives in its own module: hand it the faulty node:fs when the fault is there.
+  const directorySync = openSyncInDirectorySync ? await t.mockImport('../../src/directory-sync.js', { 'node:fs': faultyFs }) : await import('../../src/directory-sync.js')
   const { AckStore: FaultyStore } = await t.mockImport<typeof import('../../src/server/ack-store.js')>('../../src/server/ack-store.js', {
-    'node:fs': { ...fs, ...fsOverrides(dir) },
+    'node:fs': faultyFs,
+    '../../src/directory-sync.js': directorySync,
   })
   const faulty = await FaultyStore.open(dir)
   await t.rejects(faulty.createRun(onPath(refused), Date.now()), /could not store run 00000000000000a2/)
@@ -64,5 +68,5 @@ t.test('out of descriptors for the directory fsync after the rename', async (t) 
         return fs.openSync(path, flags ?? 'r', mode)
       }) as typeof fs.openSync,
     }
-  })
+  }, true)
 })
