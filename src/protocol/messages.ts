@@ -4,16 +4,20 @@
  * can produce, so a hostile peer (or a hostile listener, seen from verify) cannot make the other side
  * loop, allocate or misjudge without limit.
  *
- * Conversation (writer):   hello -> welcome, run -> run-ok, ack* (-> recorded*), end -> recorded
- * Conversation (verifier): hello -> welcome, query -> runs
+ * Conversation (writer):   hello -> welcome, run -> run-ok, ack* (-> recorded*), steady?, end -> recorded
+ * Conversation (verifier): hello -> welcome, query -> runs, verdict -> verdict-ok, list -> run-list,
+ *                          campaign-query -> campaign-state
  * Any problem:             error, then the listener closes the connection.
  */
 import { z } from 'zod'
 import { fingerprintSchema } from '../bench/schema.js'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
 
-/** 2: run carries the writer's environment; runs carries the claims on a path; more error codes. */
-export const protocolVersion = 2
+/**
+ * 2: run carries the writer's environment; runs carries the claims on a path; more error codes.
+ * 3: campaigns: steady, verdict, list and campaign-query; run carries an optional campaign tag.
+ */
+export const protocolVersion = 3
 export const defaultPort = 5400
 
 /**
@@ -47,7 +51,13 @@ export const writerEnvSchema = z.object({
 })
 export type WriterEnv = z.infer<typeof writerEnvSchema>
 
-export const runSchema = z.object({ type: z.literal('run'), meta: runMetaSchema, writer: writerEnvSchema.optional() })
+/** A campaign's name: what `listen --campaign` and the report call it. */
+export const campaignNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a campaign name is 1-64 letters, digits, dots, dashes or underscores')
+/** Which cycle of which campaign a run belongs to (the agent tags the runs it starts). */
+export const campaignTagSchema = z.object({ name: campaignNameSchema, cycle: z.number().int().positive().max(100_000) })
+export type CampaignTag = z.infer<typeof campaignTagSchema>
+
+export const runSchema = z.object({ type: z.literal('run'), meta: runMetaSchema, writer: writerEnvSchema.optional(), campaign: campaignTagSchema.optional() })
 /** Seqs fromSeq..toSeq (inclusive) are covered by a sync that returned success. */
 export const ackSchema = z.object({ type: z.literal('ack'), runId: runIdSchema, fromSeq: seq, toSeq: seq }).refine(
   (m) => m.toSeq >= m.fromSeq,
@@ -72,7 +82,44 @@ export const querySchema = z.object({
   runId: runIdSchema.optional(),
 })
 
-export const clientMessageSchema = z.discriminatedUnion('type', [helloSchema, runSchema, ackSchema, endSchema, querySchema])
+/** The writer has acked for a while and the listener records its acks: the moment to cut. */
+export const steadySchema = z.object({ type: z.literal('steady'), runId: runIdSchema })
+
+const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)
+export const verdictNames = ['pass', 'fail', 'inconclusive', 'not-judged'] as const
+
+/**
+ * What verify found for one run, as the agent (or any verifier) reports it back to the listener after
+ * the reboot; stored beside the run and shown by `runs` and `report`.
+ */
+export const storedVerdictSchema = z.object({
+  verdict: z.enum(verdictNames),
+  acked: count,
+  intact: count,
+  lost: count,
+  torn: count,
+  corrupt: count,
+  /** The widest time window (ms) between the first and last acknowledgement of a lost range; null with no loss. */
+  lossWindowMs: z.number().nonnegative().max(1e12).nullable(),
+  /** A later acked record survived while an earlier one did not. */
+  reordered: z.boolean(),
+  rebootedSinceWrite: z.boolean().nullable(),
+  /** One line for people ("PASS: ...", "NOT JUDGED: ..."). */
+  summary: z.string().max(4096),
+  /** The machine as verify found it after the reboot. */
+  bootId: z.string().min(1).max(64).nullable(),
+  fingerprint: fingerprintSchema.nullable(),
+  atMs: epochMsSchema,
+})
+export type StoredVerdict = z.infer<typeof storedVerdictSchema>
+export const verdictSchema = z.object({ type: z.literal('verdict'), runId: runIdSchema, result: storedVerdictSchema })
+
+/** Every run the listener holds (newest first), optionally only one campaign's. */
+export const listSchema = z.object({ type: z.literal('list'), campaign: campaignNameSchema.optional() })
+/** The listener's campaign, if it runs one: the agent asks before it starts the next cycle. */
+export const campaignQuerySchema = z.object({ type: z.literal('campaign-query') })
+
+export const clientMessageSchema = z.discriminatedUnion('type', [helloSchema, runSchema, ackSchema, endSchema, querySchema, steadySchema, verdictSchema, listSchema, campaignQuerySchema])
 export type ClientMessage = z.infer<typeof clientMessageSchema>
 
 /** [fromSeq, toSeq, firstAckMs, lastAckMs]: seqs acknowledged, and when the listener received them. */
@@ -155,6 +202,37 @@ export const errorCodes = [
 ] as const
 export type ErrorCode = (typeof errorCodes)[number]
 
+/** One line of `plugcheck runs`. */
+export const runSummarySchema = z.object({
+  runId: runIdSchema,
+  groupId: runIdSchema,
+  host: z.string().max(255),
+  path: z.string().max(4096),
+  method: z.string().max(64),
+  announcedMs: epochMsSchema,
+  peer: z.string().max(64).optional(),
+  live: z.boolean(),
+  end: runEndSchema.optional(),
+  ackedThroughSeq: count,
+  steadyMs: epochMsSchema.nullable(),
+  verdict: storedVerdictSchema.nullable(),
+  campaign: campaignTagSchema.nullable(),
+})
+export type RunSummary = z.infer<typeof runSummarySchema>
+export const maxListedRuns = 1000
+
+export const campaignPhases = ['waiting-for-writer', 'waiting-to-cut', 'cutting', 'waiting-for-agent', 'done', 'stopped'] as const
+/** What the agent needs to know of the listener's campaign. */
+export const campaignStateSchema = z.object({
+  name: campaignNameSchema,
+  cycles: z.number().int().positive().max(100_000),
+  /** The cycle under way (1-based); cycles + 1 once done. */
+  cycle: z.number().int().positive().max(100_001),
+  phase: z.enum(campaignPhases),
+  detail: z.string().max(4096).optional(),
+})
+export type CampaignState = z.infer<typeof campaignStateSchema>
+
 export const serverMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('welcome'), protocol: z.number().int(), listenerId: z.string().max(64) }),
   z.object({ type: z.literal('run-ok'), runId: runIdSchema }),
@@ -166,5 +244,8 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
     claims: z.array(claimSchema).max(maxClaims),
   }),
   z.object({ type: z.literal('error'), code: z.enum(errorCodes), message: z.string().max(4096) }),
+  z.object({ type: z.literal('verdict-ok'), runId: runIdSchema }),
+  z.object({ type: z.literal('run-list'), runs: z.array(runSummarySchema).max(maxListedRuns), truncated: z.boolean() }),
+  z.object({ type: z.literal('campaign-state'), campaign: campaignStateSchema.nullable() }),
 ])
 export type ServerMessage = z.infer<typeof serverMessageSchema>
