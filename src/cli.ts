@@ -4,7 +4,7 @@
  */
 import { writeSync } from 'node:fs'
 import { resolve } from 'node:path'
-import yargs from 'yargs'
+import yargs, { type Argv } from 'yargs'
 import { z } from 'zod'
 import { runBench } from './bench/bench.js'
 import { runDemo } from './client/demo.js'
@@ -13,10 +13,13 @@ import { runVerify } from './client/verify.js'
 import { runWrite, type Io } from './client/writer.js'
 import { PlugcheckError, exitCodes, usageError } from './errors.js'
 import { isMethodName, methodNames, type MethodName } from './native/registry.js'
-import { defaultPort } from './protocol/messages.js'
+import { campaignNameSchema, defaultPort } from './protocol/messages.js'
 import { patterns, runIdSchema } from './record/format.js'
 import { runListen } from './server/listen.js'
 import { runMethods } from './client/methods.js'
+import { runAgent } from './client/agent.js'
+import { runRuns } from './client/runs.js'
+import { runReport } from './report/report.js'
 import { parseSize } from './sizes.js'
 
 const endpointArg = z.string().transform((text, ctx) => {
@@ -74,6 +77,10 @@ const writeArgs = z.object({
   listenerTimeout: listenerTimeoutArg,
 })
 
+const agentArgs = writeArgs
+  .omit({ duration: true, traceFile: true })
+  .extend({ printService: z.enum(['systemd', 'windows']).optional() })
+
 const verifyArgs = z
   .object({
     server: endpointArg.optional(),
@@ -87,12 +94,54 @@ const verifyArgs = z
   })
   .refine((a) => (a.server === undefined) !== (a.acks === undefined), { message: 'give exactly one of --server HOST[:PORT] or --acks DIR' })
 
-const listenArgs = z.object({
-  host: z.string().min(1),
-  port: z.number().int().min(0).max(65535),
-  dir: z.string().min(1),
+/** --cut-after MIN-MAX in seconds ("30-90", "45"). */
+const cutAfterArg = z.string().transform((text, ctx) => {
+  const match = /^(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?$/.exec(text.trim())
+  const min = match === null ? NaN : Number(match[1])
+  const max = match === null ? NaN : Number(match[2] ?? match[1])
+  if (!Number.isFinite(min) || !Number.isFinite(max) || max < min || max > 86_400) {
+    ctx.addIssue({ code: 'custom', message: `--cut-after ${text}: give MIN-MAX seconds after the writer is steady, e.g. 30-90 (at most 86400)` })
+    return z.NEVER
+  }
+  return [min, max] as [number, number]
+})
+
+const listenArgs = z
+  .object({
+    host: z.string().min(1),
+    port: z.number().int().min(0).max(65535),
+    dir: z.string().min(1),
+    token: z.string().optional(),
+    maxConnections: z.number().int('--max-connections must be a whole number').min(1, '--max-connections must be at least 1').max(1_000_000),
+    events: z.string().min(1).optional(),
+    campaign: campaignNameSchema.optional(),
+    cycles: z.number().int('--cycles must be a whole number').min(1, '--cycles must be at least 1').max(100_000).optional(),
+    cutCommand: z.string().min(1).max(4096).optional(),
+    cutAfter: cutAfterArg.optional(),
+    rebootTimeout: z.number().positive('--reboot-timeout must be positive').max(86_400).optional(),
+    seed: z.number().int().nonnegative().max(2 ** 32 - 1).optional(),
+  })
+  .superRefine((a, ctx) => {
+    const campaignFlags = [a.cycles, a.cutCommand, a.cutAfter, a.rebootTimeout, a.seed].some((v) => v !== undefined)
+    if (a.campaign === undefined && campaignFlags) ctx.addIssue({ code: 'custom', message: '--cycles, --cut-command, --cut-after, --reboot-timeout and --seed need --campaign NAME' })
+    if (a.campaign !== undefined && (a.cutCommand === undefined || a.cutAfter === undefined)) {
+      ctx.addIssue({ code: 'custom', message: '--campaign needs --cut-command CMD and --cut-after MIN-MAX' })
+    }
+  })
+
+const runsArgs = z.object({
+  server: endpointArg,
+  json: z.boolean(),
   token: z.string().optional(),
-  maxConnections: z.number().int('--max-connections must be a whole number').min(1, '--max-connections must be at least 1').max(1_000_000),
+  campaign: campaignNameSchema.optional(),
+  listenerTimeout: listenerTimeoutArg,
+})
+
+const reportArgs = z.object({
+  dir: z.string().min(1).transform((p) => resolve(p)),
+  campaign: z.array(campaignNameSchema).optional(),
+  json: z.boolean(),
+  html: z.string().min(1).transform((p) => resolve(p)).optional(),
 })
 
 const demoArgs = z.object({
@@ -147,6 +196,21 @@ function writeNow(fd: number, text: string): void {
   }
 }
 
+/** The options of a write, shared by `write` and `agent` (which writes the next cycle with them). */
+function writeOptions<T>(y: Argv<T>) {
+  return y
+    .option('server', { type: 'string', demandOption: true, describe: 'listener HOST[:PORT]' })
+    .option('file', { type: 'string', demandOption: true, describe: 'data file on the storage under test' })
+    .option('method', { type: 'string', default: 'fdatasync', describe: `sync method, or a comma list: ${methodNames.join(', ')}` })
+    .option('direct', { type: 'boolean', default: false, describe: 'bypass the OS cache (O_DIRECT, F_NOCACHE, FILE_FLAG_NO_BUFFERING; record size a multiple of 4096)' })
+    .option('record-size', { type: 'string', default: '8192', describe: 'bytes per record, a multiple of 512' })
+    .option('size', { type: 'string', default: '256MiB', describe: 'data file size; append wraps to the start when full' })
+    .option('pattern', { choices: patterns, default: 'append' as const, describe: 'append (file grows) or overwrite (random slots in place)' })
+    .option('token', { type: 'string', describe: 'the listener\'s --token' })
+    .option('force', { type: 'boolean', default: false, describe: 'replace a file that is not a plugcheck data file' })
+    .option('listener-timeout', listenerTimeoutOption)
+}
+
 export async function main(argv: readonly string[], io: Io = processIo): Promise<number> {
   let run: (() => Promise<number>) | undefined
   const parser = yargs([...argv])
@@ -167,29 +231,48 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('host', { type: 'string', default: '0.0.0.0', describe: 'address to listen on' })
           .option('dir', { type: 'string', default: './plugcheck-data', describe: 'where runs and acks are stored' })
           .option('token', { type: 'string', describe: 'shared secret writers and verifiers must present' })
-          .option('max-connections', { type: 'number', default: 1024, describe: 'connections served at once; more are told so and closed' }),
+          .option('max-connections', { type: 'number', default: 1024, describe: 'connections served at once; more are told so and closed' })
+          .option('events', { type: 'string', describe: 'also append every event as a JSON line to this file' })
+          .option('campaign', { type: 'string', describe: 'run a power-cut campaign of this name (resumed if the directory holds it)' })
+          .option('cycles', { type: 'number', default: undefined, describe: 'campaign: cycles to run (default 10)' })
+          .option('cut-command', { type: 'string', describe: 'campaign: the command that cuts the power of the machine under test' })
+          .option('cut-after', { type: 'string', describe: 'campaign: MIN-MAX seconds after the writer is steady to cut' })
+          .option('reboot-timeout', { type: 'number', describe: 'campaign: seconds to wait for the agent after a cut (default 600)' })
+          .option('seed', { type: 'number', describe: 'campaign: seed of the cut moments (default: random, logged)' }),
       (args) => {
         const a = validated(listenArgs, args)
         run = () =>
-          runListen({ host: a.host, port: a.port, dir: a.dir, maxConnections: a.maxConnections, ...(a.token === undefined ? {} : { token: a.token }) }, io)
+          runListen(
+            {
+              host: a.host,
+              port: a.port,
+              dir: a.dir,
+              maxConnections: a.maxConnections,
+              ...(a.token === undefined ? {} : { token: a.token }),
+              ...(a.events === undefined ? {} : { eventsFile: resolve(a.events) }),
+              ...(a.campaign === undefined
+                ? {}
+                : {
+                    campaign: {
+                      name: a.campaign,
+                      cycles: a.cycles ?? 10,
+                      cutCommand: a.cutCommand!,
+                      cutAfterS: a.cutAfter!,
+                      rebootTimeoutS: a.rebootTimeout ?? 600,
+                      ...(a.seed === undefined ? {} : { seed: a.seed }),
+                    },
+                  }),
+            },
+            io,
+          )
       },
     )
     .command(
       'write',
       'on the machine under test: write synced records and stream their acks to the listener',
       (y) =>
-        y
-          .option('server', { type: 'string', demandOption: true, describe: 'listener HOST[:PORT]' })
-          .option('file', { type: 'string', demandOption: true, describe: 'data file on the storage under test' })
-          .option('method', { type: 'string', default: 'fdatasync', describe: `sync method, or a comma list: ${methodNames.join(', ')}` })
-          .option('direct', { type: 'boolean', default: false, describe: 'bypass the OS cache (O_DIRECT, F_NOCACHE, FILE_FLAG_NO_BUFFERING; record size a multiple of 4096)' })
-          .option('record-size', { type: 'string', default: '8192', describe: 'bytes per record, a multiple of 512' })
-          .option('size', { type: 'string', default: '256MiB', describe: 'data file size; append wraps to the start when full' })
-          .option('pattern', { choices: patterns, default: 'append' as const, describe: 'append (file grows) or overwrite (random slots in place)' })
+        writeOptions(y)
           .option('duration', { type: 'number', describe: 'seconds to run (default: until killed)' })
-          .option('token', { type: 'string', describe: 'the listener\'s --token' })
-          .option('force', { type: 'boolean', default: false, describe: 'replace a file that is not a plugcheck data file' })
-          .option('listener-timeout', listenerTimeoutOption)
           .option('trace-file', { type: 'string', hidden: true, describe: 'lab/bench: log each completed sync to this side file' }),
       (args) => {
         const a = validated(writeArgs, args)
@@ -209,6 +292,36 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
               ...(a.token === undefined ? {} : { token: a.token }),
               ...(a.traceFile === undefined ? {} : { traceFile: resolve(a.traceFile) }),
             },
+            io,
+          )
+      },
+    )
+    .command(
+      'agent',
+      'on the machine under test, started at boot: verify the last cycle, report it, and write the next one of the campaign',
+      (y) =>
+        writeOptions(y).option('print-service', {
+          choices: ['systemd', 'windows'] as const,
+          describe: 'print a systemd unit or a Windows scheduled task that starts this agent at boot, and exit',
+        }),
+      (args) => {
+        const a = validated(agentArgs, args)
+        run = () =>
+          runAgent(
+            {
+              server: a.server,
+              file: a.file,
+              methods: a.method,
+              direct: a.direct,
+              recordSizeBytes: a.recordSize,
+              sizeBytes: a.size,
+              pattern: a.pattern,
+              force: a.force,
+              listenerTimeoutMs: a.listenerTimeout,
+              ...(a.token === undefined ? {} : { token: a.token }),
+              ...(a.printService === undefined ? {} : { printService: a.printService }),
+            },
+            process.argv.slice(2),
             io,
           )
       },
@@ -271,6 +384,39 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
       },
     )
     .command(
+      'runs',
+      'list the runs a listener holds: host, path, method, acked, started, ended or vanished, verdict',
+      (y) =>
+        y
+          .option('server', { type: 'string', demandOption: true, describe: 'listener HOST[:PORT]' })
+          .option('campaign', { type: 'string', describe: 'only the runs of this campaign' })
+          .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
+          .option('token', { type: 'string', describe: "the listener's --token" })
+          .option('listener-timeout', listenerTimeoutOption),
+      (args) => {
+        const a = validated(runsArgs, args)
+        run = () =>
+          runRuns(
+            { server: a.server, json: a.json, listenerTimeoutMs: a.listenerTimeout, ...(a.token === undefined ? {} : { token: a.token }), ...(a.campaign === undefined ? {} : { campaign: a.campaign }) },
+            io,
+          )
+      },
+    )
+    .command(
+      'report',
+      "a campaign's report from a listener's directory: per cycle, per method, per device; --html for a timeline",
+      (y) =>
+        y
+          .option('dir', { type: 'string', demandOption: true, describe: "the listener's --dir (read only)" })
+          .option('campaign', { type: 'string', array: true, describe: 'campaign name; several side by side (default: every campaign in the directory)' })
+          .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
+          .option('html', { type: 'string', describe: 'also write a self-contained HTML report to this file' }),
+      (args) => {
+        const a = validated(reportArgs, args)
+        run = () => runReport({ dir: a.dir, json: a.json, ...(a.campaign === undefined ? {} : { campaigns: a.campaign }), ...(a.html === undefined ? {} : { htmlFile: a.html }) }, io)
+      },
+    )
+    .command(
       'methods',
       "this platform's sync methods: available or not and why, the calls each makes, what --direct does",
       (y) => y.option('json', { type: 'boolean', default: false, describe: 'print one JSON document' }),
@@ -279,7 +425,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
         run = async () => runMethods({ json: a.json }, io)
       },
     )
-    .demandCommand(1, 'give a command: listen, write, verify, bench, demo or methods')
+    .demandCommand(1, 'give a command: listen, write, verify, agent, runs, report, bench, demo or methods')
     .help()
     .version()
     .wrap(Math.min(110, process.stdout.columns ?? 110))

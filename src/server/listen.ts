@@ -5,12 +5,26 @@ import { PlugcheckError, describeSystemError, exitCodes, runtimeError } from '..
 import type { Io } from '../client/writer.js'
 import { Listener } from './listener.js'
 
+export interface CampaignOptions {
+  readonly name: string
+  readonly cycles: number
+  readonly cutCommand: string
+  /** [min, max] seconds after the writer is steady. */
+  readonly cutAfterS: readonly [number, number]
+  readonly rebootTimeoutS: number
+  /** Seed of the cut moments; random (and logged) when absent. */
+  readonly seed?: number
+}
+
 export interface ListenOptions {
   readonly host: string
   readonly port: number
   readonly dir: string
   readonly token?: string
   readonly maxConnections?: number
+  /** Also append every event as a JSON line here. */
+  readonly eventsFile?: string
+  readonly campaign?: CampaignOptions
 }
 
 /** 127.0.0.0/8, ::1, localhost: only this machine can connect. */
