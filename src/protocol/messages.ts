@@ -103,6 +103,8 @@ export const storedVerdictSchema = z.object({
   lossWindowMs: z.number().nonnegative().max(1e12).nullable(),
   /** A later acked record survived while an earlier one did not. */
   reordered: z.boolean(),
+  /** The first lost (or torn, or corrupt) seq ranges, for the report's timeline. */
+  lostRanges: z.array(z.tuple([seq, seq])).max(100),
   rebootedSinceWrite: z.boolean().nullable(),
   /** One line for people ("PASS: ...", "NOT JUDGED: ..."). */
   summary: z.string().max(4096),
