@@ -9,7 +9,7 @@
  * fix by changing the command is a usage error (2), everything else a runtime failure (3).
  */
 import { AckFrameEncoder, FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
-import { protocolVersion, serverMessageSchema, type EndReason, type ServerMessage, type WriterEnv } from '../protocol/messages.js'
+import { protocolVersion, serverMessageSchema, type CampaignTag, type EndReason, type ServerMessage, type WriterEnv } from '../protocol/messages.js'
 import type { RunMeta } from '../record/format.js'
 import { nativePort, type AckSocket } from '../native/index.js'
 import { PlugcheckError, describeSystemError, runtimeError } from '../errors.js'
@@ -66,9 +66,9 @@ export class AckChannel {
     return channel
   }
 
-  /** Announces a run; returns once the listener has stored its metadata durably. */
-  announce(meta: RunMeta, writer?: WriterEnv): void {
-    this.send({ type: 'run', meta, ...(writer === undefined ? {} : { writer }) })
+  /** Announces a run (tagged with its campaign cycle, if the agent started it); returns once the listener has stored its metadata durably. */
+  announce(meta: RunMeta, writer?: WriterEnv, campaign?: CampaignTag): void {
+    this.send({ type: 'run', meta, ...(writer === undefined ? {} : { writer }), ...(campaign === undefined ? {} : { campaign }) })
     this.waitFor('run-ok')
     this.ackEncoders.set(meta.runId, new AckFrameEncoder(meta.runId))
   }
@@ -76,6 +76,11 @@ export class AckChannel {
   /** Reports seqs fromSeq..toSeq as covered by a sync that returned success. Call only then. */
   ack(runId: string, fromSeq: number, toSeq: number): void {
     this.sendFrame(this.ackEncoders.get(runId)!.encode(fromSeq, toSeq))
+  }
+
+  /** Tells the listener the run is steady: it has acked for a while and the listener records its acks (no answer expected). */
+  steady(runId: string): void {
+    this.send({ type: 'steady', runId })
   }
 
   end(runId: string, reason: EndReason, detail?: string): void {

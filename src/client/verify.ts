@@ -12,7 +12,7 @@
  */
 import { nativePort } from '../native/index.js'
 import { hostname } from 'node:os'
-import type { Claim, StoredRun } from '../protocol/messages.js'
+import { storedVerdictSchema, type Claim, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
 import { AckStore } from '../server/ack-store.js'
 import { describeSystemError, exitCodes, runtimeError, usageError, PlugcheckError } from '../errors.js'
 import { formatSize } from '../sizes.js'
@@ -57,6 +57,8 @@ export interface NotJudgedReport {
   readonly source: string
   readonly claims: readonly Claim[]
   readonly runs: readonly []
+  /** The runs of the group that was not judged (not printed): each gets a 'not-judged' stored verdict. */
+  readonly groupRunIds?: readonly string[]
 }
 
 const shownRangesLimit = 10
@@ -81,7 +83,7 @@ interface RunSource {
   find(query: { host: string; requestedPath: string; runId?: string }): Promise<{ runs: StoredRun[]; claims: Claim[] }>
 }
 
-async function openSource(options: VerifyOptions, io: Io): Promise<RunSource> {
+async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<RunSource> {
   if ('server' in options.source) {
     const server = options.source.server
     return { name: `listener ${formatEndpoint(server)}`, find: (query) => queryRuns(server, options.token, query, options.listenerTimeoutMs) }
@@ -101,7 +103,32 @@ async function openSource(options: VerifyOptions, io: Io): Promise<RunSource> {
   }
 }
 
+/** What verify found: the report it prints and the exit code it returns. */
+export interface VerifyOutcome {
+  readonly report: VerifyReport | NotJudgedReport
+  readonly exitCode: number
+}
+
 export async function runVerify(options: VerifyOptions, io: Io): Promise<number> {
+  const { report, exitCode } = await verifyReport(options, io)
+  io.out(printedReport(report, options.json))
+  return exitCode
+}
+
+/** The report as verify prints it, in words or as JSON. */
+export function printedReport(report: VerifyReport | NotJudgedReport, json: boolean): string {
+  if (report.verdict !== 'not-judged') return json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report)
+  // groupRunIds is for storedVerdicts; the printed report names the runs in its detail and claims.
+  const { groupRunIds: _groupRunIds, ...printed } = report
+  return json ? JSON.stringify(printed, null, 2) + '\n' : renderNotJudged(report)
+}
+
+/**
+ * Finds the run and judges it, as `verify` does, without printing the report. Operating errors
+ * (no run found, the file system under test missing, a listener answering nonsense) are thrown; the
+ * warnings of an offline ack directory go to io.err.
+ */
+export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> = { err: () => undefined }): Promise<VerifyOutcome> {
   const host = options.host ?? hostname()
   const query = { host, requestedPath: options.file, ...(options.runId === undefined ? {} : { runId: options.runId }) }
   const from = await openSource(options, io)
@@ -140,9 +167,8 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
       ? conflictingClaims(runs, claims, files) ?? stillRunning(runs, claims, thisHost, thisBootId) ?? replacedLater(runs, claims, files)
       : stillRunning(runs, claims, thisHost, thisBootId) ?? supersededBy(runs[0]!, claims, files))
   if (notJudged !== null) {
-    const report: NotJudgedReport = { verdict: 'not-judged', ...notJudged, host, file: options.file, source, claims, runs: [] }
-    io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderNotJudged(report))
-    return exitCodes.usage
+    const report: NotJudgedReport = { verdict: 'not-judged', ...notJudged, host, file: options.file, source, claims, runs: [], groupRunIds: runs.map((r) => r.meta.runId) }
+    return { report, exitCode: exitCodes.usage }
   }
   for (const run of runs) checkFileSystemPresent(run)
   checkGroupComplete(runs, source)
@@ -150,8 +176,70 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
   const reports = runs.map((run) => judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
   notes.push(...methodCaveats(runs))
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
-  io.out(options.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report))
-  return report.verdict === 'pass' ? exitCodes.ok : report.verdict === 'fail' ? exitCodes.lossFound : exitCodes.inconclusive
+  return { report, exitCode: report.verdict === 'pass' ? exitCodes.ok : report.verdict === 'fail' ? exitCodes.lossFound : exitCodes.inconclusive }
+}
+
+/** At most this many seq ranges go with a stored verdict (storedVerdictSchema). */
+const storedRangesMax = 100
+
+/**
+ * The verdicts to report to the listener, one per run: what verify found for each run it judged, or
+ * 'not-judged' with zero counts and the reason for every run of the group it did not judge. bootId and
+ * fingerprint describe this machine as verify found it.
+ */
+export function storedVerdicts(report: VerifyReport | NotJudgedReport, bootId: string | null, fingerprint: StoredVerdict['fingerprint']): { runId: string; result: StoredVerdict }[] {
+  const atMs = Date.now()
+  const machine = { bootId: storedVerdictSchema.shape.bootId.safeParse(bootId).success ? bootId : null, fingerprint, atMs }
+  if (report.verdict === 'not-judged') {
+    const summary = `NOT JUDGED: ${report.detail}.`.slice(0, 4096)
+    return (report.groupRunIds ?? []).map((runId) => ({
+      runId,
+      result: { verdict: 'not-judged', acked: 0, intact: 0, lost: 0, torn: 0, corrupt: 0, lossWindowMs: null, reordered: false, lostRanges: [], rebootedSinceWrite: null, summary, ...machine },
+    }))
+  }
+  return report.runs.map((r) => ({
+    runId: r.runId,
+    result: {
+      verdict: r.verdict,
+      acked: r.acked,
+      intact: r.intact,
+      lost: r.lost,
+      torn: r.torn,
+      corrupt: r.corrupt,
+      lossWindowMs: widestLossWindowMs(r),
+      reordered: r.reordering !== null,
+      lostRanges: badSeqRanges(r).slice(0, storedRangesMax),
+      rebootedSinceWrite: r.rebootedSinceWrite,
+      summary: (renderRun(r, true)[0] ?? '').slice(0, 4096),
+      ...machine,
+    },
+  }))
+}
+
+/** The widest acknowledgement window of a lost range, in ms; null when nothing was lost (or no time is known). */
+function widestLossWindowMs(r: RunReport): number | null {
+  let widest: number | null = null
+  for (const range of r.lostRanges) {
+    if (!Number.isFinite(range.ackedFromMs) || !Number.isFinite(range.ackedToMs)) continue
+    widest = Math.max(widest ?? 0, range.ackedToMs - range.ackedFromMs)
+  }
+  return widest
+}
+
+/** Lost ranges, torn and corrupt records as seq ranges, in seq order, touching ones merged. */
+function badSeqRanges(r: RunReport): [number, number][] {
+  const ranges: [number, number][] = [
+    ...r.lostRanges.map((x): [number, number] => [x.fromSeq, x.toSeq]),
+    ...r.tornRecords.map((x): [number, number] => [x.seq, x.seq]),
+    ...r.corruptRecords.map((x): [number, number] => [x.seq, x.seq]),
+  ].sort((a, b) => a[0] - b[0])
+  const merged: [number, number][] = []
+  for (const range of ranges) {
+    const last = merged.at(-1)
+    if (last !== undefined && range[0] <= last[1] + 1) last[1] = Math.max(last[1], range[1])
+    else merged.push([range[0], range[1]])
+  }
+  return merged
 }
 
 /**

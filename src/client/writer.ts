@@ -28,7 +28,7 @@ import { hostname } from 'node:os'
 import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { encodeFrame } from '../protocol/framing.js'
-import { writerEnvSchema, type WriterEnv } from '../protocol/messages.js'
+import { writerEnvSchema, type CampaignTag, type WriterEnv } from '../protocol/messages.js'
 import { collectFingerprint } from '../bench/fingerprint.js'
 import { NativeError, directAlignmentBytes, nativePort, type DataFile, type FileLock } from '../native/index.js'
 import { methodAvailability, type MethodName } from '../native/registry.js'
@@ -56,6 +56,8 @@ export interface WriteOptions {
   readonly traceFile?: string
   /** Bounds connect, every answer, a stall of the listener's "recorded" reports and the final wait (--listener-timeout). */
   readonly listenerTimeoutMs?: number
+  /** The campaign cycle this run belongs to (set by `agent`), sent with each run's announcement. */
+  readonly campaign?: CampaignTag
 }
 
 export interface Io {
@@ -173,7 +175,7 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
         }
         // Announce first: a run the listener knows with no acks can never be judged lost, while a file
         // replaced before its run was announced would make verify judge the previous run against it.
-        channel.announce(meta, writer)
+        channel.announce(meta, writer, options.campaign)
         announced.push(meta)
         outNow(`run ${meta.runId}: ${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}, ${meta.path}\n`)
         // The new file's lock replaces the old file's: the old inode is no longer at the path.
@@ -291,6 +293,7 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
   let nextHousekeepingMs = startMs + housekeepingIntervalMs
   let nextStatusMs = startMs + statusIntervalMs
   let toldToCut = false
+  let steadySent = false
   let failure: { run: ActiveRun; error: unknown } | undefined
   let lostListener: unknown
   /** Someone else deleted, replaced or truncated a data file during the run (see filesChanged). */
@@ -338,9 +341,14 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
           if (!(await waitForListener(runs, channel, timeoutMs, signals.received, (nowMs, n) => showStatus(nowMs, n)))) break loop
           nextHousekeepingMs = performance.now() + housekeepingIntervalMs
         }
+        // Steady, once per run: the campaign's listener waits for it before it plans the cut.
+        if (!steadySent && afterMs - startMs >= steadyAfterMs && everyRunRecorded(runs, channel)) {
+          steadySent = true
+          for (const r of runs) channel.steady(r.meta.runId)
+        }
         if (io.statusTty && afterMs >= nextStatusMs) {
           showStatus(afterMs)
-          if (!toldToCut && afterMs - startMs >= steadyAfterMs && runs.every((r) => (channel.recordedThrough.get(r.meta.runId) ?? 0) > 0)) {
+          if (!toldToCut && afterMs - startMs >= steadyAfterMs && everyRunRecorded(runs, channel)) {
             toldToCut = true
             io.err(`\nsteady: the listener is recording acks. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
           }
@@ -446,6 +454,11 @@ function sampleSeq(run: ActiveRun): number {
   if (run.meta.pattern !== 'append') return run.lastSeq
   const oldest = Math.max(1, run.lastSeq - run.meta.slotCount + 1)
   return oldest + Math.floor(Math.random() * (run.lastSeq - oldest + 1))
+}
+
+/** The listener has reported acks of every run as recorded. */
+function everyRunRecorded(runs: readonly ActiveRun[], channel: AckChannel): boolean {
+  return runs.every((r) => (channel.recordedThrough.get(r.meta.runId) ?? 0) > 0)
 }
 
 function unrecordedMax(runs: readonly ActiveRun[], channel: AckChannel): number {
