@@ -1,0 +1,146 @@
+/**
+ * The report for people: the campaigns side by side as columns (device, cycles, per method, the
+ * control's detection rate), then each campaign's cycles, one line per method and cycle, with the
+ * cuts the control did not notice flagged. Everything here comes from the validated document.
+ */
+import type { CampaignReport, CycleReport, MethodSummary, ReportDocument, RunReport } from './model.js'
+
+/** A side-by-side column is cut to this width (the JSON document has every value in full). */
+const maxColumnChars = 44
+
+export function renderText(doc: ReportDocument): string {
+  const out: string[] = [`plugcheck report: ${doc.dir}`, '']
+  out.push(...sideBySide(doc.campaigns), '')
+  for (const campaign of doc.campaigns) out.push(...cycleTable(campaign), '')
+  for (const warning of doc.warnings) out.push(`warning: ${oneLine(warning)}`)
+  return `${out.join('\n').trimEnd()}\n`
+}
+
+function sideBySide(campaigns: readonly CampaignReport[]): string[] {
+  const rows = summaryRows(campaigns)
+  const widths = rows.reduce<number[]>((w, r) => r.map((cell, i) => Math.max(w[i] ?? 0, Math.min(cell.length, maxColumnChars))), [])
+  return rows.map((r) => (r.length === 0 ? '' : r.map((cell, i) => clip(cell).padEnd(i === r.length - 1 ? 0 : widths[i]!)).join('  ').trimEnd()))
+}
+
+/** Rows of label + one cell per campaign (an empty row between groups); the HTML summary uses them too. */
+export function summaryRows(campaigns: readonly CampaignReport[]): string[][] {
+  const rows: string[][] = []
+  const row = (label: string, cell: (c: CampaignReport) => string) => rows.push([label, ...campaigns.map(cell)])
+  row('campaign', (c) => c.name)
+  row('host', (c) => list(c.device.hosts))
+  row('path', (c) => list(c.device.paths))
+  row('device', (c) => list(c.device.model))
+  row('firmware', (c) => (c.device.firmware.length === 0 ? 'not recorded' : list(c.device.firmware)))
+  row('write cache', (c) => list(c.device.writeCache))
+  row('file system', (c) => list(c.device.fileSystem))
+  row('kernel', (c) => list(c.device.kernel))
+  row('virtual machine', (c) => list(c.device.virtualMachine.map((v) => (v ? 'yes' : 'no'))))
+  row('cycles', (c) => cyclesCell(c))
+  const methods = [...new Set(campaigns.flatMap((c) => c.methods.map((m) => `${m.role === 'control' ? '1' : '0'}${m.method}`)))].sort().map((k) => k.slice(1))
+  for (const method of methods) {
+    const of = (c: CampaignReport): MethodSummary | undefined => c.methods.find((m) => m.method === method)
+    const cell = (f: (m: MethodSummary) => string) => (c: CampaignReport) => {
+      const m = of(c)
+      return m === undefined ? '-' : f(m)
+    }
+    const control = method === 'none'
+    rows.push([])
+    row(control ? 'none (control)' : method, cell((m) => verdictCounts(m)))
+    row('  cycles with loss', cell((m) => `${m.cyclesWithLoss} of ${m.cycles}`))
+    row('  acked', cell((m) => thousands(m.acked)))
+    row('  lost / torn / corrupt', cell((m) => `${thousands(m.lost)} / ${thousands(m.torn)} / ${thousands(m.corrupt)}`))
+    if (!control) {
+      row('  largest loss window', cell((m) => (m.largestLossWindowMs === null ? '-' : durationMs(m.largestLossWindowMs))))
+      row('  reordering', cell((m) => (m.reorderingCycles.length === 0 ? 'none seen' : `cycles ${m.reorderingCycles.join(', ')}`)))
+    } else {
+      row('  detection rate', (c) => {
+        const k = c.control
+        if (k === null || k.detectionRate === null) return '-'
+        return `${k.noticed}/${k.ran} cuts noticed (${Math.round(k.detectionRate * 100)}%)`
+      })
+      row('  cuts not noticed', (c) => (c.control === null || c.control.notNoticedCycles.length === 0 ? 'none' : `cycles ${c.control.notNoticedCycles.join(', ')}`))
+    }
+  }
+  return rows
+}
+
+function cyclesCell(c: CampaignReport): string {
+  const done = c.cycles.filter((y) => y.outcome === 'verdict').length
+  if (c.settings === null) return `${c.cycles.length} (no campaign file)`
+  return `${done} of ${c.settings.cycles} judged, ${c.settings.phase}`
+}
+
+function verdictCounts(m: MethodSummary): string {
+  const parts = (['pass', 'fail', 'inconclusive', 'not-judged'] as const).filter((v) => m.verdicts[v] > 0).map((v) => `${v} ${m.verdicts[v]}`)
+  return parts.length === 0 ? 'no verdict yet' : parts.join(', ')
+}
+
+function cycleTable(c: CampaignReport): string[] {
+  const head: string[] = [`campaign ${c.name}`]
+  if (c.settings !== null) {
+    const s = c.settings
+    head.push(
+      `  ${s.cycles} cycles, now ${s.phase}${s.detail === null ? '' : ` (${oneLine(s.detail)})`}; cut by: ${oneLine(s.cutCommand)}; ${s.cutAfterS[0]}-${s.cutAfterS[1]} s after steady, seed ${s.seed}`,
+    )
+  }
+  const rows: string[][] = [['cycle', 'time (UTC)', 'cut planned', 'cut at', 'boot', 'outcome', 'method', 'acked', 'lost', 'torn', 'corrupt', 'verdict']]
+  const flags: string[] = []
+  for (const cycle of c.cycles) {
+    const first = [String(cycle.cycle), time(cycle.timeMs), relative(cycle.plannedCutMs, cycle.steadyMs), relative(cycle.cutMs, cycle.steadyMs), boot(cycle), cycle.outcome]
+    const runs = cycle.runs.length === 0 ? [null] : cycle.runs
+    runs.forEach((run, i) => rows.push([...(i === 0 ? first : first.map(() => '')), ...runCells(run)]))
+    if (cycle.control === 'not-noticed') flags.push(`  ! cycle ${cycle.cycle}: the control (none) lost nothing: this cut was not noticed, the cycle tested nothing`)
+    if (cycle.control === 'failed') flags.push(`  ! cycle ${cycle.cycle}: the control's file was lost: its losses prove nothing about the cut`)
+    if (cycle.outcome === 'cut-failed') flags.push(`  ! cycle ${cycle.cycle}: the cut command failed${cycle.cutExitCode === null ? '' : ` (exit ${cycle.cutExitCode})`}`)
+    if (cycle.outcome === 'did-not-come-back') flags.push(`  ! cycle ${cycle.cycle}: the agent did not come back after the cut`)
+  }
+  const widths = rows.reduce<number[]>((w, r) => r.map((cell, i) => Math.max(w[i] ?? 0, cell.length)), [])
+  const numeric = new Set([7, 8, 9, 10])
+  const lines = rows.map((r) => r.map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join('  ').trimEnd())
+  return [...head, ...lines.map((l) => `  ${l}`), ...flags, ...c.warnings.map((w) => `  warning: ${oneLine(w)}`)]
+}
+
+function runCells(run: RunReport | null): string[] {
+  if (run === null) return ['-', '', '', '', '', '']
+  const name = run.role === 'control' ? 'none (control)' : run.method
+  const v = run.verdict
+  if (v === null) return [name, thousands(run.ackedThroughSeq), '', '', '', 'no verdict yet']
+  return [name, thousands(v.acked), thousands(v.lost), thousands(v.torn), thousands(v.corrupt), v.verdict + (v.reordered ? ', reordered' : '')]
+}
+
+export function boot(cycle: CycleReport): string {
+  return cycle.bootChanged === null ? '?' : cycle.bootChanged ? 'new boot' : 'same boot'
+}
+
+export function time(ms: number | null): string {
+  return ms === null ? '-' : new Date(ms).toISOString().slice(0, 19).replace('T', ' ')
+}
+
+/** A cut moment as seconds after steady (the campaign's clock), or the time of day when steady is unknown. */
+export function relative(ms: number | null, steadyMs: number | null): string {
+  if (ms === null) return '-'
+  if (steadyMs === null) return new Date(ms).toISOString().slice(11, 23)
+  return `+${((ms - steadyMs) / 1000).toFixed(1)} s`
+}
+
+export function durationMs(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`
+}
+
+export function thousands(n: number): string {
+  return n.toLocaleString('en-US')
+}
+
+function list(values: readonly string[]): string {
+  return values.length === 0 ? '-' : values.map(oneLine).join('; ')
+}
+
+/** Strings from disk on one line, without control characters (a terminal must not be steered by them). */
+function oneLine(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ')
+}
+
+function clip(s: string): string {
+  return s.length <= maxColumnChars ? s : `${s.slice(0, maxColumnChars - 1)}…`
+}
