@@ -1,8 +1,23 @@
-/** Verify's conversation with the listener: hello, query, runs. Event-loop based; nothing here is timing-critical. */
+/**
+ * A verifier's conversations with the listener: hello, then query -> runs (verify), list -> run-list
+ * (`plugcheck runs`), verdict -> verdict-ok (the agent reports what verify found), campaign-query ->
+ * campaign-state. Event-loop based; nothing here is timing-critical. Everything received is
+ * schema-checked (messages.ts bounds every field); a bad frame, a refusal or silence is a one-line error.
+ */
 import { connect } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
-import { protocolVersion, serverMessageSchema, type Claim, type ServerMessage, type StoredRun } from '../protocol/messages.js'
+import {
+  protocolVersion,
+  serverMessageSchema,
+  type CampaignState,
+  type Claim,
+  type ClientMessage,
+  type RunSummary,
+  type ServerMessage,
+  type StoredRun,
+  type StoredVerdict,
+} from '../protocol/messages.js'
 import { PlugcheckError, describeSystemError, runtimeError } from '../errors.js'
 import { nodeConnectHost } from '../native/sockaddr.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
@@ -15,13 +30,86 @@ export interface RunsReply {
   readonly claims: Claim[]
 }
 
-/** Everything received is schema-checked (messages.ts bounds every field); a bad frame is a one-line error. */
+/** Verify's question: the runs to judge for a host and path (or one run by id), and the claims on it. */
 export async function queryRuns(
   endpoint: Endpoint,
   token: string | undefined,
   query: { host: string; requestedPath: string; runId?: string },
   timeoutMs = defaultListenerTimeoutMs,
 ): Promise<RunsReply> {
+  return converse<RunsReply>(endpoint, token, timeoutMs, [{ type: 'query', ...query }], (message, done) => {
+    if (message.type === 'runs') done({ runs: message.runs, claims: message.claims })
+  })
+}
+
+/** Every run the listener holds, newest first (only one campaign's when named); truncated when it holds more than it lists. */
+export async function listRuns(
+  endpoint: Endpoint,
+  token: string | undefined,
+  timeoutMs = defaultListenerTimeoutMs,
+  campaign?: string,
+): Promise<{ runs: RunSummary[]; truncated: boolean }> {
+  return converse(endpoint, token, timeoutMs, [{ type: 'list', ...(campaign === undefined ? {} : { campaign }) }], (message, done) => {
+    if (message.type === 'run-list') done({ runs: message.runs, truncated: message.truncated })
+  })
+}
+
+/**
+ * Reports verdicts to the listener; resolves once it has stored every one (a verdict-ok for each).
+ * At most maxVerdictsPerConversation per connection: more are sent on further connections.
+ */
+export async function reportVerdicts(
+  endpoint: Endpoint,
+  token: string | undefined,
+  timeoutMs: number,
+  verdicts: ReadonlyArray<{ runId: string; result: StoredVerdict }>,
+): Promise<void> {
+  for (let i = 0; i < verdicts.length; i += maxVerdictsPerConversation) {
+    const batch = verdicts.slice(i, i + maxVerdictsPerConversation)
+    // A listener that stored a verdict answers with its run id; the same run may be reported twice.
+    const waiting = new Map<string, number>()
+    for (const { runId } of batch) waiting.set(runId, (waiting.get(runId) ?? 0) + 1)
+    let outstanding = batch.length
+    await converse<void>(
+      endpoint,
+      token,
+      timeoutMs,
+      batch.map(({ runId, result }) => ({ type: 'verdict', runId, result })),
+      (message, done, fail) => {
+        if (message.type !== 'verdict-ok') return
+        const left = waiting.get(message.runId) ?? 0
+        if (left === 0) return fail(`the listener at ${formatEndpoint(endpoint)} confirmed a verdict for run ${message.runId}, which was not reported`)
+        waiting.set(message.runId, left - 1)
+        if (--outstanding === 0) done()
+      },
+      batch.length === 0,
+    )
+  }
+}
+
+/** The listener's campaign, or null when it runs none. */
+export async function queryCampaign(endpoint: Endpoint, token: string | undefined, timeoutMs = defaultListenerTimeoutMs): Promise<CampaignState | null> {
+  return converse(endpoint, token, timeoutMs, [{ type: 'campaign-query' }], (message, done) => {
+    if (message.type === 'campaign-state') done(message.campaign)
+  })
+}
+
+/** What the listener takes from one connection (its maxVerdictsPerConnection). */
+export const maxVerdictsPerConversation = 1024
+
+/**
+ * One verifier connection: hello, the requests, then onMessage for each message after the welcome
+ * until it calls done (the answer) or fail. The socket's timeout bounds every wait for the listener.
+ */
+async function converse<T>(
+  endpoint: Endpoint,
+  token: string | undefined,
+  timeoutMs: number,
+  requests: readonly ClientMessage[],
+  onMessage: (message: ServerMessage, done: (value: T) => void, fail: (message: string) => void) => void,
+  nothingToAsk = false,
+): Promise<T> {
+  if (nothingToAsk) return undefined as T
   const where = formatEndpoint(endpoint)
   // The writer's address, resolved the same way: the first the OS resolver gives, a mapped address
   // as IPv4, the scope as an interface. Node's own lookup could pick another (it races the
@@ -33,17 +121,25 @@ export async function queryRuns(
     if (error instanceof PlugcheckError) throw error
     throw runtimeError(`could not resolve listener ${where}: ${describeSystemError(error)}`)
   }
-  return new Promise<RunsReply>((resolve, reject) => {
+  return new Promise<T>((resolve, reject) => {
     const socket = connect({ host: nodeConnectHost(address, networkInterfaces()), port: address.port })
     const decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
     // Until the welcome arrives the peer may be anything (an HTTP server on the port): keep its first bytes to quote.
     let welcomed = false
+    let settled = false
     let firstBytes = Buffer.alloc(0)
     const settle = (error: Error): void => {
+      settled = true
       socket.destroy()
       reject(error)
     }
     const fail = (message: string, hint?: string): void => settle(runtimeError(message, hint))
+    const done = (value: T): void => {
+      settled = true
+      socket.removeAllListeners('close')
+      socket.end()
+      resolve(value)
+    }
     socket.setTimeout(timeoutMs, () => settle(noAnswer(where, timeoutMs, welcomed)))
     socket.on('error', (error) => fail(`could not reach the listener at ${where}: ${describeSystemError(error)}`, 'is `plugcheck listen` running there? or use --acks DIR with a copy of its directory'))
     socket.on('close', () =>
@@ -51,9 +147,10 @@ export async function queryRuns(
     )
     socket.on('connect', () => {
       socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier', ...(token === undefined ? {} : { token }) }))
-      socket.write(encodeFrame({ type: 'query', ...query }))
+      for (const request of requests) socket.write(encodeFrame(request))
     })
     socket.on('data', (chunk: Buffer) => {
+      if (settled) return
       if (!welcomed) {
         if (firstBytes.length < firstBytesKept) firstBytes = Buffer.concat([firstBytes, chunk.subarray(0, firstBytesKept - firstBytes.length)])
         if (firstFrameAbsurd(firstBytes)) return settle(notAListener(where, firstBytes))
@@ -66,14 +163,14 @@ export async function queryRuns(
         return fail(`the listener at ${where} sent a bad frame: ${oneLine((error as Error).message)}`)
       }
       for (const message of messages) {
+        if (settled) return
         if (!welcomed && message.type !== 'welcome' && message.type !== 'error') return settle(notAListener(where, firstBytes))
-        if (message.type === 'welcome') welcomed = true
-        if (message.type === 'error') return settle(listenerRefusal(where, message.code, message.message))
-        if (message.type === 'runs') {
-          socket.removeAllListeners('close')
-          socket.end()
-          return resolve({ runs: message.runs, claims: message.claims })
+        if (message.type === 'welcome') {
+          welcomed = true
+          continue
         }
+        if (message.type === 'error') return settle(listenerRefusal(where, message.code, message.message))
+        onMessage(message, done, (text) => fail(text))
       }
     })
   })

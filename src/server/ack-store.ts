@@ -3,12 +3,18 @@
  *   acks.log      append-only entries, made durable by group commit (one fdatasync covers every
  *                 entry queued while the previous fdatasync ran); created and fsynced first
  *   meta.msgpack  the run's metadata, its announcement time and order (announceIndex), the peer
- *                 address it came from and the writer's environment; written to a temp file,
+ *                 address it came from, the writer's environment and its campaign tag (absent in
+ *                 older directories and for runs outside a campaign); written to a temp file,
  *                 fsynced, renamed into place last, then both directories fsynced. A run exists for
  *                 replay only once meta.msgpack does; a failed announcement removes it first. No
  *                 meta.msgpack and an empty log: an announcement that never completed (skipped);
  *                 meta.msgpack unreadable or invalid, or missing while the log holds acks: damage,
  *                 a refusal (a run left out could turn a FAIL into a PASS).
+ *   verdict.msgpack  the verdict a verifier reported after the cut (the latest replaces an earlier
+ *                 one): temp file, fsync, rename, directory fsync, before the verifier is told
+ *                 verdict-ok. A damaged one is reported at startup (a warning naming the file) and
+ *                 the run shows no verdict: the acks, what verdicts are judged from, are unharmed.
+ * The log also holds the run's first 'steady' entry (its writer said it is the moment to cut).
  * and <dir>/lock, flock()ed exclusively by the one listener that owns the directory (verify --acks
  * only reads and does not take it).
  *
@@ -57,8 +63,24 @@ import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
 import type { RunMeta } from '../record/format.js'
-import { runMetaSchema } from '../record/format.js'
-import { endReasons, epochMsSchema, maxClaims, maxPlausibleSeq, maxStoredSpans, writerEnvSchema, type AckSpan, type Claim, type StoredRun, type WriterEnv } from '../protocol/messages.js'
+import { runIdSchema, runMetaSchema } from '../record/format.js'
+import {
+  campaignTagSchema,
+  endReasons,
+  epochMsSchema,
+  maxClaims,
+  maxPlausibleSeq,
+  maxStoredSpans,
+  storedVerdictSchema,
+  writerEnvSchema,
+  type AckSpan,
+  type CampaignTag,
+  type Claim,
+  type RunSummary,
+  type StoredRun,
+  type StoredVerdict,
+  type WriterEnv,
+} from '../protocol/messages.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
 
 export const spanWindowMs = 100
@@ -88,6 +110,8 @@ const logEntrySchema = z.discriminatedUnion('k', [
     lastMs: epochMsSchema,
   }),
   z.object({ k: z.literal('end'), reason: z.enum([...endReasons, 'vanished']), detail: z.string().max(4096).optional(), atMs: epochMsSchema }),
+  /** The writer said it has run long enough to be cut (first one only). */
+  z.object({ k: z.literal('steady'), atMs: epochMsSchema }),
 ])
 type LogEntry = z.infer<typeof logEntrySchema>
 
@@ -100,7 +124,14 @@ const metaFileSchema = z.object({
   writer: writerEnvSchema.optional(),
   /** The listener required a token and the writer presented it. */
   authenticated: z.boolean().optional(),
+  /** The campaign cycle the run belongs to (absent outside campaigns and in older directories). */
+  campaign: campaignTagSchema.optional(),
 })
+
+/** verdict.msgpack: what a verifier reported for the run. */
+const verdictFileSchema = z.object({ runId: runIdSchema, result: storedVerdictSchema })
+/** A verdict with a fingerprint is tens of KiB at most; anything over this is damage. */
+const maxVerdictFileBytes = 1024 * 1024
 
 type EndReason = (typeof endReasons)[number] | 'vanished'
 
@@ -110,6 +141,8 @@ export interface RunOrigin {
   readonly writer?: WriterEnv
   /** The listener required a token and the writer presented it: a stranger cannot have announced the run. */
   readonly authenticated?: boolean
+  /** The campaign cycle the writer tagged the run with. */
+  readonly campaign?: CampaignTag
 }
 
 interface RunState {
@@ -122,6 +155,10 @@ interface RunState {
   readonly origin: RunOrigin
   readonly spans: AckSpan[]
   end?: { reason: EndReason; detail?: string; atMs: number }
+  /** When the writer first said it was steady (null: never). */
+  steadyMs: number | null
+  /** The latest verdict a verifier reported, stored in verdict.msgpack. */
+  verdict: StoredVerdict | null
   /** Highest seq accepted (in memory, maybe not yet durable). */
   lastAckedSeq: number
   /** No more entries will come (ended, writer gone, or read back at startup). */
@@ -158,6 +195,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private lastAnnounceIndex = 0
   /** Ack logs open right now (only inside a commit or an announcement). */
   private openLogs = 0
+  /** Verdict writes under way, per run: one run's verdicts are stored in order. */
+  private readonly verdictWrites = new Map<string, Promise<void>>()
   /** The descriptor holding <dir>/lock, for the store's life (the listener's, not verify's). */
   private lock: FileLock | undefined
   readonly warnings: string[] = []
@@ -250,8 +289,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       ...(metaFile.peer === undefined ? {} : { peer: metaFile.peer }),
       ...(metaFile.writer === undefined ? {} : { writer: metaFile.writer }),
       ...(metaFile.authenticated === undefined ? {} : { authenticated: metaFile.authenticated }),
+      ...(metaFile.campaign === undefined ? {} : { campaign: metaFile.campaign }),
     })
     run.retired = true
+    run.verdict = await this.replayVerdict(runId)
     const { validBytes, totalBytes, problem } = await replayLog(logPath, run, this.maxSpans)
     if (validBytes < totalBytes) {
       this.warnings.push(`run ${runId}: ignored ${totalBytes - validBytes} bytes of ${problem} ack log tail (never reported as recorded)`)
@@ -259,6 +300,41 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.durableThroughSeq = run.lastAckedSeq
     this.runs.set(runId, run)
     this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
+  }
+
+  /**
+   * The run's verdict.msgpack, if there is one and it checks out. A damaged one (unreadable, invalid,
+   * another run's) is reported as a warning naming the file, never dropped in silence; the run then
+   * shows no verdict until a verifier reports one again.
+   */
+  private async replayVerdict(runId: string): Promise<StoredVerdict | null> {
+    const path = join(this.runDir(runId), 'verdict.msgpack')
+    let bytes: Awaited<ReturnType<typeof readBounded>>
+    try {
+      bytes = await readBounded(path, maxVerdictFileBytes)
+    } catch (error) {
+      this.warnings.push(`run ${runId}: ${(error as Error).message}; the run's verdict is not shown (verify it again to store a new one)`)
+      return null
+    }
+    if (bytes === 'missing') return null
+    let problem: string
+    if (bytes === 'not-a-directory' || bytes === 'not-a-file') problem = 'not a regular file'
+    else if (bytes === 'too-large') problem = `it is over ${maxVerdictFileBytes} bytes, more than any verdict`
+    else {
+      let decoded: unknown
+      try {
+        decoded = packr.unpack(bytes)
+      } catch {
+        decoded = undefined
+      }
+      const parsed = verdictFileSchema.safeParse(decoded)
+      if (decoded === undefined) problem = `its ${bytes.length} bytes are not valid msgpack`
+      else if (!parsed.success) problem = describeInvalid(parsed.error).replace("a run's metadata", 'a verdict')
+      else if (parsed.data.runId !== runId) problem = `it is the verdict of run ${parsed.data.runId}, not of run ${runId}`
+      else return parsed.data.result
+    }
+    this.warnings.push(`run ${runId}: ${path} is damaged (${problem}); the run's verdict is not shown (verify it again to store a new one)`)
+    return null
   }
 
   hasRun(runId: string): boolean {
@@ -276,9 +352,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /** What the listener needs to judge a new announcement or an ack against a known run. */
-  runInfo(runId: string): { meta: RunMeta; announcedMs: number; origin: RunOrigin; ended: boolean } | undefined {
+  runInfo(runId: string): { meta: RunMeta; announcedMs: number; origin: RunOrigin; ended: boolean; steadyMs: number | null; creating: boolean } | undefined {
     const run = this.runs.get(runId)
-    return run === undefined ? undefined : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: run.end !== undefined }
+    return run === undefined
+      ? undefined
+      : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: run.end !== undefined, steadyMs: run.steadyMs, creating: run.creating === true }
   }
 
   /**
@@ -380,6 +458,57 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.retired = true
     if (run.failed !== undefined) return
     this.queue(run, { k: 'end', reason, ...(detail === undefined ? {} : { detail }), atMs })
+  }
+
+  /**
+   * The writer says it has run long enough to be cut: the first time is logged (durable with the
+   * next group commit); later ones change nothing. False if the run already had its steady moment.
+   */
+  recordSteady(runId: string, atMs: number): boolean {
+    const run = this.runs.get(runId)
+    if (run === undefined) throw new Error(`recordSteady on unknown run ${runId}`)
+    if (!isWritable(run)) throw new Error(`recordSteady on run ${runId}, which takes no more entries`)
+    if (run.steadyMs !== null) return false
+    run.steadyMs = atMs
+    this.queue(run, { k: 'steady', atMs })
+    return true
+  }
+
+  /**
+   * Stores the verdict a verifier reported for the run, replacing an earlier one: verdict.msgpack
+   * written to a temporary file, fsynced, renamed into place and the run's directory fsynced, all
+   * before the promise resolves (the verifier is told verdict-ok only then). Verdicts of one run are
+   * stored one after the other.
+   */
+  recordVerdict(runId: string, result: StoredVerdict): Promise<void> {
+    const run = this.runs.get(runId)
+    if (run === undefined || run.creating === true) return Promise.reject(new Error(`recordVerdict on unknown run ${runId}`))
+    const previous = this.verdictWrites.get(runId) ?? Promise.resolve()
+    const write = previous.then(async () => {
+      const dir = this.runDir(runId)
+      const tmpPath = join(dir, 'verdict.msgpack.tmp')
+      const path = join(dir, 'verdict.msgpack')
+      try {
+        const file = openSync(tmpPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, 0o644)
+        try {
+          writeAllSync(file, packr.pack({ runId, result }), tmpPath)
+          await fsyncAsync(file)
+        } finally {
+          closeSync(file)
+        }
+        renameSync(tmpPath, path)
+        await syncDirectoryAsync(dir)
+      } catch (error) {
+        throw new StorageError(`could not store the verdict of run ${runId}: ${describeSystemError(error)}`)
+      }
+      run.verdict = result
+    })
+    const settled = write.catch(() => undefined)
+    this.verdictWrites.set(runId, settled)
+    void settled.then(() => {
+      if (this.verdictWrites.get(runId) === settled) this.verdictWrites.delete(runId)
+    })
+    return write
   }
 
   /**
@@ -521,7 +650,27 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       }))
   }
 
+  /**
+   * One line per run, newest first (announcement order), only the campaign's runs when one is named;
+   * live is false here (the listener marks the runs whose writer is connected).
+   */
+  summaries(campaign?: string): RunSummary[] {
+    return this.newestFirst(campaign).map(summaryOf)
+  }
+
+  /** Every run with its summary and its stored acks, newest first (for the report). */
+  runRecords(): Array<{ summary: RunSummary; run: StoredRun }> {
+    return this.newestFirst().map((r) => ({ summary: summaryOf(r), run: storedRun(r) }))
+  }
+
+  private newestFirst(campaign?: string): RunState[] {
+    return [...this.runs.values()]
+      .filter((r) => r.creating !== true && (campaign === undefined || r.origin.campaign?.name === campaign))
+      .sort((a, b) => announceOrder(b, a))
+  }
+
   async close(): Promise<void> {
+    while (this.verdictWrites.size > 0) await Promise.all(this.verdictWrites.values())
     while (this.committing !== undefined) await this.committing
     this.lock?.release()
     this.lock = undefined
@@ -773,6 +922,11 @@ function applyEntry(run: RunState, body: Buffer, maxSpans: number): boolean {
   } catch {
     return false
   }
+  if (entry.k === 'steady') {
+    if (run.end !== undefined || run.steadyMs !== null) return false
+    run.steadyMs = entry.atMs
+    return true
+  }
   if (entry.k === 'end') {
     if (run.end !== undefined) return false
     run.end = { reason: entry.reason, ...(entry.detail === undefined ? {} : { detail: entry.detail }), atMs: entry.atMs }
@@ -797,7 +951,25 @@ export function frameLogEntry(entry: object): Buffer {
 }
 
 function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin): RunState {
-  return { meta, announcedMs, announceIndex, origin, spans: [], lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0 }
+  return { meta, announcedMs, announceIndex, origin, spans: [], steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0 }
+}
+
+function summaryOf(run: RunState): RunSummary {
+  return {
+    runId: run.meta.runId,
+    groupId: run.meta.groupId,
+    host: run.meta.host,
+    path: run.meta.requestedPath,
+    method: run.meta.method,
+    announcedMs: run.announcedMs,
+    ...(run.origin.peer === undefined ? {} : { peer: run.origin.peer }),
+    live: false,
+    ...(run.end === undefined ? {} : { end: run.end }),
+    ackedThroughSeq: run.lastAckedSeq,
+    steadyMs: run.steadyMs,
+    verdict: run.verdict,
+    campaign: run.origin.campaign ?? null,
+  }
 }
 
 function addSpan(run: RunState, fromSeq: number, toSeq: number, firstMs: number, lastMs: number, maxSpans: number): void {

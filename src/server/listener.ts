@@ -25,7 +25,17 @@
  * - fairness: after each chunk a connection is paused until the next event-loop turn, so a flood of
  *   acks from a few writers cannot make one turn (and every fs callback, every other connection's
  *   announcement) wait behind megabytes of their data;
- * - per connection: maxRunsPerConnection announcements, one end per run, maxQueriesPerConnection queries.
+ * - per connection: maxRunsPerConnection announcements, one end per run, maxQueriesPerConnection
+ *   queries, lists and campaign queries together, maxVerdictsPerConnection verdicts; a list reply
+ *   holds at most maxListedRuns runs and listReplyBudgetBytes (truncated says when more are on record).
+ *
+ * Protocol 3 adds steady (a writer, its own run, the first one stored), verdict (a verifier, a run on
+ * record, stored durably before verdict-ok; without --token only from the address the run was
+ * announced from, so a stranger cannot put a verdict on your run), list and campaign-query. Protocol 2
+ * clients (which never send these) are still served.
+ *
+ * Events (events.ts) are emitted on `events` for every connection, run announced, steady, end,
+ * vanished writer and verdict, and for warnings; the campaign engine emits through emit() too.
  *
  * Ownership: a run belongs to the connection that announced it. While that connection is open and
  * no end came, the run is live: another connection may not announce a run for the same host and
@@ -35,19 +45,28 @@
  * of keepalive probes: the old connection's runs end as 'vanished', it is closed and the new run taken.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto'
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
+import { EventEmitter } from 'node:events'
+import { createServer, isIPv4, type AddressInfo, type Server, type Socket } from 'node:net'
 import { FrameDecoder, FrameError, encodeFrame, maxClientFrameBytes } from '../protocol/framing.js'
 import {
   clientMessageSchema,
+  maxListedRuns,
   maxPlausibleSeq,
   protocolVersion,
+  type CampaignState,
   type Claim,
   type ClientMessage,
   type ErrorCode,
+  type RunSummary,
   type ServerMessage,
+  type StoredVerdict,
 } from '../protocol/messages.js'
 import { AckStore } from './ack-store.js'
 import { describeSystemError } from '../errors.js'
+import { nativePort } from '../native/index.js'
+import { formatEndpoint } from '../client/endpoint.js'
+import { shellQuote } from '../client/writer.js'
+import type { ListenerEvent } from './events.js'
 
 export const defaultMaxConnections = 1024
 export const defaultHelloTimeoutMs = 10_000
@@ -62,6 +81,12 @@ export const defaultReplyStallMs = 30_000
 /** A writer announces one run per method (there are fewer than 16); no real writer comes near this. Runs hold no descriptor between commits, so the cap bounds memory only. */
 export const maxRunsPerConnection = 64
 export const maxQueriesPerConnection = 100
+/** An agent reports one verdict per method of a run group; no verifier comes near this. */
+export const maxVerdictsPerConnection = 1024
+/** The oldest protocol still served: version 3 only added messages. */
+export const minProtocolVersion = 2
+/** A list reply stays under this many bytes (verdicts carry fingerprints); older runs beyond are left out. */
+export const listReplyBudgetBytes = 16 * 1024 * 1024
 /** Keepalive probes start after this much silence; dead peers are found, silent writers are not cut off. */
 const keepAliveDelayMs = 10_000
 /** A refused connection gets this long to read its error frame before it is destroyed. */
@@ -83,6 +108,10 @@ export interface ListenerOptions {
   readonly replyStallMs?: number
   /** Spans kept per run (default maxStoredSpans); lower for tests of span merging. */
   readonly maxStoredSpans?: number
+  /** The campaign, if the listener runs one: the answer to campaign-query. */
+  readonly campaignState?: () => CampaignState | null
+  /** Subscribed to events before the listener starts, so that the warnings at start reach it. */
+  readonly onEvent?: (event: ListenerEvent) => void
 }
 
 class ProtocolViolation extends Error {
@@ -135,6 +164,9 @@ export class Listener {
   readonly maxQueuedReplyBytes: number
   readonly replyStallMs: number
   readonly connectionLog: RateLimitedLog
+  readonly events = new EventEmitter<{ event: [ListenerEvent] }>()
+  /** Set by close(): writers cut off by the shutdown are not reported as vanished. */
+  private closing = false
 
   private constructor(
     readonly store: AckStore,
@@ -147,13 +179,28 @@ export class Listener {
     this.maxQueuedReplyBytes = options.maxQueuedReplyBytes ?? defaultMaxQueuedReplyBytes
     this.replyStallMs = options.replyStallMs ?? defaultReplyStallMs
     this.connectionLog = new RateLimitedLog(options.log)
+    if (options.onEvent !== undefined) this.events.on('event', options.onEvent)
+  }
+
+  /** Tells every subscriber (listen's log, the events file, the campaign engine). */
+  emit(event: ListenerEvent): void {
+    this.events.emit('event', event)
   }
 
   static async start(options: ListenerOptions): Promise<Listener> {
     const store = await AckStore.open(options.dir, options.maxStoredSpans === undefined ? {} : { maxSpans: options.maxStoredSpans })
-    for (const warning of store.warnings) options.log?.(`plugcheck: ${warning}`)
     const server = createServer()
     const listener = new Listener(store, server, options)
+    // What replay found (torn tails, damaged verdicts, skipped announcements) is said at start.
+    for (const message of store.warnings) listener.emit({ kind: 'warning', message, atMs: Date.now() })
+    // Nothing on tmpfs or ramfs survives a power cut of the listener's machine: every ack it stores is lost with it.
+    if (nativePort().fileSystemOf(options.dir)?.inMemory === true) {
+      listener.emit({
+        kind: 'warning',
+        message: `the ack directory ${options.dir} is on a file system in memory (tmpfs or ramfs): the listener's acks do not survive its own restart after a power loss; give it a --dir on a disk`,
+        atMs: Date.now(),
+      })
+    }
     server.on('connection', (socket) => listener.accept(socket))
     store.on('recorded', (runId, throughSeq) => listener.owners.get(runId)?.recorded(runId, throughSeq))
     store.on('failed', (runId, error) => {
@@ -281,6 +328,7 @@ export class Listener {
       const info = this.store.runInfo(owned)
       if (info !== undefined && !info.ended && this.store.isWritable(owned)) {
         this.store.endRun(owned, 'vanished', detail, nowMs)
+        this.emitVanished(owned, owner, nowMs)
         ended.push(owned)
       }
       this.releaseRun(owned, owner)
@@ -289,6 +337,7 @@ export class Listener {
     if (!owner.ownedRuns.has(runId)) {
       if (this.store.runInfo(runId)?.ended === false) {
         this.store.endRun(runId, 'vanished', detail, nowMs)
+        this.emitVanished(runId, owner, nowMs)
         ended.push(runId)
       }
       this.owners.delete(runId)
@@ -305,7 +354,42 @@ export class Listener {
   /** The run's writer is gone (or its announcement failed): it is no longer live. */
   releaseRun(runId: string, owner: Connection): void {
     if (this.owners.get(runId) === owner) this.owners.delete(runId)
-    this.store.release(runId, Date.now())
+    const before = this.store.runInfo(runId)
+    const nowMs = Date.now()
+    this.store.release(runId, nowMs)
+    // A run that was stored and had not ended: its writer vanished (a crash, a power cut, a lost network).
+    if (before !== undefined && !before.ended && !before.creating && this.store.runInfo(runId)?.ended === true && !this.closing) this.emitVanished(runId, owner, nowMs)
+  }
+
+  /**
+   * The event naming the verify command to run on the writer's machine after the reboot: the
+   * listener's address as that writer reached it (its connection's local address), the path it wrote.
+   */
+  private emitVanished(runId: string, owner: Connection, atMs: number): void {
+    const info = this.store.runInfo(runId)
+    if (info === undefined) return
+    const platform = info.origin.writer?.fingerprint?.os.platform
+    const shell = platform === undefined ? nativePort().shell : platform === 'win32' ? 'windows' : 'posix'
+    const server = formatEndpoint({ host: owner.localHost, port: owner.localPort })
+    const token = this.options.token === undefined ? '' : " --token 'YOUR-TOKEN'"
+    const verifyCommand = `plugcheck verify --server ${shellQuote(server, shell)} --file ${shellQuote(info.meta.requestedPath, shell)}${token}`
+    const { meta } = info
+    this.emit({ kind: 'vanished', runId, groupId: meta.groupId, host: meta.host, path: meta.requestedPath, acked: this.store.lastAckedSeq(runId), atMs, verifyCommand })
+  }
+
+  /** Every run on record (newest first, at most maxListedRuns and listReplyBudgetBytes), live marked. */
+  listRuns(campaign: string | undefined): { runs: RunSummary[]; truncated: boolean } {
+    const all = this.store.summaries(campaign)
+    const runs: RunSummary[] = []
+    let bytes = 0
+    for (const summary of all) {
+      if (runs.length >= maxListedRuns) break
+      const listed = { ...summary, live: this.owners.has(summary.runId) }
+      bytes += encodeFrame(listed).length
+      if (bytes > listReplyBudgetBytes) break
+      runs.push(listed)
+    }
+    return { runs, truncated: runs.length < all.length }
   }
 
   /** Every run on record for the path, with live = its writer's connection is open now. */
@@ -315,6 +399,7 @@ export class Listener {
 
   /** Stops serving; every run whose writer was connected gets its 'vanished' end logged before the store closes. */
   async close(): Promise<void> {
+    this.closing = true
     for (const c of this.connections) {
       c.destroy()
       for (const runId of c.ownedRuns) this.releaseRun(runId, c)
@@ -333,6 +418,7 @@ class Connection {
   private readonly ownedGroups = new Set<string>()
   private announcedRuns = 0
   private queries = 0
+  private verdicts = 0
   /** Messages are handled strictly in arrival order; while one waits for disk I/O the rest wait here. */
   private waiting: ClientMessage[] = []
   private waitingHead = 0
@@ -347,6 +433,9 @@ class Connection {
   /** A query reply was queued on this connection: it may be dropped to keep replies within budget. */
   sentQueryReply = false
   readonly peer: string
+  /** The listener's address and port as this peer reached it (for the verify command a vanished writer's operator runs). */
+  readonly localHost: string
+  readonly localPort: number
   private helloTimer: NodeJS.Timeout | undefined
   private lingerTimer: NodeJS.Timeout | undefined
 
@@ -355,6 +444,11 @@ class Connection {
     readonly socket: Socket,
   ) {
     this.peer = socket.remoteAddress ?? 'unknown'
+    // A dual-stack socket reports an IPv4 peer's connection as ::ffff:a.b.c.d: shown as the IPv4 address it is.
+    const local = socket.localAddress ?? listener.options.host
+    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(local)
+    this.localHost = mapped !== null && isIPv4(mapped[1]!) ? mapped[1]! : local
+    this.localPort = socket.localPort ?? listener.options.port
     socket.setNoDelay(true)
     socket.setKeepAlive(true, keepAliveDelayMs)
     this.helloTimer = setTimeout(() => this.reject('limit', `no hello within ${listener.helloTimeoutMs / 1000} s`), listener.helloTimeoutMs)
@@ -435,8 +529,8 @@ class Connection {
     const store = listener.store
     if (message.type === 'hello') {
       if (this.role !== undefined) throw new ProtocolViolation('out-of-order', 'hello sent twice')
-      if (message.protocol !== protocolVersion) {
-        throw new ProtocolViolation('protocol-version', `protocol ${message.protocol} is not supported (this listener speaks ${protocolVersion})`)
+      if (message.protocol < minProtocolVersion || message.protocol > protocolVersion) {
+        throw new ProtocolViolation('protocol-version', `protocol ${message.protocol} is not supported (this listener speaks ${minProtocolVersion} to ${protocolVersion})`)
       }
       if (!listener.tokenAccepted(message.token)) throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
       clearTimeout(this.helloTimer)
@@ -449,6 +543,7 @@ class Connection {
       listener.authenticated.add(this)
       this.role = message.role
       this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId })
+      listener.emit({ kind: 'connection', peer: this.peer, atMs: Date.now() })
       return
     }
     if (this.role === undefined) throw new ProtocolViolation('out-of-order', `${message.type} before hello`)
@@ -481,10 +576,23 @@ class Connection {
           ...(message.writer === undefined ? {} : { writer: message.writer }),
           // Only a listener with --token can vouch for who announced a run.
           authenticated: listener.options.token !== undefined,
+          ...(message.campaign === undefined ? {} : { campaign: message.campaign }),
         }
-        return store.createRun(meta, Date.now(), origin).then(
+        const announcedMs = Date.now()
+        return store.createRun(meta, announcedMs, origin).then(
           () => {
             this.ownedRuns.add(runId)
+            listener.emit({
+              kind: 'run',
+              runId,
+              groupId: meta.groupId,
+              host: meta.host,
+              path: meta.requestedPath,
+              method: meta.method,
+              peer: this.peer,
+              campaign: message.campaign ?? null,
+              atMs: announcedMs,
+            })
             if (this.closed) return listener.releaseRun(runId, this)
             this.send({ type: 'run-ok', runId })
           },
@@ -512,8 +620,85 @@ class Connection {
       }
       case 'end': {
         if (!this.ownedRuns.has(message.runId)) throw new ProtocolViolation('unknown-run', `end for run ${message.runId}, which this connection did not announce`)
-        if (store.runInfo(message.runId)!.ended) throw new ProtocolViolation('limit', `end of run ${message.runId} sent twice`)
-        store.endRun(message.runId, message.reason, message.detail, Date.now())
+        const info = store.runInfo(message.runId)!
+        if (info.ended) throw new ProtocolViolation('limit', `end of run ${message.runId} sent twice`)
+        const atMs = Date.now()
+        store.endRun(message.runId, message.reason, message.detail, atMs)
+        listener.emit({
+          kind: 'end',
+          runId: message.runId,
+          groupId: info.meta.groupId,
+          host: info.meta.host,
+          path: info.meta.requestedPath,
+          reason: message.reason,
+          ...(message.detail === undefined ? {} : { detail: message.detail }),
+          acked: store.lastAckedSeq(message.runId),
+          durationMs: Math.max(0, atMs - info.announcedMs),
+          atMs,
+        })
+        return
+      }
+      case 'steady': {
+        if (this.role !== 'writer') throw new ProtocolViolation('out-of-order', 'steady sent on a verifier connection')
+        if (!this.ownedRuns.has(message.runId)) throw new ProtocolViolation('unknown-run', `steady for run ${message.runId}, which this connection did not announce`)
+        const info = store.runInfo(message.runId)!
+        if (info.ended) throw new ProtocolViolation('out-of-order', `steady for run ${message.runId} after its end`)
+        // A run whose log failed takes nothing more; its writer is being told so.
+        if (!store.isWritable(message.runId)) return
+        const atMs = Date.now()
+        if (!store.recordSteady(message.runId, atMs)) return // only the first one counts
+        listener.emit({
+          kind: 'steady',
+          runId: message.runId,
+          groupId: info.meta.groupId,
+          host: info.meta.host,
+          path: info.meta.requestedPath,
+          campaign: info.origin.campaign ?? null,
+          acked: store.lastAckedSeq(message.runId),
+          atMs,
+        })
+        return
+      }
+      case 'verdict': {
+        if (this.role !== 'verifier') throw new ProtocolViolation('out-of-order', 'verdict sent on a writer connection')
+        if (++this.verdicts > maxVerdictsPerConnection) throw new ProtocolViolation('limit', `more than ${maxVerdictsPerConnection} verdicts on one connection`)
+        const { runId, result } = message
+        const info = store.runInfo(runId)
+        if (info === undefined || info.creating) throw new ProtocolViolation('unknown-run', `verdict for run ${runId}, which the listener does not hold`)
+        // Without a token anyone can connect: only the machine that announced the run may judge it.
+        if (listener.options.token === undefined && info.origin.peer !== this.peer) {
+          throw new ProtocolViolation(
+            'unauthorized',
+            `verdict for run ${runId} from ${this.peer}, but the run was announced from ${info.origin.peer ?? 'an unknown address'}; only that address may report its verdict (start the listener with --token to accept verdicts from any holder of the token)`,
+          )
+        }
+        const problem = implausibleVerdict(result, store.lastAckedSeq(runId))
+        if (problem !== undefined) throw new ProtocolViolation('bad-frame', `verdict for run ${runId}: ${problem}`)
+        return store.recordVerdict(runId, result).then(() => {
+          listener.emit({
+            kind: 'verdict',
+            runId,
+            groupId: info.meta.groupId,
+            host: info.meta.host,
+            path: info.meta.requestedPath,
+            campaign: info.origin.campaign ?? null,
+            result,
+            atMs: Date.now(),
+          })
+          if (!this.closed) this.send({ type: 'verdict-ok', runId })
+        })
+      }
+      case 'list': {
+        if (this.role !== 'verifier') throw new ProtocolViolation('out-of-order', 'list sent on a writer connection')
+        if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
+        const { runs, truncated } = listener.listRuns(message.campaign)
+        this.sendQueryReply(encodeFrame({ type: 'run-list', runs, truncated } satisfies ServerMessage))
+        return
+      }
+      case 'campaign-query': {
+        if (this.role !== 'verifier') throw new ProtocolViolation('out-of-order', 'campaign-query sent on a writer connection')
+        if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
+        this.send({ type: 'campaign-state', campaign: listener.options.campaignState?.() ?? null })
         return
       }
       case 'query': {
@@ -523,14 +708,19 @@ class Connection {
           runs: store.query(message.host, message.requestedPath, message.runId),
           claims: listener.claims(message.host, message.requestedPath),
         } satisfies ServerMessage)
-        if (!listener.makeRoomForReply(reply.length, this)) {
-          throw new ProtocolViolation('limit', `the reply (${reply.length} bytes) does not fit the listener's budget for queued replies now; try again later`)
-        }
-        this.sentQueryReply = true
-        this.sendFrame(reply)
+        this.sendQueryReply(reply)
         return
       }
     }
+  }
+
+  /** A reply that may be large: queued only if it fits the budget for replies queued to all peers. */
+  private sendQueryReply(reply: Buffer): void {
+    if (!this.listener.makeRoomForReply(reply.length, this)) {
+      throw new ProtocolViolation('limit', `the reply (${reply.length} bytes) does not fit the listener's budget for queued replies now; try again later`)
+    }
+    this.sentQueryReply = true
+    this.sendFrame(reply)
   }
 
   recorded(runId: string, throughSeq: number): void {
@@ -582,4 +772,18 @@ class Connection {
     this.listener.authenticated.delete(this)
     this.socket.destroy()
   }
+}
+
+/**
+ * What no verify of this run can have found: more acked records than the listener holds, counts
+ * beyond the acked ones, lost ranges past the last ack. undefined if the verdict is plausible.
+ */
+function implausibleVerdict(result: StoredVerdict, ackedThroughSeq: number): string | undefined {
+  if (result.acked > ackedThroughSeq) return `it counts ${result.acked} acknowledged records, the listener holds ${ackedThroughSeq}`
+  const judged = result.intact + result.lost + result.torn + result.corrupt
+  if (judged > result.acked) return `intact, lost, torn and corrupt add up to ${judged}, more than the ${result.acked} acknowledged`
+  for (const [fromSeq, toSeq] of result.lostRanges) {
+    if (fromSeq > toSeq || toSeq > ackedThroughSeq) return `lost range ${fromSeq}-${toSeq} is not within the acknowledged seqs 1-${ackedThroughSeq}`
+  }
+  return undefined
 }
