@@ -371,7 +371,8 @@ export class Campaign {
 
   private async steady(atMs: number): Promise<void> {
     const delayMs = cutDelayMs(this.file.seed, this.file.cycle, this.file.cutAfterS)
-    const plannedCutMs = Date.now() + delayMs
+    // From the moment the listener recorded steady: plannedCutMs - steadyMs is the drawn delay exactly.
+    const plannedCutMs = atMs + delayMs
     await this.commit((next, r) => {
       r.steadyMs = atMs
       r.plannedCutMs = plannedCutMs
@@ -444,7 +445,7 @@ export class Campaign {
       }
     })
     this.verdicts.clear()
-    const afterS = this.file.history[cycle - 1]!.cutMs === null ? '' : ` ${seconds(cameBackMs - this.file.history[cycle - 1]!.cutMs!)} after the cut`
+    const afterS = this.file.history[cycle - 1]!.cutMs === null ? '' : `, ${seconds(cameBackMs - this.file.history[cycle - 1]!.cutMs!)} after the cut`
     this.log(`cycle ${cycle}: verdicts in for ${runs} run${runs === 1 ? '' : 's'}${afterS}`)
     this.log(this.state().phase === 'done' ? `campaign done: ${this.file.cycles} cycles` : `cycle ${cycle + 1} of ${this.file.cycles}: waiting for the agent's writer`)
   }
