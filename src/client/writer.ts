@@ -108,6 +108,18 @@ export const traceEntryBytes = 24
 
 /** Checks everything that can be checked before touching the network or the disk (exit 2 on a problem). */
 export function validateWriteOptions(options: WriteOptions): void {
+  validateWriteFlags(options)
+  checkFolder(dirname(options.file))
+  for (const path of [...dataPaths(options), options.file]) {
+    const unsafe = nativePort().unsafeFileName(path)
+    if (unsafe !== null) throw usageError(`refusing to write to ${path}: ${unsafe}`, 'give --file another name')
+  }
+  for (const path of dataPaths(options)) checkReplaceable(path, options.force)
+  if (options.direct) checkDirectSupported(dirname(options.file))
+}
+
+/** The flags alone (methods, sizes): what `agent` checks at once, before it waits for the listener or looks at the disk. */
+export function validateWriteFlags(options: Pick<WriteOptions, 'methods' | 'direct' | 'recordSizeBytes' | 'sizeBytes'>): void {
   for (const method of options.methods) {
     const availability = methodAvailability(method)
     if (!availability.available) throw usageError(`method ${method} is not available here: ${availability.reason}`)
@@ -121,13 +133,6 @@ export function validateWriteOptions(options: WriteOptions): void {
   if (Math.floor(options.sizeBytes / options.recordSizeBytes) < 2) {
     throw usageError(`--size ${options.sizeBytes} leaves no room for records of ${options.recordSizeBytes} bytes after the superblock`)
   }
-  checkFolder(dirname(options.file))
-  for (const path of [...dataPaths(options), options.file]) {
-    const unsafe = nativePort().unsafeFileName(path)
-    if (unsafe !== null) throw usageError(`refusing to write to ${path}: ${unsafe}`, 'give --file another name')
-  }
-  for (const path of dataPaths(options)) checkReplaceable(path, options.force)
-  if (options.direct) checkDirectSupported(dirname(options.file))
 }
 
 /** One file per method; with several methods, PATH.method. */
