@@ -166,7 +166,9 @@ function timeline(c: CampaignReport, cycle: CycleReport, records: readonly RunRe
     return `<figure class="timeline" id="${id}"><figcaption>${caption}</figcaption><p>no runs to draw</p></figure>`
   }
   const t0 = Math.min(...times)
-  const t1 = Math.max(t0 + 1, ...times)
+  const tLast = Math.max(t0 + 1, ...times)
+  // A little room after the last moment, so the cut line and its label stay inside the frame.
+  const t1 = tLast + (tLast - t0) * 0.04
   const x = (t: number) => laneLeft + ((t - t0) / (t1 - t0)) * (laneRight - laneLeft)
   const parts: string[] = []
   let tested = 0
@@ -199,16 +201,19 @@ function timeline(c: CampaignReport, cycle: CycleReport, records: readonly RunRe
     parts.push('</g>')
   })
   const bottom = top + laneCount * (laneHeight + laneGap) - laneGap
-  const marker = (t: number | null, cls: string, text: string) =>
-    t === null
-      ? ''
-      : `<line class="${cls}" x1="${x(t).toFixed(1)}" y1="${top - 6}" x2="${x(t).toFixed(1)}" y2="${bottom}"/><text x="${(x(t) + 3).toFixed(1)}" y="${top - 9}">${text}</text>`
+  // Labels sit right of their line, or left of it near the right edge or when the cut is close by.
+  const marker = (t: number | null, cls: string, text: string) => {
+    if (t === null) return ''
+    const left = cls !== 'cut' && (x(t) > laneRight - 60 || (cycle.cutMs !== null && Math.abs(x(cycle.cutMs) - x(t)) < 50))
+    const label = left || x(t) > laneRight - 30 ? `x="${(x(t) - 3).toFixed(1)}" text-anchor="end"` : `x="${(x(t) + 3).toFixed(1)}"`
+    return `<line class="${cls}" x1="${x(t).toFixed(1)}" y1="${top - 6}" x2="${x(t).toFixed(1)}" y2="${bottom}"/><text ${label} y="${top - 9}">${text}</text>`
+  }
   parts.push(marker(cycle.steadyMs, 'steady', 'steady'))
   parts.push(marker(cycle.plannedCutMs !== null && cycle.plannedCutMs !== cycle.cutMs ? cycle.plannedCutMs : null, 'planned-cut', 'planned'))
   parts.push(marker(cycle.cutMs, 'cut', 'cut'))
   parts.push(`<line class="axis" x1="${laneLeft}" y1="${bottom + 4}" x2="${laneRight}" y2="${bottom + 4}"/>`)
   for (let i = 0; i <= 4; i++) {
-    const t = t0 + ((t1 - t0) * i) / 4
+    const t = t0 + ((tLast - t0) * i) / 4
     const anchor = i === 0 ? 'start' : i === 4 ? 'end' : 'middle'
     parts.push(`<text x="${x(t).toFixed(1)}" y="${bottom + 18}" text-anchor="${anchor}">${i === 0 ? time(t0) : `+${durationMs(t - t0)}`}</text>`)
   }

@@ -120,7 +120,8 @@ export function time(ms: number | null): string {
 export function relative(ms: number | null, steadyMs: number | null): string {
   if (ms === null) return '-'
   if (steadyMs === null) return new Date(ms).toISOString().slice(11, 23)
-  return `+${((ms - steadyMs) / 1000).toFixed(1)} s`
+  const s = ((ms - steadyMs) / 1000).toFixed(1)
+  return `${s.startsWith('-') ? '' : '+'}${s} s`
 }
 
 export function durationMs(ms: number): string {

@@ -1,0 +1,157 @@
+/**
+ * plugcheck report on hand-made listener directories (runs written through the ack store's own API,
+ * campaign files as campaignFileSchema describes them), through the real command line: text and JSON
+ * of a 3-cycle campaign, two campaigns side by side, a damaged campaign file, unknown campaigns.
+ */
+import t, { type Test } from 'tap'
+import { mkdirSync, writeFileSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { runInProcess } from '../fixtures/cli.js'
+import { reportDocumentSchema, type ReportDocument } from '../../src/report/model.js'
+import { craftListenerDir, otherDevice, threeCycles } from './fixtures.js'
+
+async function jsonReport(t: Test, args: string[]): Promise<ReportDocument> {
+  const result = await runInProcess(['report', ...args, '--json'])
+  t.equal(result.code, 0, `report ${args.join(' ')} exits 0`)
+  t.equal(result.stderr, '', 'nothing on stderr')
+  return reportDocumentSchema.parse(JSON.parse(result.stdout))
+}
+
+t.test('a 3-cycle campaign: per cycle, per method, the control and the device', async (t) => {
+  const dir = t.testdir()
+  await craftListenerDir(dir, [threeCycles])
+  const doc = await jsonReport(t, ['--dir', dir])
+  t.equal(doc.campaigns.length, 1)
+  const c = doc.campaigns[0]!
+  t.equal(c.name, 'ssd-a')
+  t.same(c.warnings, [])
+  t.same(
+    c.cycles.map((y) => [y.cycle, y.outcome, y.bootChanged, y.control, y.runs.map((r) => r.method)]),
+    [
+      [1, 'verdict', true, 'noticed', ['fdatasync', 'fsync', 'none']],
+      [2, 'verdict', true, 'noticed', ['fdatasync', 'fsync', 'none']],
+      [3, 'verdict', true, 'not-noticed', ['fdatasync', 'fsync', 'none']],
+    ],
+    'every cycle, its outcome, the boot and the methods (the control last)',
+  )
+  for (const y of c.cycles) {
+    t.ok(y.cutMs !== null && y.plannedCutMs !== null && y.steadyMs !== null && y.cutMs > y.steadyMs, `cycle ${y.cycle}: steady, planned and actual cut`)
+  }
+  t.same(
+    c.cycles[1]!.runs.map((r) => [r.method, r.verdict?.acked, r.verdict?.lost, r.verdict?.torn, r.verdict?.corrupt, r.verdict?.verdict]),
+    [
+      ['fdatasync', 1200, 0, 0, 0, 'pass'],
+      ['fsync', 1100, 151, 0, 0, 'fail'],
+      ['none', 1300, 300, 0, 0, 'pass'],
+    ],
+    'cycle 2 per method: acked, lost, torn, corrupt, verdict',
+  )
+  const method = (name: string) => c.methods.find((m) => m.method === name)!
+  t.match(method('fdatasync'), { role: 'tested', cycles: 3, cyclesWithLoss: 0, acked: 3600, lost: 0, largestLossWindowMs: null, reorderingCycles: [], verdicts: { pass: 3, fail: 0 } }, 'the honest method passed every cycle')
+  t.match(method('fsync'), { role: 'tested', cycles: 3, cyclesWithLoss: 3, acked: 3500, lost: 451, largestLossWindowMs: 398, verdicts: { pass: 0, fail: 3 } }, 'the lying method lost in every cycle')
+  t.match(method('none'), { role: 'control', cycles: 3, cyclesWithLoss: 2, lost: 700 })
+  t.equal(c.methods.at(-1)!.method, 'none', 'the control comes last')
+  t.same(c.control, { ran: 3, noticed: 2, detectionRate: 2 / 3, notNoticedCycles: [3], failedCycles: [] }, 'detection rate 2/3, cycle 3 flagged')
+  t.same(c.device, {
+    hosts: ['box-a'],
+    paths: ['/mnt/test/ssd-a.dat'],
+    model: ['ATA Samsung SSD 870 EVO 1TB'],
+    firmware: [],
+    writeCache: ['write back (sdb)'],
+    fileSystem: ['ext4 on /mnt/test'],
+    kernel: ['linux 6.1.0-28-amd64'],
+    virtualMachine: [false],
+  })
+  t.match(c.settings, { cycles: 3, phase: 'done', cutCommand: 'ipmitool -H bmc-box-a chassis power cycle', cutAfterS: [2, 5], seed: 42 })
+
+  const text = await runInProcess(['report', '--dir', dir])
+  t.equal(text.code, 0)
+  t.equal(text.stderr, '')
+  const out = text.stdout
+  t.match(out, /^device\s+ATA Samsung SSD 870 EVO 1TB$/m)
+  t.match(out, /^write cache\s+write back \(sdb\)$/m)
+  t.match(out, /^fdatasync\s+pass 3$/m)
+  t.match(out, /^fsync\s+fail 3$/m)
+  t.match(out, /^ {2}cycles with loss\s+3 of 3$/m)
+  t.match(out, /^ {2}largest loss window\s+398 ms$/m)
+  t.match(out, /^ {2}detection rate\s+2\/3 cuts noticed \(67%\)$/m)
+  t.match(out, /^ {2}cuts not noticed\s+cycles 3$/m)
+  t.match(out, /^ {2}! cycle 3: the control \(none\) lost nothing: this cut was not noticed/m)
+  t.notMatch(out, /! cycle [12]:/, 'only cycle 3 is flagged')
+  t.match(out, /^ {2}2\s+2025-01-06 09:10:\d\d\s+\+\d+\.\d s\s+\+\d+\.\d s\s+new boot\s+verdict\s+fdatasync\s+1,200\s+0\s+0\s+0\s+pass$/m, 'a cycle line')
+  t.match(out, /^ {2}\s+fsync\s+1,100\s+151\s+0\s+0\s+fail$/m, 'the next method of the cycle on its own line')
+})
+
+t.test('two campaigns on two devices print side by side', async (t) => {
+  const dir = t.testdir()
+  await craftListenerDir(dir, [threeCycles, otherDevice])
+  const result = await runInProcess(['report', '--dir', dir, '--campaign', 'ssd-a', 'hdd-b'])
+  t.equal(result.code, 0)
+  const lines = result.stdout.split('\n')
+  const row = (label: string) => lines.find((l) => l.startsWith(`${label} `)) ?? ''
+  t.match(row('campaign'), /^campaign\s+ssd-a\s+hdd-b$/, 'one column per campaign, in the order asked')
+  t.match(row('device'), /^device\s+ATA Samsung SSD 870 EVO 1TB\s+ATA WDC WD40EFRX-68N32N0$/)
+  t.match(row('write cache'), /^write cache\s+write back \(sdb\)\s+write through \(sdb\)$/)
+  t.match(row('file system'), /^file system\s+ext4 on \/mnt\/test\s+xfs on \/mnt\/test$/)
+  t.match(row('fsync'), /^fsync\s+fail 3\s+-$/, 'a method one campaign did not run is a dash')
+  t.match(lines.find((l) => l.startsWith('  detection rate')) ?? '', /2\/3 cuts noticed \(67%\)\s+2\/2 cuts noticed \(100%\)$/)
+  t.ok(lines.indexOf('campaign ssd-a') >= 0 && lines.indexOf('campaign hdd-b') > lines.indexOf('campaign ssd-a'), 'then each campaign cycle by cycle')
+
+  const doc = await jsonReport(t, ['--dir', dir])
+  t.same(doc.campaigns.map((c) => c.name), ['hdd-b', 'ssd-a'], 'without --campaign: every campaign, by name')
+  t.same(doc.campaigns[0]!.control, { ran: 2, noticed: 2, detectionRate: 1, notNoticedCycles: [], failedCycles: [] })
+  t.same(doc.campaigns[0]!.cycles.map((y) => y.runs.length), [2, 2], "each campaign holds only its own runs")
+})
+
+t.test('a damaged campaign file is one line naming it, exit 3', async (t) => {
+  const dir = t.testdir()
+  await craftListenerDir(dir, [threeCycles, otherDevice])
+  const path = join(dir, 'campaigns', 'ssd-a.json')
+  const good = readFileSync(path, 'utf8')
+  const cases: Array<[string, string | (() => void), RegExp]> = [
+    ['not json', '{"version": 1, "name": "ssd-a", "cyc', /is damaged: its \d+ bytes are not JSON$/],
+    ['a field missing', JSON.stringify({ ...JSON.parse(good), history: undefined }), /is damaged: field history is missing$/],
+    ['a field out of range', JSON.stringify({ ...JSON.parse(good), cutAfterS: [9, 2] }), /is damaged: field cutAfterS is not valid \(cut-after MIN-MAX runs backwards\)$/],
+    ['another campaign', JSON.stringify({ ...JSON.parse(good), name: 'hdd-b' }), /is damaged: it describes campaign hdd-b$/],
+    ['not JSON at all', Buffer.from([0xff, 0, 0x13, 0x37]).toString('latin1'), /is damaged: its \d+ bytes are not JSON$/],
+  ]
+  for (const [what, content, message] of cases) {
+    writeFileSync(path, content as string)
+    for (const args of [[], ['--campaign', 'ssd-a'], ['--json'], ['--html', join(dir, 'r.html')]]) {
+      const result = await runInProcess(['report', '--dir', dir, ...args])
+      t.equal(result.code, 3, `${what} ${args.join(' ')}: exit 3`)
+      t.equal(result.stdout, '', 'no report')
+      const [first, hint, ...rest] = result.stderr.trimEnd().split('\n')
+      t.match(first, new RegExp(`^plugcheck: campaign file ${path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} ${message.source.slice(0)}`), `${what}: names the file`)
+      t.match(hint, /^hint: /)
+      t.same(rest, [])
+    }
+    const other = await runInProcess(['report', '--dir', dir, '--campaign', 'hdd-b'])
+    t.equal(other.code, 0, `${what}: another campaign still reports`)
+  }
+  writeFileSync(path, good)
+  mkdirSync(join(dir, 'campaigns', 'x.json'))
+  const planted = await runInProcess(['report', '--dir', dir])
+  t.equal(planted.code, 3, 'a directory named like a campaign file is damage')
+  t.match(planted.stderr, /^plugcheck: campaign file .*x\.json is damaged: not a regular file\n/)
+})
+
+t.test('an unknown campaign, or a directory that is not a listener\'s: exit 2', async (t) => {
+  const dir = t.testdir()
+  await craftListenerDir(dir, [threeCycles])
+  const unknown = await runInProcess(['report', '--dir', dir, '--campaign', 'ssd-a', 'nvme-z'])
+  t.equal(unknown.code, 2)
+  t.equal(unknown.stdout, '')
+  t.match(unknown.stderr, /^plugcheck: .* holds no campaign named nvme-z\nhint: campaigns there: ssd-a\n$/)
+  const bad = await runInProcess(['report', '--dir', dir, '--campaign', '../etc'])
+  t.equal(bad.code, 2, 'a campaign name that is no name')
+  const empty = t.testdir({ runs: {} })
+  const none = await runInProcess(['report', '--dir', empty])
+  t.equal(none.code, 2)
+  t.match(none.stderr, /^plugcheck: .* holds no campaign\nhint: start one with plugcheck listen --campaign/)
+  const notListener = await runInProcess(['report', '--dir', join(dir, 'campaigns')])
+  t.equal(notListener.code, 2)
+  t.match(notListener.stderr, /^plugcheck: .*campaigns is not a listener's directory \(it has no runs\/\)\nhint: /)
+  const missing = await runInProcess(['report', '--dir', join(dir, 'nowhere')])
+  t.equal(missing.code, 2)
+})
