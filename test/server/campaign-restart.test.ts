@@ -38,7 +38,7 @@ t.test('killed in waiting-to-cut and in waiting-for-agent, the listener resumes:
   const cycle1 = await waitForPhase(dir, 'resume', ['waiting-for-agent'])
   t.equal(cycle1.history[0]!.plannedCutMs, planned, 'the planned cut moment survived the restart')
   t.ok(cycle1.history[0]!.cutMs! >= planned)
-  t.match(second.stderr(), /campaign resume: resumed in cycle 1 of 2, waiting-to-cut: the cut is planned for/)
+  await waitFor('the resume logged', () => /campaign resume: resumed in cycle 1 of 2, waiting-to-cut: the cut is planned for/.test(second.stderr()))
   await reportVerdict(second.port, one.runId)
   await waitForPhase(dir, 'resume', ['waiting-for-writer'], 'in cycle 2 ')
 
@@ -54,12 +54,12 @@ t.test('killed in waiting-to-cut and in waiting-for-agent, the listener resumes:
   await waitFor('the resumed campaign to say so', () => /resumed in cycle 2 of 2, waiting-for-agent/.test(third.stderr()))
   await reportVerdict(third.port, two.runId)
   const done = await waitForPhase(dir, 'resume', ['done'])
+  await waitFor('the end logged', () => /campaign resume: campaign done: 2 cycles/.test(third.stderr()))
   await third.kill('SIGTERM')
 
   t.equal(cut.count(), 2, 'the cut command ran exactly once per cycle')
   t.equal(done.cycle, 3)
   t.same(done.history.map((r) => [r.cycle, r.outcome, r.runIds.length]), [[1, 'verdict', 1], [2, 'verdict', 1]], 'each cycle counted once')
-  t.match(third.stderr(), /campaign resume: campaign done: 2 cycles/)
 
   // Started again, a done campaign does nothing more.
   const fourth = await startListener(dir, args)
@@ -84,7 +84,7 @@ t.test('killed while the cut command runs, the listener never runs it again and 
   t.teardown(() => second.kill())
   const resumed = await waitForPhase(dir, 'mid-cut', ['waiting-for-agent'])
   t.match(resumed, { cycle: 1, detail: /the listener restarted while the cut command ran; it is not run again/ })
-  t.match(second.stderr(), /the listener stopped while the cut command ran; it is not run again/)
+  await waitFor('the resume logged', () => /the listener stopped while the cut command ran; it is not run again/.test(second.stderr()))
   await reportVerdict(second.port, one.runId)
   const done = await waitForPhase(dir, 'mid-cut', ['done'])
   await second.kill('SIGTERM')

@@ -60,6 +60,7 @@ t.test('a 2-cycle campaign driven by an agent ends done, each cycle cut once and
   t.match(await queryState(port), { cycle: 2, phase: 'waiting-for-writer' })
   await agentCycle(port, dir, 'lab-1', 2, cut.count)
   const file = await waitForPhase(dir, 'lab-1', ['done'])
+  await waitFor('the end logged', () => messages.some((m) => /campaign done/.test(m)))
 
   t.equal(cut.count(), 2, 'the cut command ran once per cycle')
   t.match(await queryState(port), { name: 'lab-1', cycles: 2, cycle: 3, phase: 'done' })
@@ -116,7 +117,7 @@ t.test('a failing cut command stops the campaign: cut-failed, its exit code and 
   t.match(file, { phase: 'stopped', cycle: 1, detail: /cycle 1: the cut command exited 7/ })
   t.match(file.history[0], { outcome: 'cut-failed', cutExitCode: 7, cutOutput: /power cycle requested/ })
   t.match(await queryState(port), { phase: 'stopped', cycle: 1 })
-  t.ok(messages.some((m) => /^STOPPED in cycle 1: the cut command exited 7/.test(m)))
+  await waitFor('the stop logged', () => messages.some((m) => /^STOPPED in cycle 1: the cut command exited 7/.test(m)))
   // A seed was drawn and logged when none was given.
   t.ok(messages.some((m) => new RegExp(`seed ${file.seed}\\)`).test(m)))
 
@@ -139,7 +140,8 @@ t.test('no agent within --reboot-timeout: the cycle did not come back and the ca
   const file = await waitForPhase(dir, 'gone', ['stopped'])
   t.match(file, { cycle: 1, detail: /no agent came back with the verdicts within 2 s after the cut/ })
   t.match(file.history[0], { outcome: 'did-not-come-back', cameBackMs: null, cutExitCode: 0 })
-  t.ok(messages.some((m) => /^STOPPED: cycle 1: no agent came back/.test(m)))
+  // Logged once the state is on disk, so a moment after the file says so.
+  await waitFor('the stop logged', () => messages.some((m) => /^STOPPED: cycle 1: no agent came back/.test(m)))
   // A verdict arriving later changes nothing: the campaign stays stopped, the cycle is not counted.
   await reportVerdict(port, runId)
   t.match(readCampaign(dir, 'gone'), { phase: 'stopped', cycle: 1, history: [{ outcome: 'did-not-come-back' }] })
