@@ -18,7 +18,8 @@ export function renderText(doc: ReportDocument): string {
 
 function sideBySide(campaigns: readonly CampaignReport[]): string[] {
   const rows = summaryRows(campaigns)
-  const widths = rows.reduce<number[]>((w, r) => r.map((cell, i) => Math.max(w[i] ?? 0, Math.min(cell.length, maxColumnChars))), [])
+  const widths: number[] = []
+  for (const r of rows) r.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, Math.min(cell.length, maxColumnChars))))
   return rows.map((r) => (r.length === 0 ? '' : r.map((cell, i) => clip(cell).padEnd(i === r.length - 1 ? 0 : widths[i]!)).join('  ').trimEnd()))
 }
 

@@ -9,6 +9,8 @@ import { join } from 'node:path'
 import { runInProcess } from '../fixtures/cli.js'
 import { reportDocumentSchema, type ReportDocument } from '../../src/report/model.js'
 import { craftListenerDir, otherDevice, threeCycles } from './fixtures.js'
+import { maxPointsPerLane, sampleAcks, timeOfSeq } from '../../src/report/html.js'
+import type { AckSpan } from '../../src/protocol/messages.js'
 
 async function jsonReport(t: Test, args: string[]): Promise<ReportDocument> {
   const result = await runInProcess(['report', ...args, '--json'])
@@ -94,6 +96,11 @@ t.test('two campaigns on two devices print side by side', async (t) => {
   t.match(row('write cache'), /^write cache\s+write back \(sdb\)\s+write through \(sdb\)$/)
   t.match(row('file system'), /^file system\s+ext4 on \/mnt\/test\s+xfs on \/mnt\/test$/)
   t.match(row('fsync'), /^fsync\s+fail 3\s+-$/, 'a method one campaign did not run is a dash')
+  const column = row('campaign').indexOf('hdd-b')
+  for (const label of ['device', 'write cache', 'cycles', 'fsync', '  detection rate']) {
+    const line = lines.find((l) => l.startsWith(`${label} `)) ?? ''
+    t.ok(line.slice(column - 2, column) === '  ' && line[column] !== ' ', `${label}: the second column starts where its header does`)
+  }
   t.match(lines.find((l) => l.startsWith('  detection rate')) ?? '', /2\/3 cuts noticed \(67%\)\s+2\/2 cuts noticed \(100%\)$/)
   t.ok(lines.indexOf('campaign ssd-a') >= 0 && lines.indexOf('campaign hdd-b') > lines.indexOf('campaign ssd-a'), 'then each campaign cycle by cycle')
 
@@ -154,4 +161,36 @@ t.test('an unknown campaign, or a directory that is not a listener\'s: exit 2', 
   t.match(notListener.stderr, /^plugcheck: .*campaigns is not a listener's directory \(it has no runs\/\)\nhint: /)
   const missing = await runInProcess(['report', '--dir', join(dir, 'nowhere')])
   t.equal(missing.code, 2)
+})
+
+t.test("a long run's timeline is sampled: the HTML stays small", async (t) => {
+  const dir = t.testdir()
+  await craftListenerDir(dir, [
+    { ...otherDevice, name: 'long', cycles: [{ runs: [{ method: 'fdatasync', acked: 500_000, lost: [[250_001, 250_100]] }, { method: 'none', acked: 500_000, lost: [[499_001, 500_000]] }] }] },
+  ])
+  const htmlPath = join(dir, 'long.html')
+  const result = await runInProcess(['report', '--dir', dir, '--html', htmlPath])
+  t.equal(result.code, 0, result.stderr)
+  const html = readFileSync(htmlPath, 'utf8')
+  const lines = [...html.matchAll(/<polyline class="acks"[^>]* points="([^"]*)"/g)].map((m) => m[1]!.split(' ').length)
+  t.same(lines, [maxPointsPerLane + 1, maxPointsPerLane + 1], 'each of 10,000 spans per run drawn with a bounded number of points')
+  t.ok(html.length < 60_000, `the file is ${html.length} bytes`)
+  t.equal([...html.matchAll(/<rect class="lost"/g)].length, 2, 'both lost ranges marked')
+})
+
+t.test('sampling and seq times', async (t) => {
+  const spans: AckSpan[] = []
+  for (let i = 0; i < 100_000; i++) spans.push([i * 10 + 1, i * 10 + 10, 1_000_000 + i * 100, 1_000_000 + i * 100 + 50])
+  const points = sampleAcks(spans, 1_000_000, 1_000_000 + 10_000_000, 200)
+  t.equal(points.length, 201)
+  t.ok(points.every((p, i) => i === 0 || p[1] >= points[i - 1]![1]), 'never decreasing')
+  t.same(points[0], [1_000_000, 0])
+  t.same(points.at(-1), [11_000_000, 1_000_000])
+  t.same(sampleAcks([[1, 10, 5, 9]], 0, 20, 10), [[5, 0], [9, 10]], 'few spans are drawn as they are')
+  t.same(sampleAcks([], 0, 1, 10), [])
+  t.equal(timeOfSeq(spans, 1), 1_000_000)
+  t.equal(timeOfSeq(spans, 10), 1_000_050)
+  t.equal(timeOfSeq(spans, 15), 1_000_100 + (50 * 4) / 9)
+  t.equal(timeOfSeq(spans, 2_000_000), 1_000_000 + 99_999 * 100 + 50, 'past the last ack: the last ack time')
+  t.equal(timeOfSeq([], 1), null)
 })
