@@ -14,28 +14,9 @@ import { AckStore } from '../../src/server/ack-store.js'
 import { maxListedRuns, protocolVersion, type RunSummary, type ServerMessage, type StoredVerdict } from '../../src/protocol/messages.js'
 import { startListener, tempDir } from '../fixtures/cli.js'
 import { Peer, bulkyFingerprint, runIdOf, runMeta } from './peer.js'
+import { verdictOf } from './verdict-fixture.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
-
-export function verdictOf(over: Partial<StoredVerdict> = {}): StoredVerdict {
-  return {
-    verdict: 'fail',
-    acked: 5,
-    intact: 3,
-    lost: 2,
-    torn: 0,
-    corrupt: 0,
-    lossWindowMs: 12,
-    reordered: false,
-    lostRanges: [[4, 5]],
-    rebootedSinceWrite: true,
-    summary: 'FAIL: fdatasync lost acknowledged data (1 of 1 tested methods).',
-    bootId: 'after-boot',
-    fingerprint: null,
-    atMs: Date.now(),
-    ...over,
-  }
-}
 
 async function open(port: number, role: 'writer' | 'verifier', extra: object = {}, localAddress?: string): Promise<Peer> {
   const peer = await Peer.open(port, localAddress)
