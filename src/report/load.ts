@@ -131,5 +131,8 @@ export async function readCampaignFile(dir: string, name: string): Promise<Campa
   const parsed = campaignFileSchema.safeParse(decoded)
   if (!parsed.success) throw damaged(describeInvalid(parsed.error).replace("it is not a run's metadata", 'it is not a campaign file'))
   if (parsed.data.name !== name) throw damaged(`it describes campaign ${parsed.data.name}`)
+  // The engine writes one entry per cycle, in order (as it checks when it resumes).
+  const outOfOrder = parsed.data.history.findIndex((r, i) => r.cycle !== i + 1)
+  if (outOfOrder >= 0) throw damaged(`its history is out of order (entry ${outOfOrder + 1} is cycle ${parsed.data.history[outOfOrder]!.cycle})`)
   return parsed.data
 }

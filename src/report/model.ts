@@ -4,8 +4,8 @@
  * printed; the text and HTML renderings are made from it).
  *
  * Assumptions: the runs come from AckStore (validated there) and the campaign files were validated
- * against campaignFileSchema by load.ts. What remains hostile is their consistency: a run listed in two
- * cycles, a cycle twice in a history, a run listed but not on record. Those become warnings in the
+ * against campaignFileSchema by load.ts (history in cycle order). What remains hostile is their
+ * consistency: a run listed in two cycles, a run listed but not on record, a tagged run of a replaced group. Those become warnings in the
  * report, never a crash and never a run counted twice.
  */
 import { z } from 'zod'
@@ -176,14 +176,12 @@ export function buildCampaign(input: CampaignInput, records: readonly RunRecord[
   const warnings: string[] = []
   const byId = new Map(records.map((r) => [r.summary.runId, r]))
   const history = new Map<number, CycleRecord>()
-  for (const entry of input.file?.history ?? []) {
-    if (history.has(entry.cycle)) {
-      warnings.push(`cycle ${entry.cycle} appears more than once in the campaign's file: the last entry is shown`)
-    }
-    history.set(entry.cycle, entry)
-  }
+  // load.ts refuses a history out of order: one entry per cycle.
+  for (const entry of input.file?.history ?? []) history.set(entry.cycle, entry)
 
-  // A run belongs to the cycle whose history lists it; failing that, to the cycle its tag names.
+  // A run belongs to the cycle whose history lists it. A run tagged with a cycle that has an entry
+  // but is not listed there belongs to a group the engine replaced (a writer started again within the
+  // cycle): not counted, said. Only a cycle without an entry (no campaign file) goes by the tags.
   const cycleOfRun = new Map<string, number>()
   for (const entry of history.values()) {
     for (const runId of entry.runIds) {
@@ -202,6 +200,10 @@ export function buildCampaign(input: CampaignInput, records: readonly RunRecord[
   for (const record of records) {
     const tag = record.summary.campaign
     if (tag === null || tag.name !== input.name || cycleOfRun.has(record.summary.runId)) continue
+    if (history.has(tag.cycle)) {
+      warnings.push(`run ${record.summary.runId} (${record.summary.method}) is tagged with cycle ${tag.cycle} but is not in that cycle's group: not counted`)
+      continue
+    }
     cycleOfRun.set(record.summary.runId, tag.cycle)
   }
 

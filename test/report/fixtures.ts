@@ -31,8 +31,6 @@ export interface CraftedMethodRun {
 export interface CraftedCycle {
   readonly runs: readonly CraftedMethodRun[]
   readonly outcome?: CycleRecord['outcome']
-  /** false: the cycle has no entry in the campaign file (runs tagged only). */
-  readonly inFile?: boolean
 }
 
 export interface CraftedCampaign {
@@ -132,7 +130,6 @@ export async function craftListenerDir(dir: string, campaigns: readonly CraftedC
         entries.push({ k: 'end', reason: 'vanished', atMs: cutMs + 1 })
         logs.push({ runId: id, entries })
       }
-      if (cycle.inFile === false) continue
       history.push({
         cycle: number,
         groupId,

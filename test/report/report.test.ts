@@ -8,7 +8,9 @@ import { mkdirSync, writeFileSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runInProcess } from '../fixtures/cli.js'
 import { reportDocumentSchema, type ReportDocument } from '../../src/report/model.js'
-import { craftListenerDir, otherDevice, threeCycles } from './fixtures.js'
+import { baseMs, craftListenerDir, cycleSpacingMs, otherDevice, threeCycles } from './fixtures.js'
+import { craftMeta } from '../fixtures/crafted-run.js'
+import { AckStore } from '../../src/server/ack-store.js'
 import { maxPointsPerLane, sampleAcks, timeOfSeq } from '../../src/report/html.js'
 import type { AckSpan } from '../../src/protocol/messages.js'
 
@@ -120,6 +122,11 @@ t.test('a damaged campaign file is one line naming it, exit 3', async (t) => {
     ['a field missing', JSON.stringify({ ...JSON.parse(good), history: undefined }), /is damaged: field history is missing$/],
     ['a field out of range', JSON.stringify({ ...JSON.parse(good), cutAfterS: [9, 2] }), /is damaged: field cutAfterS is not valid \(cut-after MIN-MAX runs backwards\)$/],
     ['another campaign', JSON.stringify({ ...JSON.parse(good), name: 'hdd-b' }), /is damaged: it describes campaign hdd-b$/],
+    [
+      'a history out of order',
+      JSON.stringify({ ...JSON.parse(good), history: [JSON.parse(good).history[1], JSON.parse(good).history[0], JSON.parse(good).history[2]] }),
+      /is damaged: its history is out of order \(entry 1 is cycle 2\)$/,
+    ],
     ['not JSON at all', Buffer.from([0xff, 0, 0x13, 0x37]).toString('latin1'), /is damaged: its \d+ bytes are not JSON$/],
   ]
   for (const [what, content, message] of cases) {
@@ -193,4 +200,41 @@ t.test('sampling and seq times', async (t) => {
   t.equal(timeOfSeq(spans, 15), 1_000_100 + (50 * 4) / 9)
   t.equal(timeOfSeq(spans, 2_000_000), 1_000_000 + 99_999 * 100 + 50, 'past the last ack: the last ack time')
   t.equal(timeOfSeq([], 1), null)
+})
+
+t.test('inconsistent directories: replaced groups, missing runs, campaigns without a file, damaged verdicts', async (t) => {
+  const dir = t.testdir()
+  await craftListenerDir(dir, [threeCycles])
+  const store = await AckStore.open(dir)
+  const announcedMs = baseMs + cycleSpacingMs + 500
+  // A writer started again within cycle 2: the engine replaced its group, so this run does not count.
+  const replaced = craftMeta('00000000000a0001', '/mnt/test/ssd-a.dat.fsync', { method: 'fsync', host: 'box-a', requestedPath: '/mnt/test/ssd-a.dat', createdMs: announcedMs })
+  await store.createRun(replaced, announcedMs, { campaign: { name: 'ssd-a', cycle: 2 } })
+  // Runs of a campaign whose file is gone: reported by their tags, without settings.
+  const orphan = craftMeta('00000000000a0002', '/mnt/test/o.dat.fdatasync', { host: 'box-o', requestedPath: '/mnt/test/o.dat', createdMs: announcedMs })
+  await store.createRun(orphan, announcedMs, { campaign: { name: 'orphan', cycle: 4 } })
+  await store.close()
+  const path = join(dir, 'campaigns', 'ssd-a.json')
+  const file = JSON.parse(readFileSync(path, 'utf8'))
+  file.history[2].runIds.push('00000000000fffff')
+  writeFileSync(path, JSON.stringify(file))
+  // A damaged verdict: the store reports it, and the run shows no verdict.
+  const cycle1 = file.history[0].runIds[0] as string
+  writeFileSync(join(dir, 'runs', cycle1, 'verdict.msgpack'), 'not msgpack')
+
+  const doc = await jsonReport(t, ['--dir', dir])
+  t.same(doc.campaigns.map((c) => c.name), ['orphan', 'ssd-a'])
+  const [o, c] = doc.campaigns as [ReportDocument['campaigns'][0], ReportDocument['campaigns'][0]]
+  t.equal(o.settings, null)
+  t.same(o.cycles.map((y) => [y.cycle, y.outcome, y.runs.length, y.runs[0]!.verdict]), [[4, 'pending', 1, null]], 'a tagged cycle without a file entry is pending')
+  t.same(c.cycles.map((y) => y.runs.length), [3, 3, 3], 'no run counted twice or in the wrong cycle')
+  t.match(c.warnings, [/^run 00000000000fffff of cycle 3 is not in the listener's directory$/, /^run 00000000000a0001 \(fsync\) is tagged with cycle 2 but is not in that cycle's group: not counted$/])
+  t.equal(c.cycles[0]!.runs[0]!.verdict, null, "cycle 1's fdatasync has no verdict now")
+  t.match(c.methods.find((m) => m.method === 'fdatasync'), { cycles: 2, acked: 2100 }, 'and is not counted')
+  t.match(doc.warnings, [new RegExp(`^run ${cycle1}: .*verdict\\.msgpack`)], "the store's warning is in the report")
+  const text = await runInProcess(['report', '--dir', dir, '--campaign', 'ssd-a'])
+  t.equal(text.code, 0)
+  t.match(text.stdout, /^ {2}1 .* fdatasync\s+1,500\s+no verdict yet$/m)
+  t.match(text.stdout, /^ {2}warning: run 00000000000a0001 \(fsync\) is tagged with cycle 2/m)
+  t.match(text.stdout, new RegExp(`^warning: run ${cycle1}: `, 'm'))
 })
