@@ -384,7 +384,8 @@ export class Listener {
     let bytes = 0
     for (const summary of all) {
       if (runs.length >= maxListedRuns) break
-      const listed = { ...summary, live: this.owners.has(summary.runId) }
+      // Live: being written now (its writer connected and no end yet), as `runs` shows it.
+      const listed = { ...summary, live: summary.end === undefined && this.owners.has(summary.runId) }
       bytes += encodeFrame(listed).length
       if (bytes > listReplyBudgetBytes) break
       runs.push(listed)
