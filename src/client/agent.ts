@@ -45,6 +45,8 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
 
   // 1. The last run of this host and path: verified and reported unless every run of its group has a verdict.
   let exitCode: number = exitCodes.ok
+  /** The files of the run this agent just verified: its own, to be replaced by the next cycle's. */
+  let ownPaths = new Set<string>()
   const latest = await queryRuns(options.server, options.token, { host: hostname(), requestedPath: options.file }, timeoutMs)
   if (latest.runs.length === 0) {
     io.out(`no earlier run of ${hostname()}:${options.file} at the listener ${where}: nothing to verify\n`)
@@ -67,6 +69,9 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
       const machine = writerEnvironment(dirname(options.file))
       const verdicts = storedVerdicts(outcome.report, machine.bootId, machine.fingerprint)
       await reportVerdicts(options.server, options.token, timeoutMs, verdicts)
+      // A cut may have destroyed a superblock: the next write would refuse the file as not plugcheck's.
+      // It is: this host's latest run at this path wrote it, and it was judged just now.
+      ownPaths = new Set(latest.runs.filter((r) => r.meta.host === hostname()).map((r) => r.meta.path))
       io.out(`reported ${verdicts.length} verdict${verdicts.length === 1 ? '' : 's'} to the listener ${where}\n`)
       exitCode = outcome.exitCode
       campaign = await campaignAfterVerdicts(() => queryCampaign(options.server, options.token, timeoutMs), timeoutMs)
@@ -81,7 +86,7 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
   if (campaign.phase === 'waiting-for-writer' && campaign.cycle <= campaign.cycles) {
     io.out(`campaign ${campaign.name}: cycle ${campaign.cycle} of ${campaign.cycles}: writing until the power goes\n`)
     // No --duration: the run ends when the power does.
-    return runWrite({ ...options, campaign: { name: campaign.name, cycle: campaign.cycle } }, io)
+    return runWrite({ ...options, ownPaths, campaign: { name: campaign.name, cycle: campaign.cycle } }, io)
   }
   io.out(`${describeCampaign(campaign)}: nothing to write\n`)
   return exitCode

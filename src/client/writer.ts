@@ -52,6 +52,11 @@ export interface WriteOptions {
   readonly durationS?: number
   readonly token?: string
   readonly force: boolean
+  /**
+   * Data files of this host's previous run at these paths, just verified by the agent: replaced even
+   * when the cut destroyed their superblock (they are plugcheck's own, whatever their bytes say now).
+   */
+  readonly ownPaths?: ReadonlySet<string>
   /** Lab and bench only: a side file (outside the cut) logging every completed sync. */
   readonly traceFile?: string
   /** Bounds connect, every answer, a stall of the listener's "recorded" reports and the final wait (--listener-timeout). */
@@ -114,7 +119,7 @@ export function validateWriteOptions(options: WriteOptions): void {
     const unsafe = nativePort().unsafeFileName(path)
     if (unsafe !== null) throw usageError(`refusing to write to ${path}: ${unsafe}`, 'give --file another name')
   }
-  for (const path of dataPaths(options)) checkReplaceable(path, options.force)
+  for (const path of dataPaths(options)) checkReplaceable(path, options.force || options.ownPaths?.has(path) === true)
   if (options.direct) checkDirectSupported(dirname(options.file))
 }
 

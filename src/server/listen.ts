@@ -4,7 +4,7 @@
  * a flood of strangers must not bury the operator's log) and, with --events FILE, one JSON line
  * appended to FILE (every event; a failing file is a warning, never the listener's end).
  */
-import { closeSync, openSync, writeSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import { PlugcheckError, describeSystemError, exitCodes, runtimeError } from '../errors.js'
@@ -12,7 +12,8 @@ import type { Io } from '../client/writer.js'
 import type { CampaignState } from '../protocol/messages.js'
 import { describeEvent, type ListenerEvent } from './events.js'
 import { Listener } from './listener.js'
-import { Campaign } from './campaign.js'
+import { Campaign, campaignFilePath } from './campaign.js'
+import { campaignFileSchema } from './campaign-file.js'
 
 const eventLinesPerWindow = 50
 const eventWindowMs = 10_000
@@ -37,6 +38,19 @@ export interface ListenOptions {
   /** Also append every event as a JSON line here. */
   readonly eventsFile?: string
   readonly campaign?: CampaignOptions
+}
+
+/** The campaign's state as its file says (or a new campaign's first); the engine checks the file properly. */
+function storedCampaignState(dir: string, options: CampaignOptions): CampaignState {
+  const fresh: CampaignState = { name: options.name, cycles: options.cycles, cycle: 1, phase: 'waiting-for-writer' }
+  try {
+    const parsed = campaignFileSchema.safeParse(JSON.parse(readFileSync(campaignFilePath(dir, options.name), 'utf8')))
+    if (!parsed.success) return fresh
+    const { name, cycles, cycle, phase } = parsed.data
+    return { name, cycles, cycle, phase }
+  } catch {
+    return fresh
+  }
 }
 
 /** 127.0.0.0/8, ::1, localhost: only this machine can connect. */
@@ -109,8 +123,16 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
     print(event)
     eventsFile?.append(event)
   }
-  /** The campaign engine's state, once it runs: the answer to an agent's campaign-query. */
+  /**
+   * The campaign engine's state, once it runs: the answer to an agent's campaign-query. Until the
+   * engine has opened its file, the answer is what the file says (or a new campaign's first state),
+   * never null: an agent that asks in that moment must not conclude there is no campaign.
+   */
   let campaignState: (() => CampaignState | null) | undefined
+  if (options.campaign !== undefined) {
+    const stored = storedCampaignState(dir, options.campaign)
+    campaignState = () => stored
+  }
   let listener: Listener
   try {
     listener = await Listener.start({ ...options, dir, log: (line) => io.err(line + '\n'), onEvent, campaignState: () => campaignState?.() ?? null })

@@ -83,3 +83,41 @@ t.test('a foreign file at --file: refused (exit 2) as write refuses it, and unto
   t.same((await listRuns(endpoint(listener.server), undefined, 10_000)).runs, [], 'no run announced')
   t.match(await campaignOf(listener.server), { phase: 'waiting-for-writer', cycle: 1 })
 })
+
+t.test('a cut that destroyed a data file superblock: the agent judges it, then replaces its own file for the next cycle', async (t) => {
+  const dir = tempDir(t)
+  const pidFile = join(dir, 'agent.pid')
+  const listener = await startListener(join(dir, 'listener'), ['--campaign', 'c3', '--cycles', '2', '--cut-command', `kill -9 "$(cat '${pidFile}')"`, '--cut-after', '0'])
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data.plugcheck')
+  const args = ['agent', '--server', listener.server, '--file', file, '--method', 'fdatasync', '--size', '16MiB']
+  await campaignOf(listener.server)
+
+  const runAgentUntilCut = async (): Promise<string> => {
+    const agent = spawnCli(args)
+    writeFileSync(pidFile, String(agent.pid))
+    let stdout = ''
+    agent.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => agent.kill('SIGKILL'), 60_000)
+      agent.on('exit', () => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+    return stdout
+  }
+  t.match(await runAgentUntilCut(), /cycle 1 of 2: writing until the power goes/)
+  // The cut took block 0 with it: the file no longer says it is plugcheck's.
+  const bytes = readFileSync(file)
+  bytes.fill(0, 0, 8192)
+  writeFileSync(file, bytes)
+
+  const second = await runAgentUntilCut()
+  t.match(second, /FAIL/, 'the lost superblock is judged a failure')
+  t.match(second, /reported 1 verdict to the listener/)
+  t.match(second, /cycle 2 of 2: writing until the power goes/, 'and the next cycle replaces the file')
+  const { runs } = await listRuns(endpoint(listener.server), undefined, 10_000, 'c3')
+  t.same(runs.map((r) => r.campaign?.cycle).sort(), [1, 2], 'one run per cycle')
+  t.equal(runs.find((r) => r.campaign?.cycle === 1)?.verdict?.verdict, 'fail')
+})
