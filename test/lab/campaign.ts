@@ -5,7 +5,8 @@
  * ack coverage. Each method runs alone in its own cut.
  *
  *   false alarms    cuts that reported losses on an honest or write-through disk with a sync method
- *   detection rate  cuts with losses found / cuts where losses must exist (lying disk; none buffered)
+ *   detection rate  cuts with losses found / cuts where losses must exist (lying and subtle disks;
+ *                   none buffered)
  *   ack coverage    acks the listener holds / syncs the writer completed before the cut
  *
  * Each cut also checks verify's verdict and exit code against its counts (a `none` control passes
@@ -50,7 +51,7 @@ interface Row {
 async function campaign(): Promise<number> {
   const raw = await yargs(hideBin(process.argv))
     .option('cuts', { type: 'number', default: 20 })
-    .option('disk', { type: 'string', default: 'honest,lying,writethru' })
+    .option('disk', { type: 'string', default: 'honest,lying,writethru,subtle' })
     .option('method', { type: 'string', default: 'fdatasync,none' })
     .option('pattern', { type: 'string', default: 'append' })
     .option('direct', { type: 'boolean', default: false })
@@ -108,8 +109,9 @@ async function campaign(): Promise<number> {
               row.errors++
               process.stderr.write(`lab: ${disk} ${method} cut ${cut + 1}: verify said ${run.verdict} (exit ${result.verifyCode}), expected ${wantVerdict} (exit ${wantCode})\n`)
             }
-            if (syncMethod && disk !== 'lying' && lossesFound) row.falseAlarms++
-            if ((disk === 'lying' || (method === 'none' && !args.direct)) && run.acked > 0) {
+            const faultyDisk = disk === 'lying' || disk === 'subtle'
+            if (syncMethod && !faultyDisk && lossesFound) row.falseAlarms++
+            if ((faultyDisk || (method === 'none' && !args.direct)) && run.acked > 0) {
               row.mustLose++
               if (lossesFound) row.detected++
             }

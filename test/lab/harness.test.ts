@@ -61,7 +61,8 @@ function isAlive(pid: number): boolean {
   }
 }
 
-const expectSyncedSurvives: Record<DiskMode, boolean> = { honest: true, lying: false, writethru: true }
+// The subtle disk drops a few percent of synced blocks, not all or none: subtle.test.ts measures it.
+const expectSyncedSurvives: Record<Exclude<DiskMode, 'subtle'>, boolean> = { honest: true, lying: false, writethru: true }
 
 const unavailable = labUnavailableReason()
 if (unavailable !== null && process.env.CI !== 'true') {
@@ -69,7 +70,7 @@ if (unavailable !== null && process.env.CI !== 'true') {
 } else if (unavailable !== null) {
   t.fail(`the power-cut lab must run in CI but cannot: ${unavailable}`)
 } else {
-  for (const mode of diskModes) {
+  for (const mode of diskModes.filter((m): m is Exclude<DiskMode, 'subtle'> => m !== 'subtle')) {
     t.test(`${mode} disk`, async (t) => {
       const lab = await labFor(t, { mode, imageSizeMiB: 64 })
       const syncedFile = path.join(lab.mountPoint, 'synced.bin')

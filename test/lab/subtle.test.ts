@@ -1,0 +1,103 @@
+/**
+ * The subtle disk (see harness.ts): a small writeback cache that, when full, drops dirty blocks that
+ * a later flush then acknowledges. It must lose some, never all, of what fdatasync acknowledged.
+ *
+ * First the disk itself, with a writer that is not plugcheck (numbered records, fdatasync after each,
+ * counted once fdatasync returned) and a plain read-back after the reboot; then plugcheck, which must
+ * find the partial loss: 0 < lost < acked, verdict fail, exit 1. Cut times are seeded
+ * (PLUGCHECK_LAB_SEED replays them).
+ */
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Listener } from '../../src/server/listener.js'
+import { labFor, labUnavailableReason } from './harness.js'
+import { failedRecords, plugPull } from './plug.js'
+import { labSeed, seededRandom } from './seeded.js'
+
+const recordBytes = 8192
+
+// Appends record i (its number at the start, then a fill byte) and fdatasyncs; only then bumps the ack count,
+// which lives outside the cut.
+const independentWriter = `
+const fs = require('node:fs')
+const [file, ackFile] = process.argv.slice(1)
+const fd = fs.openSync(file, 'w')
+const ack = fs.openSync(ackFile, 'r+')
+const count = Buffer.alloc(4)
+for (let i = 0; ; i++) {
+  const record = Buffer.alloc(${recordBytes}, i & 0xff)
+  record.write('record ' + i + ' ')
+  fs.writeSync(fd, record, 0, record.length, i * record.length)
+  fs.fdatasyncSync(fd)
+  count.writeUInt32LE(i + 1)
+  fs.writeSync(ack, count, 0, 4, 0)
+}`
+
+const reason = labUnavailableReason()
+if (reason !== null) {
+  if (process.env.CI === 'true') t.fail(`the power-cut lab must run in CI but cannot: ${reason}`)
+  else t.plan(0, `power-cut lab skipped: ${reason}`)
+} else {
+  const seed = labSeed()
+  const random = seededRandom(seed)
+  t.comment(`lab seed ${seed} (replay with PLUGCHECK_LAB_SEED=${seed})`)
+  const outsideDir = fs.mkdtempSync(join(tmpdir(), 'plugcheck-lab-subtle-'))
+  t.teardown(() => fs.rmSync(outsideDir, { recursive: true, force: true }))
+
+  const independentMs = Math.round(1500 + random() * 1000)
+  t.test(`the subtle disk loses some, not all, fdatasync'd records of an independent writer (cut after ${independentMs} ms)`, async (t) => {
+    const lab = await labFor(t, { mode: 'subtle', imageSizeMiB: 64 })
+    const file = join(lab.mountPoint, 'records')
+    const ackFile = join(outsideDir, 'independent-acks')
+    fs.writeFileSync(ackFile, Buffer.alloc(4))
+    const writer = spawn(process.execPath, ['-e', independentWriter, file, ackFile], { stdio: ['ignore', 'ignore', 'pipe'] })
+    let stderr = ''
+    writer.stderr.on('data', (c: Buffer) => (stderr += c.toString()))
+    const exited = new Promise<void>((resolve) => writer.on('exit', () => resolve()))
+    await new Promise((resolve) => setTimeout(resolve, independentMs))
+    t.equal(writer.exitCode, null, `the writer was still writing at the cut: ${stderr}`)
+    await lab.cut([writer.pid!])
+    await exited
+    const acked = fs.readFileSync(ackFile).readUInt32LE(0)
+    await lab.reboot()
+
+    const data = fs.readFileSync(file)
+    const lost: number[] = []
+    for (let i = 0; i < acked; i++) {
+      const record = data.subarray(i * recordBytes, (i + 1) * recordBytes)
+      const expected = Buffer.alloc(recordBytes, i & 0xff)
+      expected.write('record ' + i + ' ')
+      if (!record.equals(expected)) lost.push(i)
+    }
+    t.comment(`independent writer: acked ${acked}, lost ${lost.length} (${((100 * lost.length) / Math.max(acked, 1)).toFixed(1)}%), first lost ${lost.slice(0, 10).join(', ')}`)
+    t.ok(acked > 100, `the writer synced a fair number of records (${acked})`)
+    t.ok(lost.length > 0, 'some acknowledged records are lost')
+    t.ok(lost.length < acked, 'not every acknowledged record is lost')
+  })
+
+  t.test('plugcheck finds the partial losses', async (t) => {
+    const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: join(outsideDir, 'listener') })
+    t.teardown(() => listener.close())
+    const server = `127.0.0.1:${listener.address().port}`
+    for (const pattern of ['append', 'overwrite'] as const) {
+      const runMs = Math.round(1500 + random() * 1000)
+      t.test(`fdatasync, ${pattern}, cut after ${runMs} ms`, async (t) => {
+        const lab = await labFor(t, { mode: 'subtle', imageSizeMiB: 64 })
+        const result = await plugPull(lab, { methods: ['fdatasync'], direct: false, pattern, runMs, size: '8MiB', outsideDir, server })
+        const run = result.report?.runs[0]
+        t.ok(run !== undefined, `verify reported (exit ${result.verifyCode}): ${result.verifyStderr}`)
+        if (run === undefined) return
+        const failed = failedRecords(run)
+        t.comment(`acked ${run.acked} (writer completed ${result.completed.get(run.runId) ?? 0}), intact ${run.intact}, lost ${run.lost}, torn ${run.torn}, corrupt ${run.corrupt}, superseded ${run.superseded}`)
+        t.ok(failed > 0, 'losses found')
+        t.ok(failed < run.acked, 'partial: fewer records failed than were acknowledged')
+        t.ok(run.intact > 0, 'some acknowledged records survived')
+        t.equal(run.verdict, 'fail')
+        t.equal(result.verifyCode, 1, 'exit 1: an acknowledged record was lost')
+      })
+    }
+  })
+}
