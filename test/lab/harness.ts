@@ -373,10 +373,15 @@ export class Lab {
     await this.dismantle()
   }
 
-  /** Serve the same image with no cache filter and mount it again (journal replay). */
-  async reboot(): Promise<void> {
+  /**
+   * Serve the same image again and mount it (journal replay). By default with no cache filter, so
+   * what verify reads is exactly what reached the image; `{ sameDisk: true }` serves it with this
+   * lab's mode again, as a machine's drive comes back after a power cycle (a campaign's next cycle
+   * must run on the same kind of disk).
+   */
+  async reboot(options: { sameDisk?: boolean } = {}): Promise<void> {
     if (this.state !== 'cut') throw new Error(`reboot() needs a cut lab, this one is ${this.state}`)
-    await this.startDisk('none')
+    await this.startDisk(options.sameDisk === true ? cacheFor[this.mode] : 'none')
     fs.chmodSync(this.mountPoint, 0o777)
   }
 
