@@ -28,6 +28,9 @@ const axisHeight = 26
 const palette = ['#1f77b4', '#2ca02c', '#9467bd', '#8c564b', '#17becf', '#bcbd22', '#e377c2']
 const controlColour = '#7f7f7f'
 
+/** Marks a file as a plugcheck report: report --html replaces only files that carry it. */
+export const reportGenerator = 'plugcheck report'
+
 export function renderHtml(doc: ReportDocument, built: readonly BuiltCampaign[]): string {
   const cyclesDrawn = built.flatMap((b) => b.report.cycles.map((c) => ({ b, c }))).slice(0, maxTimelines)
   const lanes = cyclesDrawn.reduce((n, { c }) => n + Math.max(1, c.runs.length), 0)
@@ -59,6 +62,7 @@ export function renderHtml(doc: ReportDocument, built: readonly BuiltCampaign[])
 <meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="${reportGenerator}">
 <title>plugcheck report: ${esc(doc.campaigns.map((c) => c.name).join(', '))}</title>
 <style>${css}</style>
 </head>

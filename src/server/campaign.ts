@@ -55,7 +55,7 @@ export interface CampaignListener {
   }
   emit(event: CampaignLogEvent): void
   /** The verdicts already on record, so a resumed campaign counts those that came while it was down. */
-  readonly store?: { summaries?(campaign?: string): ReadonlyArray<{ runId: string; verdict: unknown }> }
+  readonly store?: { summaries?(campaign?: string): ReadonlyArray<{ runId: string; verdict: { readonly atMs: number } | null }> }
 }
 
 /** The file of a campaign in a listener's directory. */
@@ -107,6 +107,8 @@ export class Campaign {
   private queue: Promise<void> = Promise.resolve()
   /** Runs of the current cycle with a verdict received since the cut. */
   private readonly verdicts = new Set<string>()
+  /** Runs whose writer is gone (ended or vanished); after a restart, every run known before it. */
+  private readonly ended = new Set<string>()
   private halted = false
   private closed = false
   private command: ChildProcess | undefined
@@ -267,6 +269,8 @@ export class Campaign {
 
   private async resume(): Promise<void> {
     const { phase, cycle, cycles } = this.file
+    // The listener restarted: no writer of before is connected any more.
+    for (const record of this.file.history) for (const id of record.runIds) this.ended.add(id)
     const where = `resumed in cycle ${Math.min(cycle, cycles)} of ${cycles}, ${phase}`
     switch (phase) {
       case 'done':
@@ -306,7 +310,9 @@ export class Campaign {
   private recallVerdicts(): void {
     const summaries = this.listener.store?.summaries?.(this.file.name) ?? []
     const runIds = new Set(this.current.runIds)
-    for (const s of summaries) if (runIds.has(s.runId) && s.verdict !== null && s.verdict !== undefined) this.verdicts.add(s.runId)
+    // Only a verdict given after this cycle's cut says the agent came back from it.
+    const cutMs = this.current.cutMs ?? Infinity
+    for (const s of summaries) if (runIds.has(s.runId) && s.verdict != null && s.verdict.atMs >= cutMs) this.verdicts.add(s.runId)
     if (runIds.size > 0 && [...runIds].every((id) => this.verdicts.has(id))) this.enqueue(() => this.cameBack())
   }
 
@@ -328,6 +334,10 @@ export class Campaign {
   }
 
   private async handle(event: CampaignInputEvent): Promise<void> {
+    if (event.kind === 'end' || event.kind === 'vanished') {
+      this.ended.add((event as unknown as { runId: string }).runId)
+      return
+    }
     if (this.file.phase === 'done' || this.file.phase === 'stopped') return
     if (event.kind === 'run') {
       const e = event as Extract<CampaignInputEvent, { kind: 'run' }>
@@ -355,7 +365,13 @@ export class Campaign {
       this.log(`cycle ${this.file.cycle}: ignored run ${e.runId} of ${e.host}:${e.path}: it was announced after the cut (${this.file.phase}); the agent starts a cycle's writer only after it reported the verdicts`)
       return
     }
-    // A new writer for this cycle (the agent restarted it): the cycle follows the newest group.
+    // A new writer for this cycle (the agent restarted it): the cycle follows the newest group, but
+    // only once the current group's writer is gone. While it is live, another group tagged with this
+    // cycle is a second writer or a stranger (without --token anyone can send a tag): ignored.
+    if (record.groupId !== null && record.runIds.some((id) => !this.ended.has(id))) {
+      this.log(`cycle ${this.file.cycle}: ignored run ${e.runId} of ${e.host}:${e.path} (group ${e.groupId}): the cycle's writer (group ${record.groupId}) is still connected`)
+      return
+    }
     const replaced = record.groupId
     clearTimeout(this.cutTimer)
     await this.commit((next, r) => {
@@ -470,6 +486,9 @@ interface CutResult {
   readonly output: string
 }
 
+/** How long the cut command's pipes are still read after its shell exited. */
+const pipeLingerMs = 200
+
 /** Runs the cut command with the shell, output captured (the last 4 KiB), bounded by cutCommandTimeoutMs. */
 function runCutCommand(command: string, done: (result: CutResult) => void): ChildProcess {
   // Its own process group (POSIX), so a time-out kills what the shell started too.
@@ -501,10 +520,25 @@ function runCutCommand(command: string, done: (result: CutResult) => void): Chil
     done({ ...result, output: text.slice(-cutOutputBytes) })
   }
   child.on('error', (error) => finish({ exitCode: null, failure: `could not start: ${describeSystemError(error)}` }))
-  child.on('close', (code, signal) => {
-    if (timedOut) finish({ exitCode: null, failure: `was killed after ${cutCommandTimeoutMs / 1000} s` })
-    else if (code !== null) finish({ exitCode: code, failure: `exited ${code}` })
-    else finish({ exitCode: null, failure: `was killed by ${signal}` })
+  // Judged by the shell's exit, not by its pipes closing: a script may leave a child behind that holds
+  // them (a smart plug switched back on later, in the background). Once the shell has exited, what is
+  // left in the pipes is read for a moment, then they are let go.
+  child.on('exit', (code, signal) => {
+    const result = timedOut
+      ? { exitCode: null, failure: `was killed after ${cutCommandTimeoutMs / 1000} s` }
+      : code !== null
+        ? { exitCode: code, failure: `exited ${code}` }
+        : { exitCode: null, failure: `was killed by ${signal}` }
+    const release = (): void => {
+      child.stdout?.destroy()
+      child.stderr?.destroy()
+      finish(result)
+    }
+    const linger = setTimeout(release, pipeLingerMs)
+    child.once('close', () => {
+      clearTimeout(linger)
+      finish(result)
+    })
   })
   return child
 }

@@ -298,6 +298,11 @@ export class Listener {
   }
 
   /** The live run of another connection for this host and path, if any. */
+  /** The run's writer is connected to this listener now. */
+  isLive(runId: string): boolean {
+    return this.owners.has(runId)
+  }
+
   liveRunOn(host: string, requestedPath: string, except: Connection): string | undefined {
     for (const [runId, owner] of this.owners) {
       if (owner === except) continue
@@ -672,6 +677,11 @@ class Connection {
             'unauthorized',
             `verdict for run ${runId} from ${this.peer}, but the run was announced from ${info.origin.peer ?? 'an unknown address'}; only that address may report its verdict (start the listener with --token to accept verdicts from any holder of the token)`,
           )
+        }
+        // A verdict is what verify found after the cut: a run whose writer is still connected and has
+        // not ended was not cut, and a verdict now would end a campaign cycle that never happened.
+        if (listener.isLive(runId) && !info.ended) {
+          throw new ProtocolViolation('out-of-order', `verdict for run ${runId}, which is still being written (its writer is connected); verify after the cut`)
         }
         const problem = implausibleVerdict(result, store.lastAckedSeq(runId))
         if (problem !== undefined) throw new ProtocolViolation('bad-frame', `verdict for run ${runId}: ${problem}`)

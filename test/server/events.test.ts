@@ -44,6 +44,8 @@ t.test('a writer killed with SIGKILL: run, vanished with the verify command, on 
   const command = `plugcheck verify --server 127.0.0.1:${listener.port} --file '${file}'`
   t.equal(vanished.verifyCommand, command, 'the verify command: the listener as the writer reached it, the path quoted')
 
+  // stderr comes through a pipe: the line may arrive a moment after the events file has it.
+  await waitFor('the vanished line on stderr', () => listener.stderr().includes('vanished'))
   const stderr = listener.stderr()
   t.match(stderr, new RegExp(`^\\d\\d:\\d\\d:\\d\\d connection from 127\\.0\\.0\\.1$`, 'm'))
   t.match(stderr, new RegExp(`^\\d\\d:\\d\\d:\\d\\d run ${run.runId} announced by [^ ]+:${file} \\(fdatasync\\) from 127\\.0\\.0\\.1$`, 'm'))

@@ -61,6 +61,9 @@ t.test('steady and a verdict are stored with the campaign tag, listed, and survi
   t.type(listed.steadyMs, 'number', 'steady recorded')
   t.equal(before.truncated, false)
 
+  // The cut: the writer's connection goes (a verdict for a live run is refused).
+  writer.close()
+  for (let i = 0; i < 200 && (await list(first.port)).runs[0]!.live; i++) await new Promise((resolve) => setTimeout(resolve, 25))
   const verifier = await open(first.port, 'verifier')
   const earlier = verdictOf({ verdict: 'pass', lost: 0, intact: 5, lostRanges: [], lossWindowMs: null })
   const latest = verdictOf()
@@ -70,7 +73,6 @@ t.test('steady and a verdict are stored with the campaign tag, listed, and survi
   t.match(await verifier.next('verdict-ok'), { runId })
   // verdict-ok means durable: kill the listener at once, without a chance to flush anything.
   await first.kill('SIGKILL')
-  writer.close()
   verifier.close()
 
   const second = await startListener(dir)
@@ -159,12 +161,13 @@ t.test('with --token any holder of the token may report a verdict; campaign-quer
   const writer = await open(port, 'writer', { token: 's3cret' })
   writer.send({ type: 'run', meta: runMeta(runId) })
   await writer.next('run-ok')
+  writer.close()
+  for (let i = 0; i < 200 && listener.isLive(runId); i++) await new Promise((resolve) => setTimeout(resolve, 25))
   const verifier = await open(port, 'verifier', { token: 's3cret' }, '127.0.0.2')
   verifier.send({ type: 'verdict', runId, result: verdictOf({ acked: 0, intact: 0, lost: 0, lostRanges: [], verdict: 'inconclusive' }) })
   t.match(await verifier.next('verdict-ok'), { runId })
   verifier.send({ type: 'campaign-query' })
   t.same(await verifier.next('campaign-state'), { type: 'campaign-state', campaign: state })
-  writer.close()
 })
 
 /** Crafts count ended runs straight into a store directory (what a listener would have stored), each with verdict if given. */
