@@ -104,18 +104,24 @@ async function runCampaign(disk: DiskMode, outsideDir: string, seed: number, kil
 
     const campaignPath = join(listenerDir, 'campaigns', `${name}.json`)
     let killedAt: CampaignFile | null = null
+    if (killListenerInCycle !== null) {
+      // The moment the cut command of that cycle asks for the cut: the command is surely running then.
+      // (Killed between writing `cutting` and starting the command, the listener would rightly never
+      // run it: a resumed `cutting` never cuts again, and that cycle would wait for an agent in vain.)
+      machine.beforeCut = (n) => {
+        if (n !== killListenerInCycle) return
+        killedAt = readCampaign(campaignPath)
+        listeners.at(-1)!.child.kill('SIGKILL')
+      }
+    }
     const deadline = Date.now() + campaignTimeoutMs
     for (;;) {
       const file = readCampaign(campaignPath)
       if (file !== null && (file.phase === 'done' || file.phase === 'stopped')) break
       if (Date.now() > deadline) throw new Error(`the ${disk} campaign did not end within ${campaignTimeoutMs / 1000} s: ${JSON.stringify(file)}`)
-      if (killListenerInCycle !== null && killedAt === null && file !== null && file.cycle === killListenerInCycle && (file.phase === 'cutting' || file.phase === 'waiting-for-agent')) {
-        // In the middle of the cycle: the cut command is running (it waits for the disk to reboot and the
-        // next agent to start) or the listener waits for that agent's verdicts.
-        const listener = listeners.at(-1)!
-        listener.child.kill('SIGKILL')
-        await listener.exited
-        killedAt = readCampaign(campaignPath)
+      if (killedAt !== null && listeners.length === 1) {
+        // Started again with the same arguments while the cut command still runs.
+        await listeners[0]!.exited
         listeners.push(await startListener(args, dir))
       }
       await new Promise((resolve) => setTimeout(resolve, 50))
@@ -225,7 +231,7 @@ if (reason !== null) {
       t.equal(report.control?.ran, cycles, 'the control ran every cycle')
 
       if (disk === 'honest') {
-        t.ok(result.killedAt !== null && result.killedAt.cycle === 2, `the listener was killed in cycle 2, ${result.killedAt?.phase}`)
+        t.ok(result.killedAt?.cycle === 2 && result.killedAt.phase === 'cutting', `the listener was killed in cycle 2 while cutting (${result.killedAt?.phase})`)
         t.equal(result.listenerOutput.length, 2, 'the listener was started again')
         t.match(result.listenerOutput[1] ?? '', /resumed in cycle 2 of 3/, 'the restarted listener resumed the campaign in cycle 2')
       }

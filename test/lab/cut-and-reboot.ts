@@ -48,6 +48,8 @@ export class LabMachine {
   /** How each agent ended, in order (a cut agent ends by SIGKILL). */
   readonly agentExits: AgentExit[] = []
   cuts = 0
+  /** Called when a cut request arrives, before the cut (n counts from 1): a test's hook into that moment. */
+  beforeCut: ((n: number) => void) | null = null
   private agent: ChildProcess | null = null
   private agentExited: Promise<void> = Promise.resolve()
   private generation = 0
@@ -122,6 +124,7 @@ export class LabMachine {
     if (this.busy) throw new Error('a cut is already under way')
     this.busy = true
     try {
+      this.beforeCut?.(this.cuts + 1)
       const agentPid = this.agent?.pid
       await this.lab.cut(agentPid === undefined ? [] : [agentPid])
       await this.agentExited
