@@ -22,7 +22,7 @@ t.test('help names the command and its options, exit 0', async (t) => {
 t.test('top-level usage mentions bench', async (t) => {
   const result = runCli([])
   t.equal(result.status, 2)
-  t.match(result.stderr, /listen, write, verify, bench, demo or methods/)
+  t.match(result.stderr, /listen, write, verify, agent, runs, report, bench, demo or methods/)
 })
 
 t.test('bad flags are usage errors, exit 2, one line naming the problem', async (t) => {
