@@ -60,6 +60,8 @@ export function summaryRows(campaigns: readonly CampaignReport[]): string[][] {
         return `${k.noticed}/${k.ran} cuts noticed (${Math.round(k.detectionRate * 100)}%)`
       })
       row('  cuts not noticed', (c) => (c.control === null || c.control.notNoticedCycles.length === 0 ? 'none' : `cycles ${c.control.notNoticedCycles.join(', ')}`))
+      // A lost control file says nothing about the cut (its losses prove nothing): counted apart.
+      row('  control file lost', (c) => (c.control === null || c.control.failedCycles.length === 0 ? 'none' : `cycles ${c.control.failedCycles.join(', ')} (the storage lost its fsynced creation)`))
     }
   }
   return rows
