@@ -10,7 +10,7 @@ import { runBench } from './bench/bench.js'
 import { runDemo } from './client/demo.js'
 import { parseEndpoint } from './client/endpoint.js'
 import { runVerify } from './client/verify.js'
-import { runWrite, type Io } from './client/writer.js'
+import { runWrite, type Io, type WriteOptions } from './client/writer.js'
 import { PlugcheckError, exitCodes, usageError } from './errors.js'
 import { isMethodName, methodNames, type MethodName } from './native/registry.js'
 import { campaignNameSchema, defaultPort } from './protocol/messages.js'
@@ -196,6 +196,22 @@ function writeNow(fd: number, text: string): void {
   }
 }
 
+/** What `write` and `agent` share, from their validated flags. */
+function writeOptionsOf(a: z.infer<typeof agentArgs>): Omit<WriteOptions, 'durationS' | 'traceFile'> {
+  return {
+    server: a.server,
+    file: a.file,
+    methods: a.method,
+    direct: a.direct,
+    recordSizeBytes: a.recordSize,
+    sizeBytes: a.size,
+    pattern: a.pattern,
+    force: a.force,
+    listenerTimeoutMs: a.listenerTimeout,
+    ...(a.token === undefined ? {} : { token: a.token }),
+  }
+}
+
 /** The options of a write, shared by `write` and `agent` (which writes the next cycle with them). */
 function writeOptions<T>(y: Argv<T>) {
   return y
@@ -279,17 +295,8 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
         run = () =>
           runWrite(
             {
-              server: a.server,
-              file: a.file,
-              methods: a.method,
-              direct: a.direct,
-              recordSizeBytes: a.recordSize,
-              sizeBytes: a.size,
-              pattern: a.pattern,
-              force: a.force,
-              listenerTimeoutMs: a.listenerTimeout,
+              ...writeOptionsOf(a),
               ...(a.duration === undefined ? {} : { durationS: a.duration }),
-              ...(a.token === undefined ? {} : { token: a.token }),
               ...(a.traceFile === undefined ? {} : { traceFile: resolve(a.traceFile) }),
             },
             io,
@@ -308,19 +315,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
         const a = validated(agentArgs, args)
         run = () =>
           runAgent(
-            {
-              server: a.server,
-              file: a.file,
-              methods: a.method,
-              direct: a.direct,
-              recordSizeBytes: a.recordSize,
-              sizeBytes: a.size,
-              pattern: a.pattern,
-              force: a.force,
-              listenerTimeoutMs: a.listenerTimeout,
-              ...(a.token === undefined ? {} : { token: a.token }),
-              ...(a.printService === undefined ? {} : { printService: a.printService }),
-            },
+            { ...writeOptionsOf(a), ...(a.printService === undefined ? {} : { printService: a.printService }) },
             process.argv.slice(2),
             io,
           )

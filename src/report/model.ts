@@ -11,7 +11,7 @@
 import { z } from 'zod'
 import type { Fingerprint, BlockDeviceInfo } from '../bench/schema.js'
 import { cycleOutcomes, type CampaignFile, type CycleRecord } from '../server/campaign-file.js'
-import { endReasons, verdictNames, type RunSummary, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
+import { endReasons, storedVerdictSchema, verdictNames, type RunSummary, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
 
 export const reportFormatVersion = 1
 
@@ -38,21 +38,8 @@ export const runReportSchema = z.object({
   ackedThroughSeq: count,
   end: z.enum([...endReasons, 'vanished']).nullable(),
   /** The stored verdict; null while none was reported (the agent has not come back yet). */
-  verdict: z
-    .object({
-      verdict: z.enum(verdictNames),
-      acked: count,
-      intact: count,
-      lost: count,
-      torn: count,
-      corrupt: count,
-      lossWindowMs: z.number().nonnegative().nullable(),
-      reordered: z.boolean(),
-      lostRanges: z.array(z.tuple([count, count])),
-      rebootedSinceWrite: z.boolean().nullable(),
-      summary: z.string(),
-      atMs: z.number().int(),
-    })
+  verdict: storedVerdictSchema
+    .pick({ verdict: true, acked: true, intact: true, lost: true, torn: true, corrupt: true, lossWindowMs: true, reordered: true, lostRanges: true, rebootedSinceWrite: true, summary: true, atMs: true })
     .nullable(),
 })
 export type RunReport = z.infer<typeof runReportSchema>
