@@ -167,6 +167,8 @@ function describeDisk(diskPath: string, partition: string | null, depth: number)
     partition,
     model: readTrimmed(path.join(diskPath, 'device', 'model')),
     vendor: readTrimmed(path.join(diskPath, 'device', 'vendor')),
+    // NVMe names it firmware_rev, SCSI and SATA (through libata) rev; virtio has neither.
+    firmware: readTrimmed(path.join(diskPath, 'device', 'firmware_rev')) ?? readTrimmed(path.join(diskPath, 'device', 'rev')),
     driver: basenameOfLink(path.join(diskPath, 'device', 'driver')),
     writeCache: readTrimmed(queue('write_cache')),
     fua: readFlag(queue('fua')),

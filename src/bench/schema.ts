@@ -16,6 +16,8 @@ export type BlockDeviceInfo = {
   partition: string | null
   model: string | null
   vendor: string | null
+  /** Absent in fingerprints from before it was collected. */
+  firmware?: string | null
   driver: string | null
   writeCache: string | null
   fua: boolean | null
@@ -44,6 +46,8 @@ function blockDeviceSchemaOfDepth(depth: number): z.ZodType<BlockDeviceInfo> {
     partition: boundedString.nullable(),
     model: boundedString.nullable(),
     vendor: boundedString.nullable(),
+    /** The device's firmware revision (NVMe firmware_rev, SCSI/SATA rev); optional, so older fingerprints still validate. */
+    firmware: boundedString.nullable().optional(),
     driver: boundedString.nullable(),
     /** queue/write_cache: "write back" is a volatile cache that each sync must flush. */
     writeCache: boundedString.nullable(),

@@ -51,6 +51,7 @@ t.test('describeBlockDevice resolves a partition to its disk and follows stacked
   write('devices/pci/block/sda/queue/logical_block_size', '512')
   write('devices/pci/block/sda/queue/physical_block_size', '4096')
   write('devices/pci/block/sda/device/model', 'ST4000DM004  ')
+  write('devices/pci/block/sda/device/rev', '0001')
   write('devices/pci/block/sda/sda2/partition', '2')
   write('devices/virtual/block/dm-0/queue/write_cache', 'write back')
   write('devices/virtual/block/dm-0/queue/rotational', '0')
@@ -62,7 +63,7 @@ t.test('describeBlockDevice resolves a partition to its disk and follows stacked
 
   const partition = describeBlockDevice(8, 2, sys)
   t.same(partition, {
-    name: 'sda', partition: 'sda2', model: 'ST4000DM004', vendor: null, driver: null, writeCache: 'write back', fua: true, rotational: true,
+    name: 'sda', partition: 'sda2', model: 'ST4000DM004', vendor: null, firmware: '0001', driver: null, writeCache: 'write back', fua: true, rotational: true,
     logicalBlockBytes: 512, physicalBlockBytes: 4096, underlying: [],
   })
   const dm = describeBlockDevice(253, 0, sys)

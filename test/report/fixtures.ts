@@ -59,6 +59,7 @@ export function fingerprint(c: CraftedCampaign, path: string): Fingerprint {
       partition: 'sdb1',
       model: c.model,
       vendor: 'ATA',
+      firmware: 'SVT02B6Q',
       driver: 'sd',
       writeCache: c.writeCache,
       fua: false,

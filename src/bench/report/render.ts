@@ -14,7 +14,7 @@ function formatUs(us: number): string {
 }
 
 function describeDevice(device: BlockDeviceInfo, indent: string): string {
-  const identity = [device.model, device.vendor === null ? null : `vendor ${device.vendor}`, device.driver].filter((s): s is string => s !== null)
+  const identity = [device.model, device.vendor === null ? null : `vendor ${device.vendor}`, device.firmware == null ? null : `firmware ${device.firmware}`, device.driver].filter((s): s is string => s !== null)
   const name = device.partition === null ? device.name : `${device.name} (partition ${device.partition})`
   const facts = [
     `write cache ${device.writeCache === null ? 'unknown' : `"${device.writeCache}"`}`,
