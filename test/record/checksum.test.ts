@@ -44,7 +44,7 @@ t.test('both builds give the reference values', async (t) => {
   }
 })
 
-t.test('native and wasm agree on random buffers of every length class', { skip: native.hash === null && `the native build does not load here: ${native.reason}` }, async (t) => {
+t.test('native and wasm agree on random buffers of every length class', { skip: native.hash === null && process.env.CI !== 'true' && `the native build does not load here: ${native.reason}` }, async (t) => {
   const edgeLengths = [0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 511, 512, 513, 4095, 4096, 4097, 8192, 65536 + 3]
   let compared = 0
   let mismatches = 0

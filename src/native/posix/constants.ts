@@ -133,7 +133,7 @@ function linux(arch: string): PosixConstants {
  */
 function darwin(arch: string): PosixConstants {
   return {
-    // libSystem, which re-exports libsystem_kernel (the syscall stubs) and libsystem_c. Since macOS 11
+    // libSystem, which re-exports libsystem_kernel (the system call wrappers) and libsystem_c. Since macOS 11
     // it lives in the dyld shared cache, not on disk, and dlopen of its path still finds it there
     // (macOS Big Sur 11.0.1 release notes).
     libc: ['/usr/lib/libSystem.B.dylib', 'libc.dylib'],

@@ -10,7 +10,7 @@ import type { PosixOs } from './constants.js'
 /** What only the running system can say. */
 export interface PosixProbe {
   /**
-   * libc exports fdatasync: always on Linux; on macOS libsystem_kernel has the syscall stub though the
+   * libc exports fdatasync: always on Linux; on macOS libsystem_kernel exports the system call wrapper though the
    * SDK does not declare it (xnu bsd/kern/syscalls.master 187, libsyscall/xcodescripts/create-syscalls.pl);
    * FreeBSD 11.1+; OpenBSD 5.4+ (openbsd/src lib/libc/sys/fsync.2).
    */
