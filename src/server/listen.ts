@@ -4,6 +4,7 @@
  * a flood of strangers must not bury the operator's log) and, with --events FILE, one JSON line
  * appended to FILE (every event; a failing file is a warning, never the listener's end).
  */
+import { RateLimitedLog } from './rate-limited-log.js'
 import { closeSync, openSync, readFileSync, writeSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
@@ -62,20 +63,8 @@ export function isLoopbackHost(host: string): boolean {
 
 /** Prints events on stderr, one line each, at most eventLinesPerWindow per window. */
 function eventPrinter(io: Io): (event: ListenerEvent) => void {
-  let windowStartMs = 0
-  let lines = 0
-  let suppressed = 0
-  return (event) => {
-    const nowMs = Date.now()
-    if (nowMs - windowStartMs >= eventWindowMs) {
-      if (suppressed > 0) io.err(`plugcheck: ${suppressed} more events in the last ${eventWindowMs / 1000} s were not shown (--events FILE keeps every one)\n`)
-      windowStartMs = nowMs
-      lines = 0
-      suppressed = 0
-    }
-    if (lines++ < eventLinesPerWindow) io.err(describeEvent(event) + '\n')
-    else suppressed++
-  }
+  const log = new RateLimitedLog((line) => io.err(line + '\n'), eventLinesPerWindow, eventWindowMs, (n, windowS) => `plugcheck: ${n} more events in the last ${windowS} s were not shown (--events FILE keeps every one)`)
+  return (event) => log.line(describeEvent(event))
 }
 
 /**

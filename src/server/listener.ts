@@ -44,6 +44,7 @@
  * (both known) means that machine rebooted, though its dead connection may linger for many minutes
  * of keepalive probes: the old connection's runs end as 'vanished', it is closed and the new run taken.
  */
+import { RateLimitedLog } from './rate-limited-log.js'
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { createServer, isIPv4, type AddressInfo, type Server, type Socket } from 'node:net'
@@ -65,7 +66,7 @@ import { AckStore } from './ack-store.js'
 import { describeSystemError } from '../errors.js'
 import { nativePort } from '../native/index.js'
 import { formatEndpoint } from '../client/endpoint.js'
-import { shellQuote } from '../client/writer.js'
+import { shellQuote } from '../shell-quote.js'
 import type { ListenerEvent } from './events.js'
 
 export const defaultMaxConnections = 1024
@@ -123,30 +124,6 @@ class ProtocolViolation extends Error {
   }
 }
 
-/** Logs at most logLinesPerWindow lines per logWindowMs, then one line saying how many were dropped. */
-class RateLimitedLog {
-  private windowStartMs = 0
-  private lines = 0
-  private suppressed = 0
-  constructor(private readonly log: ((line: string) => void) | undefined) {}
-  line(text: string): void {
-    if (this.log === undefined) return
-    const now = Date.now()
-    if (now - this.windowStartMs >= logWindowMs) {
-      if (this.suppressed > 0) this.log(`plugcheck: ${this.suppressed} more connection messages in the last ${logWindowMs / 1000} s were not shown`)
-      this.windowStartMs = now
-      this.lines = 0
-      this.suppressed = 0
-    }
-    if (this.lines < logLinesPerWindow) {
-      this.lines++
-      this.log(text)
-    } else {
-      this.suppressed++
-    }
-  }
-}
-
 export class Listener {
   private readonly connections = new Set<Connection>()
   /** Connections that have not completed hello, oldest first (a Set iterates in insertion order). */
@@ -178,7 +155,7 @@ export class Listener {
     this.maxPendingHandshakes = options.maxPendingHandshakes ?? defaultMaxPendingHandshakes
     this.maxQueuedReplyBytes = options.maxQueuedReplyBytes ?? defaultMaxQueuedReplyBytes
     this.replyStallMs = options.replyStallMs ?? defaultReplyStallMs
-    this.connectionLog = new RateLimitedLog(options.log)
+    this.connectionLog = new RateLimitedLog(options.log, logLinesPerWindow, logWindowMs, (n, windowS) => `plugcheck: ${n} more connection messages in the last ${windowS} s were not shown`)
     if (options.onEvent !== undefined) this.events.on('event', options.onEvent)
   }
 

@@ -8,6 +8,7 @@ import { NativeError } from '../errors.js'
 import type { MethodName } from '../methods.js'
 import type { AckSocket, DataFile, FileLock, NativePort, OpenOptions, PlatformTable, SocketAddress } from '../port.js'
 import { sockaddrBytes, sockaddrLayouts } from '../sockaddr.js'
+import { alignedBuffer } from '../aligned.js'
 import { FD_CLOEXEC, F_GETFL, F_SETFD, F_SETFL, LOCK_EX, LOCK_NB, POLLIN, POLLOUT, POSIX_FADV_DONTNEED, RWF_DSYNC, mismatchesWithNode, posixConstants, type PosixOs } from './constants.js'
 import { errnoError, fail, loadLibc, openFile, pwriteAll, type Libc } from './libc.js'
 import { posixTable } from './table.js'
@@ -199,12 +200,7 @@ export function createPosixPort(os: PosixOs): NativePort {
       return connectSocket(c(), os, address, timeoutMs, description)
     },
 
-    alignedBuffer(sizeBytes: number, alignmentBytes: number): Buffer {
-      const raw = Buffer.alloc(sizeBytes + alignmentBytes)
-      const misalignment = Number(koffi.address(raw) % BigInt(alignmentBytes))
-      const start = misalignment === 0 ? 0 : alignmentBytes - misalignment
-      return raw.subarray(start, start + sizeBytes)
-    },
+    alignedBuffer,
 
     dropCache(path: string): boolean {
       const lib = c()

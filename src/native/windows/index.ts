@@ -6,10 +6,10 @@
  * Assumptions: 64-bit Windows (x64 or arm64), Windows 10 or later for the full method table; the paths
  * given are Windows paths (drive letter or UNC), shorter than MAX_PATH unless prefixed with \\?\.
  */
-import koffi from 'koffi'
 import type { DirectorySync, NativePort, PlatformTable } from '../port.js'
 import { bootId, fileSystemOf, lockExclusive, openData, probeDirect } from './file.js'
 import { connect } from './socket.js'
+import { alignedBuffer } from '../aligned.js'
 import { windowsTable, type WindowsProbe } from './table.js'
 import { api } from './win32.js'
 import { unsafeWindowsFileName } from './names.js'
@@ -53,13 +53,7 @@ export const windowsPort: NativePort = {
   unsafeFileName: unsafeWindowsFileName,
   lockExclusive,
   connect,
-  alignedBuffer(sizeBytes, alignmentBytes) {
-    // Over-allocate and slice: Node's allocations are 8- or 16-byte aligned at best.
-    const raw = Buffer.alloc(sizeBytes + alignmentBytes)
-    const misalignment = Number(koffi.address(raw) % BigInt(alignmentBytes))
-    const start = misalignment === 0 ? 0 : alignmentBytes - misalignment
-    return raw.subarray(start, start + sizeBytes)
-  },
+  alignedBuffer,
   dropCache() {
     // Windows has no call to drop one file's cached pages (opening it with NO_BUFFERING bypasses them instead).
     return false
