@@ -189,7 +189,7 @@ function run(file: string, args: readonly string[], options: { cwd?: string; env
 }
 
 /** `npm pack spec` into dir, unpacked there; returns the path of the unpacked `package/` folder. */
-function npmPackInto(spec: string, dir: string, only: readonly string[] = []): string {
+export function npmPackInto(spec: string, dir: string, only: readonly string[] = []): string {
   run('npm', ['pack', spec, '--pack-destination', dir, '--ignore-scripts', '--silent'], { cwd: dir })
   const tarball = readdirSync(dir).find((name) => name.endsWith('.tgz'))
   if (tarball === undefined) throw new Error(`npm pack ${spec} left no tarball in ${dir}`)
@@ -304,6 +304,14 @@ function ensureDist(): void {
     }
     utimesSync(join(stage.dir, 'bin.js'), startedAt, startedAt)
     stage.commit()
+  })
+}
+
+/** node.exe and koffi's Windows build alone (no Wine prefix): what `npm run build:exe` packs for win-x64. */
+export function ensureWindowsBuilds(): void {
+  withSetupLock(() => {
+    ensureNodeExe()
+    ensureKoffiWin32()
   })
 }
 

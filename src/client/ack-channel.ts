@@ -67,8 +67,8 @@ export class AckChannel {
   }
 
   /** Announces a run (tagged with its campaign cycle, if the agent started it); returns once the listener has stored its metadata durably. */
-  announce(meta: RunMeta, writer?: WriterEnv, campaign?: CampaignTag): void {
-    this.send({ type: 'run', meta, ...(writer === undefined ? {} : { writer }), ...(campaign === undefined ? {} : { campaign }) })
+  announce(meta: RunMeta, writer?: WriterEnv, campaign?: CampaignTag, groupKey?: string): void {
+    this.send({ type: 'run', meta, ...(writer === undefined ? {} : { writer }), ...(campaign === undefined ? {} : { campaign }), ...(groupKey === undefined ? {} : { groupKey }) })
     this.waitFor('run-ok')
     this.ackEncoders.set(meta.runId, new AckFrameEncoder(meta.runId))
   }

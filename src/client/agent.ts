@@ -13,6 +13,7 @@ import { realpathSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { dirname, resolve } from 'node:path'
 import { PlugcheckError, exitCodes, runtimeError } from '../errors.js'
+import { selfCommand } from '../sea.js'
 import type { CampaignState } from '../protocol/messages.js'
 import { listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
 import { formatEndpoint } from './endpoint.js'
@@ -158,7 +159,7 @@ export function agentCommand(argv: readonly string[], file: string): string[] {
   } catch {
     bin = resolve(bin)
   }
-  return [process.execPath, bin, ...args]
+  return [...selfCommand(bin), ...args]
 }
 
 /** The service definition and one comment line saying where it goes and how to enable it. */

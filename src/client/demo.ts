@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url'
 import { Listener } from '../server/listener.js'
 import type { MethodName } from '../native/registry.js'
 import { runtimeError } from '../errors.js'
+import { selfCommand } from '../sea.js'
 import { runVerify } from './verify.js'
 import type { Io } from './writer.js'
 
@@ -29,7 +30,8 @@ export async function runDemo(options: DemoOptions, io: Io): Promise<number> {
     const server = `127.0.0.1:${listener.address().port}`
     const file = join(dir, 'data.plugcheck')
     io.err(`plugcheck demo: listener on ${server}; writer on ${file} with ${options.method}; SIGKILL in ${options.killAfterS} s\n`)
-    const writer = spawn(process.execPath, [binPath, 'write', '--server', server, '--file', file, '--method', options.method, '--size', '64MiB'], {
+    const [plugcheck, ...plugcheckArgs] = selfCommand(binPath)
+    const writer = spawn(plugcheck!, [...plugcheckArgs, 'write', '--server', server, '--file', file, '--method', options.method, '--size', '64MiB'], {
       stdio: ['ignore', 'ignore', 'pipe'],
     })
     let writerStderr = ''

@@ -28,7 +28,7 @@ import { hostname } from 'node:os'
 import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { encodeFrame } from '../protocol/framing.js'
-import { writerEnvSchema, type CampaignTag, type WriterEnv } from '../protocol/messages.js'
+import { maxClaims, writerEnvSchema, type CampaignTag, type WriterEnv } from '../protocol/messages.js'
 import { collectFingerprint } from '../bench/fingerprint.js'
 import { NativeError, directAlignmentBytes, nativePort, type DataFile, type FileLock } from '../native/index.js'
 import { methodAvailability, type MethodName } from '../native/registry.js'
@@ -66,7 +66,22 @@ export interface WriteOptions {
   readonly listenerTimeoutMs?: number
   /** The campaign cycle this run belongs to (set by `agent`), sent with each run's announcement. */
   readonly campaign?: CampaignTag
+  /** --jobs: writer threads, each with its own data files, runs and connection, all one group (jobs.ts). */
+  readonly jobs?: number
+  /** Set by jobs.ts inside each job: which one it is, and the group's id and key that every job shares. */
+  readonly job?: JobOf
 }
+
+/** One job of `write --jobs N`: index 0..count-1; the key proves to the listener that the job belongs to the group. */
+export interface JobOf {
+  readonly index: number
+  readonly count: number
+  readonly groupId: string
+  readonly groupKey: string
+}
+
+/** Runs of one group: the listener answers a verify with at most this many (maxClaims), so --jobs x methods is bounded by it. */
+export const groupRunsMax = maxClaims
 
 export interface Io {
   readonly out: (text: string) => void
@@ -118,21 +133,25 @@ export const traceEntryBytes = 24
 export function validateWriteOptions(options: WriteOptions): void {
   validateWriteFlags(options)
   checkFolder(dirname(options.file))
-  for (const path of [...dataPaths(options), options.file]) {
+  for (const path of [...groupDataPaths(options), options.file]) {
     const unsafe = nativePort().unsafeFileName(path)
     if (unsafe !== null) throw usageError(`refusing to write to ${path}: ${unsafe}`, 'give --file another name')
   }
-  for (const path of dataPaths(options)) checkReplaceable(path, options.force || options.ownPaths?.has(path) === true)
+  for (const path of groupDataPaths(options)) checkReplaceable(path, options.force || options.ownPaths?.has(path) === true)
   if (options.direct) checkDirectSupported(dirname(options.file))
 }
 
 /** The flags alone (methods, sizes): what `agent` checks at once, before it waits for the listener or looks at the disk. */
-export function validateWriteFlags(options: Pick<WriteOptions, 'methods' | 'direct' | 'recordSizeBytes' | 'sizeBytes'>): void {
+export function validateWriteFlags(options: Pick<WriteOptions, 'methods' | 'direct' | 'recordSizeBytes' | 'sizeBytes' | 'jobs'>): void {
   for (const method of options.methods) {
     const availability = methodAvailability(method)
     if (!availability.available) throw usageError(`method ${method} is not available here: ${availability.reason}`)
   }
   if (new Set(options.methods).size !== options.methods.length) throw usageError('--method lists a method twice')
+  const jobs = options.jobs ?? 1
+  if (jobs * options.methods.length > groupRunsMax) {
+    throw usageError(`--jobs ${jobs} with ${options.methods.length} methods makes ${jobs * options.methods.length} runs; one write makes at most ${groupRunsMax}`, 'use fewer jobs or methods')
+  }
   const alignment = options.direct ? directAlignmentBytes : sectorBytes
   if (options.recordSizeBytes % alignment !== 0 || options.recordSizeBytes === 0) {
     throw usageError(`--record-size ${options.recordSizeBytes} is not a multiple of ${alignment}${options.direct ? ' (needed with --direct)' : ''}`)
@@ -143,12 +162,25 @@ export function validateWriteFlags(options: Pick<WriteOptions, 'methods' | 'dire
   }
 }
 
-/** One file per method; with several methods, PATH.method. */
-export function dataPaths(options: Pick<WriteOptions, 'file' | 'methods'>): string[] {
-  return options.methods.length === 1 ? [options.file] : options.methods.map((m) => `${options.file}.${m}`)
+/**
+ * One file per method; with several methods, PATH.method. With --jobs N (N > 1) each job adds
+ * .jobK (K = 1..N): PATH.job2, PATH.fsync.job2. Inside a job, that job's files only.
+ */
+export function dataPaths(options: Pick<WriteOptions, 'file' | 'methods' | 'job'>): string[] {
+  const paths = options.methods.length === 1 ? [options.file] : options.methods.map((m) => `${options.file}.${m}`)
+  const job = options.job
+  return job === undefined || job.count === 1 ? paths : paths.map((p) => `${p}.job${job.index + 1}`)
+}
+
+/** Every data file of the write: every job's (a job's own when called inside it). */
+export function groupDataPaths(options: Pick<WriteOptions, 'file' | 'methods' | 'job' | 'jobs'>): string[] {
+  const count = options.jobs ?? 1
+  if (options.job !== undefined || count === 1) return dataPaths(options)
+  return Array.from({ length: count }, (_, index) => dataPaths({ ...options, job: { index, count, groupId: '', groupKey: '' } })).flat()
 }
 
 export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
+  if ((options.jobs ?? 1) > 1 && options.job === undefined) return (await import('./jobs.js')).runJobs(options, io)
   validateWriteOptions(options)
   const timeoutMs = options.listenerTimeoutMs ?? defaultListenerTimeoutMs
   const paths = dataPaths(options)
@@ -168,7 +200,7 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
   try {
     for (const path of paths) locks.push(lockExisting(path))
     channel = await AckChannel.open(options.server, options.token, timeoutMs)
-    const groupId = randomBytes(8).toString('hex')
+    const groupId = options.job?.groupId ?? randomBytes(8).toString('hex')
     const host = hostname()
     const slotCount = Math.floor(options.sizeBytes / options.recordSizeBytes) - 1
     try {
@@ -188,7 +220,7 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
         }
         // Announce first: a run the listener knows with no acks can never be judged lost, while a file
         // replaced before its run was announced would make verify judge the previous run against it.
-        channel.announce(meta, writer, options.campaign)
+        channel.announce(meta, writer, options.campaign, options.job?.groupKey)
         announced.push(meta)
         outNow(`run ${meta.runId}: ${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}, ${meta.path}\n`)
         // The new file's lock replaces the old file's: the old inode is no longer at the path.

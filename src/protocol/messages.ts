@@ -57,7 +57,15 @@ export const campaignNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0
 export const campaignTagSchema = z.object({ name: campaignNameSchema, cycle: z.number().int().positive().max(100_000) })
 export type CampaignTag = z.infer<typeof campaignTagSchema>
 
-export const runSchema = z.object({ type: z.literal('run'), meta: runMetaSchema, writer: writerEnvSchema.optional(), campaign: campaignTagSchema.optional() })
+/** A group's secret, shared by the jobs of one `write --jobs N`: a job announcing on a connection of its own proves it belongs to the group. */
+export const groupKeySchema = z.string().regex(/^[0-9a-f]{32}$/)
+export const runSchema = z.object({
+  type: z.literal('run'),
+  meta: runMetaSchema,
+  writer: writerEnvSchema.optional(),
+  campaign: campaignTagSchema.optional(),
+  groupKey: groupKeySchema.optional(),
+})
 /** Seqs fromSeq..toSeq (inclusive) are covered by a sync that returned success. */
 export const ackSchema = z.object({ type: z.literal('ack'), runId: runIdSchema, fromSeq: seq, toSeq: seq }).refine(
   (m) => m.toSeq >= m.fromSeq,

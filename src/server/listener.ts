@@ -280,13 +280,28 @@ export class Listener {
     return this.owners.has(runId)
   }
 
-  liveRunOn(host: string, requestedPath: string, except: Connection): string | undefined {
+  /** A live run on this path from another connection, not of the group being announced (whose other jobs may be live). */
+  liveRunOn(host: string, requestedPath: string, except: Connection, groupId: string): string | undefined {
     for (const [runId, owner] of this.owners) {
       if (owner === except) continue
       const info = this.store.runInfo(runId)
-      if (info !== undefined && !info.ended && info.meta.host === host && info.meta.requestedPath === requestedPath) return runId
+      if (info !== undefined && !info.ended && info.meta.host === host && info.meta.requestedPath === requestedPath && info.meta.groupId !== groupId) return runId
     }
     return undefined
+  }
+
+  /**
+   * `write --jobs N` announces one group on N connections: a connection may join a group another live
+   * connection announced only with that group's key and, without --token, from that connection's address.
+   */
+  mayJoinGroup(groupId: string, groupKey: string | undefined, peer: string): boolean {
+    if (groupKey === undefined) return false
+    for (const owner of new Set(this.owners.values())) {
+      const key = owner.groupKeys.get(groupId)
+      if (key === undefined || (this.options.token === undefined && owner.peer !== peer)) continue
+      if (timingSafeEqual(Buffer.from(key), Buffer.from(groupKey))) return true // both 32 hex digits (groupKeySchema)
+    }
+    return false
   }
 
   /**
@@ -399,6 +414,8 @@ class Connection {
   readonly ownedRuns = new Set<string>()
   /** Groups this connection announced runs of: a group's runs all come from one `write`, on one connection. */
   private readonly ownedGroups = new Set<string>()
+  /** The key each owned group was announced with (write --jobs), for the group's other jobs to prove. */
+  readonly groupKeys = new Map<string, string>()
   private announcedRuns = 0
   private queries = 0
   private verdicts = 0
@@ -536,14 +553,16 @@ class Connection {
         const { meta } = message
         if (store.hasRun(meta.runId)) throw new ProtocolViolation('out-of-order', `run ${meta.runId} was already announced`)
         if (++this.announcedRuns > maxRunsPerConnection) throw new ProtocolViolation('limit', `more than ${maxRunsPerConnection} runs announced on one connection`)
-        // A run joining another connection's group would be judged with that group by verify.
-        if (!this.ownedGroups.has(meta.groupId) && store.hasGroup(meta.groupId)) {
+        // A run joining another connection's group would be judged with that group by verify: only
+        // another job of the same `write --jobs` may, with the group's key.
+        if (!this.ownedGroups.has(meta.groupId) && store.hasGroup(meta.groupId) && !listener.mayJoinGroup(meta.groupId, message.groupKey, this.peer)) {
           throw new ProtocolViolation('out-of-order', `group ${meta.groupId} belongs to runs announced on another connection`)
         }
         this.ownedGroups.add(meta.groupId)
-        let busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this)
+        if (message.groupKey !== undefined && !this.groupKeys.has(meta.groupId)) this.groupKeys.set(meta.groupId, message.groupKey)
+        let busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this, meta.groupId)
         if (busyRunId !== undefined && listener.takeOverFromRebooted(busyRunId, message.writer?.bootId, this.peer)) {
-          busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this)
+          busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this, meta.groupId)
         }
         if (busyRunId !== undefined) {
           const busy = store.runInfo(busyRunId)!

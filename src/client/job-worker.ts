@@ -1,0 +1,65 @@
+/**
+ * One job of `write --jobs N`, in a worker thread: runWrite with this job's options (its own files,
+ * runs and connection), its output passed to the main thread (src/client/jobs.ts), which owns it.
+ *
+ * The trail (run lines, then the verify command once) is written to fd 1 from here before the loop
+ * starts, synchronously, as a single write does: a message to the main thread could still be queued
+ * when a SIGKILL lands. Signals reach only the main thread; it passes them on, and they are emitted
+ * here to the handlers writeLoop registered, again every few milliseconds until the job ends, so a
+ * signal that came before the loop registered them still stops it.
+ */
+import { writeSync } from 'node:fs'
+import { parentPort, workerData } from 'node:worker_threads'
+import { PlugcheckError, exitCodes } from '../errors.js'
+import type { JobCommand, JobData, JobMessage } from './jobs.js'
+import { runWrite, type Io } from './writer.js'
+
+const resendSignalMs = 20
+
+const port = parentPort!
+const { options, statusTty } = workerData as JobData
+const post = (message: JobMessage): void => port.postMessage(message)
+
+let signal: JobCommand['signal'] | undefined
+const resend = setInterval(() => {
+  if (signal !== undefined) process.emit(signal as 'SIGINT')
+}, resendSignalMs)
+port.on('message', (command: JobCommand) => {
+  signal ??= command.signal
+  process.emit(signal as 'SIGINT')
+})
+
+const io: Io = {
+  out: (text) => post({ kind: 'out', text }),
+  err: (text) => post({ kind: 'err', text }),
+  statusTty,
+  outNow: (text) => {
+    if (options.job!.index !== 0 && text.startsWith('after a power cut and reboot: ')) return // once, from the first job
+    writeAll(text)
+  },
+}
+
+/** Like the CLI's trail: every byte out before returning; a reader that went away loses the trail, never the run. */
+function writeAll(text: string): void {
+  const bytes = Buffer.from(text)
+  let done = 0
+  try {
+    while (done < bytes.length) done += writeSync(1, bytes, done)
+  } catch {
+    // EPIPE or a full non-blocking pipe: the summary still goes through the main thread
+  }
+}
+
+try {
+  post({ kind: 'done', exitCode: await runWrite(options, io) })
+} catch (error) {
+  if (error instanceof PlugcheckError) {
+    post({ kind: 'done', exitCode: error.exitCode, error: { message: error.message, exitCode: error.exitCode, ...(error.hint === undefined ? {} : { hint: error.hint }) } })
+  } else {
+    const message = `internal error: ${(error as Error)?.stack ?? String(error)}`
+    post({ kind: 'done', exitCode: exitCodes.runtime, error: { message, exitCode: exitCodes.runtime } })
+  }
+} finally {
+  clearInterval(resend)
+  port.close()
+}

@@ -1,0 +1,179 @@
+/**
+ * `plugcheck write --jobs N`: N writer threads (worker_threads), so a device with a queue deeper than
+ * one, or a box with many cores, is tested as a database uses it: several syncs in flight at once.
+ *
+ * Each job is a whole `write` of its own (src/client/job-worker.ts runs runWrite in its thread): its
+ * own data files (PATH.jobK, PATH.method.jobK), runs, connection to the listener and synchronous
+ * loop, so no job waits for another's sync or ack. All runs share one group id and the path given to
+ * --file, so `verify --file PATH` finds and judges the whole group. The listener lets a job join the
+ * group on its own connection only with the group's key (random, never printed) from the address of
+ * the job that announced it first; a stranger still cannot join or shadow a group.
+ *
+ * This thread owns what the user sees and what the process returns: one status line summed over the
+ * jobs, the trail, the summaries in job order with one verify command, SIGINT/SIGTERM (passed on to
+ * every job, which ends its runs as 'interrupted'), and the exit code, the worst of the jobs. A job
+ * that fails (a failed write or sync, a data file changed, the listener lost) ends the whole write:
+ * the other jobs are stopped so that every run is ended, and the failing job's error is the result.
+ */
+import { randomBytes } from 'node:crypto'
+import { extname } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
+import { PlugcheckError, exitCodes } from '../errors.js'
+import type { FileLock } from '../native/index.js'
+import { lockExisting } from './data-file.js'
+import { groupDataPaths, validateWriteOptions, verifyCommand, type Io, type WriteOptions } from './writer.js'
+
+/** What the main thread hands a job. */
+export interface JobData {
+  readonly options: WriteOptions
+  readonly statusTty: boolean
+}
+
+/** What a job tells the main thread. */
+export type JobMessage =
+  | { readonly kind: 'out'; readonly text: string }
+  | { readonly kind: 'err'; readonly text: string }
+  | { readonly kind: 'done'; readonly exitCode: number; readonly error?: { readonly message: string; readonly exitCode: 2 | 3; readonly hint?: string } }
+
+/** What the main thread tells a job: a signal to act on as if it had received it. */
+export interface JobCommand {
+  readonly kind: 'signal'
+  readonly signal: 'SIGINT' | 'SIGTERM'
+}
+
+export const jobsMax = 64
+/** The trail line each job's writer prints; the main thread prints it once. */
+const verifyLinePrefix = 'after a power cut and reboot: '
+const statusIntervalMs = 250
+/** A job's status line, as writer.ts prints it: elapsed, written, recorded, rate. */
+const statusPattern = /^\r(\d+) s: ([\d,]+) records written and acked, ([\d,]+) recorded by the listener/
+
+interface Job {
+  readonly worker: Worker
+  /** Its summary (io.out), printed in job order when every job has ended. */
+  out: string
+  status: { elapsedS: number; written: number; recorded: number } | undefined
+  steady: boolean
+  result: JobResult | undefined
+}
+
+type JobResult = Extract<JobMessage, { kind: 'done' }>
+
+export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
+  const count = options.jobs ?? 1
+  validateWriteOptions(options)
+  // Every job's files, before any job announces anything: a second writer on any of them is refused
+  // now (exit 2), not after some jobs have started. Each job takes its own locks again (flock is per
+  // open file, so these must go first).
+  const locks: (FileLock | null)[] = []
+  try {
+    for (const path of groupDataPaths(options)) locks.push(lockExisting(path))
+  } finally {
+    for (const lock of locks) lock?.release()
+  }
+
+  const groupId = randomBytes(8).toString('hex')
+  const groupKey = randomBytes(16).toString('hex')
+  const entry = new URL(`./job-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url)
+  const jobs: Job[] = []
+  let signal: JobCommand['signal'] | undefined
+  /** Set when a job failed and this thread stopped the others: their 'stopped by' lines are not the user's signal. */
+  let stoppedForFailure = false
+  /** Failed jobs' results in the order they arrived: the first is the cause, the rest may be its consequences. */
+  const failures: JobResult[] = []
+  const printedErr = new Set<string>()
+  let statusShown = false
+  let steadyTold = false
+  let nextStatusMs = 0
+  const finish = (job: Job, result: JobResult): void => {
+    if (job.result !== undefined) return
+    job.result = result
+    if (result.error !== undefined) failures.push(result)
+    // A job that failed ends the write: the others stop, so every run is ended, not left to vanish.
+    if (result.exitCode !== exitCodes.ok && signal === undefined && !stoppedForFailure) {
+      stoppedForFailure = true
+      stopAll('SIGTERM')
+    }
+  }
+  const stopAll = (s: JobCommand['signal']): void => {
+    for (const job of jobs) if (job.result === undefined) job.worker.postMessage({ kind: 'signal', signal: s } satisfies JobCommand)
+  }
+  const onSignal = (s: JobCommand['signal']): void => {
+    signal ??= s
+    stopAll(s)
+  }
+  const onSigint = (): void => onSignal('SIGINT')
+  const onSigterm = (): void => onSignal('SIGTERM')
+  process.on('SIGINT', onSigint)
+  process.on('SIGTERM', onSigterm)
+
+  const showStatus = (): void => {
+    const now = Date.now()
+    if (now < nextStatusMs) return
+    nextStatusMs = now + statusIntervalMs
+    const seen = jobs.filter((j) => j.status !== undefined).map((j) => j.status!)
+    if (seen.length === 0) return
+    const elapsedS = Math.max(...seen.map((s) => s.elapsedS))
+    const written = seen.reduce((n, s) => n + s.written, 0)
+    const recorded = seen.reduce((n, s) => n + s.recorded, 0)
+    const rate = elapsedS > 0 ? Math.round(written / elapsedS).toLocaleString('en-US') : '-'
+    statusShown = true
+    io.err(`\r${elapsedS} s: ${count} jobs, ${written.toLocaleString('en-US')} records written and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${rate}/s\x1b[K`)
+  }
+
+  const onErr = (job: Job, text: string): void => {
+    const status = statusPattern.exec(text)
+    if (status !== null) {
+      const n = (x: string): number => Number(x.replaceAll(',', ''))
+      job.status = { elapsedS: Number(status[1]), written: n(status[2]!), recorded: n(status[3]!) }
+      return showStatus()
+    }
+    if (text.startsWith('\r') || text === '\n') return // a job's own status line (e.g. waiting for the listener), its end
+    if (text.startsWith('\nsteady:')) {
+      job.steady = true
+      if (!steadyTold && jobs.every((j) => j.steady)) {
+        steadyTold = true
+        io.err(`\nsteady: all ${count} jobs are recording acks at the listener. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
+      }
+      return
+    }
+    if (stoppedForFailure && text.startsWith('plugcheck: stopped by ')) return
+    if (printedErr.has(text)) return // every job warns of the same file system
+    printedErr.add(text)
+    io.err(`${statusShown ? '\n' : ''}${text}`)
+    statusShown = false
+  }
+
+  try {
+    const ended = Array.from({ length: count }, (_, index) => {
+      const data: JobData = { options: { ...options, job: { index, count, groupId, groupKey } }, statusTty: io.statusTty }
+      const job: Job = { worker: new Worker(entry, { workerData: data }), out: '', status: undefined, steady: false, result: undefined }
+      jobs.push(job)
+      return new Promise<void>((resolve) => {
+        job.worker.on('message', (message: JobMessage) => {
+          if (message.kind === 'out') job.out += message.text
+          else if (message.kind === 'err') onErr(job, message.text)
+          else finish(job, message)
+        })
+        job.worker.on('error', (error) => finish(job, { kind: 'done', exitCode: exitCodes.runtime, error: { message: `job ${index + 1} failed: ${error.message}`, exitCode: exitCodes.runtime } }))
+        job.worker.on('exit', () => {
+          finish(job, { kind: 'done', exitCode: exitCodes.runtime, error: { message: `job ${index + 1} ended without a result`, exitCode: exitCodes.runtime } })
+          resolve()
+        })
+      })
+    })
+    await Promise.all(ended)
+  } finally {
+    process.off('SIGINT', onSigint)
+    process.off('SIGTERM', onSigterm)
+  }
+  if (statusShown) io.err('\n')
+
+  const summaries = jobs.map((j) => j.out.split('\n').filter((line) => line !== '' && !line.startsWith(verifyLinePrefix)).join('\n'))
+  io.out(`${summaries.filter((s) => s !== '').join('\n')}\n${verifyLinePrefix}${verifyCommand(options)}\n`)
+  // The first job that failed is the write's error; else every job got the same signal (130, 143); else 0.
+  const cause = failures[0]?.error
+  if (cause !== undefined) throw new PlugcheckError(cause.message, cause.exitCode, cause.hint)
+  return jobs.map((j) => j.result!.exitCode).find((code) => code !== exitCodes.ok) ?? exitCodes.ok
+}
