@@ -46,14 +46,14 @@ export const jobsMax = 64
 /** The trail line each job's writer prints; the main thread prints it once. */
 const verifyLinePrefix = 'after a power cut and reboot: '
 const statusIntervalMs = 250
-/** A job's status line, as writer.ts prints it: elapsed, written, recorded, rate. */
-const statusPattern = /^\r(\d+) s: ([\d,]+) records written and acked, ([\d,]+) recorded by the listener/
+/** A job's status line, as writer.ts prints it: records written and recorded so far. */
+const statusPattern = /^\r\d+ s: ([\d,]+) records written and acked, ([\d,]+) recorded by the listener/
 
 interface Job {
   readonly worker: Worker
   /** Its summary (io.out), printed in job order when every job has ended. */
   out: string
-  status: { elapsedS: number; written: number; recorded: number } | undefined
+  status: { written: number; recorded: number } | undefined
   steady: boolean
   result: JobResult | undefined
 }
@@ -75,7 +75,6 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
 
   const groupId = randomBytes(8).toString('hex')
   const groupKey = randomBytes(16).toString('hex')
-  const entry = new URL(`./job-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url)
   const jobs: Job[] = []
   let signal: JobCommand['signal'] | undefined
   /** Set when a job failed and this thread stopped the others: their 'stopped by' lines are not the user's signal. */
@@ -86,6 +85,7 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   let statusShown = false
   let steadyTold = false
   let nextStatusMs = 0
+  const startedMs = Date.now()
   const finish = (job: Job, result: JobResult): void => {
     if (job.result !== undefined) return
     job.result = result
@@ -114,19 +114,19 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
     nextStatusMs = now + statusIntervalMs
     const seen = jobs.filter((j) => j.status !== undefined).map((j) => j.status!)
     if (seen.length === 0) return
-    const elapsedS = Math.max(...seen.map((s) => s.elapsedS))
+    const elapsedS = (now - startedMs) / 1000
     const written = seen.reduce((n, s) => n + s.written, 0)
     const recorded = seen.reduce((n, s) => n + s.recorded, 0)
-    const rate = elapsedS > 0 ? Math.round(written / elapsedS).toLocaleString('en-US') : '-'
+    const rate = Math.round(written / elapsedS).toLocaleString('en-US')
     statusShown = true
-    io.err(`\r${elapsedS} s: ${count} jobs, ${written.toLocaleString('en-US')} records written and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${rate}/s\x1b[K`)
+    io.err(`\r${elapsedS.toFixed(0)} s: ${count} jobs, ${written.toLocaleString('en-US')} records written and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${rate}/s\x1b[K`)
   }
 
   const onErr = (job: Job, text: string): void => {
     const status = statusPattern.exec(text)
     if (status !== null) {
       const n = (x: string): number => Number(x.replaceAll(',', ''))
-      job.status = { elapsedS: Number(status[1]), written: n(status[2]!), recorded: n(status[3]!) }
+      job.status = { written: n(status[1]!), recorded: n(status[2]!) }
       return showStatus()
     }
     if (text.startsWith('\r') || text === '\n') return // a job's own status line (e.g. waiting for the listener), its end
@@ -148,7 +148,7 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   try {
     const ended = Array.from({ length: count }, (_, index) => {
       const data: JobData = { options: { ...options, job: { index, count, groupId, groupKey } }, statusTty: io.statusTty }
-      const job: Job = { worker: new Worker(entry, { workerData: data }), out: '', status: undefined, steady: false, result: undefined }
+      const job: Job = { worker: startWorker(data), out: '', status: undefined, steady: false, result: undefined }
       jobs.push(job)
       return new Promise<void>((resolve) => {
         job.worker.on('message', (message: JobMessage) => {
@@ -176,4 +176,16 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   const cause = failures[0]?.error
   if (cause !== undefined) throw new PlugcheckError(cause.message, cause.exitCode, cause.hint)
   return jobs.map((j) => j.result!.exitCode).find((code) => code !== exitCodes.ok) ?? exitCodes.ok
+}
+
+/**
+ * The job's thread. Run from the TypeScript sources (bin/plugcheck.js loads them through tsx), the
+ * worker registers tsx itself first: module hooks registered in the main thread do not reach workers.
+ */
+function startWorker(data: JobData): Worker {
+  const entry = new URL(`./job-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url)
+  if (!entry.pathname.endsWith('.ts')) return new Worker(entry, { workerData: data })
+  const tsx = import.meta.resolve('tsx/esm/api')
+  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry.href)}) })`
+  return new Worker(boot, { eval: true, workerData: data })
 }

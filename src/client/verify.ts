@@ -497,7 +497,7 @@ export function renderReport(report: VerifyReport): string {
     const failed = tested.filter((r) => r.verdict === 'fail')
     const controlFailed = controls.filter((r) => r.verdict === 'fail')
     if (report.verdict === 'fail') {
-      const parts = failed.length > 0 ? [`${failed.map(methodLabel).join(', ')} lost acknowledged data (${failed.length} of ${tested.length} tested methods)`] : []
+      const parts = failed.length > 0 ? [`${failed.map(methodLabel).join(', ')} lost acknowledged data (${failed.length} of ${tested.length} tested ${runsWord(tested)})`] : []
       if (controlFailed.length > 0) parts.push("the control's (none) file, created and fsynced before any record, is gone or replaced")
       lines.push(`FAIL: ${parts.join('; ')}.`)
     } else if (report.verdict === 'inconclusive') {
@@ -509,8 +509,8 @@ export function renderReport(report: VerifyReport): string {
     } else {
       lines.push(
         controls.length > 0
-          ? `PASS: every acknowledged record of ${tested.length === 1 ? 'the tested method' : `all ${tested.length} tested methods`} survived, and the control lost records: the cut was real.`
-          : `PASS: every acknowledged record of all ${tested.length} methods survived.`,
+          ? `PASS: every acknowledged record of ${tested.length === 1 ? 'the tested method' : `all ${tested.length} tested ${runsWord(tested)}`} survived, and the control lost records: the cut was real.`
+          : `PASS: every acknowledged record of all ${tested.length} ${runsWord(tested)} survived.`,
       )
     }
   }
@@ -522,6 +522,11 @@ export function renderReport(report: VerifyReport): string {
     )
   }
   return lines.join('\n') + '\n'
+}
+
+/** 'methods', or 'runs' when one method ran several times (write --jobs N: one run per job). */
+function runsWord(runs: readonly RunReport[]): string {
+  return new Set(runs.map(methodLabel)).size === runs.length ? 'methods' : 'runs'
 }
 
 function methodLabel(r: RunReport): string {
