@@ -90,8 +90,8 @@ const linuxNodeVariables = new Set(['NODE_OPTIONS', 'NODE_V8_COVERAGE', 'NODE_PA
  * parent's spawn hooks (a test runner's coverage) put NODE_OPTIONS back into any child's environment,
  * after wineEnv has removed it.
  */
-function nodeExeCommand(nodeArgs: readonly string[]): [string, string[]] {
-  return ['/usr/bin/env', [...[...linuxNodeVariables].flatMap((name) => ['-u', name]), wine64(), nodeExePath(), ...nodeArgs]]
+function nodeExeCommand(nodeArgs: readonly string[], program: string = nodeExePath()): [string, string[]] {
+  return ['/usr/bin/env', [...[...linuxNodeVariables].flatMap((name) => ['-u', name]), wine64(), program, ...nodeArgs]]
 }
 
 function log(text: string): void {
@@ -331,6 +331,8 @@ export interface WineRunOptions {
   cwd?: string
   timeoutMs?: number
   env?: NodeJS.ProcessEnv
+  /** The Windows program to run: node.exe unless this names another (a single executable). */
+  program?: string
 }
 
 export interface WineRunResult {
@@ -375,7 +377,7 @@ class FileCapture {
 
 /** Starts node.exe under Wine on the capture's files; resolves with its exit once it has closed. */
 function startNodeExe(nodeArgs: readonly string[], capture: FileCapture, options: WineRunOptions, onTick?: () => void): { child: ChildProcess; done: Promise<{ code: number | null; signal: NodeJS.Signals | null; timedOut: boolean }> } {
-  const [file, args] = nodeExeCommand(nodeArgs)
+  const [file, args] = nodeExeCommand(nodeArgs, options.program)
   const child = spawn(file, args, { cwd: options.cwd ?? repoRoot, env: wineEnv(options.env), stdio: ['ignore', capture.fds[0], capture.fds[1]] })
   let timedOut = false
   const timer = options.timeoutMs === undefined ? undefined : setTimeout(() => {

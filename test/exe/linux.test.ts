@@ -1,0 +1,123 @@
+/**
+ * The linux-x64 single executable (npm run build:exe) on a machine without node on PATH: demo in an
+ * empty directory, its first start unpacking into a fresh cache, damaged cache files rewritten
+ * before anything loads them, several executables unpacking at once, and a cache it cannot write.
+ */
+import { spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { tempDir } from '../fixtures/cli.js'
+import { builtExe, needsLinuxX64 } from './exe.js'
+
+interface ExeResult {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const exeTimeoutMs = 120_000
+
+/** The executable with only PATH (no node on it), HOME and XDG_CACHE_HOME in its environment. */
+function runExe(exe: string, args: readonly string[], options: { cwd: string; cache: string }): Promise<ExeResult> {
+  const env = { PATH: '/nonexistent', HOME: options.cwd, XDG_CACHE_HOME: options.cache }
+  const child = spawn(exe, args, { cwd: options.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const timer = setTimeout(() => child.kill('SIGKILL'), exeTimeoutMs)
+  return new Promise((resolve) => {
+    child.on('close', (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
+}
+
+/** The one unpacked directory under cache (its name is the manifest's hash). */
+function unpackedDir(cache: string): string {
+  const entries = readdirSync(join(cache, 'plugcheck'))
+  if (entries.length !== 1) throw new Error(`expected one unpacked directory, found ${entries.join(', ')}`)
+  return join(cache, 'plugcheck', entries[0]!)
+}
+
+function sha256(path: string): string {
+  return createHash('sha256').update(readFileSync(path)).digest('hex')
+}
+
+t.test('the linux-x64 single executable', needsLinuxX64(), async (t) => {
+  const exe = await builtExe('linux-x64')
+  const dir = tempDir(t, 'plugcheck-exe-')
+
+  t.test('demo in an empty directory, node not on PATH: unpacks into the cache and passes', async (t) => {
+    const cwd = join(dir, 'demo')
+    const cache = join(dir, 'demo-cache')
+    mkdirSync(cwd)
+    const result = await runExe(exe, ['demo', '--kill-after', '2'], { cwd, cache })
+    t.equal(result.code, 0, result.stderr)
+    t.match(result.stdout, /PASS: all [\d,]+ acknowledged records/)
+    t.same(readdirSync(cwd), [], 'nothing is left in the working directory')
+    t.same(readdirSync(unpackedDir(cache)).sort(), ['job-worker.mjs', 'koffi.node', 'msgpackr-extract.node', 'plugcheck.mjs', 'xxhash.node'])
+    const again = await runExe(exe, ['methods', '--json'], { cwd, cache })
+    t.equal(again.code, 0, again.stderr)
+    t.equal(again.stderr, '', 'a later start says nothing about unpacking')
+    t.equal(JSON.parse(again.stdout).platform, 'linux')
+  })
+
+  t.test('damaged cache files are rewritten before anything loads them', async (t) => {
+    const cwd = join(dir, 'damage')
+    const cache = join(dir, 'damage-cache')
+    mkdirSync(cwd)
+    t.equal((await runExe(exe, ['methods'], { cwd, cache })).code, 0)
+    const unpacked = unpackedDir(cache)
+    const koffi = join(unpacked, 'koffi.node')
+    const good = { koffi: sha256(koffi), bundle: sha256(join(unpacked, 'plugcheck.mjs')) }
+    // Either one, loaded, would end the run: a koffi.node that is no ELF file, a bundle that exits 97.
+    const bytes = readFileSync(koffi)
+    bytes[1] ^= 0xff
+    writeFileSync(koffi, bytes)
+    writeFileSync(join(unpacked, 'plugcheck.mjs'), 'process.exit(97)\n')
+    const result = await runExe(exe, ['methods', '--json'], { cwd, cache })
+    t.equal(result.code, 0, result.stderr)
+    t.match(result.stderr, /^plugcheck: the unpacked files in .* did not match this executable \(plugcheck\.mjs, koffi\.node\); unpacking them again\n$/)
+    t.equal(JSON.parse(result.stdout).platform, 'linux')
+    t.equal(sha256(koffi), good.koffi)
+    t.equal(sha256(join(unpacked, 'plugcheck.mjs')), good.bundle)
+  })
+
+  t.test('four executables starting at once on an empty cache, then on a damaged one', async (t) => {
+    const cwd = join(dir, 'race')
+    const cache = join(dir, 'race-cache')
+    mkdirSync(cwd)
+    const together = () => Promise.all(Array.from({ length: 4 }, () => runExe(exe, ['methods', '--json'], { cwd, cache })))
+    for (const result of await together()) {
+      t.equal(result.code, 0, result.stderr)
+      t.equal(JSON.parse(result.stdout).platform, 'linux')
+    }
+    const unpacked = unpackedDir(cache)
+    t.same(readdirSync(join(cache, 'plugcheck')), [unpacked.split('/').pop()], 'no staging directory is left')
+    writeFileSync(join(unpacked, 'koffi.node'), 'damaged')
+    for (const result of await together()) t.equal(result.code, 0, result.stderr)
+    t.same(readdirSync(unpacked).filter((name) => name.startsWith('.')), [], 'no temporary file is left')
+  })
+
+  t.test('a cache it cannot create: exit 3 with one line and a hint', async (t) => {
+    const cwd = join(dir, 'nocache')
+    mkdirSync(cwd)
+    const notADirectory = join(dir, 'a-file')
+    writeFileSync(notADirectory, '')
+    const result = await runExe(exe, ['methods'], { cwd, cache: notADirectory })
+    t.equal(result.code, 3)
+    t.match(result.stderr, /^plugcheck: could not unpack its native modules under .*a-file\/plugcheck: ENOTDIR .*\nhint: set XDG_CACHE_HOME to a writable directory\n$/)
+  })
+
+  t.test('agent --print-service names the executable alone, without a script', async (t) => {
+    const cwd = join(dir, 'agent')
+    mkdirSync(cwd)
+    const result = await runExe(exe, ['agent', '--server', '127.0.0.1:5400', '--file', join(cwd, 'data'), '--print-service', 'systemd'], { cwd, cache: join(dir, 'demo-cache') })
+    t.equal(result.code, 0, result.stderr)
+    t.match(result.stdout, `\nExecStart=${exe} agent --server 127.0.0.1:5400 --file ${join(cwd, 'data')}\n`)
+  })
+})
