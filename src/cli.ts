@@ -1,177 +1,28 @@
 /**
- * The command line: yargs parses, zod validates, one function per command runs and returns an exit
- * code. Nothing here calls process.exit (src/bin.ts does, once).
+ * The command line: yargs parses, zod validates (cli-args.ts), one function per command runs and
+ * returns an exit code. Nothing here calls process.exit (src/bin.ts does, once).
  */
 import { writeSync } from 'node:fs'
 import { resolve } from 'node:path'
 import yargs, { type Argv } from 'yargs'
-import { z } from 'zod'
-import { runBench } from './bench/bench.js'
-import { runDemo } from './client/demo.js'
-import { parseEndpoint } from './client/endpoint.js'
-import { runVerify } from './client/verify.js'
-import { runWrite, type Io, type WriteOptions } from './client/writer.js'
+import type { Io } from './client/writer.js'
 import { PlugcheckError, exitCodes, usageError } from './errors.js'
-import { isMethodName, methodNames, type MethodName } from './native/registry.js'
-import { campaignNameSchema, defaultPort } from './protocol/messages.js'
-import { patterns, runIdSchema } from './record/format.js'
-import { runListen } from './server/listen.js'
-import { runMethods } from './client/methods.js'
-import { runAgent } from './client/agent.js'
-import { runRuns } from './client/runs.js'
-import { runReport } from './report/report.js'
-import { parseSize } from './sizes.js'
+import { methodNames } from './native/methods.js'
+import { defaultPort } from './protocol/default-port.js'
+import { patterns } from './record/patterns.js'
 
-const endpointArg = z.string().transform((text, ctx) => {
-  const parsed = parseEndpoint(text)
-  if (typeof parsed === 'string') {
-    ctx.addIssue({ code: 'custom', message: parsed })
-    return z.NEVER
-  }
-  return parsed
-})
+/**
+ * The flag schemas, and each command's module, load when that command runs: `--help` and `--version`
+ * load yargs and the few constants their text shows, never zod, koffi or msgpackr (bench/startup.ts).
+ */
+const flagSchemas = () => import('./cli-args.js')
 
-const sizeArg = (flag: string) =>
-  z.union([z.string(), z.number()]).transform((value, ctx) => {
-    const bytes = typeof value === 'number' ? value : parseSize(value)
-    if (bytes === null || !Number.isSafeInteger(bytes) || bytes <= 0) {
-      ctx.addIssue({ code: 'custom', message: `${flag} ${value} is not a size (examples: 8192, 8k, 256MiB, 1G)` })
-      return z.NEVER
-    }
-    return bytes
-  })
-
-const methodsArg = z.string().transform((text, ctx) => {
-  const names = text.split(',').map((s) => s.trim()).filter(Boolean)
-  if (names.length === 0) ctx.addIssue({ code: 'custom', message: '--method is empty' })
-  for (const name of names) {
-    if (!isMethodName(name)) ctx.addIssue({ code: 'custom', message: `unknown method ${name} (known: ${methodNames.join(', ')})` })
-  }
-  return names as MethodName[]
-})
-
-/** --listener-timeout SECONDS, for write and verify: default 10. */
-export const listenerTimeoutArg = z
-  .number({ message: '--listener-timeout must be a number of seconds' })
-  .positive('--listener-timeout must be positive')
-  .max(3600, '--listener-timeout is at most 3600 seconds')
-  .transform((s) => Math.round(s * 1000))
-export const listenerTimeoutOption = {
+/** --listener-timeout SECONDS, for write, verify, agent and runs (validated in cli-args.ts). */
+const listenerTimeoutOption = {
   type: 'number',
   default: 10,
   describe: 'seconds to wait for the listener (connect, answers, recorded reports) before giving up',
 } as const
-
-const writeArgs = z.object({
-  server: endpointArg,
-  file: z.string().min(1).transform((p) => resolve(p)),
-  method: methodsArg,
-  direct: z.boolean(),
-  recordSize: sizeArg('--record-size'),
-  size: sizeArg('--size'),
-  pattern: z.enum(patterns),
-  duration: z.number().positive('--duration must be positive').optional(),
-  token: z.string().optional(),
-  force: z.boolean(),
-  traceFile: z.string().optional(),
-  listenerTimeout: listenerTimeoutArg,
-})
-
-const agentArgs = writeArgs
-  .omit({ duration: true, traceFile: true })
-  .extend({ printService: z.enum(['systemd', 'windows']).optional() })
-
-const verifyArgs = z
-  .object({
-    server: endpointArg.optional(),
-    acks: z.string().min(1).optional(),
-    file: z.string().min(1).transform((p) => resolve(p)),
-    run: runIdSchema.optional(),
-    json: z.boolean(),
-    token: z.string().optional(),
-    host: z.string().min(1).optional(),
-    listenerTimeout: listenerTimeoutArg,
-  })
-  .refine((a) => (a.server === undefined) !== (a.acks === undefined), { message: 'give exactly one of --server HOST[:PORT] or --acks DIR' })
-
-/** --cut-after MIN-MAX in seconds ("30-90", "45"). */
-const cutAfterArg = z.string().transform((text, ctx) => {
-  const match = /^(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?$/.exec(text.trim())
-  const min = match === null ? NaN : Number(match[1])
-  const max = match === null ? NaN : Number(match[2] ?? match[1])
-  if (!Number.isFinite(min) || !Number.isFinite(max) || max < min || max > 86_400) {
-    ctx.addIssue({ code: 'custom', message: `--cut-after ${text}: give MIN-MAX seconds after the writer is steady, e.g. 30-90 (at most 86400)` })
-    return z.NEVER
-  }
-  return [min, max] as [number, number]
-})
-
-const listenArgs = z
-  .object({
-    host: z.string().min(1),
-    port: z.number().int().min(0).max(65535),
-    dir: z.string().min(1),
-    token: z.string().optional(),
-    maxConnections: z.number().int('--max-connections must be a whole number').min(1, '--max-connections must be at least 1').max(1_000_000),
-    events: z.string().min(1).optional(),
-    campaign: campaignNameSchema.optional(),
-    cycles: z.number().int('--cycles must be a whole number').min(1, '--cycles must be at least 1').max(100_000).optional(),
-    cutCommand: z.string().min(1).max(4096).optional(),
-    cutAfter: cutAfterArg.optional(),
-    rebootTimeout: z.number().positive('--reboot-timeout must be positive').max(86_400).optional(),
-    seed: z.number().int().nonnegative().max(2 ** 32 - 1).optional(),
-  })
-  .superRefine((a, ctx) => {
-    const campaignFlags = [a.cycles, a.cutCommand, a.cutAfter, a.rebootTimeout, a.seed].some((v) => v !== undefined)
-    if (a.campaign === undefined && campaignFlags) ctx.addIssue({ code: 'custom', message: '--cycles, --cut-command, --cut-after, --reboot-timeout and --seed need --campaign NAME' })
-    if (a.campaign !== undefined && (a.cutCommand === undefined || a.cutAfter === undefined)) {
-      ctx.addIssue({ code: 'custom', message: '--campaign needs --cut-command CMD and --cut-after MIN-MAX' })
-    }
-  })
-
-const runsArgs = z.object({
-  server: endpointArg,
-  json: z.boolean(),
-  token: z.string().optional(),
-  campaign: campaignNameSchema.optional(),
-  listenerTimeout: listenerTimeoutArg,
-})
-
-const reportArgs = z.object({
-  dir: z.string().min(1).transform((p) => resolve(p)),
-  campaign: z.array(campaignNameSchema).optional(),
-  json: z.boolean(),
-  html: z.string().min(1).transform((p) => resolve(p)).optional(),
-})
-
-const demoArgs = z.object({
-  method: methodsArg.refine((m) => m.length === 1, { message: 'demo takes one --method' }),
-  killAfter: z.number().positive().max(600),
-  json: z.boolean(),
-})
-
-/** --record-size for bench: whole sectors, and two records must fit the 16 MiB test region many times over. */
-const benchRecordSizeBytesMax = 1024 * 1024
-const benchArgs = z.object({
-  file: z.string().min(1).optional(),
-  secs: z.number({ message: '--secs must be a number of seconds' }).positive('--secs must be positive').max(3600, '--secs is at most 3600 per test'),
-  recordSize: sizeArg('--record-size').refine((bytes) => bytes % 512 === 0 && bytes <= benchRecordSizeBytesMax, {
-    message: `--record-size must be a multiple of 512 bytes, at most ${benchRecordSizeBytesMax / 1024} KiB`,
-  }),
-  json: z.boolean(),
-})
-
-const methodsArgs = z.object({ json: z.boolean() })
-
-function validated<T>(schema: z.ZodType<T>, args: unknown): T {
-  const parsed = schema.safeParse(args)
-  if (!parsed.success) {
-    const flag = (key: PropertyKey): string => `--${String(key).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
-    const messages = parsed.error.issues.map((i) => (i.path.length > 0 && !/^(--|unknown method)/.test(i.message) ? `${flag(i.path[0]!)}: ${i.message}` : i.message))
-    throw usageError(messages.join('; '))
-  }
-  return parsed.data
-}
 
 export const processIo: Io = {
   out: (text) => void process.stdout.write(text),
@@ -196,22 +47,6 @@ function writeNow(fd: number, text: string): void {
   }
 }
 
-/** What `write` and `agent` share, from their validated flags. */
-function writeOptionsOf(a: z.infer<typeof agentArgs>): Omit<WriteOptions, 'durationS' | 'traceFile'> {
-  return {
-    server: a.server,
-    file: a.file,
-    methods: a.method,
-    direct: a.direct,
-    recordSizeBytes: a.recordSize,
-    sizeBytes: a.size,
-    pattern: a.pattern,
-    force: a.force,
-    listenerTimeoutMs: a.listenerTimeout,
-    ...(a.token === undefined ? {} : { token: a.token }),
-  }
-}
-
 /** The options of a write, shared by `write` and `agent` (which writes the next cycle with them). */
 function writeOptions<T>(y: Argv<T>) {
   return y
@@ -225,6 +60,7 @@ function writeOptions<T>(y: Argv<T>) {
     .option('token', { type: 'string', describe: 'the listener\'s --token' })
     .option('force', { type: 'boolean', default: false, describe: 'replace a file that is not a plugcheck data file' })
     .option('listener-timeout', listenerTimeoutOption)
+    .option('jobs', { type: 'number', default: 1, describe: 'writer threads, each with its own data file (PATH.jobK), run and connection; verify judges them together' })
 }
 
 export async function main(argv: readonly string[], io: Io = processIo): Promise<number> {
@@ -256,9 +92,10 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('reboot-timeout', { type: 'number', describe: 'campaign: seconds to wait for the agent after a cut (default 600)' })
           .option('seed', { type: 'number', describe: 'campaign: seed of the cut moments (default: random, logged)' }),
       (args) => {
-        const a = validated(listenArgs, args)
-        run = () =>
-          runListen(
+        run = async () => {
+          const a = (await flagSchemas()).validate('listen', args)
+          const { runListen } = await import('./server/listen.js')
+          return runListen(
             {
               host: a.host,
               port: a.port,
@@ -281,6 +118,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
             },
             io,
           )
+        }
       },
     )
     .command(
@@ -291,9 +129,11 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('duration', { type: 'number', describe: 'seconds to run (default: until killed)' })
           .option('trace-file', { type: 'string', hidden: true, describe: 'lab/bench: log each completed sync to this side file' }),
       (args) => {
-        const a = validated(writeArgs, args)
-        run = () =>
-          runWrite(
+        run = async () => {
+          const { validate, writeOptionsOf } = await flagSchemas()
+          const a = validate('write', args)
+          const { runWrite } = await import('./client/writer.js')
+          return runWrite(
             {
               ...writeOptionsOf(a),
               ...(a.duration === undefined ? {} : { durationS: a.duration }),
@@ -301,6 +141,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
             },
             io,
           )
+        }
       },
     )
     .command(
@@ -312,13 +153,16 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           describe: 'print a systemd unit or a Windows scheduled task that starts this agent at boot, and exit',
         }),
       (args) => {
-        const a = validated(agentArgs, args)
-        run = () =>
-          runAgent(
+        run = async () => {
+          const { validate, writeOptionsOf } = await flagSchemas()
+          const a = validate('agent', args)
+          const { runAgent } = await import('./client/agent.js')
+          return runAgent(
             { ...writeOptionsOf(a), ...(a.printService === undefined ? {} : { printService: a.printService }) },
             process.argv.slice(2),
             io,
           )
+        }
       },
     )
     .command(
@@ -335,9 +179,10 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('host', { type: 'string', describe: 'host name the writer ran on (default: this machine)' })
           .option('listener-timeout', listenerTimeoutOption),
       (args) => {
-        const a = validated(verifyArgs, args)
-        run = () =>
-          runVerify(
+        run = async () => {
+          const a = (await flagSchemas()).validate('verify', args)
+          const { runVerify } = await import('./client/verify.js')
+          return runVerify(
             {
               source: a.server !== undefined ? { server: a.server } : { acksDir: resolve(a.acks!) },
               file: a.file,
@@ -349,6 +194,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
             },
             io,
           )
+        }
       },
     )
     .command(
@@ -360,8 +206,11 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('kill-after', { type: 'number', default: 3, describe: 'seconds before the writer is killed' })
           .option('json', { type: 'boolean', default: false, describe: "print verify's JSON" }),
       (args) => {
-        const a = validated(demoArgs, args)
-        run = () => runDemo({ method: a.method[0]!, killAfterS: a.killAfter, json: a.json }, io)
+        run = async () => {
+          const a = (await flagSchemas()).validate('demo', args)
+          const { runDemo } = await import('./client/demo.js')
+          return runDemo({ method: a.method[0]!, killAfterS: a.killAfter, json: a.json }, io)
+        }
       },
     )
     .command(
@@ -374,8 +223,11 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('record-size', { type: 'string', default: '8192', describe: 'bytes per write, a multiple of 512' })
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' }),
       (args) => {
-        const a = validated(benchArgs, args)
-        run = () => runBench({ secsPerTest: a.secs, recordSizeBytes: a.recordSize, json: a.json, ...(a.file === undefined ? {} : { file: a.file }) }, io)
+        run = async () => {
+          const a = (await flagSchemas()).validate('bench', args)
+          const { runBench } = await import('./bench/bench.js')
+          return runBench({ secsPerTest: a.secs, recordSizeBytes: a.recordSize, json: a.json, ...(a.file === undefined ? {} : { file: a.file }) }, io)
+        }
       },
     )
     .command(
@@ -389,12 +241,14 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('token', { type: 'string', describe: "the listener's --token" })
           .option('listener-timeout', listenerTimeoutOption),
       (args) => {
-        const a = validated(runsArgs, args)
-        run = () =>
-          runRuns(
+        run = async () => {
+          const a = (await flagSchemas()).validate('runs', args)
+          const { runRuns } = await import('./client/runs.js')
+          return runRuns(
             { server: a.server, json: a.json, listenerTimeoutMs: a.listenerTimeout, ...(a.token === undefined ? {} : { token: a.token }), ...(a.campaign === undefined ? {} : { campaign: a.campaign }) },
             io,
           )
+        }
       },
     )
     .command(
@@ -407,8 +261,11 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
           .option('html', { type: 'string', describe: 'also write a self-contained HTML report to this file' }),
       (args) => {
-        const a = validated(reportArgs, args)
-        run = () => runReport({ dir: a.dir, json: a.json, ...(a.campaign === undefined ? {} : { campaigns: a.campaign }), ...(a.html === undefined ? {} : { htmlFile: a.html }) }, io)
+        run = async () => {
+          const a = (await flagSchemas()).validate('report', args)
+          const { runReport } = await import('./report/report.js')
+          return runReport({ dir: a.dir, json: a.json, ...(a.campaign === undefined ? {} : { campaigns: a.campaign }), ...(a.html === undefined ? {} : { htmlFile: a.html }) }, io)
+        }
       },
     )
     .command(
@@ -416,8 +273,11 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
       "this platform's sync methods: available or not and why, the calls each makes, what --direct does",
       (y) => y.option('json', { type: 'boolean', default: false, describe: 'print one JSON document' }),
       (args) => {
-        const a = validated(methodsArgs, args)
-        run = async () => runMethods({ json: a.json }, io)
+        run = async () => {
+          const a = (await flagSchemas()).validate('methods', args)
+          const { runMethods } = await import('./client/methods.js')
+          return runMethods({ json: a.json }, io)
+        }
       },
     )
     .demandCommand(1, 'give a command: listen, write, verify, agent, runs, report, bench, demo or methods')

@@ -18,7 +18,7 @@ import { runIdSchema, runMetaSchema } from '../record/format.js'
  * 3: campaigns: steady, verdict, list and campaign-query; run carries an optional campaign tag.
  */
 export const protocolVersion = 3
-export const defaultPort = 5400
+export { defaultPort } from './default-port.js'
 
 /**
  * No writer produces records faster than this (tmpfs, the fastest case, reaches ~40k/s). Seqs beyond

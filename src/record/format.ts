@@ -39,6 +39,7 @@ import { xxh64 } from './checksum.js'
 import { pack, unpack } from 'msgpackr'
 import { z } from 'zod'
 import { methodNames } from '../native/methods.js'
+import { patterns, type Pattern } from './patterns.js'
 
 export const sectorBytes = 512
 export const formatVersion = 1
@@ -48,8 +49,7 @@ export const recordMagic = 0x31524350 // "PCR1" little endian
 export const stampBytes = 24
 export const writeTimeOffset = 48
 export const checksumBytes = 8
-export const patterns = ['append', 'overwrite'] as const
-export type Pattern = (typeof patterns)[number]
+export { patterns, type Pattern }
 
 export const runIdSchema = z.string().regex(/^[0-9a-f]{16}$/, 'a run id is 16 lower-case hex digits')
 
