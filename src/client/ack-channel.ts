@@ -15,6 +15,7 @@ import { nativePort, type AckSocket } from '../native/index.js'
 import { PlugcheckError, describeSystemError, runtimeError } from '../errors.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, startsWithListenerFrame } from './listener-errors.js'
+import { AckPump } from './ack-pump.js'
 
 /** Default bound on connect, every send and every wait for an answer (`--listener-timeout`). */
 export const listenerTimeoutMs = 10_000
@@ -30,6 +31,8 @@ export class AckChannel {
   /** Highest seq the listener has reported durable, per run. */
   readonly recordedThrough = new Map<string, number>()
   private socket: AckSocket | undefined
+  /** Once startPump() ran (POSIX): every frame leaves through the pump thread, in order (ack-pump.ts). */
+  private pump: AckPump | undefined
 
   private constructor(
     socket: AckSocket,
@@ -87,8 +90,23 @@ export class AckChannel {
     this.send({ type: 'end', runId, reason, ...(detail === undefined ? {} : { detail }) })
   }
 
+  /**
+   * From now on frames leave through a second thread, so the write loop does not wait for send().
+   * Only where the socket is a plain descriptor (POSIX); elsewhere frames keep leaving inline.
+   */
+  startPump(): void {
+    const fd = this.live().fd
+    if (this.pump === undefined && fd !== undefined) this.pump = AckPump.start(fd, this.timeoutMs)
+  }
+
   /** Takes in whatever the listener sent, without blocking. Throws on an error frame or a closed connection. */
   poll(): void {
+    const failure = this.pump?.failed()
+    if (failure !== undefined) this.lostConnection(failure)
+    this.receiveNow()
+  }
+
+  private receiveNow(): void {
     for (;;) {
       let n: number
       try {
@@ -105,6 +123,7 @@ export class AckChannel {
   /** Waits until the listener reports every given run durable through its seq; false on time-out. */
   waitRecorded(throughSeqs: ReadonlyMap<string, number>, timeoutMs: number): boolean {
     const deadline = Date.now() + timeoutMs
+    this.flushPump()
     const done = (): boolean => [...throughSeqs].every(([runId, seq]) => (this.recordedThrough.get(runId) ?? 0) >= seq)
     while (!done()) {
       const leftMs = deadline - Date.now()
@@ -120,7 +139,11 @@ export class AckChannel {
   }
 
   close(): void {
-    this.socket?.close()
+    // The descriptor is closed only once the pump is done with it (else it is left to the exit):
+    // a late write must never reach a descriptor number reused for a data file.
+    const pumpDone = this.pump?.stop() ?? true
+    this.pump = undefined
+    if (pumpDone) this.socket?.close()
     this.socket = undefined
   }
 
@@ -134,12 +157,28 @@ export class AckChannel {
   }
 
   private sendFrame(frame: Buffer): void {
+    const socket = this.live()
     try {
-      this.live().sendAll(frame)
+      if (this.pump !== undefined && frame.length <= AckPump.frameBytesMax) return this.pump.push(frame)
+      this.pump?.flush() // a frame too big for the ring leaves inline, after what the ring holds
+      socket.sendAll(frame)
     } catch (error) {
-      this.poll() // the listener may have said why before closing
-      throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
+      this.lostConnection(error)
     }
+  }
+
+  /** Waits until the pump has written every queued frame. */
+  private flushPump(): void {
+    try {
+      this.pump?.flush()
+    } catch (error) {
+      this.lostConnection(error)
+    }
+  }
+
+  private lostConnection(error: unknown): never {
+    this.receiveNow() // the listener may have said why before closing
+    throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
   }
 
   private waitFor<T extends ServerMessage['type']>(type: T): Extract<ServerMessage, { type: T }> {

@@ -321,6 +321,7 @@ const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmedi
 async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, io: Io, timeoutMs: number): Promise<number> {
   const trace = options.traceFile === undefined ? undefined : new TraceLog(options.traceFile)
   const signals = catchStopSignals()
+  channel.startPump() // acks leave from a second thread from here on: the loop only queues them
   const startMs = performance.now()
   const endMs = options.durationS === undefined ? Infinity : startMs + options.durationS * 1000
   let nextHousekeepingMs = startMs + housekeepingIntervalMs
@@ -356,7 +357,7 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
       // The sync covering `seq` has returned. Between here and the ack leaving only what must be:
       run.syncedSeq = seq // so a summary after a failed send counts the record as synced
       trace?.completed(run.key, seq) // lab: first, so ack coverage counts every sync completed before a cut
-      channel.ack(run.meta.runId, seq, seq) // blocking send(): the ack is on the wire when this returns
+      channel.ack(run.meta.runId, seq, seq) // queued for the pump thread, which writes it at once (or with the next write, if one is under way)
       run.lastSeq = seq
       if (offsetBytes + run.meta.recordSizeBytes > run.endBytes) run.endBytes = offsetBytes + run.meta.recordSizeBytes
       const afterMs = performance.now()
