@@ -162,8 +162,14 @@ function sha256(path: string): string {
   return createHash('sha256').update(readFileSync(path)).digest('hex')
 }
 
-function postjectInject(): (file: string, name: string, data: Buffer, options: { sentinelFuse: string }) => Promise<void> {
-  return (createRequire(import.meta.url)('postject') as { inject: ReturnType<typeof postjectInject> }).inject
+/**
+ * postject in a child process: its ELF and PE editor prints warnings on the process's own stderr
+ * (unknown note sections, the removed Authenticode signature), shown here only when it fails.
+ */
+function postjectInject(exe: string, blob: string): void {
+  const cli = createRequire(import.meta.url).resolve('postject/dist/cli.js')
+  const result = spawnSync(process.execPath, [cli, exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', seaFuse], { encoding: 'utf8' })
+  if (result.status !== 0) throw new Error(`postject failed (exit ${result.status ?? result.signal}): ${result.stdout}${result.stderr}`.trim())
 }
 
 export interface BuiltExe {
@@ -198,7 +204,7 @@ export async function buildExe(target: ExeTarget, outDir: string = defaultOutDir
     const exe = join(work, exeName(target))
     copyFileSync(node, exe)
     chmodSync(exe, 0o755)
-    await postjectInject()(exe, 'NODE_SEA_BLOB', readFileSync(config.output), { sentinelFuse: seaFuse })
+    postjectInject(exe, config.output)
     const path = join(outDir, exeName(target))
     renameSync(exe, path)
     return { target, path, sizeBytes: readFileSync(path).length, buildSeconds: (performance.now() - startedMs) / 1000 }
