@@ -17,8 +17,11 @@ import type { AckSpan, StoredRun } from '../protocol/messages.js'
 import { Classifier, runLayout, type SlotVerdict } from '../record/classify.js'
 import { decodeSuperblock, runKey, slotOf, slotOffsetBytes, type RunKey, type RunMeta, type SuperblockReading } from '../record/format.js'
 import { describeSystemError, runtimeError } from '../errors.js'
+import { readAhead, type ChunkRequest } from './read-ahead.js'
 
-const readChunkBytes = 4 * 1024 * 1024
+/** Large reads, several in flight (read-ahead.ts): the disk streams while the previous chunk is checked. */
+const readChunkBytes = 16 * 1024 * 1024
+const readsInFlight = 2
 /** Per-record detail lists and lostRanges are capped; counts are always exact. */
 export const detailListLimit = 1000
 /**
@@ -257,7 +260,7 @@ interface BulkLoss {
 
 // --- judging -------------------------------------------------------------------------------------
 
-export function judgeRun(run: StoredRun, options: JudgeOptions = {}): RunReport {
+export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Promise<RunReport> {
   const meta = run.meta
   const key = runKey(meta.runId)
   const recordSize = meta.recordSizeBytes
@@ -329,31 +332,27 @@ export function judgeRun(run: StoredRun, options: JudgeOptions = {}): RunReport 
       const firstSlotPastEnd = Math.max(0, Math.ceil(fileSizeBytes / recordSize) - 1)
       const readLimit = Math.min(plan.slotLimit, firstSlotPastEnd)
       const classifier = new Classifier(key, recordSize, runLayout(meta, nowMs))
-      const chunk = Buffer.alloc(readChunkBytes - (readChunkBytes % recordSize) || recordSize)
-      const slotsPerChunk = chunk.length / recordSize
-      for (let firstSlot = 0; firstSlot < readLimit; firstSlot += slotsPerChunk) {
-        const lastSlot = Math.min(readLimit, firstSlot + slotsPerChunk) - 1
-        let any = false
-        for (let s = firstSlot; s <= lastSlot && !any; s++) any = plan.lastAcked(s) > 0
-        if (!any) continue
-        const chunkOffset = slotOffsetBytes(recordSize, firstSlot)
-        const got = readFully(fd, chunk, (lastSlot - firstSlot + 1) * recordSize, chunkOffset, meta.path)
+      const chunkBytes = readChunkBytes - (readChunkBytes % recordSize) || recordSize
+      for await (const { request, bytes: chunk } of readAhead(fd, meta.path, chunksToRead(plan, recordSize, readLimit, chunkBytes), chunkBytes, readsInFlight)) {
+        const { firstSlot, lastSlot, offsetBytes: chunkOffset } = request
+        const got = chunk.length
         for (let slot = firstSlot; slot <= lastSlot; slot++) {
           const seq = plan.lastAcked(slot)
           if (seq === 0) continue
           const start = (slot - firstSlot) * recordSize
           const bytes = chunk.subarray(start, Math.max(start, Math.min(got, start + recordSize)))
           const verdict: SlotVerdict = classifier.classify(bytes, slot, seq)
-          const finding = (): RecordFinding => ({ seq, slot, offsetBytes: chunkOffset + start, lengthBytes: recordSize, detail: verdict.detail })
+          if (verdict.kind === 'intact') {
+            intact++
+            maxSurvivingSeq = Math.max(maxSurvivingSeq, verdict.foundSeq ?? seq)
+            continue
+          }
+          const finding: RecordFinding = { seq, slot, offsetBytes: chunkOffset + start, lengthBytes: recordSize, detail: verdict.detail }
           switch (verdict.kind) {
-            case 'intact':
-              intact++
-              maxSurvivingSeq = Math.max(maxSurvivingSeq, verdict.foundSeq ?? seq)
-              break
             case 'interrupted':
               interruptedCount++
               maxSurvivingSeq = Math.max(maxSurvivingSeq, seq)
-              if (interrupted.length < detailListLimit) interrupted.push(finding())
+              if (interrupted.length < detailListLimit) interrupted.push(finding)
               break
             case 'lost':
               lostCount++
@@ -362,12 +361,12 @@ export function judgeRun(run: StoredRun, options: JudgeOptions = {}): RunReport 
             case 'torn':
               tornCount++
               failed.push(seq, tornCode)
-              if (torn.length < detailListLimit) torn.push(finding())
+              if (torn.length < detailListLimit) torn.push(finding)
               break
             case 'corrupt':
               corruptCount++
               failed.push(seq, corruptCode)
-              if (corrupt.length < detailListLimit) corrupt.push(finding())
+              if (corrupt.length < detailListLimit) corrupt.push(finding)
               break
           }
         }
@@ -418,6 +417,22 @@ export function judgeRun(run: StoredRun, options: JudgeOptions = {}): RunReport 
     corruptRecords: corrupt,
     interruptedRecords: interrupted,
     reordering,
+  }
+}
+
+interface SlotChunk extends ChunkRequest {
+  readonly firstSlot: number
+  readonly lastSlot: number
+}
+
+/** Whole-record chunks of slots [0, readLimit), skipping those without an acknowledged seq to judge. */
+function* chunksToRead(plan: SlotPlan, recordSize: number, readLimit: number, chunkBytes: number): Generator<SlotChunk> {
+  const slotsPerChunk = chunkBytes / recordSize
+  for (let firstSlot = 0; firstSlot < readLimit; firstSlot += slotsPerChunk) {
+    const lastSlot = Math.min(readLimit, firstSlot + slotsPerChunk) - 1
+    let any = false
+    for (let s = firstSlot; s <= lastSlot && !any; s++) any = plan.lastAcked(s) > 0
+    if (any) yield { firstSlot, lastSlot, offsetBytes: slotOffsetBytes(recordSize, firstSlot), lengthBytes: (lastSlot - firstSlot + 1) * recordSize }
   }
 }
 

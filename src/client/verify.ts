@@ -173,7 +173,9 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
   for (const run of runs) checkFileSystemPresent(run)
   checkGroupComplete(runs, source)
 
-  const reports = runs.map((run) => judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
+  const reports: RunReport[] = []
+  // One file at a time: each judge streams its file with a fixed set of buffers.
+  for (const run of runs) reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
   notes.push(...methodCaveats(runs))
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
   return { report, exitCode: report.verdict === 'pass' ? exitCodes.ok : report.verdict === 'fail' ? exitCodes.lossFound : exitCodes.inconclusive }

@@ -53,6 +53,7 @@ import {
   type Pattern,
   type RunKey,
 } from './format.js'
+import { WholeRecordCheck } from './scan.js'
 
 export type SectorReading =
   | { readonly kind: 'absent' | 'zero' | 'foreign' }
@@ -93,19 +94,26 @@ export function runLayout(meta: { pattern: Pattern; slotCount: number; createdMs
   }
 }
 
-/** Reusable buffers so classifying millions of slots does not allocate per slot. */
+/**
+ * Reusable buffers so classifying millions of slots does not allocate per slot. A slot holding one
+ * whole record of ours is recognised first by WholeRecordCheck (no regeneration); everything else
+ * takes the path described above. `fastPath: false` skips the first step (the reference in tests).
+ */
 export class Classifier {
   private readonly expected: Buffer
   private readonly sectorCount: number
   private regeneratedSeq = -1
+  private readonly whole: WholeRecordCheck | null
 
   constructor(
     private readonly key: RunKey,
     private readonly recordSizeBytes: number,
     private readonly layout: RunLayout,
+    options: { readonly fastPath?: boolean } = {},
   ) {
     this.expected = Buffer.alloc(recordSizeBytes)
     this.sectorCount = recordSizeBytes / sectorBytes
+    this.whole = options.fastPath === false ? null : new WholeRecordCheck(key, recordSizeBytes, layout.pattern, layout.slotCount)
   }
 
   /** The slot record seq is written to. */
@@ -115,15 +123,14 @@ export class Classifier {
 
   /** bytes: what the file holds at the slot (shorter than a record when the file ends inside it). */
   classify(bytes: Buffer, slot: number, ackedSeq: number): SlotVerdict {
+    const checked = this.whole?.seqOf(bytes, slot) ?? null
+    if (checked !== null) return wholeVerdict(checked, ackedSeq)
     const whole = this.wholeRecordSeq(bytes, slot)
     if (whole !== null) {
       if (!recordChecksumValid(bytes)) {
         return { kind: 'corrupt', foundSeq: whole, detail: `record ${whole}: payload intact but write time or checksum field damaged (checksum mismatch)` }
       }
-      if (whole === ackedSeq) return { kind: 'intact', foundSeq: whole, detail: 'intact' }
-      return whole > ackedSeq
-        ? { kind: 'intact', foundSeq: whole, detail: `holds newer, never acknowledged record ${whole}` }
-        : { kind: 'lost', foundSeq: whole, detail: `holds older record ${whole}` }
+      return wholeVerdict(whole, ackedSeq)
     }
     const sectors = this.readSectors(bytes, slot)
     const garbage = sectors.findIndex((s) => s.kind === 'garbage')
@@ -229,6 +236,14 @@ export class Classifier {
       }
     }
   }
+}
+
+/** A whole record of seq found with a valid checksum, judged against the acknowledged seq. */
+function wholeVerdict(found: number, ackedSeq: number): SlotVerdict {
+  if (found === ackedSeq) return { kind: 'intact', foundSeq: found, detail: 'intact' }
+  return found > ackedSeq
+    ? { kind: 'intact', foundSeq: found, detail: `holds newer, never acknowledged record ${found}` }
+    : { kind: 'lost', foundSeq: found, detail: `holds older record ${found}` }
 }
 
 function describeLoss(sectors: readonly SectorReading[]): string {

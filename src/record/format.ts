@@ -227,6 +227,19 @@ function fillPayloadAndStamps(out: Buffer, key: RunKey, seq: number): void {
   }
 }
 
+/**
+ * What fillRecord puts in record seq's payload, for readers that compare without regenerating:
+ * sector k's 512 bytes are the pool's words [payloadWindowWord(payloadSeqKey(key, seq), k), +128)
+ * before the stamp, header and checksum overwrite their parts. (Same arithmetic as the fill above.)
+ */
+export function payloadSeqKey(key: RunKey, seq: number): number {
+  return fmix32(fmix32((seq >>> 0) ^ key.lo) ^ Math.imul(Math.floor(seq / 0x1_0000_0000) ^ key.hi, 0x9e3779b1))
+}
+
+export function payloadWindowWord(seqKey: number, sector: number): number {
+  return fmix32((seqKey + Math.imul(sector, 0x85ebca6b)) >>> 0) % poolWindowCount
+}
+
 export function recordChecksumValid(bytes: Buffer): boolean {
   const end = bytes.length - checksumBytes
   return xxh64(bytes.subarray(0, end)) === bytes.readBigUInt64LE(end)

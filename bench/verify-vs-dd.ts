@@ -1,0 +1,201 @@
+/**
+ * Verify vs dd: how fast `plugcheck verify` reads and judges a data file, against `dd` reading the
+ * same file into /dev/null, both from a cold page cache.
+ *
+ * The file is a real run: `plugcheck listen` (store on tmpfs) and `plugcheck write --method none
+ * --pattern append` until the file reaches --size, then SIGTERM (the run ends cleanly, every record
+ * acknowledged). Or reuse one with --file and --acks (the listener's directory). Rounds interleave
+ * (dd first in odd rounds, verify first in even ones) and the page cache is dropped before each
+ * timed command: as root `sync` + `echo 3 > /proc/sys/vm/drop_caches`, otherwise
+ * posix_fadvise(DONTNEED) on the data file through the native port (the bench says which).
+ *
+ * verify runs as the user runs it, `plugcheck verify --acks DIR --file FILE`, under /usr/bin/time
+ * for its peak RSS. Its wall time includes Node's start-up; the start-up alone is measured in each
+ * round (also cold) as a verify that finds no run, and "net" figures subtract it.
+ *
+ * Usage: node --import tsx bench/verify-vs-dd.ts [--dir DIR] [--size 4GiB] [--rounds 3]
+ *          [--file PATH --acks DIR] [--keep] [--bin PATH/bin/plugcheck.js] [--dd-direct]
+ */
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import { nativePort } from '../src/native/index.js'
+import { parseSize } from '../src/sizes.js'
+import { fileSystemName, median, plugcheckBin, runChild, startListenerProcess, table, tmpfsDir } from './common.js'
+
+const goalRatio = 0.9
+const fillPollMs = 100
+
+interface Round {
+  readonly ddS: number
+  readonly verifyS: number
+  readonly startupS: number
+  readonly verifyRssKiB: number
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      dir: { type: 'string', default: tmpdir() },
+      size: { type: 'string', default: '4GiB' },
+      rounds: { type: 'string', default: '3' },
+      file: { type: 'string' },
+      acks: { type: 'string' },
+      keep: { type: 'boolean', default: false },
+      bin: { type: 'string', default: plugcheckBin },
+      'dd-direct': { type: 'boolean', default: false },
+    },
+  })
+  const roundCount = Number(values.rounds)
+  if (!(roundCount >= 1)) throw new Error('--rounds must be >= 1')
+  if (values.acks !== undefined && values.file === undefined) throw new Error('--acks goes with --file')
+  const bin = resolve(values.bin)
+
+  let file: string
+  let acksDir: string
+  const cleanup: string[] = []
+  if (values.file !== undefined && values.acks !== undefined && existsSync(values.file)) {
+    file = resolve(values.file)
+    acksDir = resolve(values.acks)
+  } else {
+    file = values.file === undefined ? join(resolve(values.dir), `plugcheck-verify-bench-${process.pid}.dat`) : resolve(values.file)
+    acksDir = values.acks === undefined ? mkdtempSync(join(tmpfsDir, 'plugcheck-verify-bench-acks-')) : resolve(values.acks)
+    if (!values.keep && values.file === undefined) cleanup.push(file)
+    if (!values.keep && values.acks === undefined) cleanup.push(acksDir)
+    const sizeBytes = parseSize(values.size)
+    if (sizeBytes === null) throw new Error(`--size ${values.size} is not a size`)
+    await writeRun(bin, file, acksDir, sizeBytes)
+  }
+  const emptyAcks = mkdtempSync(join(tmpdir(), 'plugcheck-verify-bench-empty-'))
+  cleanup.push(emptyAcks)
+
+  try {
+    const sizeBytes = statSync(file).size
+    const gb = sizeBytes / 1e9
+    const drop = cacheDropper(file)
+    console.log(`file ${file} (${fileSystemName(file)}), ${(sizeBytes / 2 ** 30).toFixed(2)} GiB; page cache dropped with ${drop.how}`)
+    console.log(`verify: ${bin}; dd: bs=1M${values['dd-direct'] ? ' iflag=direct' : ''}`)
+    const rounds: Round[] = []
+    for (let r = 0; r < roundCount; r++) {
+      const timeDd = async (): Promise<number> => {
+        drop.run()
+        return timed(() => checkedRun('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M', ...(values['dd-direct'] ? ['iflag=direct'] : [])], [0]))
+      }
+      const timeVerify = async (): Promise<{ s: number; rssKiB: number }> => {
+        drop.run()
+        let rssKiB = 0
+        const s = await timed(async () => {
+          rssKiB = await verifyPeakRss(bin, acksDir, file)
+        })
+        return { s, rssKiB }
+      }
+      let ddS: number
+      let v: { s: number; rssKiB: number }
+      if (r % 2 === 0) {
+        ddS = await timeDd()
+        v = await timeVerify()
+      } else {
+        v = await timeVerify()
+        ddS = await timeDd()
+      }
+      drop.run()
+      const startupS = await timed(() => checkedRun(process.execPath, [bin, 'verify', '--acks', emptyAcks, '--file', file], [2]))
+      const round = { ddS, verifyS: v.s, startupS, verifyRssKiB: v.rssKiB }
+      rounds.push(round)
+      console.log(
+        `  round ${r + 1}: dd ${(gb / ddS).toFixed(2)} GB/s (${ddS.toFixed(2)} s), verify ${(gb / v.s).toFixed(2)} GB/s (${v.s.toFixed(2)} s, start-up ${startupS.toFixed(2)} s, ` +
+          `net ${(gb / (v.s - startupS)).toFixed(2)} GB/s), verify/dd ${(ddS / v.s).toFixed(3)}, net ${(ddS / (v.s - startupS)).toFixed(3)}, peak RSS ${(v.rssKiB / 1024).toFixed(0)} MiB`,
+      )
+    }
+    const ratios = rounds.map((r) => r.ddS / r.verifyS)
+    const netRatios = rounds.map((r) => r.ddS / (r.verifyS - r.startupS))
+    const spread = (xs: number[]): string => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`
+    console.log(`\n${(sizeBytes / 2 ** 30).toFixed(2)} GiB, ${roundCount} rounds, cold cache; medians over rounds`)
+    console.log(
+      table([
+        ['', 'dd GB/s', 'verify GB/s', 'verify/dd', 'range', 'net verify/dd', 'range', 'peak RSS', 'goal', 'met'],
+        [
+          'median',
+          median(rounds.map((r) => gb / r.ddS)).toFixed(2),
+          median(rounds.map((r) => gb / r.verifyS)).toFixed(2),
+          median(ratios).toFixed(3),
+          spread(ratios),
+          median(netRatios).toFixed(3),
+          spread(netRatios),
+          `${(Math.max(...rounds.map((r) => r.verifyRssKiB)) / 1024).toFixed(0)} MiB`,
+          `>= ${goalRatio}`,
+          median(ratios) >= goalRatio ? 'yes' : median(netRatios) >= goalRatio ? 'net only' : 'no',
+        ],
+      ]),
+    )
+    return 0
+  } finally {
+    for (const path of cleanup) rmSync(path, { recursive: true, force: true })
+  }
+}
+
+/** A real append run of --method none into file until it reaches sizeBytes, acks stored in acksDir. */
+async function writeRun(bin: string, file: string, acksDir: string, sizeBytes: number): Promise<void> {
+  console.log(`writing a ${(sizeBytes / 2 ** 30).toFixed(2)} GiB run to ${file} (acks in ${acksDir})`)
+  const listener = await startListenerProcess(acksDir)
+  try {
+    const args = [bin, 'write', '--server', `127.0.0.1:${listener.port}`, '--file', file, '--method', 'none', '--pattern', 'append', '--size', String(sizeBytes), '--duration', '86400', '--force']
+    const writer = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+    let output = ''
+    writer.stdout.setEncoding('utf8').on('data', (s: string) => (output += s))
+    const exited = new Promise<number | null>((done) => writer.once('exit', (code) => done(code)))
+    const poll = setInterval(() => {
+      if (existsSync(file) && statSync(file).size >= sizeBytes) writer.kill('SIGTERM') // by this child's pid; write ends the run cleanly
+    }, fillPollMs)
+    const code = await exited // 143: stopped by our SIGTERM, every ack recorded
+    clearInterval(poll)
+    if (code !== 0 && code !== 143) throw new Error(`plugcheck write exited ${code}:\n${output}`)
+    console.log(output.trim().split('\n').filter((l) => /records/.test(l)).join('\n'))
+  } finally {
+    await listener.stop()
+  }
+}
+
+/** Drops file's pages from the page cache: the whole cache as root, else posix_fadvise(DONTNEED). */
+function cacheDropper(file: string): { how: string; run(): void } {
+  const procFile = '/proc/sys/vm/drop_caches'
+  if (process.getuid?.() === 0 && existsSync(procFile)) {
+    return {
+      how: `sync; echo 3 > ${procFile}`,
+      run: () => {
+        if (spawnSync('sync', [], { stdio: 'ignore' }).status !== 0) throw new Error('sync failed')
+        writeFileSync(procFile, '3\n')
+      },
+    }
+  }
+  return {
+    how: 'posix_fadvise(POSIX_FADV_DONTNEED) on the data file (not root: other files stay cached)',
+    run: () => {
+      if (!nativePort().dropCache(file)) throw new Error('this platform has no posix_fadvise: cannot drop the page cache')
+    },
+  }
+}
+
+/** Runs verify under /usr/bin/time; its peak RSS in KiB. verify exits 0 or 4 (a `none` run that lost nothing). */
+async function verifyPeakRss(bin: string, acksDir: string, file: string): Promise<number> {
+  const result = await checkedRun('/usr/bin/time', ['-f', 'peak-rss-kib %M', process.execPath, bin, 'verify', '--acks', acksDir, '--file', file], [0, 4])
+  const match = /peak-rss-kib (\d+)/.exec(result.stderr)
+  if (match === null) throw new Error(`no peak RSS from /usr/bin/time:\n${result.stderr}`)
+  return Number(match[1])
+}
+
+async function checkedRun(command: string, args: readonly string[], okCodes: readonly number[]): Promise<{ stdout: string; stderr: string }> {
+  const result = await runChild(command, args)
+  if (result.code === null || !okCodes.includes(result.code)) throw new Error(`${command} ${args.join(' ')} exited ${result.code}:\n${result.stdout}${result.stderr}`)
+  return result
+}
+
+async function timed(run: () => Promise<unknown>): Promise<number> {
+  const start = process.hrtime.bigint()
+  await run()
+  return Number(process.hrtime.bigint() - start) / 1e9
+}
+
+process.exitCode = await main()
