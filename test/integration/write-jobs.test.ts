@@ -1,0 +1,134 @@
+/**
+ * write --jobs N against a real listener: N threads, N files (PATH.jobK), one group that verify judges
+ * together. An honest run passes; a flipped byte in one job's file fails the group, naming the file; a
+ * job's file deleted mid-run ends the whole write as file-changed with every run ended; a SIGKILLed
+ * writer leaves N runs that verify judges; SIGINT ends every job (130); bad --jobs values are refused.
+ */
+import t from 'tap'
+import { closeSync, openSync, readSync, unlinkSync, writeSync, existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { runCli, runInProcess, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+
+const small = ['--size', '4MiB']
+
+/** Flips one byte in the middle of the first record of a data file (8 KiB records: block 1). */
+function flipByte(path: string): void {
+  const fd = openSync(path, 'r+')
+  const byte = Buffer.alloc(1)
+  const offset = 8192 + 4000
+  readSync(fd, byte, 0, 1, offset)
+  byte[0] = byte[0]! ^ 0xff
+  writeSync(fd, byte, 0, 1, offset)
+  closeSync(fd)
+}
+
+function watch(child: ReturnType<typeof spawnCli>): { out: () => string; err: () => string; exit: Promise<number | null> } {
+  let out = ''
+  let err = ''
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()))
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString()))
+  const exit = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+  return { out: () => out, err: () => err, exit }
+}
+
+t.test('--jobs 3: three files, one group; verify passes, then fails on a flipped byte naming the file', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data')
+  const written = await runCli(['write', '--server', listener.server, '--file', file, '--duration', '1.5', '--jobs', '3', ...small])
+  t.equal(written.code, 0, written.stderr)
+  for (const k of [1, 2, 3]) t.ok(existsSync(`${file}.job${k}`), `job ${k} wrote ${file}.job${k}`)
+  t.notOk(existsSync(file), 'no file at PATH itself')
+  t.equal(written.stdout.match(/^after a power cut and reboot: /gm)?.length, 2, 'the verify command once before the loop, once in the summary')
+  t.equal(written.stdout.match(/^run [0-9a-f]{16}: fdatasync, append, 8 KiB records/gm)?.length, 3, 'one summary per job')
+
+  const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
+  t.equal(verified.code, 0, verified.stdout + verified.stderr)
+  const report = JSON.parse(verified.stdout) as { verdict: string; runs: Array<{ path: string; acked: number; lost: number }> }
+  t.same(report.runs.map((r) => r.path).sort(), [1, 2, 3].map((k) => `${file}.job${k}`), 'verify judges the three jobs together')
+  t.ok(report.runs.every((r) => r.acked > 0 && r.lost === 0))
+
+  flipByte(`${file}.job2`)
+  const failed = await runInProcess(['verify', '--server', listener.server, '--file', file])
+  t.equal(failed.code, 1, failed.stdout)
+  t.match(failed.stdout, /^FAIL: fdatasync lost acknowledged data \(1 of 3 tested runs\)/m)
+  t.match(failed.stdout, new RegExp(`1 of [\\d,]+ acknowledged records of run [0-9a-f]{16} \\(fdatasync, append, 8 KiB records, ${file}\\.job2\\) did not survive`))
+})
+
+t.test("a job's file deleted mid-run ends the whole write as file-changed; every run is ended", async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data')
+  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--duration', '60', '--jobs', '2', '--method', 'fdatasync,none', ...small])
+  t.teardown(() => writer.kill('SIGKILL'))
+  const w = watch(writer)
+  await waitFor(`four run lines and the verify command (${w.err()})`, () => (w.out().match(/^run /gm)?.length ?? 0) >= 4 && /after a power cut/.test(w.out()))
+  unlinkSync(`${file}.none.job2`)
+  t.equal(await w.exit, 3, w.err())
+  t.match(w.err(), new RegExp(`plugcheck: the data file ${file}\\.none\\.job2 was deleted during the run`))
+  t.notMatch(w.err(), /stopped by SIGTERM/, 'the jobs stopped for the failure do not speak of a signal')
+
+  const listed = await runInProcess(['runs', '--server', listener.server, '--json'])
+  const runs = (JSON.parse(listed.stdout) as { runs: Array<{ end?: { reason: string } }> }).runs
+  t.equal(runs.length, 4)
+  t.ok(runs.every((r) => r.end !== undefined && r.end.reason !== 'vanished'), `every run ended by its writer, none vanished: ${JSON.stringify(runs.map((r) => r.end))}`)
+  t.ok(runs.some((r) => r.end?.reason === 'file-changed'))
+  const verified = await runInProcess(['verify', '--server', listener.server, '--file', file])
+  t.equal(verified.code, 2, verified.stdout)
+  t.match(verified.stdout, /^NOT JUDGED: run [0-9a-f]{16} \((none|fdatasync)\) ended because the data file .*\.none\.job2 was deleted during the run/m)
+})
+
+t.test('SIGKILL mid-run: verify judges all N runs', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data')
+  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--jobs', '3', ...small])
+  t.teardown(() => writer.kill('SIGKILL'))
+  const w = watch(writer)
+  await waitFor(`three run lines (${w.err()})`, () => (w.out().match(/^run /gm)?.length ?? 0) >= 3 && /after a power cut/.test(w.out()))
+  t.match(w.out(), new RegExp(`^after a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}$`, 'm'), 'the trail names PATH, not a job file')
+  await new Promise((resolve) => setTimeout(resolve, 1000)) // every job acks records meanwhile (checked below)
+  writer.kill('SIGKILL')
+  await w.exit
+  let verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
+  // The listener notices the closed connections at once; until it has, verify says the run is live.
+  for (let i = 0; i < 100 && verified.code === 2; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
+  }
+  t.equal(verified.code, 0, verified.stdout + verified.stderr)
+  const report = JSON.parse(verified.stdout) as { runs: Array<{ path: string; acked: number; ended: string | null }> }
+  t.equal(report.runs.length, 3, 'all three runs judged')
+  t.ok(report.runs.every((r) => r.acked > 0), 'every job acked records before the kill')
+})
+
+t.test('SIGINT ends every job (130) and every ack is recorded', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data')
+  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--jobs', '2', ...small])
+  t.teardown(() => writer.kill('SIGKILL'))
+  const w = watch(writer)
+  await waitFor(`two run lines (${w.err()})`, () => (w.out().match(/^run /gm)?.length ?? 0) >= 2 && /after a power cut/.test(w.out()))
+  writer.kill('SIGINT')
+  t.equal(await w.exit, 130, w.err())
+  t.equal(w.err().match(/plugcheck: stopped by SIGINT; every ack is recorded at the listener/g)?.length, 1, 'said once')
+  const listed = await runInProcess(['runs', '--server', listener.server, '--json'])
+  const runs = (JSON.parse(listed.stdout) as { runs: Array<{ end?: { reason: string } }> }).runs
+  t.same(runs.map((r) => r.end?.reason), ['interrupted', 'interrupted'])
+})
+
+t.test('--jobs must be a whole number from 1 to 64, and jobs x methods at most 64', async (t) => {
+  for (const jobs of ['0', '1.5', '1000', 'many']) {
+    const result = await runInProcess(['write', '--server', '127.0.0.1:9', '--file', '/tmp/plugcheck-jobs-never', '--jobs', jobs])
+    t.equal(result.code, 2, `--jobs ${jobs}`)
+    t.match(result.stderr, /^plugcheck: --jobs (must be|is at most)/, result.stderr)
+  }
+  const many = await runInProcess(['write', '--server', '127.0.0.1:9', '--file', '/tmp/plugcheck-jobs-never', '--jobs', '20', '--method', 'fsync,fdatasync,none,open_datasync'])
+  t.equal(many.code, 2)
+  t.match(many.stderr, /--jobs 20 with 4 methods makes 80 runs; one write makes at most 64/)
+})
