@@ -1,7 +1,8 @@
 /**
  * The writer's connection to the listener, fully synchronous: the write loop never yields to the
- * event loop for acks (that would delay them by milliseconds), so acks leave through a blocking
- * send() on a socket of our own, right after the sync call returns.
+ * event loop for acks (that would delay them by milliseconds), so frames leave through a socket of
+ * our own: with a blocking send() until startPump(), then through the send thread (ack-pump.ts),
+ * which the loop hands each ack to right after the sync call returns.
  *
  * Fault model: the peer may not be a plugcheck listener at all (an HTTP server on the port), may
  * refuse us (token, a path another run is writing, its connection limit) or may vanish. Each case

@@ -92,7 +92,16 @@ export class AckPump {
     const { port1, port2 } = new MessageChannel()
     const worker = new Worker(pumpSource, { eval: true, workerData: { fd, shared, ringBytes, headerBytes, port: port2, stopCheckMs }, transferList: [port2] })
     worker.unref() // the write loop, not the pump, decides when the process is done
-    return new AckPump(shared, worker, port1, stallMs)
+    const pump = new AckPump(shared, worker, port1, stallMs)
+    // The thread could not start or died outside its own try (seen when the loop yields to the event loop).
+    worker.on('error', (error) => pump.died(error))
+    return pump
+  }
+
+  private died(error: Error): void {
+    this.failure ??= { code: 'EIO', message: `the send thread failed: ${error.message}` }
+    Atomics.store(this.head, doneAt, 1)
+    Atomics.notify(this.head, writtenAt)
   }
 
   /** Queues frame; waits only when the ring is full. Throws the pump's failure once there is one. */

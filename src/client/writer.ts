@@ -4,8 +4,9 @@
  *
  * The write loop is synchronous on purpose. Every async hop (koffi .async, fs.write, a worker
  * message) costs 15-25 us, half a real flush, and yielding to the event loop delays queued acks by
- * milliseconds. So records are written through libc, and acks leave through a blocking send() on a
- * socket of our own, right after the sync returns.
+ * milliseconds. So records are written through libc, and right after the sync returns each ack is
+ * queued for a send thread that writes it to a socket of our own at once (ack-pump.ts): the loop
+ * does not wait for send(), which on loopback costs as much as a tmpfs write plus sync.
  *
  * The writer always leaves a trail: one line per run and the verify command go to stdout with a
  * synchronous write before the loop starts (stdout to a pipe is asynchronous in Node and would
