@@ -22,13 +22,21 @@ function flipByte(path: string): void {
   closeSync(fd)
 }
 
-function watch(child: ReturnType<typeof spawnCli>): { out: () => string; err: () => string; exit: Promise<number | null> } {
+/** A listener and a `write --jobs` child, started and past its trail (every run line and the verify command). */
+async function startJobs(t: { teardown(fn: () => unknown): void }, runs: number, args: readonly string[]) {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data')
+  const writer = spawnCli(['write', '--server', listener.server, '--file', file, ...small, ...args])
+  t.teardown(() => writer.kill('SIGKILL'))
   let out = ''
   let err = ''
-  child.stdout!.on('data', (c: Buffer) => (out += c.toString()))
-  child.stderr!.on('data', (c: Buffer) => (err += c.toString()))
-  const exit = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
-  return { out: () => out, err: () => err, exit }
+  writer.stdout!.on('data', (c: Buffer) => (out += c.toString()))
+  writer.stderr!.on('data', (c: Buffer) => (err += c.toString()))
+  const exit = new Promise<number | null>((resolve) => writer.on('close', (code) => resolve(code)))
+  await waitFor(`${runs} run lines and the verify command (${err})`, () => (out.match(/^run /gm)?.length ?? 0) >= runs && /after a power cut/.test(out))
+  return { listener, file, writer, out: () => out, err: () => err, exit }
 }
 
 t.test('--jobs 3: three files, one group; verify passes, then fails on a flipped byte naming the file', async (t) => {
@@ -57,14 +65,8 @@ t.test('--jobs 3: three files, one group; verify passes, then fails on a flipped
 })
 
 t.test("a job's file deleted mid-run ends the whole write as file-changed; every run is ended", async (t) => {
-  const dir = tempDir(t)
-  const listener = await startListener(join(dir, 'listener'))
-  t.teardown(() => listener.kill())
-  const file = join(dir, 'data')
-  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--duration', '60', '--jobs', '2', '--method', 'fdatasync,none', ...small])
-  t.teardown(() => writer.kill('SIGKILL'))
-  const w = watch(writer)
-  await waitFor(`four run lines and the verify command (${w.err()})`, () => (w.out().match(/^run /gm)?.length ?? 0) >= 4 && /after a power cut/.test(w.out()))
+  const w = await startJobs(t, 4, ['--duration', '60', '--jobs', '2', '--method', 'fdatasync,none'])
+  const { listener, file } = w
   unlinkSync(`${file}.none.job2`)
   t.equal(await w.exit, 3, w.err())
   t.match(w.err(), new RegExp(`plugcheck: the data file ${file}\\.none\\.job2 was deleted during the run`))
@@ -81,14 +83,8 @@ t.test("a job's file deleted mid-run ends the whole write as file-changed; every
 })
 
 t.test('SIGKILL mid-run: verify judges all N runs', async (t) => {
-  const dir = tempDir(t)
-  const listener = await startListener(join(dir, 'listener'))
-  t.teardown(() => listener.kill())
-  const file = join(dir, 'data')
-  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--jobs', '3', ...small])
-  t.teardown(() => writer.kill('SIGKILL'))
-  const w = watch(writer)
-  await waitFor(`three run lines (${w.err()})`, () => (w.out().match(/^run /gm)?.length ?? 0) >= 3 && /after a power cut/.test(w.out()))
+  const w = await startJobs(t, 3, ['--jobs', '3'])
+  const { listener, file, writer } = w
   t.match(w.out(), new RegExp(`^after a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}$`, 'm'), 'the trail names PATH, not a job file')
   await new Promise((resolve) => setTimeout(resolve, 1000)) // every job acks records meanwhile (checked below)
   writer.kill('SIGKILL')
@@ -106,14 +102,8 @@ t.test('SIGKILL mid-run: verify judges all N runs', async (t) => {
 })
 
 t.test('SIGINT ends every job (130) and every ack is recorded', async (t) => {
-  const dir = tempDir(t)
-  const listener = await startListener(join(dir, 'listener'))
-  t.teardown(() => listener.kill())
-  const file = join(dir, 'data')
-  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--jobs', '2', ...small])
-  t.teardown(() => writer.kill('SIGKILL'))
-  const w = watch(writer)
-  await waitFor(`two run lines (${w.err()})`, () => (w.out().match(/^run /gm)?.length ?? 0) >= 2 && /after a power cut/.test(w.out()))
+  const w = await startJobs(t, 2, ['--jobs', '2'])
+  const { listener, writer } = w
   writer.kill('SIGINT')
   t.equal(await w.exit, 130, w.err())
   t.equal(w.err().match(/plugcheck: stopped by SIGINT; every ack is recorded at the listener/g)?.length, 1, 'said once')

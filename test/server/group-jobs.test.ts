@@ -12,18 +12,7 @@ const key = 'a'.repeat(32)
 const requestedPath = '/data/jobs'
 const meta = (n: number, group: string, job: number) => runMeta(runIdOf(n), { groupId: group, path: `${requestedPath}.job${job}`, requestedPath })
 
-async function announce(port: number, runMetaOf: object, extra: object, localAddress?: string): Promise<{ peer: Peer; reply: { type: string; code?: string; message?: string } }> {
-  const peer = await Peer.open(port, localAddress)
-  peer.send({ type: 'hello', protocol: 3, role: 'writer' })
-  peer.send({ type: 'run', meta: runMetaOf, ...extra })
-  const deadline = Date.now() + 5000
-  for (;;) {
-    const reply = peer.messages.find((m) => m.type === 'run-ok' || m.type === 'error')
-    if (reply !== undefined) return { peer, reply: reply as { type: string } }
-    if (Date.now() > deadline) throw new Error('no reply to the announcement')
-    await new Promise((resolve) => setTimeout(resolve, 2))
-  }
-}
+const announce = Peer.announce
 
 t.test("a job joins its group on a connection of its own with the group's key; a stranger does not", async (t) => {
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t) })

@@ -46,6 +46,19 @@ export class Peer {
     await peer.next('run-ok')
     return peer
   }
+  /** hello + run, and the listener's answer to the run: run-ok or an error (bounded wait). */
+  static async announce(port: number, runMeta: object, extra: object = {}, localAddress?: string): Promise<{ peer: Peer; reply: { type: string; code?: string; message?: string } }> {
+    const peer = await Peer.open(port, localAddress)
+    peer.send({ type: 'hello', protocol: 3, role: 'writer' })
+    peer.send({ type: 'run', meta: runMeta, ...extra })
+    const deadline = Date.now() + 5000
+    for (;;) {
+      const reply = peer.messages.find((m) => m.type === 'run-ok' || m.type === 'error')
+      if (reply !== undefined) return { peer, reply: reply as { type: string } }
+      if (Date.now() > deadline) throw new Error('no reply to the announcement')
+      await new Promise((resolve) => setTimeout(resolve, 2))
+    }
+  }
   close(): void {
     this.socket.destroy()
   }

@@ -13,19 +13,7 @@ import { Peer, runIdOf, runMeta } from './peer.js'
 const writerEnv = (bootId: string | null) => ({ writer: { bootId, fingerprint: null } })
 const path = '/data/rebooted'
 
-async function announce(port: number, runId: string, extra: object): Promise<{ peer: Peer; reply: { type: string; code?: string; message?: string } }> {
-  const peer = await Peer.open(port)
-  peer.send({ type: 'hello', protocol: 2, role: 'writer' })
-  peer.send({ type: 'run', meta: runMeta(runId, { requestedPath: path, path }), ...extra })
-  await peer.next('welcome')
-  const deadline = Date.now() + 5000
-  for (;;) {
-    const reply = peer.messages.find((m) => m.type === 'run-ok' || m.type === 'error')
-    if (reply !== undefined) return { peer, reply: reply as { type: string } }
-    if (Date.now() > deadline) throw new Error('no reply to the announcement')
-    await new Promise((resolve) => setTimeout(resolve, 2))
-  }
-}
+const announce = (port: number, runId: string, extra: object) => Peer.announce(port, runMeta(runId, { requestedPath: path, path }), extra)
 
 t.test('a writer with a new boot id takes the path over from the dead connection of the old one', async (t) => {
   const dir = tempDir(t)
