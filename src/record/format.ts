@@ -152,24 +152,33 @@ export interface RunKey {
   readonly hi: number
   readonly lo: number
   readonly pool: Uint32Array
+  /**
+   * The pool followed by the fill's scratch area (fillChunkSectors sectors), in one array: the fill
+   * copies windows with copyWithin, which allocates nothing, where a subarray per sector did.
+   */
+  readonly poolAndScratch: Uint32Array
 }
 
 export const payloadPoolBytes = 1024 * 1024
 const poolWindowCount = (payloadPoolBytes - sectorBytes) / 4 + 1
+const poolWords = payloadPoolBytes / 4
+/** Sectors the fill builds in the scratch area before copying them into the record at once (8 KiB). */
+const fillChunkSectors = 16
 
 export function runKey(runId: string): RunKey {
   const idBytes = Buffer.from(runId, 'hex')
   const hi = idBytes.readUInt32LE(4)
   const lo = idBytes.readUInt32LE(0)
-  return { runId, idBytes, hi, lo, pool: payloadPool(hi, lo) }
+  const poolAndScratch = payloadPool(hi, lo)
+  return { runId, idBytes, hi, lo, pool: poolAndScratch.subarray(0, poolWords), poolAndScratch }
 }
 
-/** 1 MiB of pseudo-random words from the run id: a counter through murmur3's finaliser. */
+/** 1 MiB of pseudo-random words from the run id (a counter through murmur3's finaliser), then the fill's scratch area. */
 function payloadPool(hi: number, lo: number): Uint32Array {
-  const words = new Uint32Array(payloadPoolBytes / 4)
+  const words = new Uint32Array(poolWords + fillChunkSectors * (sectorBytes / 4))
   const k0 = fmix32(lo ^ 0x6a09e667)
   const k1 = fmix32(hi ^ 0xbb67ae85) | 1
-  for (let i = 0; i < words.length; i++) words[i] = fmix32((k0 + Math.imul(i, k1)) >>> 0)
+  for (let i = 0; i < poolWords; i++) words[i] = fmix32((k0 + Math.imul(i, k1)) >>> 0)
   return words
 }
 
@@ -214,23 +223,29 @@ function fillPayloadAndStamps(out: Buffer, key: RunKey, seq: number): void {
   const words = new Uint32Array(out.buffer, out.byteOffset, out.length >>> 2)
   const seqLo = seq >>> 0
   const seqHi = Math.floor(seq / 0x1_0000_0000)
-  const seqKey = fmix32(fmix32(seqLo ^ key.lo) ^ Math.imul(seqHi ^ key.hi, 0x9e3779b1))
-  for (let k = 0, w = 0; w < words.length; k++, w += wordsPerSector) {
-    const window = fmix32((seqKey + Math.imul(k, 0x85ebca6b)) >>> 0) % poolWindowCount
-    words.set(key.pool.subarray(window, window + wordsPerSector), w)
-    words[w] = sectorMagic
-    words[w + 1] = k
-    words[w + 2] = key.lo
-    words[w + 3] = key.hi
-    words[w + 4] = seqLo
-    words[w + 5] = seqHi
+  const seqKey = payloadSeqKey(key, seq)
+  const all = key.poolAndScratch
+  for (let k = 0, w = 0; w < words.length; ) {
+    const chunkWords = Math.min(words.length - w, fillChunkSectors * wordsPerSector)
+    for (let s = poolWords; s < poolWords + chunkWords; s += wordsPerSector, k++) {
+      const window = payloadWindowWord(seqKey, k)
+      all.copyWithin(s, window, window + wordsPerSector)
+      all[s] = sectorMagic
+      all[s + 1] = k
+      all[s + 2] = key.lo
+      all[s + 3] = key.hi
+      all[s + 4] = seqLo
+      all[s + 5] = seqHi
+    }
+    words.set(all.subarray(poolWords, poolWords + chunkWords), w)
+    w += chunkWords
   }
 }
 
 /**
  * What fillRecord puts in record seq's payload, for readers that compare without regenerating:
  * sector k's 512 bytes are the pool's words [payloadWindowWord(payloadSeqKey(key, seq), k), +128)
- * before the stamp, header and checksum overwrite their parts. (Same arithmetic as the fill above.)
+ * before the stamp, header and checksum overwrite their parts. (The fill above uses these two.)
  */
 export function payloadSeqKey(key: RunKey, seq: number): number {
   return fmix32(fmix32((seq >>> 0) ^ key.lo) ^ Math.imul(Math.floor(seq / 0x1_0000_0000) ^ key.hi, 0x9e3779b1))
