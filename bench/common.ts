@@ -84,9 +84,9 @@ export interface ListenerProcess {
 
 const listenerStartTimeoutMs = 30_000
 
-/** Starts `plugcheck listen` on 127.0.0.1 with an ephemeral port, as a separate process. */
-export function startListenerProcess(storeDir: string): Promise<ListenerProcess> {
-  const child = spawn(process.execPath, [plugcheckBin, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', storeDir], {
+/** Starts `plugcheck listen` on 127.0.0.1 with an ephemeral port, as a separate process (bin: another tree's, for a baseline). */
+export function startListenerProcess(storeDir: string, bin = plugcheckBin): Promise<ListenerProcess> {
+  const child = spawn(process.execPath, [bin, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', storeDir], {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   return new Promise((resolve, reject) => {

@@ -49,6 +49,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { createServer, isIPv4, type AddressInfo, type Server, type Socket } from 'node:net'
 import { FrameDecoder, FrameError, encodeFrame, maxClientFrameBytes } from '../protocol/framing.js'
+import { ackFastDecoder } from '../protocol/ack-frame.js'
 import {
   clientMessageSchema,
   maxListedRuns,
@@ -408,7 +409,8 @@ export class Listener {
 }
 
 class Connection {
-  private readonly decoder = new FrameDecoder(clientMessageSchema, maxClientFrameBytes)
+  /** Ack frames in the writer's exact encoding take the fast path; everything else msgpack and zod. */
+  private readonly decoder = new FrameDecoder(clientMessageSchema, maxClientFrameBytes, ackFastDecoder())
   private role: 'writer' | 'verifier' | undefined
   /** Runs this connection announced and the store accepted. */
   readonly ownedRuns = new Set<string>()
@@ -489,7 +491,7 @@ class Connection {
     while (!this.busy && !this.writeBlocked && !this.closed && this.waitingHead < this.waiting.length) {
       const message = this.waiting[this.waitingHead++]!
       try {
-        const pending = this.handle(message)
+        const pending = message.type === 'ack' ? this.handleAcks(message) : this.handle(message)
         if (pending !== undefined) {
           this.busy = true
           pending.then(
@@ -521,6 +523,44 @@ class Connection {
   private failed(error: unknown): void {
     if (error instanceof ProtocolViolation) this.reject(error.code, error.message)
     else this.reject('storage', (error as Error).message)
+  }
+
+  /**
+   * An ack and the acks of the same run queued right behind it, as one batch: each is checked as if
+   * alone (the run's state cannot change in between: nothing else runs), the valid ones are stored
+   * as one range, and the first invalid one is refused after the ones before it are stored.
+   */
+  private handleAcks(first: Extract<ClientMessage, { type: 'ack' }>): undefined {
+    const store = this.listener.store
+    const runId = first.runId
+    if (!this.ownedRuns.has(runId)) throw new ProtocolViolation('unknown-run', `ack for run ${runId}, which this connection did not announce`)
+    const info = store.runInfo(runId)!
+    if (info.ended) throw new ProtocolViolation('out-of-order', `ack for run ${runId} after its end`)
+    if (!store.isWritable(runId)) throw new ProtocolViolation('storage', `acks of run ${runId} can no longer be recorded`)
+    const fromSeq = store.lastAckedSeq(runId) + 1
+    const nowMs = store.ackStampMs(runId, Date.now())
+    const maxSeq = maxPlausibleSeq(info.announcedMs, nowMs)
+    let expected = fromSeq
+    let message = first
+    for (;;) {
+      let violation: ProtocolViolation | undefined
+      if (message.fromSeq !== expected) {
+        violation = new ProtocolViolation('out-of-order', `ack ${message.fromSeq}-${message.toSeq} of run ${runId} out of order: expected seq ${expected} next`)
+      } else if (message.toSeq > maxSeq) {
+        violation = new ProtocolViolation('bad-frame', `ack of seq ${message.toSeq} for run ${runId}: more records than a writer can have written since the run was announced`)
+      }
+      if (violation !== undefined) {
+        if (expected > fromSeq) store.appendAck(runId, fromSeq, expected - 1, nowMs)
+        throw violation
+      }
+      expected = message.toSeq + 1
+      const next = this.waiting[this.waitingHead]
+      if (next?.type !== 'ack' || next.runId !== runId) break
+      message = next
+      this.waitingHead++
+    }
+    store.appendAck(runId, fromSeq, expected - 1, nowMs)
+    return undefined
   }
 
   /** Returns a promise only when the message needs I/O before the next one may be handled. */
@@ -604,22 +644,8 @@ class Connection {
           },
         )
       }
-      case 'ack': {
-        if (!this.ownedRuns.has(message.runId)) throw new ProtocolViolation('unknown-run', `ack for run ${message.runId}, which this connection did not announce`)
-        const info = store.runInfo(message.runId)!
-        if (info.ended) throw new ProtocolViolation('out-of-order', `ack for run ${message.runId} after its end`)
-        if (!store.isWritable(message.runId)) throw new ProtocolViolation('storage', `acks of run ${message.runId} can no longer be recorded`)
-        const expected = store.lastAckedSeq(message.runId) + 1
-        if (message.fromSeq !== expected) {
-          throw new ProtocolViolation('out-of-order', `ack ${message.fromSeq}-${message.toSeq} of run ${message.runId} out of order: expected seq ${expected} next`)
-        }
-        const nowMs = store.ackStampMs(message.runId, Date.now())
-        if (message.toSeq > maxPlausibleSeq(info.announcedMs, nowMs)) {
-          throw new ProtocolViolation('bad-frame', `ack of seq ${message.toSeq} for run ${message.runId}: more records than a writer can have written since the run was announced`)
-        }
-        store.appendAck(message.runId, message.fromSeq, message.toSeq, nowMs)
-        return
-      }
+      case 'ack':
+        return this.handleAcks(message)
       case 'end': {
         if (!this.ownedRuns.has(message.runId)) throw new ProtocolViolation('unknown-run', `end for run ${message.runId}, which this connection did not announce`)
         const info = store.runInfo(message.runId)!
