@@ -42,7 +42,6 @@ export interface JobCommand {
   readonly signal: 'SIGINT' | 'SIGTERM'
 }
 
-export const jobsMax = 64
 /** The trail line each job's writer prints; the main thread prints it once. */
 const verifyLinePrefix = 'after a power cut and reboot: '
 const statusIntervalMs = 250
