@@ -13,8 +13,11 @@
  * for its peak RSS. Its wall time includes Node's start-up; the start-up alone is measured in each
  * round (also cold) as a verify that finds no run, and "net" figures subtract it.
  *
+ * With --baseline-bin (another checkout's bin/plugcheck.js, e.g. the previous commit in a worktree)
+ * each round also times that build's verify on the same file, so before and after are side by side.
+ *
  * Usage: node --import tsx bench/verify-vs-dd.ts [--dir DIR] [--size 4GiB] [--rounds 3]
- *          [--file PATH --acks DIR] [--keep] [--bin PATH/bin/plugcheck.js] [--dd-direct]
+ *          [--file PATH --acks DIR] [--keep] [--bin PATH/bin/plugcheck.js] [--baseline-bin PATH] [--dd-direct]
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -28,11 +31,17 @@ import { fileSystemName, median, plugcheckBin, runChild, startListenerProcess, t
 const goalRatio = 0.9
 const fillPollMs = 100
 
+/** One verify build timed in a round: wall time, its start-up alone, peak RSS. */
+interface VerifyTiming {
+  readonly s: number
+  readonly startupS: number
+  readonly rssKiB: number
+}
+
 interface Round {
   readonly ddS: number
-  readonly verifyS: number
-  readonly startupS: number
-  readonly verifyRssKiB: number
+  /** Per verify build, in the order of --bin, --baseline-bin. */
+  readonly verify: VerifyTiming[]
 }
 
 async function main(): Promise<number> {
@@ -45,6 +54,7 @@ async function main(): Promise<number> {
       acks: { type: 'string' },
       keep: { type: 'boolean', default: false },
       bin: { type: 'string', default: plugcheckBin },
+      'baseline-bin': { type: 'string' },
       'dd-direct': { type: 'boolean', default: false },
     },
   })
@@ -52,6 +62,7 @@ async function main(): Promise<number> {
   if (!(roundCount >= 1)) throw new Error('--rounds must be >= 1')
   if (values.acks !== undefined && values.file === undefined) throw new Error('--acks goes with --file')
   const bin = resolve(values.bin)
+  const bins = [bin, ...(values['baseline-bin'] === undefined ? [] : [resolve(values['baseline-bin'])])]
 
   let file: string
   let acksDir: string
@@ -76,60 +87,55 @@ async function main(): Promise<number> {
     const gb = sizeBytes / 1e9
     const drop = cacheDropper(file)
     console.log(`file ${file} (${fileSystemName(file)}), ${(sizeBytes / 2 ** 30).toFixed(2)} GiB; page cache dropped with ${drop.how}`)
-    console.log(`verify: ${bin}; dd: bs=1M${values['dd-direct'] ? ' iflag=direct' : ''}`)
+    console.log(`verify: ${bins.join(', then the baseline ')}; dd: bs=1M${values['dd-direct'] ? ' iflag=direct' : ''}`)
+    const timeDd = async (): Promise<number> => {
+      drop.run()
+      return timed(() => checkedRun('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M', ...(values['dd-direct'] ? ['iflag=direct'] : [])], [0]))
+    }
+    const timeVerify = async (verifyBin: string): Promise<VerifyTiming> => {
+      drop.run()
+      let rssKiB = 0
+      const s = await timed(async () => {
+        rssKiB = await verifyPeakRss(verifyBin, acksDir, file)
+      })
+      drop.run()
+      const startupS = await timed(() => checkedRun(process.execPath, [verifyBin, 'verify', '--acks', emptyAcks, '--file', file], [2]))
+      return { s, startupS, rssKiB }
+    }
     const rounds: Round[] = []
     for (let r = 0; r < roundCount; r++) {
-      const timeDd = async (): Promise<number> => {
-        drop.run()
-        return timed(() => checkedRun('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M', ...(values['dd-direct'] ? ['iflag=direct'] : [])], [0]))
+      // The order rotates from round to round, so a drift of the shared machine hits every side alike.
+      const sides = [async () => ({ ddS: await timeDd() }), ...bins.map((b, i) => async () => ({ index: i, timing: await timeVerify(b) }))]
+      const verify: VerifyTiming[] = []
+      let ddS = 0
+      for (let i = 0; i < sides.length; i++) {
+        const result = await sides[(i + r) % sides.length]!()
+        if ('ddS' in result) ddS = result.ddS
+        else verify[result.index] = result.timing
       }
-      const timeVerify = async (): Promise<{ s: number; rssKiB: number }> => {
-        drop.run()
-        let rssKiB = 0
-        const s = await timed(async () => {
-          rssKiB = await verifyPeakRss(bin, acksDir, file)
-        })
-        return { s, rssKiB }
-      }
-      let ddS: number
-      let v: { s: number; rssKiB: number }
-      if (r % 2 === 0) {
-        ddS = await timeDd()
-        v = await timeVerify()
-      } else {
-        v = await timeVerify()
-        ddS = await timeDd()
-      }
-      drop.run()
-      const startupS = await timed(() => checkedRun(process.execPath, [bin, 'verify', '--acks', emptyAcks, '--file', file], [2]))
-      const round = { ddS, verifyS: v.s, startupS, verifyRssKiB: v.rssKiB }
-      rounds.push(round)
-      console.log(
-        `  round ${r + 1}: dd ${(gb / ddS).toFixed(2)} GB/s (${ddS.toFixed(2)} s), verify ${(gb / v.s).toFixed(2)} GB/s (${v.s.toFixed(2)} s, start-up ${startupS.toFixed(2)} s, ` +
-          `net ${(gb / (v.s - startupS)).toFixed(2)} GB/s), verify/dd ${(ddS / v.s).toFixed(3)}, net ${(ddS / (v.s - startupS)).toFixed(3)}, peak RSS ${(v.rssKiB / 1024).toFixed(0)} MiB`,
-      )
+      rounds.push({ ddS, verify })
+      const parts = verify.map((v, i) => `${i === 0 ? 'verify' : 'baseline'} ${(gb / v.s).toFixed(2)} GB/s (${v.s.toFixed(2)} s, start-up ${v.startupS.toFixed(2)} s, ratio ${(ddS / v.s).toFixed(3)}, net ${(ddS / (v.s - v.startupS)).toFixed(3)}, peak RSS ${(v.rssKiB / 1024).toFixed(0)} MiB)`)
+      console.log(`  round ${r + 1}: dd ${(gb / ddS).toFixed(2)} GB/s (${ddS.toFixed(2)} s), ${parts.join(', ')}`)
     }
-    const ratios = rounds.map((r) => r.ddS / r.verifyS)
-    const netRatios = rounds.map((r) => r.ddS / (r.verifyS - r.startupS))
     const spread = (xs: number[]): string => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`
-    console.log(`\n${(sizeBytes / 2 ** 30).toFixed(2)} GiB, ${roundCount} rounds, cold cache; medians over rounds`)
-    console.log(
-      table([
-        ['', 'dd GB/s', 'verify GB/s', 'verify/dd', 'range', 'net verify/dd', 'range', 'peak RSS', 'goal', 'met'],
-        [
-          'median',
-          median(rounds.map((r) => gb / r.ddS)).toFixed(2),
-          median(rounds.map((r) => gb / r.verifyS)).toFixed(2),
-          median(ratios).toFixed(3),
-          spread(ratios),
-          median(netRatios).toFixed(3),
-          spread(netRatios),
-          `${(Math.max(...rounds.map((r) => r.verifyRssKiB)) / 1024).toFixed(0)} MiB`,
-          `>= ${goalRatio}`,
-          median(ratios) >= goalRatio ? 'yes' : median(netRatios) >= goalRatio ? 'net only' : 'no',
-        ],
-      ]),
-    )
+    console.log(`\n${(sizeBytes / 2 ** 30).toFixed(2)} GiB, ${roundCount} rounds, cold cache; medians over rounds; dd ${median(rounds.map((r) => gb / r.ddS)).toFixed(2)} GB/s`)
+    const rows = [['verify', 'GB/s', 'verify/dd', 'range', 'net verify/dd', 'range', 'peak RSS', 'goal', 'met']]
+    bins.forEach((b, i) => {
+      const ratios = rounds.map((r) => r.ddS / r.verify[i]!.s)
+      const netRatios = rounds.map((r) => r.ddS / (r.verify[i]!.s - r.verify[i]!.startupS))
+      rows.push([
+        i === 0 ? 'this build' : `baseline (${b})`,
+        median(rounds.map((r) => gb / r.verify[i]!.s)).toFixed(2),
+        median(ratios).toFixed(3),
+        spread(ratios),
+        median(netRatios).toFixed(3),
+        spread(netRatios),
+        `${(Math.max(...rounds.map((r) => r.verify[i]!.rssKiB)) / 1024).toFixed(0)} MiB`,
+        `>= ${goalRatio}`,
+        median(ratios) >= goalRatio ? 'yes' : median(netRatios) >= goalRatio ? 'net only' : 'no',
+      ])
+    })
+    console.log(table(rows))
     return 0
   } finally {
     for (const path of cleanup) rmSync(path, { recursive: true, force: true })

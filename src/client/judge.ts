@@ -208,12 +208,28 @@ const tornCode = 254
 const corruptCode = 255
 const maxReasonCodes = 250
 
-/** (seq, code) packed as seq * 256 + code in a growing Float64Array: 8 bytes per failed record, sortable natively. */
+/** Failed seqs fromSeq..toSeq, all with one reason code (a loss reason, torn or corrupt). */
+interface FailedRun {
+  readonly fromSeq: number
+  readonly toSeq: number
+  readonly code: number
+}
+
+/**
+ * Failed seqs as runs: (first seq * 256 + code, length) in two growing Float64Arrays, 16 bytes per run.
+ * Append judges slots in order, so its failed seqs come in at most two ascending stretches (the latest
+ * lap of the file, then the lap before it) and a loss of any size that is contiguous in seq is one
+ * run: memory follows the number of lost ranges, not lost records. Overwrite's seqs come in slot
+ * order, which is random in seq: one run per seq, sorted natively (slotCount bounds their number).
+ */
 class FailedSeqs {
-  private values = new Float64Array(1024)
+  private starts = new Float64Array(1024)
+  private lengths = new Float64Array(1024)
   length = 0
   private readonly reasons: string[] = []
   private readonly reasonCodes = new Map<string, number>()
+
+  constructor(private readonly coalesce: boolean) {}
 
   reasonCode(reason: string): number {
     let code = this.reasonCodes.get(reason)
@@ -231,24 +247,45 @@ class FailedSeqs {
   }
 
   push(seq: number, code: number): void {
-    if (this.length === this.values.length) {
-      const grown = new Float64Array(this.values.length * 2)
-      grown.set(this.values)
-      this.values = grown
+    const last = this.length - 1
+    if (this.coalesce && last >= 0 && this.starts[last]! % 256 === code && (this.starts[last]! - code) / 256 + this.lengths[last]! === seq) {
+      this.lengths[last]!++
+      return
     }
-    this.values[this.length++] = seq * 256 + code
+    if (this.length === this.starts.length) {
+      this.starts = grown(this.starts)
+      this.lengths = grown(this.lengths)
+    }
+    this.starts[this.length] = seq * 256 + code
+    this.lengths[this.length++] = 1
   }
 
-  sorted(): Float64Array {
-    const view = this.values.subarray(0, this.length)
-    for (let i = 1; i < view.length; i++) {
-      if (view[i - 1]! > view[i]!) {
-        view.sort()
-        break
-      }
+  /** The runs in ascending seq order. */
+  *ascending(): Generator<FailedRun> {
+    const starts = this.starts.subarray(0, this.length)
+    const descents: number[] = []
+    for (let i = 1; i < starts.length && descents.length < 2; i++) if (starts[i - 1]! > starts[i]!) descents.push(i)
+    let order: Iterable<number>
+    if (descents.length === 0) order = indices(0, starts.length)
+    else if (descents.length === 1 && starts.at(-1)! < starts[0]!) order = [...indices(descents[0]!, starts.length), ...indices(0, descents[0]!)] // two ascending stretches
+    else if (this.lengths.subarray(0, this.length).every((n) => n === 1)) order = indices(0, starts.sort().length)
+    else order = Array.from(indices(0, starts.length)).sort((a, b) => starts[a]! - starts[b]!)
+    for (const i of order) {
+      const code = starts[i]! % 256
+      const fromSeq = (starts[i]! - code) / 256
+      yield { fromSeq, toSeq: fromSeq + this.lengths[i]! - 1, code }
     }
-    return view
   }
+}
+
+function grown(values: Float64Array<ArrayBuffer>): Float64Array<ArrayBuffer> {
+  const larger = new Float64Array(values.length * 2)
+  larger.set(values)
+  return larger
+}
+
+function* indices(from: number, to: number): Generator<number> {
+  for (let i = from; i < to; i++) yield i
 }
 
 /** Seqs fromSeq..toSeq (inclusive) all lost for one reason: slots past the end of an append file, or no file. */
@@ -277,7 +314,7 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
   const acked = throughSeq
   const plan = meta.pattern === 'append' ? appendPlan(meta.slotCount, throughSeq) : overwritePlan(key, meta, throughSeq)
 
-  const failed = new FailedSeqs()
+  const failed = new FailedSeqs(meta.pattern === 'append')
   const bulk: BulkLoss[] = []
   const torn: RecordFinding[] = []
   const corrupt: RecordFinding[] = []
@@ -377,9 +414,8 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
     }
   }
 
-  const sorted = failed.sorted()
-  const { count: lostRangeCount, ranges: lostRanges } = toRanges(sorted, bulk, failed, run.spans)
-  const reordering = reorderingOf(sorted, bulk, maxSurvivingSeq)
+  const { count: lostRangeCount, ranges: lostRanges } = toRanges(failed, bulk, run.spans)
+  const reordering = reorderingOf(failed, bulk, maxSurvivingSeq)
   const bad = lostCount + tornCount + corruptCount
   const superblockOk = superblock.kind === 'valid' || acked === 0
   const role = meta.method === 'none' ? 'control' : 'tested'
@@ -470,7 +506,7 @@ function lossReason(verdict: SlotVerdict): string {
 }
 
 /** Lost seqs (packed entries with a reason code, and bulk ranges) merged in seq order into ranges; the first detailListLimit kept. */
-function toRanges(sorted: Float64Array, bulk: readonly BulkLoss[], failed: FailedSeqs, spans: readonly AckSpan[]): { count: number; ranges: SeqRange[] } {
+function toRanges(failed: FailedSeqs, bulk: readonly BulkLoss[], spans: readonly AckSpan[]): { count: number; ranges: SeqRange[] } {
   const ranges: SeqRange[] = []
   let count = 0
   let open: { fromSeq: number; toSeq: number; code: number } | null = null
@@ -499,15 +535,13 @@ function toRanges(sorted: Float64Array, bulk: readonly BulkLoss[], failed: Faile
   }
   const bulkSorted = [...bulk].sort((a, b) => a.fromSeq - b.fromSeq)
   let b = 0
-  for (let i = 0; i < sorted.length; i++) {
-    const code = sorted[i]! % 256
+  for (const { fromSeq, toSeq, code } of failed.ascending()) {
     if (code === tornCode || code === corruptCode) continue
-    const seq = (sorted[i]! - code) / 256
-    while (b < bulkSorted.length && bulkSorted[b]!.fromSeq < seq) {
+    while (b < bulkSorted.length && bulkSorted[b]!.fromSeq < fromSeq) {
       add(bulkSorted[b]!.fromSeq, bulkSorted[b]!.toSeq, bulkSorted[b]!.code)
       b++
     }
-    add(seq, seq, code)
+    add(fromSeq, toSeq, code)
   }
   for (; b < bulkSorted.length; b++) add(bulkSorted[b]!.fromSeq, bulkSorted[b]!.toSeq, bulkSorted[b]!.code)
   flush()
@@ -515,20 +549,15 @@ function toRanges(sorted: Float64Array, bulk: readonly BulkLoss[], failed: Faile
 }
 
 /** Every failed seq (lost, torn or corrupt) below the highest surviving one, counted exactly. */
-function reorderingOf(sorted: Float64Array, bulk: readonly BulkLoss[], survivedSeq: number): RunReport['reordering'] {
+function reorderingOf(failed: FailedSeqs, bulk: readonly BulkLoss[], survivedSeq: number): RunReport['reordering'] {
   if (survivedSeq === 0) return null
   let count = 0
   let earliest = Number.POSITIVE_INFINITY
-  // sorted is ascending in seq; find how many entries have seq < survivedSeq.
-  let lo = 0
-  let hi = sorted.length
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1
-    if (sorted[mid]! < survivedSeq * 256) lo = mid + 1
-    else hi = mid
+  for (const range of failed.ascending()) {
+    if (range.fromSeq >= survivedSeq) break
+    count += Math.min(range.toSeq, survivedSeq - 1) - range.fromSeq + 1
+    earliest = Math.min(earliest, range.fromSeq)
   }
-  count += lo
-  if (lo > 0) earliest = Math.floor(sorted[0]! / 256)
   for (const range of bulk) {
     if (range.fromSeq >= survivedSeq) continue
     count += Math.min(range.toSeq, survivedSeq - 1) - range.fromSeq + 1

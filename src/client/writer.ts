@@ -339,12 +339,14 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
     io.err(`\r${statusLine(runs, channel, (nowMs - startMs) / 1000, waiting)}\x1b[K`)
   }
 
+  /** The clock read that ended the previous record: this record's write time (two clock reads per record, not three). */
+  let previousMs = startMs
   try {
     loop: for (let i = 0; ; i++) {
       const run = runs[i % runs.length]!
       const seq = run.lastSeq + 1
       const slot = slotOf(run.key, run.meta.pattern, seq, run.meta.slotCount)
-      fillRecord(run.buffer, run.key, seq, slot, Math.round((performance.timeOrigin + performance.now()) * 1000))
+      fillRecord(run.buffer, run.key, seq, slot, Math.round((performance.timeOrigin + previousMs) * 1000))
       const beforeMs = performance.now()
       const offsetBytes = slotOffsetBytes(run.meta.recordSizeBytes, slot)
       try {
@@ -362,6 +364,7 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
       run.lastSeq = seq
       if (offsetBytes + run.meta.recordSizeBytes > run.endBytes) run.endBytes = offsetBytes + run.meta.recordSizeBytes
       const afterMs = performance.now()
+      previousMs = afterMs
       run.latency.record((afterMs - beforeMs) * 1000)
 
       if (afterMs >= nextHousekeepingMs) {
@@ -388,6 +391,7 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
             io.err(`\nsteady: the listener is recording acks. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
           }
         }
+        previousMs = performance.now() // housekeeping may have waited (for the listener, for the event loop)
       }
     }
   } catch (error) {

@@ -20,13 +20,24 @@ const slotCount = 1600 // 18.75 MiB of records: more than one 16 MiB read
 const damagedSlots = 80
 
 /** What the slow classifier says of every judged slot, read one by one. */
-function reference(meta: RunMeta, acked: number, nowMs: number): { counts: Record<string, number>; findings: string[] } {
+interface Reference {
+  readonly counts: Record<string, number>
+  readonly findings: string[]
+  readonly lostSeqs: number[]
+  readonly failedSeqs: number[]
+  readonly survivedSeq: number
+}
+
+function reference(meta: RunMeta, acked: number, nowMs: number): Reference {
   const key = runKey(meta.runId)
   const last = new Map<number, number>()
   for (let seq = 1; seq <= acked; seq++) last.set(slotOf(key, meta.pattern, seq, meta.slotCount), seq)
   const classifier = new Classifier(key, recordSize, runLayout(meta, nowMs), { fastPath: false })
   const counts: Record<string, number> = { intact: 0, interrupted: 0, lost: 0, torn: 0, corrupt: 0 }
   const findings: string[] = []
+  const lostSeqs: number[] = []
+  const failedSeqs: number[] = []
+  let survivedSeq = 0
   const fd = openSync(meta.path, 'r')
   try {
     const buffer = Buffer.alloc(recordSize)
@@ -35,11 +46,15 @@ function reference(meta: RunMeta, acked: number, nowMs: number): { counts: Recor
       const verdict = classifier.classify(buffer.subarray(0, got), slot, seq)
       counts[verdict.kind]!++
       if (verdict.kind === 'torn' || verdict.kind === 'corrupt' || verdict.kind === 'interrupted') findings.push(`${verdict.kind} ${seq} ${slot}: ${verdict.detail}`)
+      if (verdict.kind === 'lost') lostSeqs.push(seq)
+      if (verdict.kind === 'lost' || verdict.kind === 'torn' || verdict.kind === 'corrupt') failedSeqs.push(seq)
+      else survivedSeq = Math.max(survivedSeq, verdict.foundSeq ?? seq)
     }
   } finally {
     closeSync(fd)
   }
-  return { counts, findings: findings.sort() }
+  const ascending = (xs: number[]): number[] => xs.sort((a, b) => a - b)
+  return { counts, findings: findings.sort(), lostSeqs: ascending(lostSeqs), failedSeqs: ascending(failedSeqs), survivedSeq }
 }
 
 function damage(meta: RunMeta, acked: number, random: () => number): void {
@@ -98,5 +113,10 @@ for (const pattern of ['append', 'overwrite'] as const satisfies readonly Patter
     ].sort()
     t.same(findings, expected.findings, 'the same findings, detail for detail')
     t.ok(report.lost + report.torn + report.corrupt > 0, 'the damage was found')
+    const inRanges = report.lostRanges.flatMap((r) => range(r.fromSeq, r.toSeq))
+    t.ok(report.lostRangeCount <= report.lostRanges.length, 'every lost range listed')
+    t.same(inRanges, expected.lostSeqs, 'the lost ranges hold exactly the lost seqs, in order')
+    const reordered = expected.failedSeqs.filter((q) => q < expected.survivedSeq)
+    t.same(report.reordering, reordered.length === 0 ? null : { count: reordered.length, survivedSeq: expected.survivedSeq, earliestLostSeq: reordered[0] }, 'the same reordering')
   })
 }

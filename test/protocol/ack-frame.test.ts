@@ -4,7 +4,7 @@
  * them: each byte replaced, truncations, extensions, seqs near 2^53, negative and float seqs,
  * other run ids, other key orders and extra keys, plus seeded random bytes behind a valid prefix.
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { AckFrameEncoder, FrameDecoder, encodeFrame, maxClientFrameBytes } from '../../src/protocol/framing.js'
 import { ackFastDecoder, decodeAckFast } from '../../src/protocol/ack-frame.js'
 import { clientMessageSchema } from '../../src/protocol/messages.js'
@@ -28,7 +28,7 @@ function framed(body: Buffer): Buffer {
 }
 
 /** Decodes body both ways, on fresh decoders, and checks they agree; returns whether the fast path took it. */
-function agree(t: Tap.Test, body: Buffer, what: string): boolean {
+function agree(t: Test, body: Buffer, what: string): boolean {
   const slow = outcome(new FrameDecoder(clientMessageSchema, maxClientFrameBytes), framed(body))
   const fast = outcome(new FrameDecoder(clientMessageSchema, maxClientFrameBytes, ackFastDecoder()), framed(body))
   const direct = decodeAckFast(body)
