@@ -13,7 +13,7 @@ import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os'
 import { usageError } from '../errors.js'
 import type { SocketAddress } from '../native/port.js'
 import { isLinkLocal, splitZone, unmappedIpv4 } from '../native/sockaddr.js'
-import { defaultPort } from '../protocol/messages.js'
+import { defaultPort } from '../protocol/default-port.js'
 
 export interface Endpoint {
   /** As written, without brackets: a name, an IPv4 address, or an IPv6 address with its %zone if any. */

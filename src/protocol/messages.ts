@@ -12,6 +12,7 @@
 import { z } from 'zod'
 import { fingerprintSchema } from '../bench/schema.js'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
+import { campaignNameSchema, maxClaims } from './names.js'
 
 /**
  * 2: run carries the writer's environment; runs carries the claims on a path; more error codes.
@@ -19,6 +20,7 @@ import { runIdSchema, runMetaSchema } from '../record/format.js'
  */
 export const protocolVersion = 3
 export { defaultPort } from './default-port.js'
+export { campaignNameSchema, maxClaims }
 
 /**
  * No writer produces records faster than this (tmpfs, the fastest case, reaches ~40k/s). Seqs beyond
@@ -51,8 +53,6 @@ export const writerEnvSchema = z.object({
 })
 export type WriterEnv = z.infer<typeof writerEnvSchema>
 
-/** A campaign's name: what `listen --campaign` and the report call it. */
-export const campaignNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a campaign name is 1-64 letters, digits, dots, dashes or underscores')
 /** Which cycle of which campaign a run belongs to (the agent tags the runs it starts). */
 export const campaignTagSchema = z.object({ name: campaignNameSchema, cycle: z.number().int().positive().max(100_000) })
 export type CampaignTag = z.infer<typeof campaignTagSchema>
@@ -195,7 +195,6 @@ export const claimSchema = z.object({
   ackedThroughSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
 })
 export type Claim = z.infer<typeof claimSchema>
-export const maxClaims = 64
 
 export const errorCodes = [
   'bad-frame',

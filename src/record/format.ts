@@ -40,6 +40,7 @@ import { pack, unpack } from 'msgpackr'
 import { z } from 'zod'
 import { methodNames } from '../native/methods.js'
 import { patterns, type Pattern } from './patterns.js'
+import { runIdSchema } from './run-id.js'
 
 export const sectorBytes = 512
 export const formatVersion = 1
@@ -51,7 +52,7 @@ export const writeTimeOffset = 48
 export const checksumBytes = 8
 export { patterns, type Pattern }
 
-export const runIdSchema = z.string().regex(/^[0-9a-f]{16}$/, 'a run id is 16 lower-case hex digits')
+export { runIdSchema }
 
 /** Bounds a real run stays within (verify trusts nothing it reads back beyond them). */
 export const maxRecordSizeBytes = 1024 * 1024

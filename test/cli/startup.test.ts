@@ -55,11 +55,14 @@ t.test('--help and --version load yargs, not koffi, zod or msgpackr', async (t) 
   }
 })
 
-t.test('methods loads the native layer (the hook sees koffi when it loads)', async (t) => {
+t.test('methods loads the native layer (the hook sees koffi when it loads), not the codecs', async (t) => {
   const run = await traced(tempDir(t), ['methods'])
   t.equal(run.code, 0, run.stderr)
   t.match(run.stdout, /fdatasync/)
-  t.ok(packagesOf(run.modules).has('koffi'))
+  const packages = packagesOf(run.modules)
+  t.ok(packages.has('koffi'))
+  // The flag schemas need zod alone: run ids and campaign names live apart from the record and wire codecs.
+  for (const codec of ['msgpackr', '@node-rs/xxhash', 'xxhash-wasm']) t.notOk(packages.has(codec), `methods does not load ${codec}`)
 })
 
 t.test("every command's --help prints its own usage", async (t) => {

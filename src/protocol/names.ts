@@ -1,0 +1,10 @@
+/**
+ * Campaign names and the claims bound, apart from messages.ts so the command line can validate its
+ * flags with zod alone, without loading the wire codec (msgpackr, xxhash): bench/startup.ts.
+ */
+import { z } from 'zod'
+
+/** A campaign's name: what `listen --campaign` and the report call it. */
+export const campaignNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a campaign name is 1-64 letters, digits, dots, dashes or underscores')
+/** The most runs a listener names in one answer about a host and path (so the most one verify judges). */
+export const maxClaims = 64
