@@ -72,8 +72,12 @@ import type { ListenerEvent } from './events.js'
 
 export const defaultMaxConnections = 1024
 export const defaultHelloTimeoutMs = 10_000
-/** Connections still waiting for their hello; beyond this the oldest is evicted. */
-export const defaultMaxPendingHandshakes = 128
+/**
+ * Connections still waiting for their hello; beyond this the oldest is evicted. As many as may be
+ * served: a fleet whose writers all connect at once (after a cut) must not evict its own members,
+ * whose hellos sit unread behind the burst of connections.
+ */
+export const defaultMaxPendingHandshakes = 1024
 /** Closed connections kept open to read their error frame; beyond this they are closed at once. */
 const maxLingering = 256
 /** Bytes of replies queued in user space for all peers together. */
