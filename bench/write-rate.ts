@@ -45,7 +45,7 @@ const goalRatioTmpfs = 0.5
 
 interface Round {
   readonly cPerS: number
-  /** The C loop plus one blocking 51-byte loopback send per record: the floor for any tool that acks every record. */
+  /** The C loop plus one blocking 51-byte loopback send per record: the ceiling for a writer that sends each ack itself before its next record. */
   readonly cSendPerS: number
   readonly plugcheckPerS: number
 }
