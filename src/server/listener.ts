@@ -495,7 +495,7 @@ class Connection {
     while (!this.busy && !this.writeBlocked && !this.closed && this.waitingHead < this.waiting.length) {
       const message = this.waiting[this.waitingHead++]!
       try {
-        const pending = message.type === 'ack' ? this.handleAcks(message) : this.handle(message)
+        const pending = this.handle(message)
         if (pending !== undefined) {
           this.busy = true
           pending.then(
