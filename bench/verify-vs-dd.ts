@@ -5,13 +5,14 @@
  * The file is a real run: `plugcheck listen` (store on tmpfs) and `plugcheck write --method none
  * --pattern append` until the file reaches --size, then SIGTERM (the run ends cleanly, every record
  * acknowledged). Or reuse one with --file and --acks (the listener's directory). Rounds interleave
- * (dd first in odd rounds, verify first in even ones) and the page cache is dropped before each
- * timed command: as root `sync` + `echo 3 > /proc/sys/vm/drop_caches`, otherwise
+ * (the order of dd and each verify rotates from round to round) and the page cache is dropped
+ * before each timed command: as root `sync` + `echo 3 > /proc/sys/vm/drop_caches`, otherwise
  * posix_fadvise(DONTNEED) on the data file through the native port (the bench says which).
  *
  * verify runs as the user runs it, `plugcheck verify --acks DIR --file FILE`, under /usr/bin/time
- * for its peak RSS. Its wall time includes Node's start-up; the start-up alone is measured in each
- * round (also cold) as a verify that finds no run, and "net" figures subtract it.
+ * for its peak RSS and CPU time (user + system: on a shared machine the wall time is partly waiting
+ * for a core, the CPU time is not). Its wall time includes Node's start-up; the start-up alone is
+ * measured in each round (also cold) as a verify that finds no run, and "net" figures subtract it.
  *
  * With --baseline-bin (another checkout's bin/plugcheck.js, e.g. the previous commit in a worktree)
  * each round also times that build's verify on the same file, so before and after are side by side.
@@ -36,6 +37,8 @@ interface VerifyTiming {
   readonly s: number
   readonly startupS: number
   readonly rssKiB: number
+  /** User + system CPU seconds of the verify process: steady when the wall time is mostly waiting for a shared core. */
+  readonly cpuS: number
 }
 
 interface Round {
@@ -94,13 +97,13 @@ async function main(): Promise<number> {
     }
     const timeVerify = async (verifyBin: string): Promise<VerifyTiming> => {
       drop.run()
-      let rssKiB = 0
+      let usage = { rssKiB: 0, cpuS: 0 }
       const s = await timed(async () => {
-        rssKiB = await verifyPeakRss(verifyBin, acksDir, file)
+        usage = await verifyUsage(verifyBin, acksDir, file)
       })
       drop.run()
       const startupS = await timed(() => checkedRun(process.execPath, [verifyBin, 'verify', '--acks', emptyAcks, '--file', file], [2]))
-      return { s, startupS, rssKiB }
+      return { s, startupS, ...usage }
     }
     const rounds: Round[] = []
     for (let r = 0; r < roundCount; r++) {
@@ -114,12 +117,12 @@ async function main(): Promise<number> {
         else verify[result.index] = result.timing
       }
       rounds.push({ ddS, verify })
-      const parts = verify.map((v, i) => `${i === 0 ? 'verify' : 'baseline'} ${(gb / v.s).toFixed(2)} GB/s (${v.s.toFixed(2)} s, start-up ${v.startupS.toFixed(2)} s, ratio ${(ddS / v.s).toFixed(3)}, net ${(ddS / (v.s - v.startupS)).toFixed(3)}, peak RSS ${(v.rssKiB / 1024).toFixed(0)} MiB)`)
+      const parts = verify.map((v, i) => `${i === 0 ? 'verify' : 'baseline'} ${(gb / v.s).toFixed(2)} GB/s (${v.s.toFixed(2)} s, start-up ${v.startupS.toFixed(2)} s, ratio ${(ddS / v.s).toFixed(3)}, net ${(ddS / (v.s - v.startupS)).toFixed(3)}, CPU ${v.cpuS.toFixed(2)} s, peak RSS ${(v.rssKiB / 1024).toFixed(0)} MiB)`)
       console.log(`  round ${r + 1}: dd ${(gb / ddS).toFixed(2)} GB/s (${ddS.toFixed(2)} s), ${parts.join(', ')}`)
     }
     const spread = (xs: number[]): string => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`
     console.log(`\n${(sizeBytes / 2 ** 30).toFixed(2)} GiB, ${roundCount} rounds, cold cache; medians over rounds; dd ${median(rounds.map((r) => gb / r.ddS)).toFixed(2)} GB/s`)
-    const rows = [['verify', 'GB/s', 'verify/dd', 'range', 'net verify/dd', 'range', 'peak RSS', 'goal', 'met']]
+    const rows = [['verify', 'GB/s', 'verify/dd', 'range', 'net verify/dd', 'range', 'CPU s/GB', 'peak RSS', 'goal', 'met']]
     bins.forEach((b, i) => {
       const ratios = rounds.map((r) => r.ddS / r.verify[i]!.s)
       const netRatios = rounds.map((r) => r.ddS / (r.verify[i]!.s - r.verify[i]!.startupS))
@@ -130,6 +133,7 @@ async function main(): Promise<number> {
         spread(ratios),
         median(netRatios).toFixed(3),
         spread(netRatios),
+        median(rounds.map((r) => r.verify[i]!.cpuS / gb)).toFixed(2),
         `${(Math.max(...rounds.map((r) => r.verify[i]!.rssKiB)) / 1024).toFixed(0)} MiB`,
         `>= ${goalRatio}`,
         median(ratios) >= goalRatio ? 'yes' : median(netRatios) >= goalRatio ? 'net only' : 'no',
@@ -184,12 +188,12 @@ function cacheDropper(file: string): { how: string; run(): void } {
   }
 }
 
-/** Runs verify under /usr/bin/time; its peak RSS in KiB. verify exits 0 or 4 (a `none` run that lost nothing). */
-async function verifyPeakRss(bin: string, acksDir: string, file: string): Promise<number> {
-  const result = await checkedRun('/usr/bin/time', ['-f', 'peak-rss-kib %M', process.execPath, bin, 'verify', '--acks', acksDir, '--file', file], [0, 4])
-  const match = /peak-rss-kib (\d+)/.exec(result.stderr)
-  if (match === null) throw new Error(`no peak RSS from /usr/bin/time:\n${result.stderr}`)
-  return Number(match[1])
+/** Runs verify under /usr/bin/time: its peak RSS and CPU time. verify exits 0 or 4 (a `none` run that lost nothing). */
+async function verifyUsage(bin: string, acksDir: string, file: string): Promise<{ rssKiB: number; cpuS: number }> {
+  const result = await checkedRun('/usr/bin/time', ['-f', 'usage %M %U %S', process.execPath, bin, 'verify', '--acks', acksDir, '--file', file], [0, 4])
+  const match = /usage (\d+) ([\d.]+) ([\d.]+)/.exec(result.stderr)
+  if (match === null) throw new Error(`no usage from /usr/bin/time:\n${result.stderr}`)
+  return { rssKiB: Number(match[1]), cpuS: Number(match[2]) + Number(match[3]) }
 }
 
 async function checkedRun(command: string, args: readonly string[], okCodes: readonly number[]): Promise<{ stdout: string; stderr: string }> {
