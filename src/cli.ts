@@ -1,11 +1,10 @@
 /**
- * The command line: yargs parses, zod validates (cli-args.ts), one function per command (commandRuns) runs and
+ * The command line: yargs parses, zod validates (cli-args.ts), one function per command runs and
  * returns an exit code. Nothing here calls process.exit (src/bin.ts does, once).
  */
 import { writeSync } from 'node:fs'
 import { resolve } from 'node:path'
 import yargs, { type Argv } from 'yargs'
-import type { CommandName } from './cli-args.js'
 import type { Io } from './client/writer.js'
 import { PlugcheckError, exitCodes, usageError } from './errors.js'
 import { methodNames } from './native/methods.js'
@@ -64,109 +63,8 @@ function writeOptions<T>(y: Argv<T>) {
     .option('jobs', { type: 'number', default: 1, describe: 'writer threads, each with its own data file (PATH.jobK), run and connection; verify judges them together' })
 }
 
-/**
- * What each command runs, given its flags as yargs parsed them. The commands given to yargs have no
- * handler: before calling a handler yargs renders the command's whole help text (kept for a later
- * showHelp), a third of its share of a command's start-up (bench/startup.ts).
- */
-const commandRuns: { readonly [C in CommandName]: (args: unknown, io: Io) => Promise<number> } = {
-  listen: async (args, io) => {
-    const a = (await flagSchemas()).validate('listen', args)
-    const { runListen } = await import('./server/listen.js')
-    return runListen(
-      {
-        host: a.host,
-        port: a.port,
-        dir: a.dir,
-        maxConnections: a.maxConnections,
-        ...(a.token === undefined ? {} : { token: a.token }),
-        ...(a.events === undefined ? {} : { eventsFile: resolve(a.events) }),
-        ...(a.campaign === undefined
-          ? {}
-          : {
-              campaign: {
-                name: a.campaign,
-                cycles: a.cycles ?? 10,
-                cutCommand: a.cutCommand!,
-                cutAfterS: a.cutAfter!,
-                rebootTimeoutS: a.rebootTimeout ?? 600,
-                ...(a.seed === undefined ? {} : { seed: a.seed }),
-              },
-            }),
-      },
-      io,
-    )
-  },
-  write: async (args, io) => {
-    const { validate, writeOptionsOf } = await flagSchemas()
-    const a = validate('write', args)
-    const { runWrite } = await import('./client/writer.js')
-    return runWrite(
-      {
-        ...writeOptionsOf(a),
-        ...(a.duration === undefined ? {} : { durationS: a.duration }),
-        ...(a.traceFile === undefined ? {} : { traceFile: resolve(a.traceFile) }),
-      },
-      io,
-    )
-  },
-  agent: async (args, io) => {
-    const { validate, writeOptionsOf } = await flagSchemas()
-    const a = validate('agent', args)
-    const { runAgent } = await import('./client/agent.js')
-    return runAgent(
-      { ...writeOptionsOf(a), ...(a.printService === undefined ? {} : { printService: a.printService }) },
-      process.argv.slice(2),
-      io,
-    )
-  },
-  verify: async (args, io) => {
-    const a = (await flagSchemas()).validate('verify', args)
-    const { runVerify } = await import('./client/verify.js')
-    return runVerify(
-      {
-        source: a.server !== undefined ? { server: a.server } : { acksDir: resolve(a.acks!) },
-        file: a.file,
-        json: a.json,
-        listenerTimeoutMs: a.listenerTimeout,
-        ...(a.run === undefined ? {} : { runId: a.run }),
-        ...(a.token === undefined ? {} : { token: a.token }),
-        ...(a.host === undefined ? {} : { host: a.host }),
-      },
-      io,
-    )
-  },
-  demo: async (args, io) => {
-    const a = (await flagSchemas()).validate('demo', args)
-    const { runDemo } = await import('./client/demo.js')
-    return runDemo({ method: a.method[0]!, killAfterS: a.killAfter, json: a.json }, io)
-  },
-  bench: async (args, io) => {
-    const a = (await flagSchemas()).validate('bench', args)
-    const { runBench } = await import('./bench/bench.js')
-    return runBench({ secsPerTest: a.secs, recordSizeBytes: a.recordSize, json: a.json, ...(a.file === undefined ? {} : { file: a.file }) }, io)
-  },
-  runs: async (args, io) => {
-    const a = (await flagSchemas()).validate('runs', args)
-    const { runRuns } = await import('./client/runs.js')
-    return runRuns(
-      { server: a.server, json: a.json, listenerTimeoutMs: a.listenerTimeout, ...(a.token === undefined ? {} : { token: a.token }), ...(a.campaign === undefined ? {} : { campaign: a.campaign }) },
-      io,
-    )
-  },
-  report: async (args, io) => {
-    const a = (await flagSchemas()).validate('report', args)
-    const { runReport } = await import('./report/report.js')
-    return runReport({ dir: a.dir, json: a.json, ...(a.campaign === undefined ? {} : { campaigns: a.campaign }), ...(a.html === undefined ? {} : { htmlFile: a.html }) }, io)
-  },
-  methods: async (args, io) => {
-    const a = (await flagSchemas()).validate('methods', args)
-    const { runMethods } = await import('./client/methods.js')
-    return runMethods({ json: a.json }, io)
-  },
-}
-
 export async function main(argv: readonly string[], io: Io = processIo): Promise<number> {
+  let run: (() => Promise<number>) | undefined
   const parser = yargs([...argv])
     .scriptName('plugcheck')
     .usage('$0 <command> [options]\n\nProves whether a storage stack keeps what fsync acknowledged, across a real power cut.')
@@ -193,6 +91,35 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('cut-after', { type: 'string', describe: 'campaign: MIN-MAX seconds after the writer is steady to cut' })
           .option('reboot-timeout', { type: 'number', describe: 'campaign: seconds to wait for the agent after a cut (default 600)' })
           .option('seed', { type: 'number', describe: 'campaign: seed of the cut moments (default: random, logged)' }),
+      (args) => {
+        run = async () => {
+          const a = (await flagSchemas()).validate('listen', args)
+          const { runListen } = await import('./server/listen.js')
+          return runListen(
+            {
+              host: a.host,
+              port: a.port,
+              dir: a.dir,
+              maxConnections: a.maxConnections,
+              ...(a.token === undefined ? {} : { token: a.token }),
+              ...(a.events === undefined ? {} : { eventsFile: resolve(a.events) }),
+              ...(a.campaign === undefined
+                ? {}
+                : {
+                    campaign: {
+                      name: a.campaign,
+                      cycles: a.cycles ?? 10,
+                      cutCommand: a.cutCommand!,
+                      cutAfterS: a.cutAfter!,
+                      rebootTimeoutS: a.rebootTimeout ?? 600,
+                      ...(a.seed === undefined ? {} : { seed: a.seed }),
+                    },
+                  }),
+            },
+            io,
+          )
+        }
+      },
     )
     .command(
       'write',
@@ -201,6 +128,21 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
         writeOptions(y)
           .option('duration', { type: 'number', describe: 'seconds to run (default: until killed)' })
           .option('trace-file', { type: 'string', hidden: true, describe: 'lab/bench: log each completed sync to this side file' }),
+      (args) => {
+        run = async () => {
+          const { validate, writeOptionsOf } = await flagSchemas()
+          const a = validate('write', args)
+          const { runWrite } = await import('./client/writer.js')
+          return runWrite(
+            {
+              ...writeOptionsOf(a),
+              ...(a.duration === undefined ? {} : { durationS: a.duration }),
+              ...(a.traceFile === undefined ? {} : { traceFile: resolve(a.traceFile) }),
+            },
+            io,
+          )
+        }
+      },
     )
     .command(
       'agent',
@@ -210,6 +152,18 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           choices: ['systemd', 'windows'] as const,
           describe: 'print a systemd unit or a Windows scheduled task that starts this agent at boot, and exit',
         }),
+      (args) => {
+        run = async () => {
+          const { validate, writeOptionsOf } = await flagSchemas()
+          const a = validate('agent', args)
+          const { runAgent } = await import('./client/agent.js')
+          return runAgent(
+            { ...writeOptionsOf(a), ...(a.printService === undefined ? {} : { printService: a.printService }) },
+            process.argv.slice(2),
+            io,
+          )
+        }
+      },
     )
     .command(
       'verify',
@@ -224,6 +178,24 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('token', { type: 'string', describe: 'the listener\'s --token' })
           .option('host', { type: 'string', describe: 'host name the writer ran on (default: this machine)' })
           .option('listener-timeout', listenerTimeoutOption),
+      (args) => {
+        run = async () => {
+          const a = (await flagSchemas()).validate('verify', args)
+          const { runVerify } = await import('./client/verify.js')
+          return runVerify(
+            {
+              source: a.server !== undefined ? { server: a.server } : { acksDir: resolve(a.acks!) },
+              file: a.file,
+              json: a.json,
+              listenerTimeoutMs: a.listenerTimeout,
+              ...(a.run === undefined ? {} : { runId: a.run }),
+              ...(a.token === undefined ? {} : { token: a.token }),
+              ...(a.host === undefined ? {} : { host: a.host }),
+            },
+            io,
+          )
+        }
+      },
     )
     .command(
       'demo',
@@ -233,6 +205,13 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('method', { type: 'string', default: 'fdatasync', describe: 'sync method to rehearse with' })
           .option('kill-after', { type: 'number', default: 3, describe: 'seconds before the writer is killed' })
           .option('json', { type: 'boolean', default: false, describe: "print verify's JSON" }),
+      (args) => {
+        run = async () => {
+          const a = (await flagSchemas()).validate('demo', args)
+          const { runDemo } = await import('./client/demo.js')
+          return runDemo({ method: a.method[0]!, killAfterS: a.killAfter, json: a.json }, io)
+        }
+      },
     )
     .command(
       'bench',
@@ -243,6 +222,13 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('secs', { type: 'number', default: 5, describe: 'seconds per test (fractions allowed)' })
           .option('record-size', { type: 'string', default: '8192', describe: 'bytes per write, a multiple of 512' })
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' }),
+      (args) => {
+        run = async () => {
+          const a = (await flagSchemas()).validate('bench', args)
+          const { runBench } = await import('./bench/bench.js')
+          return runBench({ secsPerTest: a.secs, recordSizeBytes: a.recordSize, json: a.json, ...(a.file === undefined ? {} : { file: a.file }) }, io)
+        }
+      },
     )
     .command(
       'runs',
@@ -254,6 +240,16 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
           .option('token', { type: 'string', describe: "the listener's --token" })
           .option('listener-timeout', listenerTimeoutOption),
+      (args) => {
+        run = async () => {
+          const a = (await flagSchemas()).validate('runs', args)
+          const { runRuns } = await import('./client/runs.js')
+          return runRuns(
+            { server: a.server, json: a.json, listenerTimeoutMs: a.listenerTimeout, ...(a.token === undefined ? {} : { token: a.token }), ...(a.campaign === undefined ? {} : { campaign: a.campaign }) },
+            io,
+          )
+        }
+      },
     )
     .command(
       'report',
@@ -264,21 +260,33 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('campaign', { type: 'string', array: true, describe: 'campaign name; several side by side (default: every campaign in the directory)' })
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
           .option('html', { type: 'string', describe: 'also write a self-contained HTML report to this file' }),
+      (args) => {
+        run = async () => {
+          const a = (await flagSchemas()).validate('report', args)
+          const { runReport } = await import('./report/report.js')
+          return runReport({ dir: a.dir, json: a.json, ...(a.campaign === undefined ? {} : { campaigns: a.campaign }), ...(a.html === undefined ? {} : { htmlFile: a.html }) }, io)
+        }
+      },
     )
     .command(
       'methods',
       "this platform's sync methods: available or not and why, the calls each makes, what --direct does",
       (y) => y.option('json', { type: 'boolean', default: false, describe: 'print one JSON document' }),
+      (args) => {
+        run = async () => {
+          const a = (await flagSchemas()).validate('methods', args)
+          const { runMethods } = await import('./client/methods.js')
+          return runMethods({ json: a.json }, io)
+        }
+      },
     )
     .demandCommand(1, 'give a command: listen, write, verify, agent, runs, report, bench, demo or methods')
     .help()
     .version()
     .wrap(Math.min(110, process.stdout.columns ?? 110))
 
-  const args = await parser.parseAsync()
-  // After --help or --version yargs has printed, and runs no command: neither does this.
-  if (args['help'] === true || args['version'] === true) return exitCodes.ok
-  return commandRuns[args._[0] as CommandName](args, io)
+  await parser.parseAsync()
+  return run === undefined ? exitCodes.ok : run()
 }
 
 /** One line naming the problem, a hint where one helps; no stack trace for operating errors. */
