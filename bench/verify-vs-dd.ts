@@ -70,22 +70,25 @@ async function main(): Promise<number> {
   let file: string
   let acksDir: string
   const cleanup: string[] = []
-  if (values.file !== undefined && values.acks !== undefined && existsSync(values.file)) {
-    file = resolve(values.file)
-    acksDir = resolve(values.acks)
+  const reuse = values.file !== undefined && values.acks !== undefined && existsSync(values.file)
+  if (reuse) {
+    file = resolve(values.file!)
+    acksDir = resolve(values.acks!)
   } else {
     file = values.file === undefined ? join(resolve(values.dir), `plugcheck-verify-bench-${process.pid}.dat`) : resolve(values.file)
     acksDir = values.acks === undefined ? mkdtempSync(join(tmpfsDir, 'plugcheck-verify-bench-acks-')) : resolve(values.acks)
     if (!values.keep && values.file === undefined) cleanup.push(file)
     if (!values.keep && values.acks === undefined) cleanup.push(acksDir)
-    const sizeBytes = parseSize(values.size)
-    if (sizeBytes === null) throw new Error(`--size ${values.size} is not a size`)
-    await writeRun(bin, file, acksDir, sizeBytes)
   }
   const emptyAcks = mkdtempSync(join(tmpdir(), 'plugcheck-verify-bench-empty-'))
   cleanup.push(emptyAcks)
 
   try {
+    if (!reuse) {
+      const sizeBytes = parseSize(values.size)
+      if (sizeBytes === null) throw new Error(`--size ${values.size} is not a size`)
+      await writeRun(bin, file, acksDir, sizeBytes)
+    }
     const sizeBytes = statSync(file).size
     const gb = sizeBytes / 1e9
     const drop = cacheDropper(file)
