@@ -7,6 +7,7 @@
  * src/sea-main.ts bundled as CommonJS; its assets are
  *   plugcheck.mjs     src/bin.ts bundled by esbuild as one ES module (it awaits at its top level),
  *   job-worker.mjs    src/client/job-worker.ts likewise (--jobs starts it beside the bundle),
+ *   scan-worker.mjs   src/client/scan-worker.ts likewise (verify's checking threads),
  *   koffi.node, msgpackr-extract.node, xxhash.node   the native modules of this platform,
  *   manifest.json     every file above with its sha256.
  * At its first start the executable unpacks them into a cache directory named by the manifest's
@@ -128,10 +129,14 @@ function targetParts(target: ExeTarget): { node: string; natives: NativeFile[] }
   }
 }
 
-/** Bundles src/bin.ts and the job worker as ES modules into dir. */
+/** Bundles src/bin.ts and the worker entries as ES modules into dir. */
 async function bundle(dir: string, packed: ReadonlySet<string>): Promise<void> {
   await build({
-    entryPoints: { plugcheck: join(repoRoot, 'src', 'bin.ts'), 'job-worker': join(repoRoot, 'src', 'client', 'job-worker.ts') },
+    entryPoints: {
+      plugcheck: join(repoRoot, 'src', 'bin.ts'),
+      'job-worker': join(repoRoot, 'src', 'client', 'job-worker.ts'),
+      'scan-worker': join(repoRoot, 'src', 'client', 'scan-worker.ts'),
+    },
     outdir: dir,
     outExtension: { '.js': '.mjs' },
     bundle: true,
@@ -189,7 +194,7 @@ export async function buildExe(target: ExeTarget, outDir: string = defaultOutDir
   try {
     await bundle(work, new Set(natives.map((file) => file.name)))
     for (const file of natives) copyFileSync(file.path, join(work, file.name))
-    const assets = ['plugcheck.mjs', 'job-worker.mjs', ...natives.map((file) => file.name)]
+    const assets = ['plugcheck.mjs', 'job-worker.mjs', 'scan-worker.mjs', ...natives.map((file) => file.name)]
     const manifest: SeaManifest = { entry: 'plugcheck.mjs', files: assets.map((name) => ({ name, sha256: sha256(join(work, name)) })) }
     writeFileSync(join(work, 'manifest.json'), JSON.stringify(manifest))
     const config = {

@@ -7,7 +7,7 @@
  * where node would resolve and compile ~120 modules: bench/startup.ts); the packages with native
  * builds (koffi, msgpackr, @node-rs/xxhash) stay node's to resolve. The chunks sit one directory
  * below dist/ as the sources sit one below src/, so paths taken from import.meta.url (the demo's
- * bin/plugcheck.js, the --jobs worker beside jobs.ts) hold in both. No type check: `npm run typecheck`.
+ * bin/plugcheck.js, the --jobs worker beside jobs.ts, verify's checking threads beside scan-threads.ts) hold in both. No type check: `npm run typecheck`.
  *
  * Built in a temporary directory beside dist/ and renamed into place. dist/bin.js is stamped with the
  * time the build started: bin/plugcheck.js runs dist/ only when no file under src/ is newer, so a
@@ -29,7 +29,11 @@ export async function buildDist(): Promise<void> {
   const stageDir = mkdtempSync(join(repoRoot, '.dist-'))
   try {
     await build({
-      entryPoints: { bin: join(repoRoot, 'src', 'bin.ts'), 'chunks/job-worker': join(repoRoot, 'src', 'client', 'job-worker.ts') },
+      entryPoints: {
+        bin: join(repoRoot, 'src', 'bin.ts'),
+        'chunks/job-worker': join(repoRoot, 'src', 'client', 'job-worker.ts'),
+        'chunks/scan-worker': join(repoRoot, 'src', 'client', 'scan-worker.ts'),
+      },
       chunkNames: 'chunks/[name]-[hash]',
       outdir: stageDir,
       bundle: true,

@@ -14,13 +14,18 @@
  */
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs'
 import type { AckSpan, StoredRun } from '../protocol/messages.js'
-import { Classifier, runLayout, type SlotVerdict } from '../record/classify.js'
+import { Classifier, runLayout, wholeVerdict, type SlotVerdict } from '../record/classify.js'
 import { decodeSuperblock, runKey, slotOf, slotOffsetBytes, type RunKey, type RunMeta, type SuperblockReading } from '../record/format.js'
 import { describeSystemError, runtimeError } from '../errors.js'
+import { WholeRecordCheck } from '../record/scan.js'
 import { readAhead, type ChunkRequest } from './read-ahead.js'
+import { chunkBuffers, inThreadChecker, scanThreadCount, startScanThreads, type ChunkChecker } from './scan-threads.js'
 
-/** Large reads, several in flight (read-ahead.ts): the disk streams while the previous chunk is checked. */
-const readChunkBytes = 16 * 1024 * 1024
+/**
+ * Large reads, several in flight (read-ahead.ts): the disk streams while earlier chunks are checked,
+ * on other threads when there are cores for them (scan-threads.ts).
+ */
+const defaultReadChunkBytes = 16 * 1024 * 1024
 const readsInFlight = 2
 /** Per-record detail lists and lostRanges are capped; counts are always exact. */
 export const detailListLimit = 1000
@@ -95,6 +100,8 @@ export interface RunReport {
 export interface JudgeOptions {
   readonly nowMs?: number
   readonly rebootedSinceWrite?: boolean | null
+  /** Tests: smaller reads, so a small file spans many chunks (rounded down to whole records). */
+  readonly readChunkBytes?: number
 }
 
 // --- the data file -------------------------------------------------------------------------------
@@ -368,17 +375,18 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
       // Slots from here on start at or past the end of the file.
       const firstSlotPastEnd = Math.max(0, Math.ceil(fileSizeBytes / recordSize) - 1)
       const readLimit = Math.min(plan.slotLimit, firstSlotPastEnd)
-      const classifier = new Classifier(key, recordSize, runLayout(meta, nowMs))
+      // The slow path, for the slots the whole-record check did not accept.
+      const classifier = new Classifier(key, recordSize, runLayout(meta, nowMs), { fastPath: false })
+      const readChunkBytes = options.readChunkBytes ?? defaultReadChunkBytes
       const chunkBytes = readChunkBytes - (readChunkBytes % recordSize) || recordSize
-      for await (const { request, bytes: chunk } of readAhead(fd, meta.path, chunksToRead(plan, recordSize, readLimit, chunkBytes), chunkBytes, readsInFlight)) {
-        const { firstSlot, lastSlot, offsetBytes: chunkOffset } = request
+      const judgeChunk = ({ firstSlot, lastSlot, offsetBytes: chunkOffset }: SlotChunk, chunk: Buffer, accepted: Float64Array): void => {
         const got = chunk.length
         for (let slot = firstSlot; slot <= lastSlot; slot++) {
           const seq = plan.lastAcked(slot)
           if (seq === 0) continue
           const start = (slot - firstSlot) * recordSize
-          const bytes = chunk.subarray(start, Math.max(start, Math.min(got, start + recordSize)))
-          const verdict: SlotVerdict = classifier.classify(bytes, slot, seq)
+          const found = accepted[slot - firstSlot]!
+          const verdict: SlotVerdict = found > 0 ? wholeVerdict(found, seq) : classifier.classify(chunk.subarray(start, Math.max(start, Math.min(got, start + recordSize))), slot, seq)
           if (verdict.kind === 'intact') {
             intact++
             maxSurvivingSeq = Math.max(maxSurvivingSeq, verdict.foundSeq ?? seq)
@@ -407,6 +415,28 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
               break
           }
         }
+      }
+      const threads = scanThreadCount(readLimit * recordSize, chunkBytes)
+      const checker: ChunkChecker =
+        threads > 0
+          ? startScanThreads({ runId: meta.runId, recordSizeBytes: recordSize, pattern: meta.pattern, slotCount: meta.slotCount }, threads)
+          : inThreadChecker(new WholeRecordCheck(key, recordSize, meta.pattern, meta.slotCount))
+      try {
+        // Chunks out to the threads, judged in file order: each stays unread-over while it is held.
+        const heldChunks = threads + 1
+        const held: { request: SlotChunk; bytes: Buffer; accepted: Promise<Float64Array> }[] = []
+        const judgeOldest = async (): Promise<void> => {
+          const { request, bytes, accepted } = held.shift()!
+          judgeChunk(request, bytes, await accepted)
+        }
+        const buffers = chunkBuffers(readsInFlight + heldChunks, chunkBytes, threads > 0)
+        for await (const { request, bytes } of readAhead(fd, meta.path, chunksToRead(plan, recordSize, readLimit, chunkBytes), buffers, readsInFlight)) {
+          held.push({ request, bytes, accepted: checker.check(bytes, request.firstSlot, request.lastSlot - request.firstSlot + 1) })
+          if (held.length === heldChunks) await judgeOldest()
+        }
+        while (held.length > 0) await judgeOldest()
+      } finally {
+        await checker.close()
       }
       if (readLimit < plan.slotLimit) loseFrom(readLimit, 'past the end of the file')
     } finally {

@@ -3,9 +3,11 @@
  * the caller checks one chunk while the disk (and the kernel's copy out of the page cache) works on
  * the following ones: verify's reading and checking overlap instead of taking turns.
  *
- * Memory is fixed: readsInFlight + 1 buffers of bufferBytes, reused (the chunk handed out stays
- * valid until the caller asks for the next one). Every read started is awaited before the generator
- * ends, even when the caller stops early or a read fails, so the caller may close the fd afterwards.
+ * Memory is fixed: the caller's buffers, reused in turn. With B buffers and readsInFlight reads
+ * pending, the caller may hold the last B - readsInFlight chunks handed out (a chunk stays valid
+ * until the caller has asked for that many more): verify keeps chunks while other threads check
+ * them. Every read started is awaited before the generator ends, even when the caller stops early or
+ * a read fails, so the caller may close the fd afterwards.
  */
 import { read } from 'node:fs'
 import { describeSystemError, runtimeError } from '../errors.js'
@@ -43,19 +45,19 @@ export async function* readAhead<R extends ChunkRequest>(
   fd: number,
   path: string,
   requests: Iterable<R>,
-  bufferBytes: number,
+  buffers: readonly Buffer[],
   readsInFlight: number,
 ): AsyncGenerator<Chunk<R>> {
-  const buffers = Array.from({ length: readsInFlight + 1 }, () => Buffer.alloc(bufferBytes))
+  if (buffers.length <= readsInFlight) throw new Error(`${buffers.length} buffers leave none for the caller with ${readsInFlight} reads in flight`)
   const pending: { request: R; buffer: Buffer; settled: Promise<Settled> }[] = []
   const iterator = requests[Symbol.iterator]()
   let started = 0
   const startNext = (): void => {
     const next = iterator.next()
     if (next.done === true) return
-    if (next.value.lengthBytes > bufferBytes) throw new Error(`a chunk of ${next.value.lengthBytes} bytes does not fit a ${bufferBytes}-byte buffer`)
-    // With readsInFlight reads pending and one chunk held by the caller, this buffer is free.
+    // With readsInFlight reads pending and the caller holding the rest, this buffer is free.
     const buffer = buffers[started++ % buffers.length]!
+    if (next.value.lengthBytes > buffer.length) throw new Error(`a chunk of ${next.value.lengthBytes} bytes does not fit a ${buffer.length}-byte buffer`)
     pending.push({ request: next.value, buffer, settled: readFullyAsync(fd, buffer, next.value.lengthBytes, next.value.offsetBytes) })
   }
   try {

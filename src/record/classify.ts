@@ -239,7 +239,8 @@ export class Classifier {
 }
 
 /** A whole record of seq found with a valid checksum, judged against the acknowledged seq. */
-function wholeVerdict(found: number, ackedSeq: number): SlotVerdict {
+/** The verdict on a slot holding one whole, checksum-valid record of seq found (the first row of the table above). */
+export function wholeVerdict(found: number, ackedSeq: number): SlotVerdict {
   if (found === ackedSeq) return { kind: 'intact', foundSeq: found, detail: 'intact' }
   return found > ackedSeq
     ? { kind: 'intact', foundSeq: found, detail: `holds newer, never acknowledged record ${found}` }

@@ -46,6 +46,18 @@ export class WholeRecordCheck {
     this.scratch = new Uint32Array(this.scratchBytes.buffer, this.scratchBytes.byteOffset, recordSizeBytes / 4)
   }
 
+  /**
+   * seqOf for each of `slots` slots from firstSlot, the chunk holding them back to back from its
+   * start (shorter when the file ends inside it): the record's seq, or 0 where seqOf gives null (no
+   * record has seq 0). What verify's threads return for a chunk (client/scan-threads.ts).
+   */
+  seqsOf(chunk: Buffer, firstSlot: number, slots: number): Float64Array<ArrayBuffer> {
+    const seqs = new Float64Array(slots)
+    const size = this.recordSizeBytes
+    for (let i = 0, start = 0; i < slots && start + size <= chunk.length; i++, start += size) seqs[i] = this.seqOf(chunk.subarray(start, start + size), firstSlot + i) ?? 0
+    return seqs
+  }
+
   /** The seq of the record bytes hold when they are exactly one of ours for slot with a valid checksum; else null. */
   seqOf(bytes: Buffer, slot: number): number | null {
     if (bytes.length !== this.recordSizeBytes || bytes.byteOffset % 4 !== 0) return null
