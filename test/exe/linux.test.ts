@@ -20,8 +20,8 @@ interface ExeResult {
 const exeTimeoutMs = 120_000
 
 /** The executable with only PATH (no node on it), HOME and XDG_CACHE_HOME in its environment. */
-function runExe(exe: string, args: readonly string[], options: { cwd: string; cache: string }): Promise<ExeResult> {
-  const env = { PATH: '/nonexistent', HOME: options.cwd, XDG_CACHE_HOME: options.cache }
+function runExe(exe: string, args: readonly string[], options: { cwd: string; cache: string; env?: Record<string, string> }): Promise<ExeResult> {
+  const env = { PATH: '/nonexistent', HOME: options.cwd, XDG_CACHE_HOME: options.cache, ...options.env }
   const child = spawn(exe, args, { cwd: options.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
@@ -55,11 +55,12 @@ t.test('the linux-x64 single executable', needsLinuxX64(), async (t) => {
     const cwd = join(dir, 'demo')
     const cache = join(dir, 'demo-cache')
     mkdirSync(cwd)
-    const result = await runExe(exe, ['demo', '--kill-after', '2'], { cwd, cache })
+    // Its verify checks records on two threads, as on a file of several reads (scan-worker.mjs).
+    const result = await runExe(exe, ['demo', '--kill-after', '2'], { cwd, cache, env: { PLUGCHECK_VERIFY_THREADS: '2' } })
     t.equal(result.code, 0, result.stderr)
     t.match(result.stdout, /PASS: all [\d,]+ acknowledged records/)
     t.same(readdirSync(cwd), [], 'nothing is left in the working directory')
-    t.same(readdirSync(unpackedDir(cache)).sort(), ['job-worker.mjs', 'koffi.node', 'msgpackr-extract.node', 'plugcheck.mjs', 'xxhash.node'])
+    t.same(readdirSync(unpackedDir(cache)).sort(), ['job-worker.mjs', 'koffi.node', 'msgpackr-extract.node', 'plugcheck.mjs', 'scan-worker.mjs', 'xxhash.node'])
     const again = await runExe(exe, ['methods', '--json'], { cwd, cache })
     t.equal(again.code, 0, again.stderr)
     t.equal(again.stderr, '', 'a later start says nothing about unpacking')
