@@ -1,8 +1,7 @@
 /**
  * The writer's connection to the listener, fully synchronous: the write loop never yields to the
- * event loop for acks (that would delay them by milliseconds), so frames leave through a socket of
- * our own: with a blocking send() until startPump(), then through the send thread (ack-pump.ts),
- * which the loop hands each ack to right after the sync call returns.
+ * event loop for acks (that would delay them by milliseconds), so acks leave through a blocking
+ * send() on a socket of our own, right after the sync call returns.
  *
  * Fault model: the peer may not be a plugcheck listener at all (an HTTP server on the port), may
  * refuse us (token, a path another run is writing, its connection limit) or may vanish. Each case
@@ -16,7 +15,6 @@ import { nativePort, type AckSocket } from '../native/index.js'
 import { PlugcheckError, describeSystemError, runtimeError } from '../errors.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, startsWithListenerFrame } from './listener-errors.js'
-import { AckPump } from './ack-pump.js'
 
 /** Default bound on connect, every send and every wait for an answer (`--listener-timeout`). */
 export const listenerTimeoutMs = 10_000
@@ -32,8 +30,6 @@ export class AckChannel {
   /** Highest seq the listener has reported durable, per run. */
   readonly recordedThrough = new Map<string, number>()
   private socket: AckSocket | undefined
-  /** Once startPump() ran (POSIX): every frame leaves through the pump thread, in order (ack-pump.ts). */
-  private pump: AckPump | undefined
 
   private constructor(
     socket: AckSocket,
@@ -91,23 +87,8 @@ export class AckChannel {
     this.send({ type: 'end', runId, reason, ...(detail === undefined ? {} : { detail }) })
   }
 
-  /**
-   * From now on frames leave through a second thread, so the write loop does not wait for send().
-   * Only where the socket is a plain descriptor (POSIX); elsewhere frames keep leaving inline.
-   */
-  startPump(): void {
-    const fd = this.live().fd
-    if (this.pump === undefined && fd !== undefined) this.pump = AckPump.start(fd, this.timeoutMs)
-  }
-
   /** Takes in whatever the listener sent, without blocking. Throws on an error frame or a closed connection. */
   poll(): void {
-    const failure = this.pump?.failed()
-    if (failure !== undefined) this.lostConnection(failure)
-    this.receiveNow()
-  }
-
-  private receiveNow(): void {
     for (;;) {
       let n: number
       try {
@@ -124,7 +105,6 @@ export class AckChannel {
   /** Waits until the listener reports every given run durable through its seq; false on time-out. */
   waitRecorded(throughSeqs: ReadonlyMap<string, number>, timeoutMs: number): boolean {
     const deadline = Date.now() + timeoutMs
-    this.flushPump()
     const done = (): boolean => [...throughSeqs].every(([runId, seq]) => (this.recordedThrough.get(runId) ?? 0) >= seq)
     while (!done()) {
       const leftMs = deadline - Date.now()
@@ -140,11 +120,7 @@ export class AckChannel {
   }
 
   close(): void {
-    // The descriptor is closed only once the pump is done with it (else it is left to the exit):
-    // a late write must never reach a descriptor number reused for a data file.
-    const pumpDone = this.pump?.stop() ?? true
-    this.pump = undefined
-    if (pumpDone) this.socket?.close()
+    this.socket?.close()
     this.socket = undefined
   }
 
@@ -158,28 +134,12 @@ export class AckChannel {
   }
 
   private sendFrame(frame: Buffer): void {
-    const socket = this.live()
     try {
-      if (this.pump !== undefined && frame.length <= AckPump.frameBytesMax) return this.pump.push(frame)
-      this.pump?.flush() // a frame too big for the ring leaves inline, after what the ring holds
-      socket.sendAll(frame)
+      this.live().sendAll(frame)
     } catch (error) {
-      this.lostConnection(error)
+      this.poll() // the listener may have said why before closing
+      throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
     }
-  }
-
-  /** Waits until the pump has written every queued frame. */
-  private flushPump(): void {
-    try {
-      this.pump?.flush()
-    } catch (error) {
-      this.lostConnection(error)
-    }
-  }
-
-  private lostConnection(error: unknown): never {
-    this.receiveNow() // the listener may have said why before closing
-    throw runtimeError(`lost the connection to the listener at ${this.endpointText}: ${describeSystemError(error)}`)
   }
 
   private waitFor<T extends ServerMessage['type']>(type: T): Extract<ServerMessage, { type: T }> {

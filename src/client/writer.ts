@@ -4,9 +4,10 @@
  *
  * The write loop is synchronous on purpose. Every async hop (koffi .async, fs.write, a worker
  * message) costs 15-25 us, half a real flush, and yielding to the event loop delays queued acks by
- * milliseconds. So records are written through libc, and right after the sync returns each ack is
- * queued for a send thread that writes it to a socket of our own at once (ack-pump.ts): the loop
- * does not wait for send(), which on loopback costs as much as a tmpfs write plus sync.
+ * milliseconds. So records are written through libc, and right after the sync returns each ack
+ * leaves through a blocking send() on a socket of our own, before the next record is written: no
+ * ack ever waits behind another sync. (A send thread was measured: it raised the tmpfs rate by a
+ * third but let acks trail the loop by milliseconds on a busy box, see bench/README.md.)
  *
  * The writer always leaves a trail: one line per run and the verify command go to stdout with a
  * synchronous write before the loop starts (stdout to a pipe is asynchronous in Node and would
@@ -322,7 +323,6 @@ const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmedi
 async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, io: Io, timeoutMs: number): Promise<number> {
   const trace = options.traceFile === undefined ? undefined : new TraceLog(options.traceFile)
   const signals = catchStopSignals()
-  channel.startPump() // acks leave from a second thread from here on: the loop only queues them
   const startMs = performance.now()
   const endMs = options.durationS === undefined ? Infinity : startMs + options.durationS * 1000
   let nextHousekeepingMs = startMs + housekeepingIntervalMs
@@ -360,7 +360,7 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
       // The sync covering `seq` has returned. Between here and the ack leaving only what must be:
       run.syncedSeq = seq // so a summary after a failed send counts the record as synced
       trace?.completed(run.key, seq) // lab: first, so ack coverage counts every sync completed before a cut
-      channel.ack(run.meta.runId, seq, seq) // queued for the pump thread, which writes it at once (or with the next write, if one is under way)
+      channel.ack(run.meta.runId, seq, seq) // on the wire before the next record is written
       run.lastSeq = seq
       if (offsetBytes + run.meta.recordSizeBytes > run.endBytes) run.endBytes = offsetBytes + run.meta.recordSizeBytes
       const afterMs = performance.now()

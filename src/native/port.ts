@@ -88,8 +88,6 @@ export interface AckSocket {
   /** Waits at most timeoutMs for data (or close, or error); true when there is some. */
   waitReadable(timeoutMs: number): boolean
   close(): void
-  /** The socket's descriptor where it is one that write(2) takes (POSIX), for the writer's send thread. */
-  readonly fd?: number
 }
 
 export interface NativePort {

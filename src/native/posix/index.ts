@@ -343,7 +343,6 @@ function connectSocket(lib: Libc, os: PosixOs, address: SocketAddress, timeoutMs
   const pollScratch = Buffer.alloc(8)
   let open = true
   return {
-    fd,
     sendAll(buf: Buffer): void {
       let done = 0
       while (done < buf.length) {
