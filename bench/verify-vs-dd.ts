@@ -16,15 +16,19 @@
  *
  * With --baseline-bin (another checkout's bin/plugcheck.js, e.g. the previous commit in a worktree)
  * each round also times that build's verify on the same file, so before and after are side by side.
+ * --threads 0,2 times each build once per checking-thread count (PLUGCHECK_VERIFY_THREADS; 0: the
+ * main thread alone) instead of with its default. dd runs under /usr/bin/time too: a cold read
+ * costs kernel CPU (page cache, virtio), which verify pays as well.
  *
  * Usage: node --import tsx bench/verify-vs-dd.ts [--dir DIR] [--size 4GiB] [--rounds 3]
- *          [--file PATH --acks DIR] [--keep] [--bin PATH/bin/plugcheck.js] [--baseline-bin PATH] [--dd-direct]
+ *          [--file PATH --acks DIR] [--keep] [--bin PATH/bin/plugcheck.js] [--baseline-bin PATH] [--threads 0,2] [--dd-direct]
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
+import { threadsEnv } from '../src/client/scan-threads.js'
 import { nativePort } from '../src/native/index.js'
 import { parseSize } from '../src/sizes.js'
 import { fileSystemName, median, plugcheckBin, runChild, startListenerProcess, table, tmpfsDir } from './common.js'
@@ -41,9 +45,17 @@ interface VerifyTiming {
   readonly cpuS: number
 }
 
+/** A verify timed in every round: a build, with its default thread count or a given one. */
+interface VerifySide {
+  readonly bin: string
+  readonly threads: string | undefined
+  readonly label: string
+}
+
 interface Round {
   readonly ddS: number
-  /** Per verify build, in the order of --bin, --baseline-bin. */
+  readonly ddCpuS: number
+  /** Per verify side, in the order of --bin, --baseline-bin (each with every --threads value). */
   readonly verify: VerifyTiming[]
 }
 
@@ -58,6 +70,7 @@ async function main(): Promise<number> {
       keep: { type: 'boolean', default: false },
       bin: { type: 'string', default: plugcheckBin },
       'baseline-bin': { type: 'string' },
+      threads: { type: 'string' },
       'dd-direct': { type: 'boolean', default: false },
     },
   })
@@ -66,6 +79,11 @@ async function main(): Promise<number> {
   if (values.acks !== undefined && values.file === undefined) throw new Error('--acks goes with --file')
   const bin = resolve(values.bin)
   const bins = [bin, ...(values['baseline-bin'] === undefined ? [] : [resolve(values['baseline-bin'])])]
+  const threadCounts = values.threads === undefined ? [undefined] : values.threads.split(',')
+  if (threadCounts.some((n) => n !== undefined && !/^\d+$/.test(n))) throw new Error('--threads takes counts, e.g. 0,2')
+  const verifySides: VerifySide[] = bins.flatMap((b, i) =>
+    threadCounts.map((threads) => ({ bin: b, threads, label: `${i === 0 ? 'this build' : `baseline (${b})`}${threads === undefined ? '' : `, ${threads} threads`}` })),
+  )
 
   let file: string
   let acksDir: string
@@ -94,15 +112,20 @@ async function main(): Promise<number> {
     const drop = cacheDropper(file)
     console.log(`file ${file} (${fileSystemName(file)}), ${(sizeBytes / 2 ** 30).toFixed(2)} GiB; page cache dropped with ${drop.how}`)
     console.log(`verify: ${bins.join(', then the baseline ')}; dd: bs=1M${values['dd-direct'] ? ' iflag=direct' : ''}`)
-    const timeDd = async (): Promise<number> => {
-      drop.run()
-      return timed(() => checkedRun('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M', ...(values['dd-direct'] ? ['iflag=direct'] : [])], [0]))
-    }
-    const timeVerify = async (verifyBin: string): Promise<VerifyTiming> => {
+    const timeDd = async (): Promise<{ ddS: number; ddCpuS: number }> => {
       drop.run()
       let usage = { rssKiB: 0, cpuS: 0 }
+      const ddS = await timed(async () => {
+        usage = await usageOf(['dd', `if=${file}`, 'of=/dev/null', 'bs=1M', ...(values['dd-direct'] ? ['iflag=direct'] : [])], [0])
+      })
+      return { ddS, ddCpuS: usage.cpuS }
+    }
+    const timeVerify = async ({ bin: verifyBin, threads }: VerifySide): Promise<VerifyTiming> => {
+      drop.run()
+      let usage = { rssKiB: 0, cpuS: 0 }
+      const env = threads === undefined ? [] : ['env', `${threadsEnv}=${threads}`]
       const s = await timed(async () => {
-        usage = await verifyUsage(verifyBin, acksDir, file)
+        usage = await usageOf([...env, process.execPath, verifyBin, 'verify', '--acks', acksDir, '--file', file], [0, 4]) // 4: a `none` run that lost nothing
       })
       drop.run()
       const startupS = await timed(() => checkedRun(process.execPath, [verifyBin, 'verify', '--acks', emptyAcks, '--file', file], [2]))
@@ -111,26 +134,27 @@ async function main(): Promise<number> {
     const rounds: Round[] = []
     for (let r = 0; r < roundCount; r++) {
       // The order rotates from round to round, so a drift of the shared machine hits every side alike.
-      const sides = [async () => ({ ddS: await timeDd() }), ...bins.map((b, i) => async () => ({ index: i, timing: await timeVerify(b) }))]
+      const sides = [async () => ({ dd: await timeDd() }), ...verifySides.map((side, i) => async () => ({ index: i, timing: await timeVerify(side) }))]
       const verify: VerifyTiming[] = []
-      let ddS = 0
+      let dd = { ddS: 0, ddCpuS: 0 }
       for (let i = 0; i < sides.length; i++) {
         const result = await sides[(i + r) % sides.length]!()
-        if ('ddS' in result) ddS = result.ddS
+        if ('dd' in result) dd = result.dd
         else verify[result.index] = result.timing
       }
-      rounds.push({ ddS, verify })
-      const parts = verify.map((v, i) => `${i === 0 ? 'verify' : 'baseline'} ${(gb / v.s).toFixed(2)} GB/s (${v.s.toFixed(2)} s, start-up ${v.startupS.toFixed(2)} s, ratio ${(ddS / v.s).toFixed(3)}, net ${(ddS / (v.s - v.startupS)).toFixed(3)}, CPU ${v.cpuS.toFixed(2)} s, peak RSS ${(v.rssKiB / 1024).toFixed(0)} MiB)`)
-      console.log(`  round ${r + 1}: dd ${(gb / ddS).toFixed(2)} GB/s (${ddS.toFixed(2)} s), ${parts.join(', ')}`)
+      const { ddS } = dd
+      rounds.push({ ...dd, verify })
+      const parts = verify.map((v, i) => `${verifySides[i]!.label}: ${(gb / v.s).toFixed(2)} GB/s (${v.s.toFixed(2)} s, start-up ${v.startupS.toFixed(2)} s, ratio ${(ddS / v.s).toFixed(3)}, net ${(ddS / (v.s - v.startupS)).toFixed(3)}, CPU ${v.cpuS.toFixed(2)} s, peak RSS ${(v.rssKiB / 1024).toFixed(0)} MiB)`)
+      console.log(`  round ${r + 1}: dd ${(gb / ddS).toFixed(2)} GB/s (${ddS.toFixed(2)} s, CPU ${dd.ddCpuS.toFixed(2)} s); ${parts.join('; ')}`)
     }
     const spread = (xs: number[]): string => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`
-    console.log(`\n${(sizeBytes / 2 ** 30).toFixed(2)} GiB, ${roundCount} rounds, cold cache; medians over rounds; dd ${median(rounds.map((r) => gb / r.ddS)).toFixed(2)} GB/s`)
+    console.log(`\n${(sizeBytes / 2 ** 30).toFixed(2)} GiB, ${roundCount} rounds, cold cache; medians over rounds; dd ${median(rounds.map((r) => gb / r.ddS)).toFixed(2)} GB/s, CPU ${median(rounds.map((r) => r.ddCpuS / gb)).toFixed(2)} s/GB`)
     const rows = [['verify', 'GB/s', 'verify/dd', 'range', 'net verify/dd', 'range', 'CPU s/GB', 'peak RSS', 'goal', 'met']]
-    bins.forEach((b, i) => {
+    verifySides.forEach((side, i) => {
       const ratios = rounds.map((r) => r.ddS / r.verify[i]!.s)
       const netRatios = rounds.map((r) => r.ddS / (r.verify[i]!.s - r.verify[i]!.startupS))
       rows.push([
-        i === 0 ? 'this build' : `baseline (${b})`,
+        side.label,
         median(rounds.map((r) => gb / r.verify[i]!.s)).toFixed(2),
         median(ratios).toFixed(3),
         spread(ratios),
@@ -191,9 +215,9 @@ function cacheDropper(file: string): { how: string; run(): void } {
   }
 }
 
-/** Runs verify under /usr/bin/time: its peak RSS and CPU time. verify exits 0 or 4 (a `none` run that lost nothing). */
-async function verifyUsage(bin: string, acksDir: string, file: string): Promise<{ rssKiB: number; cpuS: number }> {
-  const result = await checkedRun('/usr/bin/time', ['-f', 'usage %M %U %S', process.execPath, bin, 'verify', '--acks', acksDir, '--file', file], [0, 4])
+/** Runs a command under /usr/bin/time: its peak RSS and CPU time (user + system, all threads). */
+async function usageOf(command: readonly string[], okCodes: readonly number[]): Promise<{ rssKiB: number; cpuS: number }> {
+  const result = await checkedRun('/usr/bin/time', ['-f', 'usage %M %U %S', ...command], okCodes)
   const match = /usage (\d+) ([\d.]+) ([\d.]+)/.exec(result.stderr)
   if (match === null) throw new Error(`no usage from /usr/bin/time:\n${result.stderr}`)
   return { rssKiB: Number(match[1]), cpuS: Number(match[2]) + Number(match[3]) }
