@@ -2,8 +2,8 @@
  * One job of `write --jobs N`, in a worker thread: runWrite with this job's options (its own files,
  * runs and connection), its output passed to the main thread (src/client/jobs.ts), which owns it.
  *
- * The trail (run lines, then the verify command once) is written to fd 1 from here before the loop
- * starts, synchronously, as a single write does: a message to the main thread could still be queued
+ * The trail (run lines; the first job adds the verify command) is written to fd 1 from here before
+ * the loop starts, synchronously, as a single write does: a message to the main thread could still be queued
  * when a SIGKILL lands. Signals reach only the main thread; it passes them on, and they are emitted
  * here to the handlers writeLoop registered, again every few milliseconds until the job ends, so a
  * signal that came before the loop registered them still stops it.
@@ -33,10 +33,8 @@ const io: Io = {
   out: (text) => post({ kind: 'out', text }),
   err: (text) => post({ kind: 'err', text }),
   statusTty,
-  outNow: (text) => {
-    if (options.job!.index !== 0 && text.startsWith('after a power cut and reboot: ')) return // once, from the first job
-    writeAll(text)
-  },
+  outNow: writeAll,
+  progress: (progress) => post({ kind: 'progress', progress }),
 }
 
 /** Like the CLI's trail: every byte out before returning; a reader that went away loses the trail, never the run. */

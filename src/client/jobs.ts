@@ -22,7 +22,7 @@ import { Worker } from 'node:worker_threads'
 import { PlugcheckError, exitCodes } from '../errors.js'
 import type { FileLock } from '../native/index.js'
 import { lockExisting } from './data-file.js'
-import { groupDataPaths, validateWriteOptions, verifyCommand, type Io, type WriteOptions } from './writer.js'
+import { formatUs, groupDataPaths, stoppedLine, validateWriteOptions, verifyLine, type Io, type WriteOptions, type WriteProgress } from './writer.js'
 
 /** What the main thread hands a job. */
 export interface JobData {
@@ -34,6 +34,7 @@ export interface JobData {
 export type JobMessage =
   | { readonly kind: 'out'; readonly text: string }
   | { readonly kind: 'err'; readonly text: string }
+  | { readonly kind: 'progress'; readonly progress: WriteProgress }
   | { readonly kind: 'done'; readonly exitCode: number; readonly error?: { readonly message: string; readonly exitCode: 2 | 3; readonly hint?: string } }
 
 /** What the main thread tells a job: a signal to act on as if it had received it. */
@@ -42,18 +43,14 @@ export interface JobCommand {
   readonly signal: 'SIGINT' | 'SIGTERM'
 }
 
-/** The trail line each job's writer prints; the main thread prints it once. */
-const verifyLinePrefix = 'after a power cut and reboot: '
 const statusIntervalMs = 250
-/** A job's status line, as writer.ts prints it: records written and recorded so far. */
-const statusPattern = /^\r\d+ s: ([\d,]+) records written and acked, ([\d,]+) recorded by the listener/
 
 interface Job {
   readonly worker: Worker
-  /** Its summary (io.out), printed in job order when every job has ended. */
+  /** Its summary (io.out: its runs, without the verify command), printed in job order when every job has ended. */
   out: string
-  status: { written: number; recorded: number } | undefined
-  steady: boolean
+  /** Its latest progress (only while stderr is a terminal). */
+  progress: WriteProgress | undefined
   result: JobResult | undefined
 }
 
@@ -76,7 +73,7 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   const groupKey = randomBytes(16).toString('hex')
   const jobs: Job[] = []
   let signal: JobCommand['signal'] | undefined
-  /** Set when a job failed and this thread stopped the others: their 'stopped by' lines are not the user's signal. */
+  /** Set when a job failed and this thread stopped the others. */
   let stoppedForFailure = false
   /** Failed jobs' results in the order they arrived: the first is the cause, the rest may be its consequences. */
   const failures: JobResult[] = []
@@ -111,33 +108,24 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
     const now = Date.now()
     if (now < nextStatusMs) return
     nextStatusMs = now + statusIntervalMs
-    const seen = jobs.filter((j) => j.status !== undefined).map((j) => j.status!)
+    const seen = jobs.filter((j) => j.progress !== undefined).map((j) => j.progress!)
     if (seen.length === 0) return
-    const elapsedS = (now - startedMs) / 1000
-    const written = seen.reduce((n, s) => n + s.written, 0)
-    const recorded = seen.reduce((n, s) => n + s.recorded, 0)
-    const rate = Math.round(written / elapsedS).toLocaleString('en-US')
     statusShown = true
-    io.err(`\r${elapsedS.toFixed(0)} s: ${count} jobs, ${written.toLocaleString('en-US')} records written and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${rate}/s\x1b[K`)
+    io.err(`\r${groupStatusLine(seen, count, (now - startedMs) / 1000)}\x1b[K`)
+    if (!steadyTold && jobs.every((j) => j.progress?.steady === true)) {
+      steadyTold = true
+      io.err(`\nsteady: all ${count} jobs are recording acks at the listener. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
+    }
   }
 
-  const onErr = (job: Job, text: string): void => {
-    const status = statusPattern.exec(text)
-    if (status !== null) {
-      const n = (x: string): number => Number(x.replaceAll(',', ''))
-      job.status = { written: n(status[1]!), recorded: n(status[2]!) }
-      return showStatus()
-    }
-    if (text.startsWith('\r') || text === '\n') return // a job's own status line (e.g. waiting for the listener), its end
-    if (text.startsWith('\nsteady:')) {
-      job.steady = true
-      if (!steadyTold && jobs.every((j) => j.steady)) {
-        steadyTold = true
-        io.err(`\nsteady: all ${count} jobs are recording acks at the listener. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
-      }
-      return
-    }
-    if (stoppedForFailure && text.startsWith('plugcheck: stopped by ')) return
+  const onProgress = (job: Job, progress: WriteProgress): void => {
+    const steadied = progress.steady && job.progress?.steady !== true
+    job.progress = progress
+    if (steadied) nextStatusMs = 0 // the 'steady' line as soon as the last job is steady
+    showStatus()
+  }
+
+  const onErr = (text: string): void => {
     if (printedErr.has(text)) return // every job warns of the same file system
     printedErr.add(text)
     io.err(`${statusShown ? '\n' : ''}${text}`)
@@ -147,12 +135,13 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   try {
     const ended = Array.from({ length: count }, (_, index) => {
       const data: JobData = { options: { ...options, job: { index, count, groupId, groupKey } }, statusTty: io.statusTty }
-      const job: Job = { worker: startWorker(data), out: '', status: undefined, steady: false, result: undefined }
+      const job: Job = { worker: startWorker(data), out: '', progress: undefined, result: undefined }
       jobs.push(job)
       return new Promise<void>((resolve) => {
         job.worker.on('message', (message: JobMessage) => {
           if (message.kind === 'out') job.out += message.text
-          else if (message.kind === 'err') onErr(job, message.text)
+          else if (message.kind === 'err') onErr(message.text)
+          else if (message.kind === 'progress') onProgress(job, message.progress)
           else finish(job, message)
         })
         job.worker.on('error', (error) => finish(job, { kind: 'done', exitCode: exitCodes.runtime, error: { message: `job ${index + 1} failed: ${error.message}`, exitCode: exitCodes.runtime } }))
@@ -169,12 +158,24 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   }
   if (statusShown) io.err('\n')
 
-  const summaries = jobs.map((j) => j.out.split('\n').filter((line) => line !== '' && !line.startsWith(verifyLinePrefix)).join('\n'))
-  io.out(`${summaries.filter((s) => s !== '').join('\n')}\n${verifyLinePrefix}${verifyCommand(options)}\n`)
+  io.out(`${jobs.map((j) => j.out).join('')}${verifyLine(options)}\n`)
   // The first job that failed is the write's error; else every job got the same signal (130, 143); else 0.
   const cause = failures[0]?.error
   if (cause !== undefined) throw new PlugcheckError(cause.message, cause.exitCode, cause.hint)
-  return jobs.map((j) => j.result!.exitCode).find((code) => code !== exitCodes.ok) ?? exitCodes.ok
+  const code = jobs.map((j) => j.result!.exitCode).find((c) => c !== exitCodes.ok) ?? exitCodes.ok
+  if (signal !== undefined && code !== exitCodes.ok) io.err(stoppedLine(signal))
+  return code
+}
+
+/** The group's status: the jobs' records summed, the rate since the write began, the slowest job's sync latency. */
+function groupStatusLine(seen: readonly WriteProgress[], count: number, elapsedS: number): string {
+  const written = seen.reduce((n, p) => n + p.written, 0)
+  const recorded = seen.reduce((n, p) => n + p.recorded, 0)
+  const waiting = seen.filter((p) => p.waitingUnrecorded !== undefined)
+  const p50 = Math.max(...seen.map((p) => p.syncP50Us))
+  const p99 = Math.max(...seen.map((p) => p.syncP99Us))
+  const wait = waiting.length === 0 ? '' : `, ${waiting.length} waiting for the listener (${waiting.reduce((n, p) => n + p.waitingUnrecorded!, 0).toLocaleString('en-US')} acks unrecorded)`
+  return `${elapsedS.toFixed(0)} s: ${count} jobs, ${written.toLocaleString('en-US')} records written and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${Math.round(written / elapsedS).toLocaleString('en-US')}/s, sync p50 ${formatUs(p50)} p99 ${formatUs(p99)}${wait}`
 }
 
 /**

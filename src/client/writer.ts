@@ -91,6 +91,26 @@ export interface Io {
   readonly statusTty: boolean
   /** out, but written before it returns (the process may be SIGKILLed right after); defaults to out. */
   readonly outNow?: (text: string) => void
+  /**
+   * Where a terminal's status goes as data (write --jobs: each job's, summed by the main thread);
+   * without it the loop draws its own status line and 'steady' line on err. Only when statusTty.
+   */
+  readonly progress?: (progress: WriteProgress) => void
+}
+
+/** A write's progress over its runs, every status interval while stderr is a terminal. */
+export interface WriteProgress {
+  readonly elapsedS: number
+  /** Records written, synced and acknowledged. */
+  readonly written: number
+  /** Of those, the ones the listener has reported as recorded. */
+  readonly recorded: number
+  readonly syncP50Us: number
+  readonly syncP99Us: number
+  /** Set while the loop waits for the listener to catch up: the acks it has not recorded yet. */
+  readonly waitingUnrecorded: number | undefined
+  /** Every run has acked for 3 s and the listener records its acks: the moment to cut the power. */
+  readonly steady: boolean
 }
 
 interface ActiveRun {
@@ -250,7 +270,8 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
       for (const meta of announced) tryQuietly(() => channel!.end(meta.runId, 'error', detail.slice(0, 4000)))
       throw error
     }
-    outNow(`after a power cut and reboot: ${verifyCommand(options)}\n`)
+    // A group's command names PATH: the first job prints it for all.
+    if ((options.job?.index ?? 0) === 0) outNow(`${verifyLine(options)}\n`)
     return await writeLoop(options, runs, channel, io, timeoutMs)
   } finally {
     for (const run of runs) {
@@ -281,6 +302,11 @@ export function writerEnvironment(directory: string): WriterEnv {
   if (!env.success) return { bootId: writerEnvSchema.shape.bootId.safeParse(bootId).success ? bootId : null, fingerprint: null }
   if (env.data.fingerprint !== null && encodeFrame(env.data.fingerprint).length > fingerprintFrameBytesMax) return { bootId: env.data.bootId, fingerprint: null }
   return env.data
+}
+
+/** The trail's last line: what to run after the cut. */
+export function verifyLine(options: Pick<WriteOptions, 'server' | 'file' | 'token'>): string {
+  return `after a power cut and reboot: ${verifyCommand(options)}`
 }
 
 /** The command to paste after the reboot: the path shell-quoted, the token named but never printed. */
@@ -327,16 +353,17 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
   const endMs = options.durationS === undefined ? Infinity : startMs + options.durationS * 1000
   let nextHousekeepingMs = startMs + housekeepingIntervalMs
   let nextStatusMs = startMs + statusIntervalMs
-  let toldToCut = false
+  let steadyNow = false
   let steadySent = false
   let failure: { run: ActiveRun; error: unknown } | undefined
   let lostListener: unknown
   /** Someone else deleted, replaced or truncated a data file during the run (see filesChanged). */
   let changed: string | null = null
+  const report = io.progress ?? drawProgress(io)
   const showStatus = (nowMs: number, waiting?: number): void => {
     if (!io.statusTty) return
     nextStatusMs = nowMs + statusIntervalMs
-    io.err(`\r${statusLine(runs, channel, (nowMs - startMs) / 1000, waiting)}\x1b[K`)
+    report(progressOf(runs, channel, (nowMs - startMs) / 1000, waiting, steadyNow))
   }
 
   /** The clock read that ended the previous record: this record's write time (two clock reads per record, not three). */
@@ -385,11 +412,8 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
           for (const r of runs) channel.steady(r.meta.runId)
         }
         if (io.statusTty && afterMs >= nextStatusMs) {
+          steadyNow ||= afterMs - startMs >= steadyAfterMs && everyRunRecorded(runs, channel)
           showStatus(afterMs)
-          if (!toldToCut && afterMs - startMs >= steadyAfterMs && everyRunRecorded(runs, channel)) {
-            toldToCut = true
-            io.err(`\nsteady: the listener is recording acks. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
-          }
         }
         previousMs = performance.now() // housekeeping may have waited (for the listener, for the event loop)
       }
@@ -401,7 +425,7 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
     signals.release()
     trace?.close()
   }
-  if (io.statusTty) io.err('\n')
+  if (io.statusTty && io.progress === undefined) io.err('\n')
 
   if (lostListener !== undefined) {
     // Nothing more can reach the listener; what it recorded is what the summary says.
@@ -438,7 +462,7 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
   io.out(summary(options, runs, channel))
   if (!recorded) throw runtimeError(`the listener did not confirm every ack as recorded within ${timeoutMs / 1000} s`, 'the summary says how many it confirmed; raise --listener-timeout for a busy listener')
   if (signal !== undefined) {
-    io.err(`plugcheck: stopped by ${signal}; every ack is recorded at the listener\n`)
+    if (options.job === undefined) io.err(stoppedLine(signal)) // a group's is said once, by its main thread
     return 128 + signalNumbers[signal]
   }
   return 0
@@ -543,15 +567,35 @@ async function waitForListener(
   return true
 }
 
-function statusLine(runs: ActiveRun[], channel: AckChannel, elapsedS: number, waitingUnrecorded?: number): string {
-  if (waitingUnrecorded !== undefined) {
-    return `${elapsedS.toFixed(0)} s: waiting for the listener: ${waitingUnrecorded.toLocaleString('en-US')} acks unrecorded`
+function progressOf(runs: ActiveRun[], channel: AckChannel, elapsedS: number, waitingUnrecorded: number | undefined, steady: boolean): WriteProgress {
+  return {
+    elapsedS,
+    written: runs.reduce((n, r) => n + r.lastSeq, 0),
+    recorded: runs.reduce((n, r) => n + (channel.recordedThrough.get(r.meta.runId) ?? 0), 0),
+    syncP50Us: Math.max(...runs.map((r) => r.latency.quantileUs(0.5))),
+    syncP99Us: Math.max(...runs.map((r) => r.latency.quantileUs(0.99))),
+    waitingUnrecorded,
+    steady,
   }
-  const written = runs.reduce((n, r) => n + r.lastSeq, 0)
-  const recorded = runs.reduce((n, r) => n + (channel.recordedThrough.get(r.meta.runId) ?? 0), 0)
-  const p50 = Math.max(...runs.map((r) => r.latency.quantileUs(0.5)))
-  const p99 = Math.max(...runs.map((r) => r.latency.quantileUs(0.99)))
-  return `${elapsedS.toFixed(0)} s: ${written.toLocaleString('en-US')} records written and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${Math.round(written / elapsedS).toLocaleString('en-US')}/s, sync p50 ${formatUs(p50)} p99 ${formatUs(p99)}`
+}
+
+/** A single write's status line, redrawn in place, and the 'steady' line once, on err. */
+function drawProgress(io: Io): (progress: WriteProgress) => void {
+  let toldToCut = false
+  return (p) => {
+    io.err(`\r${statusLine(p)}\x1b[K`)
+    if (p.steady && !toldToCut) {
+      toldToCut = true
+      io.err(`\nsteady: the listener is recording acks. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
+    }
+  }
+}
+
+function statusLine(p: WriteProgress): string {
+  if (p.waitingUnrecorded !== undefined) {
+    return `${p.elapsedS.toFixed(0)} s: waiting for the listener: ${p.waitingUnrecorded.toLocaleString('en-US')} acks unrecorded`
+  }
+  return `${p.elapsedS.toFixed(0)} s: ${p.written.toLocaleString('en-US')} records written and acked, ${p.recorded.toLocaleString('en-US')} recorded by the listener, ${Math.round(p.written / p.elapsedS).toLocaleString('en-US')}/s, sync p50 ${formatUs(p.syncP50Us)} p99 ${formatUs(p.syncP99Us)}`
 }
 
 function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel): string {
@@ -565,8 +609,13 @@ function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel):
     lines.push(`  ${run.lastSeq.toLocaleString('en-US')} records ${done} and acknowledged${unsent}, ${recorded.toLocaleString('en-US')} recorded by the listener`)
     lines.push(`  sync latency p50 ${formatUs(run.latency.quantileUs(0.5))}, p99 ${formatUs(run.latency.quantileUs(0.99))}, max ${formatUs(run.latency.maxUs)}`)
   }
-  lines.push(`after a power cut and reboot: ${verifyCommand(options)}`)
+  if (options.job === undefined) lines.push(verifyLine(options)) // a group's follows every job's runs
   return lines.join('\n') + '\n'
+}
+
+/** What a write stopped by a signal says once every ack is recorded. */
+export function stoppedLine(signal: string): string {
+  return `plugcheck: stopped by ${signal}; every ack is recorded at the listener\n`
 }
 
 export function formatUs(us: number): string {

@@ -7,9 +7,11 @@
 import t from 'tap'
 import { closeSync, openSync, readSync, unlinkSync, writeSync, existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { runCli, runInProcess, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+import { fileSize, runCli, runInProcess, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 
 const small = ['--size', '4MiB']
+/** The default record size. */
+const recordBytes = 8192
 
 /** Flips one byte in the middle of the first record of a data file (8 KiB records: block 1). */
 function flipByte(path: string): void {
@@ -67,6 +69,8 @@ t.test('--jobs 3: three files, one group; verify passes, then fails on a flipped
 t.test("a job's file deleted mid-run ends the whole write as file-changed; every run is ended", async (t) => {
   const w = await startJobs(t, 4, ['--duration', '60', '--jobs', '2', '--method', 'fdatasync,none'])
   const { listener, file } = w
+  // A run line comes before its file exists: wait for the loop's first record in it (a superblock, then records).
+  await waitFor(`records in ${file}.none.job2`, () => fileSize(`${file}.none.job2`) >= 2 * recordBytes)
   unlinkSync(`${file}.none.job2`)
   t.equal(await w.exit, 3, w.err())
   t.match(w.err(), new RegExp(`plugcheck: the data file ${file}\\.none\\.job2 was deleted during the run`))
