@@ -6,6 +6,8 @@
  * - **CPU/ack**: the listener process's CPU (utime + stime of every thread, from /proc/PID/stat) from
  *   the moment every run is announced to the moment every sent ack is reported recorded, divided by
  *   the acks recorded (the highest throughSeq of each run's 'recorded' replies, summed).
+ * - **main**: the part of CPU/ack spent on the listener's main thread (the event loop); the rest is
+ *   libuv's threadpool (the store's fsyncs) and V8's helper threads (GC, compilation).
  * - **acks/s**: acks recorded / the sending time.
  * - **lag**: from a chunk of acks leaving the client (one socket write of --frames-per-write frames)
  *   to the 'recorded' reply that covers its last seq: durable in the listener's log, what a writer
@@ -53,6 +55,8 @@ interface ClientReport {
 
 interface Sample extends ClientReport {
   readonly cpuSeconds: number
+  /** The main thread's share of cpuSeconds. */
+  readonly mainCpuSeconds: number
 }
 
 async function main(): Promise<number> {
@@ -82,7 +86,7 @@ async function main(): Promise<number> {
   if (values['disk-clients'] !== '') targets.push({ clients: Number(values['disk-clients']), dir: resolve(values['disk-dir']) })
 
   const samples = new Map<string, Sample[]>()
-  const rows = [['store', 'clients', 'variant', 'round', 'CPU/ack', 'acks/s', 'lag p50', 'lag p99', 'lag max', 'timeouts', 'unrecorded']]
+  const rows = [['store', 'clients', 'variant', 'round', 'CPU/ack', 'main', 'acks/s', 'lag p50', 'lag p99', 'lag max', 'timeouts', 'unrecorded']]
   for (let r = 0; r < roundCount; r++) {
     for (const target of targets) {
       // Alternate which variant goes first, so neither always runs on a warmer machine.
@@ -99,7 +103,7 @@ async function main(): Promise<number> {
       }
     }
   }
-  const summary = [['store', 'clients', 'variant', 'CPU/ack (median)', 'CPU/ack range', 'acks/s (median)', 'lag p50', 'lag p99 (worst)', 'timeouts', 'unrecorded']]
+  const summary = [['store', 'clients', 'variant', 'CPU/ack (median)', 'CPU/ack range', 'main (median)', 'acks/s (median)', 'lag p50', 'lag p99 (worst)', 'timeouts', 'unrecorded']]
   for (const [key, list] of samples) {
     const cpu = list.map(cpuUsPerAck)
     const [store, clients, variant] = key.split('\t')
@@ -109,6 +113,7 @@ async function main(): Promise<number> {
       variant!,
       `${median(cpu).toFixed(2)} us`,
       `${Math.min(...cpu).toFixed(2)}-${Math.max(...cpu).toFixed(2)} us`,
+      `${median(list.map(mainCpuUsPerAck)).toFixed(2)} us`,
       formatRate(median(list.map(ratePerS))),
       formatUs(median(list.map((s) => s.lagP50Us))),
       formatUs(Math.max(...list.map((s) => s.lagP99Us))),
@@ -127,13 +132,17 @@ function cpuUsPerAck(s: Sample): number {
   return (s.cpuSeconds * 1e6) / Math.max(1, s.acksRecorded)
 }
 
+function mainCpuUsPerAck(s: Sample): number {
+  return (s.mainCpuSeconds * 1e6) / Math.max(1, s.acksRecorded)
+}
+
 function ratePerS(s: Sample): number {
   return s.acksRecorded / s.sendSeconds
 }
 
 function sampleColumns(list: Sample[]): string[] {
   const s = list[0]!
-  return [`${cpuUsPerAck(s).toFixed(2)} us`, formatRate(ratePerS(s)), formatUs(s.lagP50Us), formatUs(s.lagP99Us), formatUs(s.lagMaxUs), String(s.timeouts), String(s.acksUnrecorded)]
+  return [`${cpuUsPerAck(s).toFixed(2)} us`, `${mainCpuUsPerAck(s).toFixed(2)} us`, formatRate(ratePerS(s)), formatUs(s.lagP50Us), formatUs(s.lagP99Us), formatUs(s.lagMaxUs), String(s.timeouts), String(s.acksUnrecorded)]
 }
 
 /** One listener process, one client process; the listener's CPU between "every run announced" and "every ack recorded". */
@@ -150,22 +159,25 @@ async function measureOnce(bin: string, parentDir: string, clients: number, opti
     const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]()
     const ready = await lines.next()
     if (ready.done === true || ready.value !== 'ready') throw new Error(`the clients did not get ready: ${ready.value}`)
-    const cpuBefore = cpuSecondsOf(listener.child.pid!)
+    const pid = listener.child.pid!
+    const cpuBefore = cpuSecondsOf(`/proc/${pid}/stat`)
+    const mainBefore = cpuSecondsOf(`/proc/${pid}/task/${pid}/stat`)
     child.stdin!.write('go\n')
     const reportLine = await lines.next()
-    const cpuSeconds = cpuSecondsOf(listener.child.pid!) - cpuBefore
+    const cpuSeconds = cpuSecondsOf(`/proc/${pid}/stat`) - cpuBefore
+    const mainCpuSeconds = cpuSecondsOf(`/proc/${pid}/task/${pid}/stat`) - mainBefore
     if (reportLine.done === true) throw new Error('the clients ended without a report')
     await new Promise((done) => (child.exitCode === null ? child.once('exit', done) : done(undefined)))
-    return { ...(JSON.parse(reportLine.value) as ClientReport), cpuSeconds }
+    return { ...(JSON.parse(reportLine.value) as ClientReport), cpuSeconds, mainCpuSeconds }
   } finally {
     await listener.stop()
     rmSync(storeDir, { recursive: true, force: true })
   }
 }
 
-/** utime + stime of every thread of the process, in seconds. */
-function cpuSecondsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+/** utime + stime in seconds from a stat file: /proc/PID/stat (every thread) or /proc/PID/task/TID/stat (one). */
+function cpuSecondsOf(statPath: string): number {
+  const stat = readFileSync(statPath, 'utf8')
   // Fields after the command name (which may hold spaces) start at state (field 3).
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   return (Number(fields[11]) + Number(fields[12])) / clockTicksPerS
