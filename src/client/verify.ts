@@ -134,6 +134,7 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
   const from = await openSource(options, io)
   const source = from.name
   let { runs, claims } = await from.find(query)
+  runs = inReportOrder(runs)
   if (runs.length === 0) {
     throw usageError(
       options.runId === undefined ? `no run found for ${options.file} written from host ${host} (${source})` : `no run ${options.runId} at the ${source}`,
@@ -308,11 +309,21 @@ async function runsTheFileStillHolds(
     if (run === undefined) return null
     found.push(run)
   }
-  found.sort((a, b) => a.meta.method.localeCompare(b.meta.method))
+  inReportOrder(found)
   return {
     runs: found,
     note: `the latest run (${runs.map((r) => r.meta.runId).join(', ')}) stopped before its first record (${runs[0]!.end?.detail ?? 'an error'}); the file still holds run ${found.map((r) => r.meta.runId).join(', ')}, which is judged`,
   }
+}
+
+const pathOrder = new Intl.Collator('en', { numeric: true })
+
+/**
+ * The order of a report: by method, then by path, so a group's jobs come in job order (PATH.job2
+ * before PATH.job10) whatever order the source answered in. Sorts in place.
+ */
+export function inReportOrder<T extends { readonly meta: { readonly method: string; readonly path: string } }>(runs: T[]): T[] {
+  return runs.sort((a, b) => a.meta.method.localeCompare(b.meta.method) || pathOrder.compare(a.meta.path, b.meta.path))
 }
 
 /**
