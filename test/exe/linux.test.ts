@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto'
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { tempDir } from '../fixtures/cli.js'
+import { startListener, tempDir } from '../fixtures/cli.js'
 import { builtExe, needsLinuxX64 } from './exe.js'
 
 interface ExeResult {
@@ -65,6 +65,23 @@ t.test('the linux-x64 single executable', needsLinuxX64(), async (t) => {
     t.equal(again.code, 0, again.stderr)
     t.equal(again.stderr, '', 'a later start says nothing about unpacking')
     t.equal(JSON.parse(again.stdout).platform, 'linux')
+  })
+
+  t.test('write --jobs 2 starts its threads from job-worker.mjs beside the bundle; verify judges both runs', async (t) => {
+    const cwd = join(dir, 'jobs')
+    mkdirSync(cwd)
+    const listener = await startListener(join(dir, 'jobs-listener'))
+    t.teardown(() => listener.kill())
+    const file = join(cwd, 'data')
+    const cache = join(dir, 'demo-cache')
+    const written = await runExe(exe, ['write', '--server', listener.server, '--file', file, '--size', '4MiB', '--jobs', '2', '--duration', '2'], { cwd, cache })
+    t.equal(written.code, 0, written.stderr)
+    t.equal(written.stdout.match(/^run [0-9a-f]{16}: fdatasync, append, 8 KiB records/gm)?.length, 2, written.stdout)
+    const verified = await runExe(exe, ['verify', '--server', listener.server, '--file', file, '--json'], { cwd, cache })
+    t.equal(verified.code, 0, verified.stdout + verified.stderr)
+    const report = JSON.parse(verified.stdout) as { runs: Array<{ path: string; acked: number; lost: number }> }
+    t.same(report.runs.map((r) => r.path), [`${file}.job1`, `${file}.job2`])
+    t.ok(report.runs.every((r) => r.acked > 0 && r.lost === 0), 'both jobs acked records, none lost')
   })
 
   t.test('damaged cache files are rewritten before anything loads them', async (t) => {
