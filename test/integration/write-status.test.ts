@@ -10,20 +10,20 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { runWrite, type WriteProgress } from '../../src/client/writer.js'
 import { parseEndpoint, type Endpoint } from '../../src/client/endpoint.js'
-import { startListener, tempDir } from '../fixtures/cli.js'
+import { startListener, tempDir, type CliResult } from '../fixtures/cli.js'
 
 const ttyScript = fileURLToPath(new URL('../fixtures/write-tty.ts', import.meta.url))
 const duration = ['--duration', '4', '--size', '4MiB'] // steady comes 3 s in
 
 /** The command run as on a terminal, in a child process. */
-async function onTerminal(dir: string, args: readonly string[]): Promise<{ code: number; out: string; err: string }> {
+async function onTerminal(dir: string, args: readonly string[]): Promise<CliResult> {
   const result = join(dir, 'result.json')
   const child = spawn(process.execPath, ['--import', 'tsx', ttyScript, result, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
   const exit = await new Promise<number | null>((resolve) => child.on('close', resolve))
   if (exit !== 0) throw new Error(`write-tty exited ${exit}: ${stderr}`)
-  return JSON.parse(readFileSync(result, 'utf8')) as { code: number; out: string; err: string }
+  return JSON.parse(readFileSync(result, 'utf8')) as CliResult
 }
 
 const number = '[\\d,]+'
@@ -34,15 +34,15 @@ t.test('a single write draws its status line and one steady line', async (t) => 
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
   const r = await onTerminal(dir, ['write', '--server', listener.server, '--file', join(dir, 'data'), ...duration])
-  t.equal(r.code, 0, r.err)
+  t.equal(r.code, 0, r.stderr)
   const status = new RegExp(`^\\d+ s: ${number} records written and acked, ${number} recorded by the listener, ${number}/s, sync p50 ${latency} p99 ${latency}\\x1b\\[K$`)
   const steady = 'steady: the listener is recording acks. Now is the moment to cut the power (pull the plug, not a clean shutdown).'
-  const lines = r.err.split(/[\r\n]/).filter((line) => line !== '')
+  const lines = r.stderr.split(/[\r\n]/).filter((line) => line !== '')
   t.ok(lines.length > 2, 'status lines drawn')
   t.equal(lines.filter((line) => line === steady).length, 1, 'steady once')
   t.ok(lines.every((line) => line === steady || status.test(line)), 'only status lines and the steady line')
-  t.equal(r.err.split(`\x1b[K\n${steady}\n\r`).length, 2, 'steady on a line of its own between two status lines')
-  t.ok(r.err.startsWith('\r') && r.err.endsWith('\x1b[K\n'), 'the status line ends with the loop')
+  t.equal(r.stderr.split(`\x1b[K\n${steady}\n\r`).length, 2, 'steady on a line of its own between two status lines')
+  t.ok(r.stderr.startsWith('\r') && r.stderr.endsWith('\x1b[K\n'), 'the status line ends with the loop')
 })
 
 t.test('write --jobs 2: one summed status line, one steady line, the summary once', async (t) => {
@@ -51,20 +51,20 @@ t.test('write --jobs 2: one summed status line, one steady line, the summary onc
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
   const r = await onTerminal(dir, ['write', '--server', listener.server, '--file', file, '--jobs', '2', ...duration])
-  t.equal(r.code, 0, r.err)
+  t.equal(r.code, 0, r.stderr)
   const status = new RegExp(`^\\d+ s: 2 jobs, (${number}) records written and acked, ${number} recorded by the listener, ${number}/s, sync p50 ${latency} p99 ${latency}\\x1b\\[K$`)
   const steady = 'steady: all 2 jobs are recording acks at the listener. Now is the moment to cut the power (pull the plug, not a clean shutdown).'
-  const lines = r.err.split(/[\r\n]/).filter((line) => line !== '')
+  const lines = r.stderr.split(/[\r\n]/).filter((line) => line !== '')
   t.equal(lines.filter((line) => line === steady).length, 1, 'steady once')
   const statusLines = lines.filter((line) => line !== steady)
   t.ok(statusLines.length > 2 && statusLines.every((line) => status.test(line)), "only the group's status lines")
-  t.equal(r.err.split(`\x1b[K\n${steady}\n\r`).length, 2, 'steady on a line of its own between two status lines')
+  t.equal(r.stderr.split(`\x1b[K\n${steady}\n\r`).length, 2, 'steady on a line of its own between two status lines')
   const written = statusLines.map((line) => Number(status.exec(line)![1]!.replaceAll(',', '')))
   t.same(written, [...written].sort((a, b) => a - b), 'the sum only grows')
-  t.ok(r.err.startsWith('\r') && r.err.endsWith('\x1b[K\n'), 'the status line ends once')
-  t.equal(r.out.match(/^run [0-9a-f]{16}: /gm)?.length, 2, 'one summary per job')
-  t.equal(r.out.match(/^after a power cut and reboot: /gm)?.length, 1, 'the summary names the verify command once, after every run')
-  t.match(r.out, new RegExp(`\\.job2\\n.*\\n.*\\nafter a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}\\n$`))
+  t.ok(r.stderr.startsWith('\r') && r.stderr.endsWith('\x1b[K\n'), 'the status line ends once')
+  t.equal(r.stdout.match(/^run [0-9a-f]{16}: /gm)?.length, 2, 'one summary per job')
+  t.equal(r.stdout.match(/^after a power cut and reboot: /gm)?.length, 1, 'the summary names the verify command once, after every run')
+  t.match(r.stdout, new RegExp(`\\.job2\\n.*\\n.*\\nafter a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}\\n$`))
 })
 
 t.test('a progress callback gets the status as data, and nothing is drawn', async (t) => {
