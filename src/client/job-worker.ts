@@ -2,6 +2,10 @@
  * One job of `write --jobs N`, in a worker thread: runWrite with this job's options (its own files,
  * runs and connection), its output passed to the main thread (src/client/jobs.ts), which owns it.
  *
+ * Every job announces its runs and creates its files, then waits at a start barrier for the main
+ * thread's go, sent once every job has got that far (or ended): all of the group's announcements
+ * happen while every job's connection is open, and the jobs start writing together.
+ *
  * The trail (run lines; the first job adds the verify command) is written to fd 1 from here before
  * the loop starts, synchronously, as a single write does: a message to the main thread could still be queued
  * when a SIGKILL lands. Signals reach only the main thread; it passes them on, and they are emitted
@@ -12,7 +16,7 @@ import { writeSync } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import { PlugcheckError, exitCodes } from '../errors.js'
 import type { JobCommand, JobData, JobMessage } from './jobs.js'
-import { runWrite, type Io } from './writer.js'
+import { runWrite, type Io, type StopSignal } from './writer.js'
 
 const resendSignalMs = 20
 
@@ -20,14 +24,25 @@ const port = parentPort!
 const { options, statusTty } = workerData as JobData
 const post = (message: JobMessage): void => port.postMessage(message)
 
-let signal: JobCommand['signal'] | undefined
+let signal: StopSignal | undefined
 const resend = setInterval(() => {
   if (signal !== undefined) process.emit(signal as 'SIGINT')
 }, resendSignalMs)
+/** Resolves the start barrier once the main thread says go. */
+let go: (() => void) | undefined
 port.on('message', (command: JobCommand) => {
+  if (command.kind === 'go') return go?.()
   signal ??= command.signal
   process.emit(signal as 'SIGINT')
 })
+
+/** The start barrier (WriteOptions.startBarrier): tell the main thread this job is ready (or failed to start), wait for its go. */
+function startBarrier(failed: boolean): Promise<StopSignal | undefined> {
+  return new Promise((resolve) => {
+    go = () => resolve(signal)
+    post({ kind: 'ready', failed })
+  })
+}
 
 const io: Io = {
   out: (text) => post({ kind: 'out', text }),
@@ -49,7 +64,7 @@ function writeAll(text: string): void {
 }
 
 try {
-  post({ kind: 'done', exitCode: await runWrite(options, io) })
+  post({ kind: 'done', exitCode: await runWrite({ ...options, startBarrier }, io) })
 } catch (error) {
   if (error instanceof PlugcheckError) {
     post({ kind: 'done', exitCode: error.exitCode, error: { message: error.message, exitCode: error.exitCode, ...(error.hint === undefined ? {} : { hint: error.hint }) } })

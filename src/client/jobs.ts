@@ -7,7 +7,11 @@
  * loop, so no job waits for another's sync or ack. All runs share one group id and the path given to
  * --file, so `verify --file PATH` finds and judges the whole group. The listener lets a job join the
  * group on its own connection only with the group's key (random, never printed) from the address of
- * the job that announced it first; a stranger still cannot join or shadow a group.
+ * the job that announced it first, and only while one of the group's connections is open; a stranger
+ * still cannot join or shadow a group. So the jobs meet at a start barrier: each announces its runs
+ * and creates its files, then waits for this thread's go, sent once every job has (or has ended).
+ * Jobs start at different times (worker threads on a busy box); without the barrier an early job
+ * could end (--duration, a signal, a failure) and close before a late one joined.
  *
  * This thread owns what the user sees and what the process returns: one status line summed over the
  * jobs, the trail, the summaries in job order with one verify command, SIGINT/SIGTERM (passed on to
@@ -22,7 +26,7 @@ import { Worker } from 'node:worker_threads'
 import { PlugcheckError, exitCodes } from '../errors.js'
 import type { FileLock } from '../native/index.js'
 import { lockExisting } from './data-file.js'
-import { formatUs, groupDataPaths, stoppedLine, validateWriteOptions, verifyLine, type Io, type WriteOptions, type WriteProgress } from './writer.js'
+import { formatUs, groupDataPaths, stoppedLine, validateWriteOptions, verifyLine, type Io, type StopSignal, type WriteOptions, type WriteProgress } from './writer.js'
 
 /** What the main thread hands a job. */
 export interface JobData {
@@ -35,13 +39,12 @@ export type JobMessage =
   | { readonly kind: 'out'; readonly text: string }
   | { readonly kind: 'err'; readonly text: string }
   | { readonly kind: 'progress'; readonly progress: WriteProgress }
+  /** At the start barrier: runs announced and files created, or (failed) its start failed and its announced runs are ended. */
+  | { readonly kind: 'ready'; readonly failed: boolean }
   | { readonly kind: 'done'; readonly exitCode: number; readonly error?: { readonly message: string; readonly exitCode: 2 | 3; readonly hint?: string } }
 
-/** What the main thread tells a job: a signal to act on as if it had received it. */
-export interface JobCommand {
-  readonly kind: 'signal'
-  readonly signal: 'SIGINT' | 'SIGTERM'
-}
+/** What the main thread tells a job: a signal to act on as if it had received it, or go (every job is past its start). */
+export type JobCommand = { readonly kind: 'signal'; readonly signal: StopSignal } | { readonly kind: 'go' }
 
 const statusIntervalMs = 250
 
@@ -52,6 +55,8 @@ interface Job {
   /** Its latest progress (only while stderr is a terminal). */
   progress: WriteProgress | undefined
   result: JobResult | undefined
+  /** It reached the start barrier, or ended. */
+  started: boolean
 }
 
 type JobResult = Extract<JobMessage, { kind: 'done' }>
@@ -72,7 +77,8 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   const groupId = randomBytes(8).toString('hex')
   const groupKey = randomBytes(16).toString('hex')
   const jobs: Job[] = []
-  let signal: JobCommand['signal'] | undefined
+  let signal: StopSignal | undefined
+  let goSent = false
   /** Set when a job failed and this thread stopped the others. */
   let stoppedForFailure = false
   /** Failed jobs' results in the order they arrived: the first is the cause, the rest may be its consequences. */
@@ -87,15 +93,26 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
     job.result = result
     if (result.error !== undefined) failures.push(result)
     // A job that failed ends the write: the others stop, so every run is ended, not left to vanish.
-    if (result.exitCode !== exitCodes.ok && signal === undefined && !stoppedForFailure) {
-      stoppedForFailure = true
-      stopAll('SIGTERM')
-    }
+    if (result.exitCode !== exitCodes.ok) stopForFailure()
+    reachedStart(job)
   }
-  const stopAll = (s: JobCommand['signal']): void => {
+  const stopForFailure = (): void => {
+    if (signal !== undefined || stoppedForFailure) return
+    stoppedForFailure = true
+    stopAll('SIGTERM')
+  }
+  const stopAll = (s: StopSignal): void => {
     for (const job of jobs) if (job.result === undefined) job.worker.postMessage({ kind: 'signal', signal: s } satisfies JobCommand)
   }
-  const onSignal = (s: JobCommand['signal']): void => {
+  // The start barrier: go once every job has announced its runs (or ended), so that none ends or
+  // closes its connection while another is still joining the group; a stop meanwhile is acted on after go.
+  const reachedStart = (job: Job): void => {
+    job.started = true
+    if (goSent || jobs.length < count || !jobs.every((j) => j.started)) return
+    goSent = true
+    for (const j of jobs) if (j.result === undefined) j.worker.postMessage({ kind: 'go' } satisfies JobCommand)
+  }
+  const onSignal = (s: StopSignal): void => {
     signal ??= s
     stopAll(s)
   }
@@ -135,14 +152,17 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   try {
     const ended = Array.from({ length: count }, (_, index) => {
       const data: JobData = { options: { ...options, job: { index, count, groupId, groupKey } }, statusTty: io.statusTty }
-      const job: Job = { worker: startWorker(data), out: '', progress: undefined, result: undefined }
+      const job: Job = { worker: startWorker(data), out: '', progress: undefined, result: undefined, started: false }
       jobs.push(job)
       return new Promise<void>((resolve) => {
         job.worker.on('message', (message: JobMessage) => {
           if (message.kind === 'out') job.out += message.text
           else if (message.kind === 'err') onErr(message.text)
           else if (message.kind === 'progress') onProgress(job, message.progress)
-          else finish(job, message)
+          else if (message.kind === 'ready') {
+            if (message.failed) stopForFailure()
+            reachedStart(job)
+          } else finish(job, message)
         })
         job.worker.on('error', (error) => finish(job, { kind: 'done', exitCode: exitCodes.runtime, error: { message: `job ${index + 1} failed: ${error.message}`, exitCode: exitCodes.runtime } }))
         job.worker.on('exit', () => {

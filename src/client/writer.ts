@@ -72,6 +72,14 @@ export interface WriteOptions {
   readonly jobs?: number
   /** Set by jobs.ts inside each job: which one it is, and the group's id and key that every job shares. */
   readonly job?: JobOf
+  /**
+   * Set inside each job of `write --jobs N` (job-worker.ts): called once the job's runs are announced
+   * and its files created (failed: its start failed, its announced runs already ended), it resolves
+   * when every job has got that far, so no job writes, ends a run or closes its connection while
+   * another is still joining the group (the listener lets a job join only while one of the group's
+   * connections is open). Resolves with the stop signal that arrived meanwhile, if any.
+   */
+  readonly startBarrier?: (failed: boolean) => Promise<StopSignal | undefined>
 }
 
 /** One job of `write --jobs N`: index 0..count-1; the key proves to the listener that the job belongs to the group. */
@@ -268,11 +276,13 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
       // does not wait for it as a vanished writer.
       const detail = `could not start: ${error instanceof Error ? error.message : String(error)}`
       for (const meta of announced) tryQuietly(() => channel!.end(meta.runId, 'error', detail.slice(0, 4000)))
+      await options.startBarrier?.(true) // the connection stays open until the group's other jobs have joined
       throw error
     }
     // A group's command names PATH: the first job prints it for all.
     if ((options.job?.index ?? 0) === 0) outNow(`${verifyLine(options)}\n`)
-    return await writeLoop(options, runs, channel, io, timeoutMs)
+    const stoppedBefore = await options.startBarrier?.(false)
+    return await writeLoop(options, runs, channel, io, timeoutMs, stoppedBefore)
   } finally {
     for (const run of runs) {
       run.file.close()
@@ -328,11 +338,11 @@ function openForMethod(meta: RunMeta): DataFile {
 }
 
 const signalNumbers = { SIGINT: 2, SIGTERM: 15 } as const
-type StopSignal = keyof typeof signalNumbers
+export type StopSignal = keyof typeof signalNumbers
 
-/** SIGINT/SIGTERM set a flag the loop reads at each housekeeping tick (see the module header). */
-function catchStopSignals(): { readonly received: () => StopSignal | undefined; readonly release: () => void } {
-  let received: StopSignal | undefined
+/** SIGINT/SIGTERM set a flag the loop reads at each housekeeping tick (see the module header); `before`: one that came before the loop. */
+function catchStopSignals(before: StopSignal | undefined): { readonly received: () => StopSignal | undefined; readonly release: () => void } {
+  let received = before
   const handlers = (Object.keys(signalNumbers) as StopSignal[]).map((signal) => {
     const handler = (): void => {
       received ??= signal
@@ -346,9 +356,9 @@ function catchStopSignals(): { readonly received: () => StopSignal | undefined; 
 /** One turn of the event loop: lets signal handlers run. */
 const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
-async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, io: Io, timeoutMs: number): Promise<number> {
+async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, io: Io, timeoutMs: number, stoppedBefore: StopSignal | undefined): Promise<number> {
   const trace = options.traceFile === undefined ? undefined : new TraceLog(options.traceFile)
-  const signals = catchStopSignals()
+  const signals = catchStopSignals(stoppedBefore)
   const startMs = performance.now()
   const endMs = options.durationS === undefined ? Infinity : startMs + options.durationS * 1000
   let nextHousekeepingMs = startMs + housekeepingIntervalMs
@@ -369,7 +379,8 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
   /** The clock read that ended the previous record: this record's write time (two clock reads per record, not three). */
   let previousMs = startMs
   try {
-    loop: for (let i = 0; ; i++) {
+    // A job stopped while it waited for the group's other jobs writes no record: its runs end at once.
+    loop: for (let i = 0; stoppedBefore === undefined; i++) {
       const run = runs[i % runs.length]!
       const seq = run.lastSeq + 1
       const slot = slotOf(run.key, run.meta.pattern, seq, run.meta.slotCount)

@@ -2,10 +2,12 @@
  * write --jobs N against a real listener: N threads, N files (PATH.jobK), one group that verify judges
  * together. An honest run passes; a flipped byte in one job's file fails the group, naming the file; a
  * job's file deleted mid-run ends the whole write as file-changed with every run ended; a SIGKILLed
- * writer leaves N runs that verify judges; SIGINT ends every job (130); bad --jobs values are refused.
+ * writer leaves N runs that verify judges; SIGINT ends every job (130), even one that lands before the
+ * last job has announced; 16 jobs that start at different times all join the group; bad --jobs values
+ * are refused.
  */
 import t from 'tap'
-import { closeSync, openSync, readSync, unlinkSync, writeSync, existsSync } from 'node:fs'
+import { closeSync, existsSync, mkdtempSync, openSync, readSync, rmSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileSize, runCli, runInProcess, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 
@@ -114,6 +116,48 @@ t.test('SIGINT ends every job (130) and every ack is recorded', async (t) => {
   const listed = await runInProcess(['runs', '--server', listener.server, '--json'])
   const runs = (JSON.parse(listed.stdout) as { runs: Array<{ end?: { reason: string } }> }).runs
   t.same(runs.map((r) => r.end?.reason), ['interrupted', 'interrupted'])
+})
+
+t.test('--jobs 16 --duration 1 on tmpfs: every job joins the group, however late it starts; verify judges all 16 runs', async (t) => {
+  // Jobs start one by one (16 threads on a shared box): the early ones must not finish and close
+  // before the late ones announce, or the listener refuses the late ones' join (the start barrier).
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const memory = existsSync('/dev/shm') ? mkdtempSync('/dev/shm/plugcheck-jobs-') : tempDir(t)
+  t.teardown(() => rmSync(memory, { recursive: true, force: true }))
+  const file = join(memory, 'data')
+  const written = await runCli(['write', '--server', listener.server, '--file', file, '--duration', '1', '--jobs', '16', ...small])
+  t.equal(written.code, 0, written.stderr)
+  t.notMatch(written.stderr, /refused/)
+  const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
+  t.equal(verified.code, 0, verified.stdout + verified.stderr)
+  const report = JSON.parse(verified.stdout) as { runs: Array<{ path: string; acked: number; lost: number }> }
+  t.same(report.runs.map((r) => r.path), Array.from({ length: 16 }, (_, k) => `${file}.job${k + 1}`), 'all 16 runs judged, in job order')
+  t.ok(report.runs.every((r) => r.acked > 0 && r.lost === 0), 'every job wrote once all had joined')
+})
+
+t.test('SIGINT as soon as the first run line prints: 130, and every announced run is ended as interrupted', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const jobs = 8
+  const writer = spawnCli(['write', '--server', listener.server, '--file', join(dir, 'data'), '--jobs', String(jobs), ...small])
+  t.teardown(() => writer.kill('SIGKILL'))
+  let out = ''
+  let err = ''
+  writer.stdout!.on('data', (c: Buffer) => {
+    out += c.toString()
+    if (/^run /m.test(out) && writer.signalCode === null && !writer.killed) writer.kill('SIGINT')
+  })
+  writer.stderr!.on('data', (c: Buffer) => (err += c.toString()))
+  const code = await new Promise<number | null>((resolve) => writer.on('close', (c) => resolve(c)))
+  t.equal(code, 130, err)
+  t.notMatch(err, /refused/)
+  const listed = await runInProcess(['runs', '--server', listener.server, '--json'])
+  const runs = (JSON.parse(listed.stdout) as { runs: Array<{ end?: { reason: string } }> }).runs
+  t.equal(runs.length, jobs, 'every job announced its run (they wait for each other before stopping)')
+  t.same(runs.map((r) => r.end?.reason), Array(jobs).fill('interrupted'), 'every run ended by its writer, none vanished')
 })
 
 t.test('--jobs must be a whole number from 1 to 64, and jobs x methods at most 64', async (t) => {
