@@ -6,6 +6,7 @@
 import { getAsset, getRawAsset } from 'node:sea'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { describeSystemError, PlugcheckError } from './errors.js'
 import { cacheRoot, ensureUnpacked, markSingleExecutable, type SeaManifest } from './sea.js'
 
 function fail(text: string): void {
@@ -20,9 +21,12 @@ function start(): void {
   try {
     dir = ensureUnpacked(manifest, root, (name) => new Uint8Array(getRawAsset(name) as ArrayBuffer), (text) => process.stderr.write(`plugcheck: ${text}\n`))
   } catch (error) {
-    const { code, message } = error as NodeJS.ErrnoException
+    if (error instanceof PlugcheckError) {
+      fail(`${error.message}\nhint: ${error.hint}`)
+      return
+    }
     const hint = process.platform === 'win32' ? 'set LOCALAPPDATA to a writable directory' : 'set XDG_CACHE_HOME to a writable directory'
-    fail(`could not unpack its native modules under ${root}: ${code ? `${code} (${message})` : message}\nhint: ${hint}`)
+    fail(`could not unpack its native modules under ${root}: ${describeSystemError(error)}\nhint: ${hint}`)
     return
   }
   markSingleExecutable(dir)

@@ -11,11 +11,16 @@
  * the load. A whole directory appears by one rename of a complete temporary one; a file found wrong
  * is rewritten the same way (temporary file, rename), so several executables starting at once
  * only ever see complete files, and identical ones when they repair together.
+ * plugcheck never writes where data may not be its own: plugcheck/ and <hash>/ must be real
+ * directories (a symbolic link or junction there could lead to a user's directory), on POSIX owned by
+ * this user and writable by no one else, or the start is refused; a file there that is not a regular
+ * file is never read or written through, only replaced by a rename.
  */
 import { createHash } from 'node:crypto'
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, type Stats } from 'node:fs'
 import { homedir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
+import { runtimeError, type PlugcheckError } from './errors.js'
 
 export interface SeaManifest {
   /** The bundle's file name: imported once every file is checked. */
@@ -60,12 +65,13 @@ function sha256(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex')
 }
 
-/** The manifest's files that are missing or differ in dir. */
+/** The manifest's files that are missing, differ, or are no regular file (never read through) in dir. */
 export function mismatchedFiles(dir: string, manifest: SeaManifest): string[] {
   return manifest.files
     .filter((file) => {
+      const path = join(dir, file.name)
       try {
-        return sha256(readFileSync(join(dir, file.name))) !== file.sha256
+        return !lstatSync(path).isFile() || sha256(readFileSync(path)) !== file.sha256
       } catch {
         return true
       }
@@ -77,10 +83,55 @@ function isMissing(error: unknown): boolean {
   return (error as NodeJS.ErrnoException).code === 'ENOENT'
 }
 
+function lstatIfPresent(path: string): Stats | undefined {
+  return lstatSync(path, { throwIfNoEntry: false })
+}
+
+function refused(path: string, why: string): PlugcheckError {
+  return runtimeError(`the cache directory ${path} ${why}: plugcheck writes only into a directory of its own`, `remove ${path} (plugcheck makes it again)`)
+}
+
+/** Refuses (exit 3) a cache directory that may hold data not plugcheck's own. */
+function checkOwnDir(path: string, stats: Stats): void {
+  // On Windows lstat reports a junction as a symbolic link too.
+  if (stats.isSymbolicLink()) throw refused(path, 'is a symbolic link')
+  if (!stats.isDirectory()) throw refused(path, 'is not a directory')
+  if (process.platform === 'win32') return
+  const uid = process.getuid!()
+  if (stats.uid !== uid) throw refused(path, `belongs to uid ${stats.uid}, not to this user (uid ${uid})`)
+  if ((stats.mode & 0o022) !== 0) throw refused(path, `is writable by others than its owner (mode ${(stats.mode & 0o777).toString(8)})`)
+}
+
+/**
+ * Makes root (its parents as needed), then checks it. Its own mkdir is not recursive: Node's
+ * recursive mkdir reports ENOENT where the cause is EROFS.
+ */
+function ensureOwnRoot(root: string): void {
+  if (lstatIfPresent(root) === undefined) {
+    try {
+      mkdirSync(root, { mode: 0o700 })
+    } catch (error) {
+      if (isMissing(error)) {
+        mkdirSync(dirname(root), { recursive: true })
+        mkdirSync(root, { mode: 0o700 })
+      } else if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+    }
+  }
+  checkOwnDir(root, lstatSync(root))
+}
+
+/** Checks dir when it is there; says whether it is. */
+function checkOwnDirIfPresent(dir: string): boolean {
+  const stats = lstatIfPresent(dir)
+  if (stats !== undefined) checkOwnDir(dir, stats)
+  return stats !== undefined
+}
+
 /**
  * Unpacks the manifest's files (read with readAsset) under root unless they are there already, and
  * rewrites any file there that does not match; returns the checked directory. Throws when an asset
- * does not match its own manifest (a damaged executable) or when the directory stays wrong.
+ * does not match its own manifest (a damaged executable) or when the directory stays wrong, and a
+ * PlugcheckError (exit 3, with a hint) when plugcheck/ or <hash>/ is not a directory of its own.
  */
 export function ensureUnpacked(manifest: SeaManifest, root: string, readAsset: (name: string) => Uint8Array, notice: (text: string) => void): string {
   const dir = join(root, unpackDirName(manifest))
@@ -90,9 +141,9 @@ export function ensureUnpacked(manifest: SeaManifest, root: string, readAsset: (
     if (sha256(bytes) !== wanted) throw new Error(`this executable is damaged: its asset ${name} does not match its manifest`)
     return bytes
   }
-  let wrong = mismatchedFiles(dir, manifest)
+  ensureOwnRoot(root)
+  let wrong = checkOwnDirIfPresent(dir) ? mismatchedFiles(dir, manifest) : manifest.files.map((file) => file.name)
   if (wrong.length === 0) return dir
-  mkdirSync(root, { recursive: true, mode: 0o700 })
   if (wrong.length === manifest.files.length) {
     // Nothing usable there (the first run): a complete directory appears by one rename.
     const staging = mkdtempSync(join(root, '.unpack-'))
@@ -103,6 +154,7 @@ export function ensureUnpacked(manifest: SeaManifest, root: string, readAsset: (
       // Another executable's rename came first (EEXIST, ENOTEMPTY; EPERM on Windows): its files are checked below.
       rmSync(staging, { recursive: true, force: true })
       if (isMissing(error) || (error as NodeJS.ErrnoException).syscall !== 'rename') throw error
+      checkOwnDirIfPresent(dir)
     }
     wrong = mismatchedFiles(dir, manifest)
   }
@@ -110,7 +162,9 @@ export function ensureUnpacked(manifest: SeaManifest, root: string, readAsset: (
     notice(`the unpacked files in ${dir} did not match this executable (${wrong.join(', ')}); unpacking them again`)
     for (const name of wrong) {
       const temporary = join(dir, `.${name}.${process.pid}.tmp`)
-      writeFileSync(temporary, asset(name))
+      // A name left there (a crash, or a link planted at it) is removed, never written through: 'wx' is O_EXCL.
+      rmSync(temporary, { force: true })
+      writeFileSync(temporary, asset(name), { flag: 'wx' })
       renameSync(temporary, join(dir, name))
     }
     wrong = mismatchedFiles(dir, manifest)

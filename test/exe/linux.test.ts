@@ -1,11 +1,12 @@
 /**
  * The linux-x64 single executable (npm run build:exe) on a machine without node on PATH: demo in an
  * empty directory, its first start unpacking into a fresh cache, damaged cache files rewritten
- * before anything loads them, several executables unpacking at once, and a cache it cannot write.
+ * before anything loads them, several executables unpacking at once, a cache it cannot write, and
+ * cache directories that may hold a user's data (a symbolic link, a file) refused without a write.
  */
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { startListener, tempDir } from '../fixtures/cli.js'
@@ -128,7 +129,48 @@ t.test('the linux-x64 single executable', needsLinuxX64(), async (t) => {
     writeFileSync(notADirectory, '')
     const result = await runExe(exe, ['methods'], { cwd, cache: notADirectory })
     t.equal(result.code, 3)
-    t.match(result.stderr, /^plugcheck: could not unpack its native modules under .*a-file\/plugcheck: ENOTDIR .*\nhint: set XDG_CACHE_HOME to a writable directory\n$/)
+    t.match(result.stderr, /^plugcheck: could not unpack its native modules under .*a-file\/plugcheck: ENOTDIR \(not a directory\)\nhint: set XDG_CACHE_HOME to a writable directory\n$/)
+  })
+
+  t.test("a symbolic link at the cache's <hash> directory: exit 3, the linked directory untouched; a linked file is replaced", async (t) => {
+    const cwd = join(dir, 'linked')
+    const cache = join(dir, 'linked-cache')
+    const user = join(dir, 'linked-user')
+    mkdirSync(cwd)
+    mkdirSync(user)
+    t.equal((await runExe(exe, ['methods'], { cwd, cache })).code, 0)
+    const unpacked = unpackedDir(cache)
+    for (const name of readdirSync(unpacked)) writeFileSync(join(user, name), `the user's own ${name}\n`)
+    const before = readdirSync(user).map((name) => readFileSync(join(user, name), 'utf8'))
+    rmSync(unpacked, { recursive: true })
+    symlinkSync(user, unpacked)
+    const result = await runExe(exe, ['methods'], { cwd, cache })
+    t.equal(result.code, 3)
+    t.equal(result.stderr, `plugcheck: the cache directory ${unpacked} is a symbolic link: plugcheck writes only into a directory of its own\nhint: remove ${unpacked} (plugcheck makes it again)\n`)
+    t.same(readdirSync(user).map((name) => readFileSync(join(user, name), 'utf8')), before, "the user's files are byte-identical")
+
+    rmSync(unpacked)
+    t.equal((await runExe(exe, ['methods'], { cwd, cache })).code, 0)
+    rmSync(join(unpacked, 'koffi.node'))
+    symlinkSync(join(user, 'koffi.node'), join(unpacked, 'koffi.node'))
+    const relinked = await runExe(exe, ['methods', '--json'], { cwd, cache })
+    t.equal(relinked.code, 0, relinked.stderr)
+    t.match(relinked.stderr, /\(koffi\.node\); unpacking them again\n$/)
+    t.ok(lstatSync(join(unpacked, 'koffi.node')).isFile(), 'the link is replaced by a regular file')
+    t.same(readdirSync(user).map((name) => readFileSync(join(user, name), 'utf8')), before, "the user's files are byte-identical")
+  })
+
+  t.test('a cache root that is a file: exit 3, one line naming it, the file untouched', async (t) => {
+    const cwd = join(dir, 'rootfile')
+    const cache = join(dir, 'rootfile-cache')
+    mkdirSync(cache, { recursive: true })
+    mkdirSync(cwd)
+    writeFileSync(join(cache, 'plugcheck'), 'a file')
+    const result = await runExe(exe, ['methods'], { cwd, cache })
+    t.equal(result.code, 3)
+    const root = join(cache, 'plugcheck')
+    t.equal(result.stderr, `plugcheck: the cache directory ${root} is not a directory: plugcheck writes only into a directory of its own\nhint: remove ${root} (plugcheck makes it again)\n`)
+    t.equal(readFileSync(root, 'utf8'), 'a file')
   })
 
   t.test('agent --print-service names the executable alone, without a script', async (t) => {
