@@ -118,16 +118,17 @@ t.test('SIGINT ends every job (130) and every ack is recorded', async (t) => {
   t.same(runs.map((r) => r.end?.reason), ['interrupted', 'interrupted'])
 })
 
-t.test('--jobs 16 --duration 1 on tmpfs: every job joins the group, however late it starts; verify judges all 16 runs', async (t) => {
-  // Jobs start one by one (16 threads on a shared box): the early ones must not finish and close
-  // before the late ones announce, or the listener refuses the late ones' join (the start barrier).
+t.test('--jobs 16 --duration 0.01 on tmpfs: every job joins the group, however late it starts; verify judges all 16 runs', async (t) => {
+  // Jobs start one by one (16 threads on a shared box, each loading its modules): the early ones must
+  // not finish and close before the late ones announce, or the listener refuses the late ones' join
+  // (the start barrier). A short duration makes that certain without the barrier.
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
   const memory = existsSync('/dev/shm') ? mkdtempSync('/dev/shm/plugcheck-jobs-') : tempDir(t)
   t.teardown(() => rmSync(memory, { recursive: true, force: true }))
   const file = join(memory, 'data')
-  const written = await runCli(['write', '--server', listener.server, '--file', file, '--duration', '1', '--jobs', '16', ...small])
+  const written = await runCli(['write', '--server', listener.server, '--file', file, '--duration', '0.01', '--jobs', '16', ...small])
   t.equal(written.code, 0, written.stderr)
   t.notMatch(written.stderr, /refused/)
   const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
@@ -141,7 +142,7 @@ t.test('SIGINT as soon as the first run line prints: 130, and every announced ru
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
-  const jobs = 8
+  const jobs = 16
   const writer = spawnCli(['write', '--server', listener.server, '--file', join(dir, 'data'), '--jobs', String(jobs), ...small])
   t.teardown(() => writer.kill('SIGKILL'))
   let out = ''
