@@ -19,8 +19,13 @@ try {
   }
 } catch (error) {
   // A module that cannot load (a native build missing for this platform) is a broken installation:
-  // said the way reportError says any internal error, with exit code 3 (runtime failure).
-  process.stderr.write(`plugcheck: internal error: could not load its modules: ${(error as Error)?.stack ?? String(error)}\n`)
+  // said the way reportError says any internal error, with exit code 3 (runtime failure). A built
+  // file Node cannot compile (dist/ truncated) is a damaged build: said so, with the file and a rebuild.
+  const damaged =
+    error instanceof SyntaxError && import.meta.url.endsWith('/bin.js')
+      ? await import('./damaged-build.js').then(({ damagedBuildMessage }) => damagedBuildMessage(error, new URL('.', import.meta.url)), () => undefined)
+      : undefined
+  process.stderr.write(damaged ?? `plugcheck: internal error: could not load its modules: ${(error as Error)?.stack ?? String(error)}\n`)
   code = 3
 }
 // The only process.exit: after stdout has drained.
