@@ -328,12 +328,19 @@ export function inReportOrder<T extends { readonly meta: { readonly method: stri
 
 /**
  * fail if a tested method failed, or a control lost its fsynced file; else inconclusive if any run
- * tested nothing (no acks, or a control that lost nothing); else pass.
+ * tested nothing (a control that lost nothing, or a tested method none of whose runs acknowledged
+ * anything); else pass. The jobs of one method (write --jobs) test it together: a job that acked
+ * nothing (its write failed before its first record) tested nothing, and the others tested the method.
  */
 export function groupVerdict(reports: readonly RunReport[]): RunVerdict {
   if (reports.some((r) => r.verdict === 'fail')) return 'fail'
-  if (reports.some((r) => r.verdict === 'inconclusive')) return 'inconclusive'
+  if (reports.some((r) => r.verdict === 'inconclusive' && !testedByAnotherJob(r, reports))) return 'inconclusive'
   return 'pass'
+}
+
+/** A tested run that acknowledged nothing, whose method another run of the group (another job) did test. */
+function testedByAnotherJob(r: RunReport, reports: readonly RunReport[]): boolean {
+  return r.role === 'tested' && r.verdict === 'inconclusive' && reports.some((o) => o.role === 'tested' && o.verdict !== 'inconclusive' && methodLabel(o) === methodLabel(r))
 }
 
 /**
@@ -509,21 +516,24 @@ export function renderReport(report: VerifyReport): string {
   if (report.runs.length > 1) {
     const failed = tested.filter((r) => r.verdict === 'fail')
     const controlFailed = controls.filter((r) => r.verdict === 'fail')
+    const idleJobs = tested.filter((r) => testedByAnotherJob(r, tested))
+    const idleNote = idleJobs.length === 0 ? '' : `; ${runsLabel(idleJobs, tested)} acknowledged nothing`
     if (report.verdict === 'fail') {
-      const parts = failed.length > 0 ? [`${failed.map(methodLabel).join(', ')} lost acknowledged data (${failed.length} of ${tested.length} tested ${runsWord(tested)})`] : []
+      const parts = failed.length > 0 ? [`${runsLabel(failed, tested)} lost acknowledged data (${failed.length} of ${tested.length} tested ${runsWord(tested)})`] : []
       if (controlFailed.length > 0) parts.push("the control's (none) file, created and fsynced before any record, is gone or replaced")
       lines.push(`FAIL: ${parts.join('; ')}.`)
     } else if (report.verdict === 'inconclusive') {
       const why: string[] = []
-      const idle = tested.filter((r) => r.verdict === 'inconclusive')
-      if (idle.length > 0) why.push(`${idle.map(methodLabel).join(', ')} acknowledged nothing`)
+      const idle = tested.filter((r) => r.verdict === 'inconclusive' && !testedByAnotherJob(r, tested))
+      if (idle.length > 0) why.push(`${runsLabel(idle, tested)} acknowledged nothing`)
       if (controls.some((r) => r.verdict === 'inconclusive' && r.superblock.kind === 'valid')) why.push('the control (none) lost nothing, so the cut tested nothing')
       lines.push(`INCONCLUSIVE: ${why.join('; ')}.`)
     } else {
+      const passed = tested.filter((r) => r.verdict === 'pass')
       lines.push(
         controls.length > 0
-          ? `PASS: every acknowledged record of ${tested.length === 1 ? 'the tested method' : `all ${tested.length} tested ${runsWord(tested)}`} survived, and the control lost records: the cut was real.`
-          : `PASS: every acknowledged record of all ${tested.length} ${runsWord(tested)} survived.`,
+          ? `PASS: every acknowledged record of ${passed.length === 1 ? 'the tested method' : `all ${passed.length} tested ${runsWord(passed)}`} survived, and the control lost records: the cut was real${idleNote}.`
+          : `PASS: every acknowledged record of all ${passed.length} ${runsWord(passed)} survived${idleNote}.`,
       )
     }
   }
@@ -544,6 +554,25 @@ function runsWord(runs: readonly RunReport[]): string {
 
 function methodLabel(r: RunReport): string {
   return `${r.method}${r.direct ? ' --direct' : ''}`
+}
+
+/**
+ * Some of a group's runs, for a headline: each method once; when only some of a method's runs
+ * (jobs) are meant, which ones: `fdatasync (job 4 of 4)`, `fdatasync (jobs 1, 3 of 4)`, or by run
+ * id when the paths do not say the job.
+ */
+function runsLabel(some: readonly RunReport[], all: readonly RunReport[]): string {
+  const labels = [...new Set(some.map(methodLabel))]
+  return labels
+    .map((label) => {
+      const meant = some.filter((r) => methodLabel(r) === label)
+      const of = all.filter((r) => methodLabel(r) === label).length
+      if (meant.length === of) return label
+      const jobs = meant.map((r) => /\.job(\d+)$/.exec(r.path)?.[1])
+      if (jobs.every((k) => k !== undefined)) return `${label} (job${jobs.length > 1 ? 's' : ''} ${jobs.join(', ')} of ${of})`
+      return `${label} (run${meant.length > 1 ? 's' : ''} ${meant.map((r) => r.runId).join(', ')})`
+    })
+    .join(', ')
 }
 
 const verdictWord = { pass: 'PASS', fail: 'FAIL', inconclusive: 'INCONCLUSIVE' } as const

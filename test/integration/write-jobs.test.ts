@@ -64,7 +64,7 @@ t.test('--jobs 3: three files, one group; verify passes, then fails on a flipped
   flipByte(`${file}.job2`)
   const failed = await runInProcess(['verify', '--server', listener.server, '--file', file])
   t.equal(failed.code, 1, failed.stdout)
-  t.match(failed.stdout, /^FAIL: fdatasync lost acknowledged data \(1 of 3 tested runs\)/m)
+  t.match(failed.stdout, /^FAIL: fdatasync \(job 2 of 3\) lost acknowledged data \(1 of 3 tested runs\)/m)
   t.match(failed.stdout, new RegExp(`1 of [\\d,]+ acknowledged records of run [0-9a-f]{16} \\(fdatasync, append, 8 KiB records, ${file}\\.job2\\) did not survive`))
 })
 
