@@ -13,8 +13,8 @@
  * Nothing is installed outside the project: Wine itself comes from the apt packages .ci/run installs.
  * Each piece is made in a temporary directory and renamed into place when complete, under a lock, so
  * an interrupted setup leaves nothing half-made and two processes setting up at once wait for each
- * other. dist/ (the compiled plugcheck: Windows node.exe runs it without tsx, whose esbuild has no
- * Linux-to-Windows build here) is rebuilt when a file under src/ is newer than it.
+ * other. dist/ (the built plugcheck, `npm run build`: Windows node.exe runs it without tsx, whose esbuild
+ * has no Linux-to-Windows build here) is rebuilt when a file under src/ is newer than it.
  *
  * Wine proves bindings, buffers, error paths and the ack channel over Winsock, never durability: it
  * ignores FILE_FLAG_WRITE_THROUGH and FILE_FLAG_NO_BUFFERING and turns every flush into fsync.
@@ -288,22 +288,10 @@ function newestMtimeMs(dir: string): number {
 function ensureDist(): void {
   const built = existsSync(distBin) ? statSync(distBin).mtimeMs : -1
   if (built >= newestMtimeMs(join(repoRoot, 'src'))) return
-  step('compiling src/ to dist/', () => {
-    const stage = staging(distDir)
-    // dist/bin.js is stamped with the time tsc started: a source edited while it ran counts as newer.
-    const startedAt = new Date()
-    const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc')
-    const result = spawnSync(process.execPath, [tsc, '-p', join(repoRoot, 'tsconfig.build.json'), '--outDir', stage.dir], { cwd: repoRoot, encoding: 'utf8', timeout: setupStepTimeoutMs })
-    // tsc exits 2 when it reports type errors yet wrote every file; `npm run typecheck` is where those fail.
-    if (result.status === 2 && existsSync(join(stage.dir, 'bin.js'))) {
-      const errors = result.stdout.split('\n').filter((line) => line.includes('error TS'))
-      log(`src/ has ${errors.length} type errors (npm run typecheck lists them); running the emitted JavaScript anyway`)
-    } else if (result.status !== 0) {
-      rmSync(stage.dir, { recursive: true, force: true })
-      throw new Error(`tsc failed (exit ${result.status ?? result.signal}):\n${result.stdout}${result.stderr}`)
-    }
-    utimesSync(join(stage.dir, 'bin.js'), startedAt, startedAt)
-    stage.commit()
+  // The same build as `npm run build` (scripts/build.ts: one esbuild bundle, renamed into place).
+  step('building dist/ from src/', () => {
+    const result = spawnSync(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts', 'build.ts')], { cwd: repoRoot, encoding: 'utf8', timeout: setupStepTimeoutMs })
+    if (result.status !== 0) throw new Error(`npm run build failed (exit ${result.status ?? result.signal}):\n${result.stdout}${result.stderr}`)
   })
 }
 

@@ -2,11 +2,13 @@
  * The Windows toolchain: the Windows node.exe under Wine, with the compiled plugcheck (dist/bin.js).
  * First setup (Wine prefix, node.exe, koffi's Windows build) takes tens of seconds; later runs reuse it.
  */
+import { rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import { build } from 'esbuild'
 import t from 'tap'
 import { distBin, ensureWine, needsWine, runWine, runWineNode, winePath, wineRunTimeoutMs } from './wine.js'
 
-const distDir = dirname(distBin)
+const repoRoot = dirname(dirname(distBin))
 
 t.test('plugcheck under Wine', needsWine(), async (t) => {
   ensureWine()
@@ -47,7 +49,12 @@ t.test('plugcheck under Wine', needsWine(), async (t) => {
 t.test('the checksum under Windows is the wasm build and matches the Linux one', needsWine(), async (t) => {
   ensureWine()
   const { checksumImplementation, xxh64 } = await import('../../src/record/checksum.js')
-  const moduleUrl = 'file:///' + winePath(join(distDir, 'record', 'checksum.js')).replace(/\\/g, '/')
+  // dist/ is one bundle: the checksum module alone is bundled the same way, beside node_modules/ so
+  // node.exe resolves xxhash-wasm (and fails to load @node-rs/xxhash's Linux build) as dist/ would.
+  const probe = join(repoRoot, 'node_modules', '.cache', 'plugcheck-wine', `checksum-probe-${process.pid}.mjs`)
+  t.teardown(() => rmSync(probe, { force: true }))
+  await build({ entryPoints: [join(repoRoot, 'src', 'record', 'checksum.ts')], outfile: probe, bundle: true, platform: 'node', format: 'esm', target: 'node20', external: ['@node-rs/xxhash', 'xxhash-wasm'], logLevel: 'warning' })
+  const moduleUrl = 'file:///' + winePath(probe).replace(/\\/g, '/')
   const sample = 'a data file written on Windows verifies on Linux'
   const script = `import(${JSON.stringify(moduleUrl)}).then((m) => console.log(m.checksumImplementation, m.xxh64(Buffer.from(${JSON.stringify(sample)})).toString(16)))`
   const result = await runWineNode(['-e', script], { timeoutMs: wineRunTimeoutMs })
