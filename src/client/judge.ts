@@ -494,11 +494,16 @@ interface SlotChunk extends ChunkRequest {
 /** Whole-record chunks of slots [0, readLimit), skipping those without an acknowledged seq to judge. */
 function* chunksToRead(plan: SlotPlan, recordSize: number, readLimit: number, chunkBytes: number): Generator<SlotChunk> {
   const slotsPerChunk = chunkBytes / recordSize
-  for (let firstSlot = 0; firstSlot < readLimit; firstSlot += slotsPerChunk) {
-    const lastSlot = Math.min(readLimit, firstSlot + slotsPerChunk) - 1
-    let any = false
-    for (let s = firstSlot; s <= lastSlot && !any; s++) any = plan.lastAcked(s) > 0
-    if (any) yield { firstSlot, lastSlot, offsetBytes: slotOffsetBytes(recordSize, firstSlot), lengthBytes: (lastSlot - firstSlot + 1) * recordSize }
+  for (let windowFirst = 0; windowFirst < readLimit; windowFirst += slotsPerChunk) {
+    const windowLast = Math.min(readLimit, windowFirst + slotsPerChunk) - 1
+    // Only the stretch from the window's first acknowledged slot to its last is read: a few records
+    // acknowledged in a large overwrite file cost their own bytes, not a whole chunk each.
+    let firstSlot = windowFirst
+    while (firstSlot <= windowLast && plan.lastAcked(firstSlot) === 0) firstSlot++
+    if (firstSlot > windowLast) continue
+    let lastSlot = windowLast
+    while (plan.lastAcked(lastSlot) === 0) lastSlot--
+    yield { firstSlot, lastSlot, offsetBytes: slotOffsetBytes(recordSize, firstSlot), lengthBytes: (lastSlot - firstSlot + 1) * recordSize }
   }
 }
 
