@@ -10,67 +10,15 @@
  * reordering, and the same report as every other way, field for field.
  */
 import { execFileSync } from 'node:child_process'
-import { closeSync, openSync, readSync, truncateSync, writeSync } from 'node:fs'
+import { closeSync, openSync, truncateSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { judgeRun, type RunReport } from '../../src/client/judge.js'
 import { threadsEnv } from '../../src/client/scan-threads.js'
-import { Classifier, runLayout } from '../../src/record/classify.js'
 import { xxh64 } from '../../src/record/checksum.js'
 import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type Pattern, type RunKey, type RunMeta } from '../../src/record/format.js'
 import { craftMeta, craftRun, writeDataFile, range } from '../fixtures/crafted-run.js'
-
-function setEnv(t: Test, name: string, value: string | undefined): void {
-  const before = process.env[name]
-  const put = (v: string | undefined): void => {
-    if (v === undefined) delete process.env[name]
-    else process.env[name] = v
-  }
-  put(value)
-  t.teardown(() => put(before))
-}
-
-interface Reference {
-  readonly counts: Record<string, number>
-  readonly findings: string[]
-  readonly lostSeqs: number[]
-  readonly failedSeqs: number[]
-  readonly survivedSeq: number
-}
-
-function lastAckedBySlot(meta: RunMeta, acked: number): Map<number, number> {
-  const key = runKey(meta.runId)
-  const last = new Map<number, number>()
-  for (let seq = 1; seq <= acked; seq++) last.set(slotOf(key, meta.pattern, seq, meta.slotCount), seq)
-  return last
-}
-
-function reference(meta: RunMeta, acked: number, nowMs: number): Reference {
-  const recordSize = meta.recordSizeBytes
-  const classifier = new Classifier(runKey(meta.runId), recordSize, runLayout(meta, nowMs), { fastPath: false })
-  const counts: Record<string, number> = { intact: 0, interrupted: 0, lost: 0, torn: 0, corrupt: 0 }
-  const findings: string[] = []
-  const lostSeqs: number[] = []
-  const failedSeqs: number[] = []
-  let survivedSeq = 0
-  const fd = openSync(meta.path, 'r')
-  try {
-    const buffer = Buffer.alloc(recordSize)
-    for (const [slot, seq] of [...lastAckedBySlot(meta, acked)].sort((a, b) => a[0] - b[0])) {
-      const got = readSync(fd, buffer, 0, recordSize, slotOffsetBytes(recordSize, slot))
-      const verdict = classifier.classify(buffer.subarray(0, got), slot, seq)
-      counts[verdict.kind]!++
-      if (verdict.kind === 'torn' || verdict.kind === 'corrupt' || verdict.kind === 'interrupted') findings.push(`${verdict.kind} ${seq} ${slot}: ${verdict.detail}`)
-      if (verdict.kind === 'lost') lostSeqs.push(seq)
-      if (verdict.kind === 'lost' || verdict.kind === 'torn' || verdict.kind === 'corrupt') failedSeqs.push(seq)
-      else survivedSeq = Math.max(survivedSeq, verdict.foundSeq ?? seq)
-    }
-  } finally {
-    closeSync(fd)
-  }
-  const ascending = (xs: number[]): number[] => xs.sort((a, b) => a - b)
-  return { counts, findings: findings.sort(), lostSeqs: ascending(lostSeqs), failedSeqs: ascending(failedSeqs), survivedSeq }
-}
+import { compareWithReference, lastAckedBySlot, reference, setEnv } from '../fixtures/judge-oracle.js'
 
 /** A seq of this run written to slot, other than seq: older when older, else newer (past the acked ones). */
 function otherSeqFor(key: RunKey, meta: RunMeta, slot: number, seq: number, acked: number, older: boolean): number | null {
@@ -260,22 +208,6 @@ const ways = [
   { threads: '4', small: true },
 ] as const
 
-function compare(t: Test, report: RunReport, expected: Reference): void {
-  t.same({ intact: report.intact, interrupted: report.interrupted, lost: report.lost, torn: report.torn, corrupt: report.corrupt }, expected.counts, 'the slow path counts')
-  const findings = [
-    ...report.tornRecords.map((f) => `torn ${f.seq} ${f.slot}: ${f.detail}`),
-    ...report.corruptRecords.map((f) => `corrupt ${f.seq} ${f.slot}: ${f.detail}`),
-    ...report.interruptedRecords.map((f) => `interrupted ${f.seq} ${f.slot}: ${f.detail}`),
-  ].sort()
-  t.same(findings, expected.findings, 'the slow path findings')
-  t.same(
-    report.lostRanges.flatMap((r) => range(r.fromSeq, r.toSeq)),
-    expected.lostSeqs,
-    'the lost ranges hold the slow path lost seqs',
-  )
-  const reordered = expected.failedSeqs.filter((q) => q < expected.survivedSeq)
-  t.same(report.reordering, reordered.length === 0 ? null : { count: reordered.length, survivedSeq: expected.survivedSeq, earliestLostSeq: reordered[0] }, 'the same reordering')
-}
 
 for (const c of cases) {
   t.test(`${c.pattern}, ${c.recordSize}-byte records, ${c.slotCount} slots`, async (t) => {
@@ -319,7 +251,7 @@ for (const c of cases) {
       await t.test(`threads ${way.threads}${way.small ? ', small reads' : ''}`, async (t) => {
         setEnv(t, threadsEnv, way.threads)
         const report = await judgeRun(craftRun(meta, acked), { nowMs, ...(way.small ? { readChunkBytes: c.smallRead } : {}) })
-        compare(t, report, expected)
+        compareWithReference(t, report, expected)
         if (first === null) first = report
         else t.same(report, first, 'the same report as the main thread alone')
       })
@@ -352,7 +284,7 @@ t.test('holes punched across read-chunk boundaries, and a file cut short then gr
     await t.test(`threads ${way.threads}${way.small ? ', small reads' : ''}`, async (t) => {
       setEnv(t, threadsEnv, way.threads)
       const report = await judgeRun(craftRun(meta, acked), { nowMs, ...(way.small ? { readChunkBytes: 1024 * 1024 + 512 } : {}) })
-      compare(t, report, expected)
+      compareWithReference(t, report, expected)
       if (first === null) first = report
       else t.same(report, first, 'the same report as the main thread alone')
     })
