@@ -20,9 +20,8 @@
  * the other jobs are stopped so that every run is ended, and the failing job's error is the result.
  */
 import { randomBytes } from 'node:crypto'
-import { extname } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { Worker } from 'node:worker_threads'
+import type { Worker } from 'node:worker_threads'
+import { startModuleWorker } from './module-worker.js'
 import { PlugcheckError, exitCodes } from '../errors.js'
 import type { FileLock } from '../native/index.js'
 import { lockExisting } from './data-file.js'
@@ -152,7 +151,7 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   try {
     const ended = Array.from({ length: count }, (_, index) => {
       const data: JobData = { options: { ...options, job: { index, count, groupId, groupKey } }, statusTty: io.statusTty }
-      const job: Job = { worker: startWorker(data), out: '', progress: undefined, result: undefined, started: false }
+      const job: Job = { worker: startModuleWorker(import.meta.url, 'job-worker', data), out: '', progress: undefined, result: undefined, started: false }
       jobs.push(job)
       return new Promise<void>((resolve) => {
         job.worker.on('message', (message: JobMessage) => {
@@ -196,16 +195,4 @@ function groupStatusLine(seen: readonly WriteProgress[], count: number, elapsedS
   const p99 = Math.max(...seen.map((p) => p.syncP99Us))
   const wait = waiting.length === 0 ? '' : `, ${waiting.length} waiting for the listener (${waiting.reduce((n, p) => n + p.waitingUnrecorded!, 0).toLocaleString('en-US')} acks unrecorded)`
   return `${elapsedS.toFixed(0)} s: ${count} jobs, ${written.toLocaleString('en-US')} records written and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${Math.round(written / elapsedS).toLocaleString('en-US')}/s, sync p50 ${formatUs(p50)} p99 ${formatUs(p99)}${wait}`
-}
-
-/**
- * The job's thread. Run from the TypeScript sources (bin/plugcheck.js loads them through tsx), the
- * worker registers tsx itself first: module hooks registered in the main thread do not reach workers.
- */
-function startWorker(data: JobData): Worker {
-  const entry = new URL(`./job-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url)
-  if (!entry.pathname.endsWith('.ts')) return new Worker(entry, { workerData: data })
-  const tsx = import.meta.resolve('tsx/esm/api')
-  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry.href)}) })`
-  return new Worker(boot, { eval: true, workerData: data })
 }

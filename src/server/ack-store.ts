@@ -52,7 +52,7 @@
  */
 import { xxh64 } from '../record/checksum.js'
 import { EventEmitter } from 'node:events'
-import { closeSync, constants as fsConstants, fdatasync, fstatSync, fsync, fsyncSync, mkdirSync, openSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
+import { closeSync, constants as fsConstants, fdatasync, fsync, mkdirSync, openSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'

@@ -111,7 +111,6 @@ export class Campaign {
   private readonly ended = new Set<string>()
   private halted = false
   private closed = false
-  private command: ChildProcess | undefined
   private readonly onEvent = (event: CampaignInputEvent): void => this.enqueue(() => this.handle(event))
 
   private constructor(
@@ -408,10 +407,7 @@ export class Campaign {
     })
     this.verdicts.clear()
     this.log(`cycle ${cycle}: cutting now: ${this.file.cutCommand}`)
-    this.command = runCutCommand(this.file.cutCommand, (result) => {
-      this.command = undefined
-      this.enqueue(() => this.cutDone(cycle, result))
-    })
+    runCutCommand(this.file.cutCommand, (result) => this.enqueue(() => this.cutDone(cycle, result)))
   }
 
   private async cutDone(cycle: number, result: CutResult): Promise<void> {
