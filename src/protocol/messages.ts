@@ -107,6 +107,15 @@ export const storedVerdictSchema = z.object({
   lost: count,
   torn: count,
   corrupt: count,
+  /**
+   * Acknowledged seqs a later acknowledged seq replaced on their slot (not judged), and acknowledged
+   * records cut mid-overwrite by a newer, unacknowledged write (not a failure): with them the counts add
+   * up to acked exactly (verdict-rules.ts). Absent from verifiers before them.
+   */
+  superseded: count.optional(),
+  interrupted: count.optional(),
+  /** The data file's superblock was the run's (false: missing, damaged or another run's); absent from older verifiers. */
+  superblockValid: z.boolean().optional(),
   /** The widest time window (ms) between the first and last acknowledgement of a lost range; null with no loss. */
   lossWindowMs: z.number().nonnegative().max(1e12).nullable(),
   /** A later acked record survived while an earlier one did not. */

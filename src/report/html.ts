@@ -10,8 +10,8 @@
  * one), all lanes together at most maxTotalPoints, and at most maxTimelines cycles get a timeline.
  */
 import type { AckSpan } from '../protocol/messages.js'
-import type { BuiltCampaign, CampaignReport, CycleReport, ReportDocument, RunRecord, RunReport } from './model.js'
-import { boot, durationMs, relative, summaryRows, thousands, time } from './text.js'
+import { jobOf, type BuiltCampaign, type CampaignReport, type CycleReport, type ReportDocument, type RunRecord, type RunReport } from './model.js'
+import { boot, durationMs, relative, runLabel, summaryRows, thousands, time } from './text.js'
 
 export const maxPointsPerLane = 400
 export const minPointsPerLane = 16
@@ -143,7 +143,7 @@ function cycleFlag(cycle: CycleReport): string | null {
 
 function runCells(run: RunReport | null): string {
   if (run === null) return '<td colspan="6">no runs</td>'
-  const name = run.role === 'control' ? 'none (control)' : run.method
+  const name = runLabel(run)
   const v = run.verdict
   if (v === null) return `<td>${esc(name)}</td><td class="num">${thousands(run.ackedThroughSeq)}</td><td></td><td></td><td></td><td>no verdict yet</td>`
   const bad = v.lost + v.torn + v.corrupt > 0
@@ -183,7 +183,7 @@ function timeline(c: CampaignReport, cycle: CycleReport, records: readonly RunRe
     const spans = record.run.spans
     const maxSeq = Math.max(1, spans.at(-1)?.[1] ?? 0)
     const y = (seq: number) => y0 + laneHeight - (seq / maxSeq) * (laneHeight - 4)
-    const label = control ? 'none (control)' : record.summary.method
+    const label = runLabel({ role: control ? 'control' : 'tested', method: record.summary.method, job: jobOf(record.run.meta.path) })
     parts.push(`<g class="lane-group" data-method="${esc(record.summary.method)}">`)
     parts.push(`<rect class="lane" x="${laneLeft}" y="${y0}" width="${laneRight - laneLeft}" height="${laneHeight}"/>`)
     parts.push(`<text x="8" y="${y0 + laneHeight / 2 - 2}">${esc(label)}</text>`)

@@ -6,14 +6,17 @@
  * a run the store refuses, or a campaign file that is unreadable, not a regular file, too large, not
  * JSON, not a campaign file or named for another campaign, is damage: one line naming the file (exit 3),
  * never a crash and never a report that silently leaves it out. Files are opened with O_NONBLOCK and
- * must be regular files, so a FIFO planted there cannot hang the report.
+ * must be regular files, so a FIFO planted there cannot hang the report. A verdict that disagrees with
+ * its own counts or with its run's acks (verdict-rules.ts) is not shown, and said: the store refuses
+ * such verdict files already, and any other source of records is held to the same rules.
  */
 import { constants as fsConstants } from 'node:fs'
 import { open, readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { AckStore, describeInvalid } from '../server/ack-store.js'
-import { campaignFileSchema, type CampaignFile } from '../server/campaign-file.js'
+import { campaignChecksumProblem, campaignFileSchema, type CampaignFile } from '../server/campaign-file.js'
 import { campaignNameSchema } from '../protocol/messages.js'
+import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
 import type { CampaignInput, RunRecord } from './model.js'
 
@@ -41,14 +44,15 @@ export const storeRecords: RecordSource = async (dir) => {
  */
 export async function loadListenerDir(dir: string, names: readonly string[] | undefined, source: RecordSource = storeRecords): Promise<ListenerDir> {
   await requireListenerDir(dir)
-  let records: readonly RunRecord[]
-  let warnings: readonly string[]
+  let loaded: Awaited<ReturnType<RecordSource>>
   try {
-    ;({ records, warnings } = await source(dir))
+    loaded = await source(dir)
   } catch (error) {
     if ((error as { exitCode?: number }).exitCode !== undefined) throw error
     throw runtimeError(`could not read the runs in ${join(dir, 'runs')}: ${describeSystemError(error)}`)
   }
+  const warnings = [...loaded.warnings]
+  const records = loaded.records.map((record) => withoutDisagreeingVerdict(record, warnings))
   const onDisk = await campaignFileNames(dir)
   const tagged = new Set(records.flatMap((r) => (r.summary.campaign === null ? [] : [r.summary.campaign.name])))
   const known = [...new Set([...onDisk, ...tagged])].sort()
@@ -72,6 +76,15 @@ export async function loadListenerDir(dir: string, names: readonly string[] | un
     campaigns.push({ name, file: onDisk.includes(name) ? await readCampaignFile(dir, name) : null })
   }
   return { records, warnings, campaigns }
+}
+
+/** The record, without its verdict (said in warnings) when the verdict disagrees with its counts or its run's acks. */
+function withoutDisagreeingVerdict(record: RunRecord, warnings: string[]): RunRecord {
+  const { verdict, method, ackedThroughSeq, runId } = record.summary
+  const problem = verdict === null ? undefined : verdictDisagreement(verdict, method, ackedThroughSeq)
+  if (problem === undefined) return record
+  warnings.push(`run ${runId}: the verdict ${problem}; it is not shown`)
+  return { ...record, summary: { ...record.summary, verdict: null } }
 }
 
 async function requireListenerDir(dir: string): Promise<void> {
@@ -128,6 +141,8 @@ export async function readCampaignFile(dir: string, name: string): Promise<Campa
   } catch {
     throw damaged(`its ${Buffer.byteLength(text)} bytes are not JSON`)
   }
+  const checksum = campaignChecksumProblem(decoded)
+  if (checksum !== undefined) throw damaged(checksum)
   const parsed = campaignFileSchema.safeParse(decoded)
   if (!parsed.success) throw damaged(describeInvalid(parsed.error).replace("it is not a run's metadata", 'it is not a campaign file'))
   if (parsed.data.name !== name) throw damaged(`it describes campaign ${parsed.data.name}`)

@@ -34,6 +34,8 @@ export const runReportSchema = z.object({
   runId: z.string(),
   method: z.string(),
   role: z.enum(['tested', 'control']),
+  /** The job of a `write --jobs N` group the run belongs to (its file's .jobK); null for a run of one job. */
+  job: z.number().int().positive().nullable(),
   announcedMs: z.number().int(),
   ackedThroughSeq: count,
   end: z.enum([...endReasons, 'vanished']).nullable(),
@@ -75,10 +77,13 @@ export type CycleReport = z.infer<typeof cycleReportSchema>
 export const methodSummarySchema = z.object({
   method: z.string(),
   role: z.enum(['tested', 'control']),
-  /** Cycles in which this method ran and has a verdict. */
+  /** Cycles in which this method ran and has a verdict (a `--jobs` cycle counts once). */
   cycles: count,
-  /** Of those, cycles in which it lost, tore or corrupted acknowledged records. */
+  /** Runs of this method with a verdict: one per job per cycle. */
+  runs: count,
+  /** Of those cycles, the ones in which any of its runs lost, tore or corrupted acknowledged records. */
   cyclesWithLoss: count,
+  /** Per cycle, the method's verdict over all its runs (jobs), as verify gives it for a group (cycleVerdict). */
   verdicts: z.object({ pass: count, fail: count, inconclusive: count, 'not-judged': count }),
   acked: count,
   lost: count,
@@ -237,7 +242,8 @@ export function buildCampaign(input: CampaignInput, records: readonly RunRecord[
 function displayOrder(a: RunRecord, b: RunRecord): number {
   const controlA = a.summary.method === 'none' ? 1 : 0
   const controlB = b.summary.method === 'none' ? 1 : 0
-  return controlA - controlB || a.summary.method.localeCompare(b.summary.method) || a.summary.announcedMs - b.summary.announcedMs
+  const job = (r: RunRecord) => jobOf(r.run.meta.path) ?? 0
+  return controlA - controlB || a.summary.method.localeCompare(b.summary.method) || job(a) - job(b) || a.summary.announcedMs - b.summary.announcedMs
 }
 
 function cycleReport(cycle: number, entry: CycleRecord | null, records: readonly RunRecord[]): CycleReport {
@@ -246,7 +252,9 @@ function cycleReport(cycle: number, entry: CycleRecord | null, records: readonly
   const reboots = runs.map((r) => r.verdict?.rebootedSinceWrite ?? null)
   const bootChanged = reboots.some((b) => b === true) ? true : reboots.length > 0 && reboots.every((b) => b === false) ? false : null
   const controls = runs.filter((r) => r.role === 'control' && r.verdict !== null).map((r) => controlSight(r.verdict!))
-  const control = controls.length === 0 || controls.every((c) => c === null) ? null : controls.includes('not-noticed') ? 'not-noticed' : controls.includes('failed') ? 'failed' : 'noticed'
+  // The control of a cycle is all its jobs: one that lost records of its own shows the cut was real,
+  // whatever an idle or luckier job lost; a lost control file is flagged over everything.
+  const control = controls.includes('failed') ? 'failed' : controls.includes('noticed') ? 'noticed' : controls.includes('not-noticed') ? 'not-noticed' : null
   return {
     cycle,
     timeMs: steadyMs ?? minOrNull(records.map((r) => r.summary.announcedMs)),
@@ -280,6 +288,7 @@ function runReport(record: RunRecord): RunReport {
     runId: s.runId,
     method: s.method,
     role: s.method === 'none' ? 'control' : 'tested',
+    job: jobOf(record.run.meta.path),
     announcedMs: s.announcedMs,
     ackedThroughSeq: s.ackedThroughSeq,
     end: s.end?.reason ?? null,
@@ -304,38 +313,68 @@ function verdictReport(v: StoredVerdict): NonNullable<RunReport['verdict']> {
   }
 }
 
+/** The job number of a run of `write --jobs N` (its file is PATH.jobK or PATH.method.jobK), else null. */
+export function jobOf(path: string): number | null {
+  const match = /\.job([1-9][0-9]{0,5})$/.exec(path)
+  return match === null ? null : Number(match[1])
+}
+
+type VerdictName = keyof MethodSummary['verdicts']
+
+/**
+ * One method's verdict in one cycle, over all its runs (the jobs of `write --jobs`), as verify judges a
+ * group: a failed run fails the method; a job that acknowledged nothing (inconclusive) is excused when
+ * another job tested the method; the control passes when any job noticed the cut. First match wins.
+ */
+const cycleVerdictOrder: Record<'tested' | 'control', readonly VerdictName[]> = {
+  tested: ['fail', 'not-judged', 'pass', 'inconclusive'],
+  control: ['fail', 'pass', 'not-judged', 'inconclusive'],
+}
+
+function cycleVerdict(role: 'tested' | 'control', verdicts: readonly VerdictName[]): VerdictName {
+  return cycleVerdictOrder[role].find((v) => verdicts.includes(v))!
+}
+
+function newMethodSummary(run: RunReport): MethodSummary {
+  return {
+    method: run.method,
+    role: run.role,
+    cycles: 0,
+    runs: 0,
+    cyclesWithLoss: 0,
+    verdicts: { pass: 0, fail: 0, inconclusive: 0, 'not-judged': 0 },
+    acked: 0,
+    lost: 0,
+    torn: 0,
+    corrupt: 0,
+    largestLossWindowMs: null,
+    reorderingCycles: [],
+  }
+}
+
+/** Per method: cycles counted once however many jobs ran in them, counts summed over every run. */
 function methodSummaries(cycles: readonly CycleReport[]): MethodSummary[] {
   const byMethod = new Map<string, MethodSummary>()
   for (const cycle of cycles) {
+    const judgedByMethod = new Map<string, RunReport[]>()
     for (const run of cycle.runs) {
-      let m = byMethod.get(run.method)
-      if (m === undefined) {
-        m = {
-          method: run.method,
-          role: run.role,
-          cycles: 0,
-          cyclesWithLoss: 0,
-          verdicts: { pass: 0, fail: 0, inconclusive: 0, 'not-judged': 0 },
-          acked: 0,
-          lost: 0,
-          torn: 0,
-          corrupt: 0,
-          largestLossWindowMs: null,
-          reorderingCycles: [],
-        }
-        byMethod.set(run.method, m)
-      }
-      const v = run.verdict
-      if (v === null) continue
+      if (!byMethod.has(run.method)) byMethod.set(run.method, newMethodSummary(run))
+      if (run.verdict !== null) judgedByMethod.set(run.method, [...(judgedByMethod.get(run.method) ?? []), run])
+    }
+    for (const [method, runs] of judgedByMethod) {
+      const m = byMethod.get(method)!
       m.cycles++
-      m.verdicts[v.verdict]++
-      if (v.lost + v.torn + v.corrupt > 0) m.cyclesWithLoss++
-      m.acked += v.acked
-      m.lost += v.lost
-      m.torn += v.torn
-      m.corrupt += v.corrupt
-      if (v.lossWindowMs !== null) m.largestLossWindowMs = Math.max(m.largestLossWindowMs ?? 0, v.lossWindowMs)
-      if (v.reordered && !m.reorderingCycles.includes(cycle.cycle)) m.reorderingCycles.push(cycle.cycle)
+      m.verdicts[cycleVerdict(m.role, runs.map((r) => r.verdict!.verdict))]++
+      if (runs.some((r) => r.verdict!.lost + r.verdict!.torn + r.verdict!.corrupt > 0)) m.cyclesWithLoss++
+      if (runs.some((r) => r.verdict!.reordered)) m.reorderingCycles.push(cycle.cycle)
+      for (const { verdict: v } of runs) {
+        m.runs++
+        m.acked += v!.acked
+        m.lost += v!.lost
+        m.torn += v!.torn
+        m.corrupt += v!.corrupt
+        if (v!.lossWindowMs !== null) m.largestLossWindowMs = Math.max(m.largestLossWindowMs ?? 0, v!.lossWindowMs)
+      }
     }
   }
   return [...byMethod.values()].sort((a, b) => (a.role === b.role ? a.method.localeCompare(b.method) : a.role === 'control' ? 1 : -1))

@@ -48,6 +48,8 @@ export function summaryRows(campaigns: readonly CampaignReport[]): string[][] {
     rows.push([])
     row(control ? 'none (control)' : method, cell((m) => verdictCounts(m)))
     row('  cycles with loss', cell((m) => `${m.cyclesWithLoss} of ${m.cycles}`))
+    // With write --jobs a cycle holds several runs of the method: said, so the totals below read right.
+    if (campaigns.some((c) => (of(c)?.runs ?? 0) !== (of(c)?.cycles ?? 0))) row('  runs (jobs)', cell((m) => thousands(m.runs)))
     row('  acked', cell((m) => thousands(m.acked)))
     row('  lost / torn / corrupt', cell((m) => `${thousands(m.lost)} / ${thousands(m.torn)} / ${thousands(m.corrupt)}`))
     if (!control) {
@@ -103,9 +105,14 @@ function cycleTable(c: CampaignReport): string[] {
   return [...head, ...lines.map((l) => `  ${l}`), ...flags, ...c.warnings.map((w) => `  warning: ${oneLine(w)}`)]
 }
 
+/** A run's name in the cycle tables: its method (the control said), and its job in a `--jobs` group. */
+export function runLabel(run: Pick<RunReport, 'role' | 'method' | 'job'>): string {
+  return `${run.role === 'control' ? 'none (control)' : run.method}${run.job === null ? '' : ` job ${run.job}`}`
+}
+
 function runCells(run: RunReport | null): string[] {
   if (run === null) return ['-', '', '', '', '', '']
-  const name = run.role === 'control' ? 'none (control)' : run.method
+  const name = runLabel(run)
   const v = run.verdict
   if (v === null) return [name, thousands(run.ackedThroughSeq), '', '', '', 'no verdict yet']
   return [name, thousands(v.acked), thousands(v.lost), thousands(v.torn), thousands(v.corrupt), v.verdict + (v.reordered ? ', reordered' : '')]

@@ -1,32 +1,36 @@
 /**
  * The listener's durable memory: one directory per run under <dir>/runs/<runId>/ holding
- *   acks.log      append-only entries, made durable by group commit (one fdatasync covers every
- *                 entry queued while the previous fdatasync ran); created and fsynced first
+ *   acks.log      the run's ack log (format and reader: ack-log.ts): a header naming the run, written
+ *                 and fsynced first, then one checksummed entry per group commit (one fdatasync covers
+ *                 every ack, steady and end queued while the previous fdatasync ran)
  *   meta.msgpack  the run's metadata, its announcement time and order (announceIndex), the peer
  *                 address it came from, the writer's environment and its campaign tag (absent in
- *                 older directories and for runs outside a campaign); written to a temp file,
- *                 fsynced, renamed into place last, then both directories fsynced. A run exists for
- *                 replay only once meta.msgpack does; a failed announcement removes it first. No
- *                 meta.msgpack and an empty log: an announcement that never completed (skipped);
- *                 meta.msgpack unreadable or invalid, or missing while the log holds acks: damage,
- *                 a refusal (a run left out could turn a FAIL into a PASS).
+ *                 older directories and for runs outside a campaign), sealed with its checksum
+ *                 (sealed-file.ts); written to a temp file, fsynced, renamed into place last, then
+ *                 both directories fsynced. A run exists for replay only once meta.msgpack does; a
+ *                 failed announcement removes it first. No meta.msgpack and an empty log: an
+ *                 announcement that never completed (skipped); meta.msgpack unreadable, not matching
+ *                 its checksum or invalid, or missing while the log holds acks: damage, a refusal (a run
+ *                 left out, or judged by a damaged record size or slot count, could turn a PASS into
+ *                 a FAIL or a FAIL into a PASS). Files of older listeners have no checksum: they are
+ *                 read as they are, checked against the schema only.
  *   verdict.msgpack  the verdict a verifier reported after the cut (the latest replaces an earlier
- *                 one): temp file, fsync, rename, directory fsync, before the verifier is told
- *                 verdict-ok. A damaged one is reported at startup (a warning naming the file) and
- *                 the run shows no verdict: the acks, what verdicts are judged from, are unharmed.
- * The log also holds the run's first 'steady' entry (its writer said it is the moment to cut).
+ *                 one), sealed like meta.msgpack: temp file, fsync, rename, directory fsync, before the
+ *                 verifier is told verdict-ok. A damaged one (its checksum, its schema, or counts that
+ *                 disagree with its verdict or with the run's acks: verdict-rules.ts) is reported at
+ *                 startup (a warning naming the file) and the run shows no verdict: the acks, what
+ *                 verdicts are judged from, are unharmed.
+ * The log also holds the run's first 'steady' (its writer said it is the moment to cut) and its end.
  * and <dir>/lock, flock()ed exclusively by the one listener that owns the directory (verify --acks
  * only reads and does not take it).
  *
- * acks.log entry:  [u32 LE body length][u64 LE xxh64 of body][body: msgpack LogEntry]
- * Fault model: the listener can be killed at any moment and its disk can fill. A torn tail is ignored
- * at replay (it was never reported as recorded: "recorded" is sent only after its write returned every
- * byte and its fdatasync returned). Only the last commit can be torn, and a commit writes at most
- * maxCommitBytes of a run's log, so a bad entry followed by more non-zero bytes than that is damage in
- * the middle of the log: a refusal, never the acks after it dropped. Replay streams the log in chunks (a log of
- * any size replays), keeps the valid prefix (entries that check out: checksum, schema, seqs contiguous
- * from 1, plausible for the time since announcement, real times), and turns any read error other than
- * a missing file into a refusal: fewer acks than were recorded would turn a FAIL into a PASS. Ack
+ * Fault model: the listener can be killed, or its machine lose power, at any moment; its disk can fill
+ * or damage what it holds. "Recorded" is sent only after a commit's write returned every byte and its
+ * fdatasync returned, and each commit is one log entry, so only the last entry can be torn, and it was
+ * never reported as recorded: replay ignores it with a warning. Any other bad entry is damage: a
+ * refusal naming the file and the byte, never the acks after it dropped (ack-log.ts has the rules).
+ * Replay streams the log in chunks (a log of any size replays) and turns any read error other than a
+ * missing file into a refusal: fewer acks than were recorded would turn a FAIL into a PASS. Ack
  * times are stamped monotonic per run (never before the announcement or the previous ack), so a clock
  * stepped back cannot make a run's own log look implausible.
  * A short write, ENOSPC or a failed fdatasync stops that run's acks for good (never retried).
@@ -50,10 +54,9 @@
  * precision while a run of hours stays small. Past maxSpans (maxStoredSpans, what a reply may carry)
  * neighbouring spans are merged pairwise: the seqs stay exact, the merged windows coarser.
  */
-import { xxh64 } from '../record/checksum.js'
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fdatasync, fsync, mkdirSync, openSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
-import { open, readdir, stat, type FileHandle } from 'node:fs/promises'
+import { open, readdir, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../locks.js'
@@ -81,18 +84,14 @@ import {
   type StoredVerdict,
   type WriterEnv,
 } from '../protocol/messages.js'
+import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
+import { frameCommit, logEntryHeaderBytes, logHeader, maxEntryBodyBytes, maxItemsPerCommit, replayLog, type LogItem, type LogReplay } from './ack-log.js'
+import { seal, unseal, type SealedKind } from './sealed-file.js'
+
+export { frameCommit, frameLogEntry, logHeader } from './ack-log.js'
 
 export const spanWindowMs = 100
-const entryHeaderBytes = 12
-/** No entry the listener writes comes near this (an end's detail is at most 4 KiB); a longer length is damage. */
-const maxEntryBodyBytes = 64 * 1024
-/** Replay reads the log in chunks of this size. */
-const replayChunkBytes = 1024 * 1024
-/** One commit writes at most this much of one run's log; entries beyond wait for the next commit. */
-export const maxCommitBytes = 64 * 1024
-/** The most a crash can leave torn at the end of a log: one commit's bytes (a commit writes at least one entry). */
-const maxTornBytes = Math.max(maxCommitBytes, entryHeaderBytes + maxEntryBodyBytes)
 /** meta.msgpack is a few KiB (a fingerprint included); anything over this is damage. */
 const maxMetaFileBytes = 1024 * 1024
 /** Runs whose write+fdatasync may be in the threadpool at once (it has 4 threads). */
@@ -100,20 +99,6 @@ export const commitLanes = 2
 /** A run's acks may be stamped up to this long before its announcement (clock steps). */
 const clockSkewMs = 60_000
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
-
-const logEntrySchema = z.discriminatedUnion('k', [
-  z.object({
-    k: z.literal('ack'),
-    fromSeq: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
-    toSeq: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
-    firstMs: epochMsSchema,
-    lastMs: epochMsSchema,
-  }),
-  z.object({ k: z.literal('end'), reason: z.enum([...endReasons, 'vanished']), detail: z.string().max(4096).optional(), atMs: epochMsSchema }),
-  /** The writer said it has run long enough to be cut (first one only). */
-  z.object({ k: z.literal('steady'), atMs: epochMsSchema }),
-])
-type LogEntry = z.infer<typeof logEntrySchema>
 
 const metaFileSchema = z.object({
   meta: runMetaSchema,
@@ -167,9 +152,11 @@ interface RunState {
   creating?: boolean
   /** Set when a write or fdatasync failed: the run takes nothing more, ever. */
   failed?: Error
-  /** Entries accepted but not yet written (consecutive acks share one). */
-  pendingEntries: LogEntry[]
+  /** Items accepted but not yet written (consecutive acks share one). */
+  pendingEntries: LogItem[]
   durableThroughSeq: number
+  /** Commits in the run's log (written by this listener or replayed); the next one is numbered one more. */
+  commits: number
 }
 
 export class StorageError extends Error {}
@@ -264,24 +251,20 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       return
     }
     if (metaBytes === 'missing') {
-      const logBytes = await fileSize(logPath)
-      if (logBytes === 0) {
-        // Created first, meta.msgpack last: the listener died in between, before the writer was told to start.
+      const { items, totalBytes } = await itemsInLog(logPath, runId)
+      if (items === 0) {
+        // Created first (empty, or its header alone), meta.msgpack last: the listener died in between,
+        // before the writer was told to start.
         this.warnings.push(`run ${runId}: no metadata and an empty ack log (its announcement never completed), skipped`)
         return
       }
-      throw damagedMeta(metaPath, `it is missing, but ${logPath} holds ${logBytes} bytes of acks`)
+      throw damagedMeta(metaPath, `it is missing, but ${logPath} holds ${totalBytes} bytes of acks`)
     }
     if (metaBytes === 'not-a-file') throw damagedMeta(metaPath, 'not a regular file')
     if (metaBytes === 'too-large') throw damagedMeta(metaPath, `it is over ${maxMetaFileBytes} bytes, more than any run's metadata`)
-    let decoded: unknown
-    try {
-      decoded = packr.unpack(metaBytes)
-    } catch {
-      decoded = undefined
-    }
-    if (decoded === undefined) throw damagedMeta(metaPath, `its ${metaBytes.length} bytes are not valid msgpack`)
-    const parsed = metaFileSchema.safeParse(decoded)
+    const decoded = unsealed('meta', metaBytes)
+    if ('problem' in decoded) throw damagedMeta(metaPath, decoded.problem)
+    const parsed = metaFileSchema.safeParse(decoded.value)
     if (!parsed.success) throw damagedMeta(metaPath, describeInvalid(parsed.error))
     const metaFile = parsed.data
     if (metaFile.meta.runId !== runId) throw damagedMeta(metaPath, `it describes run ${metaFile.meta.runId}, not run ${runId} of its directory`)
@@ -292,12 +275,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       ...(metaFile.campaign === undefined ? {} : { campaign: metaFile.campaign }),
     })
     run.retired = true
-    run.verdict = await this.replayVerdict(runId)
-    const { validBytes, totalBytes, problem } = await replayLog(logPath, run, this.maxSpans)
-    if (validBytes < totalBytes) {
-      this.warnings.push(`run ${runId}: ignored ${totalBytes - validBytes} bytes of ${problem} ack log tail (never reported as recorded)`)
-    }
+    const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans))
+    if (replayed.tornTail !== null) this.warnings.push(tornTailWarning(runId, logPath, replayed.tornTail))
+    run.commits = replayed.commits
     run.durableThroughSeq = run.lastAckedSeq
+    // After the log: a verdict must agree with the acks it judged.
+    run.verdict = await this.replayVerdict(run)
     this.runs.set(runId, run)
     this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
   }
@@ -307,7 +290,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * another run's) is reported as a warning naming the file, never dropped in silence; the run then
    * shows no verdict until a verifier reports one again.
    */
-  private async replayVerdict(runId: string): Promise<StoredVerdict | null> {
+  private async replayVerdict(run: RunState): Promise<StoredVerdict | null> {
+    const runId = run.meta.runId
     const path = join(this.runDir(runId), 'verdict.msgpack')
     let bytes: Awaited<ReturnType<typeof readBounded>>
     try {
@@ -321,17 +305,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (bytes === 'not-a-directory' || bytes === 'not-a-file') problem = 'not a regular file'
     else if (bytes === 'too-large') problem = `it is over ${maxVerdictFileBytes} bytes, more than any verdict`
     else {
-      let decoded: unknown
-      try {
-        decoded = packr.unpack(bytes)
-      } catch {
-        decoded = undefined
-      }
-      const parsed = verdictFileSchema.safeParse(decoded)
-      if (decoded === undefined) problem = `its ${bytes.length} bytes are not valid msgpack`
+      const decoded = unsealed('verdict', bytes)
+      const parsed = verdictFileSchema.safeParse('value' in decoded ? decoded.value : undefined)
+      if ('problem' in decoded) problem = decoded.problem
       else if (!parsed.success) problem = describeInvalid(parsed.error).replace("a run's metadata", 'a verdict')
       else if (parsed.data.runId !== runId) problem = `it is the verdict of run ${parsed.data.runId}, not of run ${runId}`
-      else return parsed.data.result
+      else {
+        const disagreement = verdictDisagreement(parsed.data.result, run.meta.method, run.lastAckedSeq)
+        if (disagreement === undefined) return parsed.data.result
+        problem = `the verdict ${disagreement}`
+      }
     }
     this.warnings.push(`run ${runId}: ${path} is damaged (${problem}); the run's verdict is not shown (verify it again to store a new one)`)
     return null
@@ -390,6 +373,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       step = 'log'
       this.openLogs++
       try {
+        // The header names the run (a log copied into another run's directory is refused) and the format.
+        writeAllSync(log, logHeader(meta.runId), logPath)
         await fsyncAsync(log)
       } finally {
         closeSync(log)
@@ -398,7 +383,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const file = openSync(tmpPath, 'wx')
       step = 'tmp'
       try {
-        writeAllSync(file, packr.pack({ meta, announcedMs, announceIndex, ...origin }), tmpPath)
+        writeAllSync(file, seal('meta', packr.pack({ meta, announcedMs, announceIndex, ...origin })), tmpPath)
         await fsyncAsync(file)
       } finally {
         closeSync(file)
@@ -491,7 +476,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       try {
         const file = openSync(tmpPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, 0o644)
         try {
-          writeAllSync(file, packr.pack({ runId, result }), tmpPath)
+          writeAllSync(file, seal('verdict', packr.pack({ runId, result })), tmpPath)
           await fsyncAsync(file)
         } finally {
           closeSync(file)
@@ -522,7 +507,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.retired = true
   }
 
-  private queue(run: RunState, entry: LogEntry): void {
+  private queue(run: RunState, entry: LogItem): void {
     run.pendingEntries.push(entry)
     this.markDirty(run)
   }
@@ -555,22 +540,19 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private async commitRun(run: RunState): Promise<void> {
     if (run.creating) return // createRun marks it dirty again when its files are in place
     if (run.failed !== undefined || run.pendingEntries.length === 0) return
-    // At most maxCommitBytes (and at least one entry) per commit: only this commit's bytes can be torn
-    // by a crash, and replay tells a torn tail from damage by that bound. The rest waits for the next round.
-    const batch: Buffer[] = []
-    let batchBytes = 0
-    let taken = 0
+    // One commit is one log entry (numbered, checksummed): a crash can tear only the entry being
+    // written, so replay can take any other bad entry for the damage it is. At most maxItemsPerCommit
+    // items (in practice: ack, steady, ack, end), which keeps the entry within maxEntryBodyBytes; the
+    // rest waits for the next round.
+    const items = run.pendingEntries.slice(0, maxItemsPerCommit)
     let throughSeq = run.durableThroughSeq
-    for (const entry of run.pendingEntries) {
-      const encoded = frameLogEntry(entry)
-      if (taken > 0 && batchBytes + encoded.length > maxCommitBytes) break
-      batch.push(encoded)
-      batchBytes += encoded.length
-      taken++
-      if (entry.k === 'ack') throughSeq = entry.toSeq
-    }
-    // An ack arriving during the write extends the last entry left here, never one being written.
-    run.pendingEntries = run.pendingEntries.slice(taken)
+    for (const item of items) if (item.k === 'ack') throughSeq = item.toSeq
+    const commit = run.commits + 1
+    const entry = frameCommit(commit, items)
+    if (entry.length > logEntryHeaderBytes + maxEntryBodyBytes) throw new Error(`commit ${commit} of run ${run.meta.runId} is ${entry.length} bytes, over the entry bound`)
+    run.commits = commit
+    // An ack arriving during the write extends the last item left here, never one being written.
+    run.pendingEntries = run.pendingEntries.slice(items.length)
     if (run.pendingEntries.length > 0) this.markDirty(run)
     const path = join(this.runDir(run.meta.runId), 'acks.log')
     // Opened and closed within the commit: live runs hold no descriptor between commits. No O_CREAT:
@@ -580,7 +562,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       log = openSync(path, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_NONBLOCK)
       this.openLogs++
       // write() lands in the page cache (synchronous: one event-loop trip fewer); fdatasync in the threadpool.
-      writeAllSync(log, Buffer.concat(batch), path)
+      writeAllSync(log, entry, path)
       await fdatasyncAsync(log)
     } catch (error) {
       // Never retried: after a failed write or fdatasync the log's durability is unknown.
@@ -793,19 +775,6 @@ async function readBounded(path: string, maxBytes: number): Promise<Buffer | 'mi
   }
 }
 
-/** The size of a file that may be missing (0); a file that is not a regular one, or cannot be stat()ed, is a refusal. */
-async function fileSize(path: string): Promise<number> {
-  let stats
-  try {
-    stats = await stat(path)
-  } catch (error) {
-    if ((error as { code?: string }).code === 'ENOENT') return 0
-    throw unreadable(path, error)
-  }
-  if (!stats.isFile()) throw unreadable(path, new Error('not a regular file'))
-  return stats.size
-}
-
 /** A run's metadata that exists (or must exist) but cannot be used: a refusal, never a run left out. */
 function damagedMeta(path: string, what: string): Error {
   return runtimeError(
@@ -828,130 +797,60 @@ function unreadable(path: string, error: unknown): Error {
   return runtimeError(`could not read ${path}: ${describeSystemError(error)}`, 'the listener refuses to answer from an ack log it cannot read in full')
 }
 
-/**
- * Streams a run's ack log into run, chunk by chunk, up to the first entry that does not check out.
- * A missing log is an empty one (the listener died before creating it); any other read error throws.
- */
-async function replayLog(path: string, run: RunState, maxSpans: number): Promise<{ validBytes: number; totalBytes: number; problem: string }> {
-  let file: FileHandle
-  try {
-    file = await open(path, readFlags)
-  } catch (error) {
-    if ((error as { code?: string }).code === 'ENOENT') return { validBytes: 0, totalBytes: 0, problem: 'an empty' }
-    throw unreadable(path, error)
+/** Applies one replayed log item if it can follow what came before; else what makes it impossible (damage). */
+function applyItem(run: RunState, item: LogItem, maxSpans: number): string | undefined {
+  if (item.k === 'steady') {
+    if (run.end !== undefined) return "says steady after the run's end"
+    if (run.steadyMs !== null) return 'says steady a second time'
+    run.steadyMs = item.atMs
+    return undefined
   }
-  try {
-    const stats = await file.stat()
-    // A FIFO or a device is not a log: refused like any log that cannot be read in full.
-    if (!stats.isFile()) throw unreadable(path, new Error('not a regular file'))
-    const totalBytes = stats.size
-    let pending = Buffer.alloc(0)
-    let validBytes = 0
-    let position = 0
-    const chunk = Buffer.alloc(replayChunkBytes)
-    for (;;) {
-      // Entries are taken from pending; a partial entry waits for the next chunk.
-      let offset = 0
-      for (;;) {
-        if (pending.length - offset < entryHeaderBytes) break
-        const length = pending.readUInt32LE(offset)
-        if (length > maxEntryBodyBytes) return await tornTail(file, path, validBytes, totalBytes, 'a damaged')
-        if (pending.length - offset - entryHeaderBytes < length) break
-        const body = pending.subarray(offset + entryHeaderBytes, offset + entryHeaderBytes + length)
-        if (xxh64(body) !== pending.readBigUInt64LE(offset + 4)) return await tornTail(file, path, validBytes, totalBytes, 'a torn')
-        if (!applyEntry(run, body, maxSpans)) return await tornTail(file, path, validBytes, totalBytes, 'an implausible')
-        offset += entryHeaderBytes + length
-        validBytes += entryHeaderBytes + length
-      }
-      const { bytesRead } = await file.read(chunk, 0, chunk.length, position)
-      if (bytesRead === 0) return await tornTail(file, path, validBytes, Math.max(totalBytes, position), 'a torn')
-      position += bytesRead
-      pending = Buffer.concat([pending.subarray(offset), chunk.subarray(0, bytesRead)])
-    }
-  } catch (error) {
-    if ((error as { exitCode?: number }).exitCode !== undefined) throw error
-    throw unreadable(path, error)
-  } finally {
-    await file.close().catch(() => undefined)
+  if (item.k === 'end') {
+    if (run.end !== undefined) return 'ends the run a second time'
+    run.end = { reason: item.reason, ...(item.detail === undefined ? {} : { detail: item.detail }), atMs: item.atMs }
+    return undefined
   }
+  const seqs = `seqs ${item.fromSeq}-${item.toSeq}`
+  if (run.end !== undefined) return `acknowledges ${seqs} after the run's end`
+  if (item.fromSeq !== run.lastAckedSeq + 1 || item.toSeq < item.fromSeq) {
+    return `acknowledges ${seqs} after seq ${run.lastAckedSeq} (not contiguous: an entry duplicated, out of order or missing)`
+  }
+  if (item.firstMs > item.lastMs || item.firstMs < run.announcedMs - clockSkewMs) {
+    return `acknowledges ${seqs} at ${new Date(item.firstMs).toISOString()}-${new Date(item.lastMs).toISOString()}, not after the run's announcement at ${new Date(run.announcedMs).toISOString()}`
+  }
+  if (item.toSeq > maxPlausibleSeq(run.announcedMs, item.lastMs)) return `acknowledges seq ${item.toSeq} by ${new Date(item.lastMs).toISOString()}, more than a writer can have written by then`
+  addSpan(run, item.fromSeq, item.toSeq, item.firstMs, item.lastMs, maxSpans)
+  return undefined
 }
 
-const badEntry: Record<string, string> = {
-  'a torn': 'does not match its checksum',
-  'a damaged': 'has a length no entry has',
-  'an implausible': 'does not follow from the entries before it',
+/** How many items a log holds, for a run directory without metadata (any damage in the log is a refusal too). */
+async function itemsInLog(path: string, runId: string): Promise<{ items: number; totalBytes: number }> {
+  let items = 0
+  const { totalBytes } = await replayLog(path, runId, () => void items++)
+  return { items, totalBytes }
 }
 
-/**
- * What follows the valid prefix of a log, from its first bad entry on. Only the last commit's bytes
- * can be torn (each commit is written after the previous one's fdatasync returned, and writes at most
- * maxTornBytes), so the rest is a torn tail when its non-zero bytes end within maxTornBytes of the bad
- * entry (zeros after them: a size that reached the disk before the data, a sparse or preallocated
- * tail). Anything longer is damage in the middle of the log: a refusal, never the acks after it
- * dropped.
- */
-async function tornTail(file: FileHandle, path: string, validBytes: number, totalBytes: number, problem: string): Promise<{ validBytes: number; totalBytes: number; problem: string }> {
-  const chunk = Buffer.alloc(replayChunkBytes)
-  const zeros = Buffer.alloc(replayChunkBytes)
-  let position = validBytes
-  for (;;) {
-    const { bytesRead } = await file.read(chunk, 0, chunk.length, position)
-    if (bytesRead === 0) return { validBytes, totalBytes: Math.max(totalBytes, position), problem }
-    const read = chunk.subarray(0, bytesRead)
-    // Holes and zeros compare in one memcmp; only a chunk with data is searched byte by byte.
-    if (!read.equals(zeros.subarray(0, bytesRead))) {
-      let last = bytesRead - 1
-      while (read[last] === 0) last--
-      const extent = position + last + 1 - validBytes
-      if (extent > maxTornBytes) {
-        throw runtimeError(
-          `could not read ${path}: damaged in the middle: the entry at byte ${validBytes} ${badEntry[problem] ?? 'is damaged'}, and at least ${extent} bytes of data follow, more than the last commit could have torn`,
-          'the listener refuses to answer from an ack log it cannot read in full (acks after the damage would be lost, turning a FAIL into a PASS)',
-        )
-      }
-    }
-    position += bytesRead
-  }
+/** The warning for a torn tail: what was ignored, where, and why that is safe (and when it would not be). */
+function tornTailWarning(runId: string, path: string, tail: NonNullable<LogReplay['tornTail']>): string {
+  return (
+    `run ${runId}: ignored ${tail.bytes} bytes of a torn ack log tail at byte ${tail.atByte} of ${path} (${tail.what}): ` +
+    'the last commit, cut short by a crash, was never reported as recorded (if the listener did not crash, its last entry is damaged)'
+  )
 }
 
-/** Applies one checksummed log entry if it is consistent with what came before; false if not. */
-function applyEntry(run: RunState, body: Buffer, maxSpans: number): boolean {
-  let entry: LogEntry
+/** A file's body (sealed-file.ts) decoded from msgpack, or what is wrong with it. */
+function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown } | { readonly problem: string } {
+  const file = unseal(kind, bytes)
+  if (file.kind === 'damaged') return { problem: `${file.problem} (damaged)` }
   try {
-    entry = logEntrySchema.parse(packr.unpack(body))
+    return { value: packr.unpack(file.body) }
   } catch {
-    return false
+    return { problem: `its ${bytes.length} bytes are not valid msgpack` }
   }
-  if (entry.k === 'steady') {
-    if (run.end !== undefined || run.steadyMs !== null) return false
-    run.steadyMs = entry.atMs
-    return true
-  }
-  if (entry.k === 'end') {
-    if (run.end !== undefined) return false
-    run.end = { reason: entry.reason, ...(entry.detail === undefined ? {} : { detail: entry.detail }), atMs: entry.atMs }
-    return true
-  }
-  const contiguous = entry.fromSeq === run.lastAckedSeq + 1 && entry.toSeq >= entry.fromSeq
-  const timely = entry.firstMs <= entry.lastMs && entry.firstMs >= run.announcedMs - clockSkewMs
-  const plausible = entry.toSeq <= maxPlausibleSeq(run.announcedMs, entry.lastMs)
-  if (run.end !== undefined || !contiguous || !timely || !plausible) return false
-  addSpan(run, entry.fromSeq, entry.toSeq, entry.firstMs, entry.lastMs, maxSpans)
-  return true
-}
-
-/** One acks.log entry as written: length, xxh64, msgpack body. Exported for tests that craft logs. */
-export function frameLogEntry(entry: object): Buffer {
-  const body = packr.pack(entry)
-  const framed = Buffer.allocUnsafe(entryHeaderBytes + body.length)
-  framed.writeUInt32LE(body.length, 0)
-  framed.writeBigUInt64LE(xxh64(body), 4)
-  body.copy(framed, entryHeaderBytes)
-  return framed
 }
 
 function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin): RunState {
-  return { meta, announcedMs, announceIndex, origin, spans: [], steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0 }
+  return { meta, announcedMs, announceIndex, origin, spans: [], steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0 }
 }
 
 function summaryOf(run: RunState): RunSummary {

@@ -2,8 +2,14 @@
  * A campaign's durable state at the listener: <dir>/campaigns/<name>.json, rewritten whole (temporary
  * file, fsync, rename, directory fsync) at every step, so a listener killed at any moment resumes the
  * campaign where it was and no cycle is counted twice or lost. `report` reads the same file.
+ *
+ * The file carries its checksum (campaignFileText): a flipped bit in a cut time or a run id must not
+ * resume a campaign, or report it, from values nobody wrote. Files of older listeners have none: they
+ * are read as they are, but only with the schema's own fields (an unknown field there is a damaged
+ * name, refused like any damage).
  */
 import { z } from 'zod'
+import { xxh64 } from '../record/checksum.js'
 import { campaignNameSchema, campaignPhases, epochMsSchema } from '../protocol/messages.js'
 import { runIdSchema } from '../record/format.js'
 
@@ -57,3 +63,36 @@ export const campaignFileSchema = z.object({
   history: z.array(cycleRecordSchema).max(100_000),
 })
 export type CampaignFile = z.infer<typeof campaignFileSchema>
+
+/** The field holding the checksum: xxh64 of the other fields as compact JSON, 16 hex digits. */
+const checksumField = 'xxh64'
+
+function checksumHex(text: string): string {
+  return xxh64(Buffer.from(text, 'utf8')).toString(16).padStart(16, '0')
+}
+
+/**
+ * The file as written: the campaign's fields, then its checksum. The checksum covers
+ * JSON.stringify of the fields, which the reader recomputes from the fields it parsed: every value is
+ * a string, a finite number, a boolean, null, an array or an object with non-numeric keys, all of which
+ * JSON.parse and JSON.stringify give back unchanged, in order.
+ */
+export function campaignFileText(file: CampaignFile): string {
+  return JSON.stringify({ ...file, [checksumField]: checksumHex(JSON.stringify(file)) }, null, 2) + '\n'
+}
+
+/**
+ * What is wrong with a parsed campaign file's checksum, or undefined when it matches. A file without
+ * one (an older listener's) passes only with no field the schema does not know: a checksum field
+ * whose name was damaged must not make a damaged file pass for an old one.
+ */
+export function campaignChecksumProblem(json: unknown): string | undefined {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return undefined // the schema says what it is not
+  const { [checksumField]: stored, ...fields } = json as Record<string, unknown>
+  if (stored === undefined) {
+    const unknown = Object.keys(fields).find((key) => !Object.hasOwn(campaignFileSchema.shape, key))
+    return unknown === undefined ? undefined : `field ${JSON.stringify(unknown).slice(0, 80)} is not a campaign file's (a damaged name?)`
+  }
+  if (stored !== checksumHex(JSON.stringify(fields))) return `it does not match its checksum (field ${checksumField})`
+  return undefined
+}

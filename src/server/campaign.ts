@@ -25,7 +25,7 @@ import { describeSystemError, runtimeError, usageError } from '../errors.js'
 import { syncDirectoryAsync } from '../directory-sync.js'
 import type { CampaignState, CampaignTag, StoredVerdict } from '../protocol/messages.js'
 import type { CampaignOptions } from './listen.js'
-import { campaignFileSchema, campaignFileVersion, type CampaignFile, type CycleRecord } from './campaign-file.js'
+import { campaignChecksumProblem, campaignFileSchema, campaignFileText, campaignFileVersion, type CampaignFile, type CycleRecord } from './campaign-file.js'
 
 /** The cut command gets this long, then it is killed (with its process group) and the cut counts as failed. */
 export const cutCommandTimeoutMs = 120_000
@@ -257,7 +257,7 @@ export class Campaign {
     const tmpPath = `${this.path}.tmp`
     const handle = await open(tmpPath, 'w')
     try {
-      await handle.writeFile(JSON.stringify(file, null, 2) + '\n')
+      await handle.writeFile(campaignFileText(file))
       await handle.sync()
     } finally {
       await handle.close()
@@ -548,6 +548,8 @@ function parseCampaignFile(text: string, path: string, name: string): CampaignFi
   } catch (error) {
     throw damaged((error as Error).message)
   }
+  const checksum = campaignChecksumProblem(json)
+  if (checksum !== undefined) throw damaged(checksum)
   const parsed = campaignFileSchema.safeParse(json)
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!

@@ -61,8 +61,8 @@ import {
   type ErrorCode,
   type RunSummary,
   type ServerMessage,
-  type StoredVerdict,
 } from '../protocol/messages.js'
+import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { AckStore } from './ack-store.js'
 import { describeSystemError } from '../errors.js'
 import { nativePort } from '../native/index.js'
@@ -709,8 +709,8 @@ class Connection {
         if (listener.isLive(runId) && !info.ended) {
           throw new ProtocolViolation('out-of-order', `verdict for run ${runId}, which is still being written (its writer is connected); verify after the cut`)
         }
-        const problem = implausibleVerdict(result, store.lastAckedSeq(runId))
-        if (problem !== undefined) throw new ProtocolViolation('bad-frame', `verdict for run ${runId}: ${problem}`)
+        const problem = verdictDisagreement(result, info.meta.method, store.lastAckedSeq(runId))
+        if (problem !== undefined) throw new ProtocolViolation('bad-frame', `the verdict for run ${runId} ${problem}`)
         return store.recordVerdict(runId, result).then(() => {
           listener.emit({
             kind: 'verdict',
@@ -809,18 +809,4 @@ class Connection {
     this.listener.authenticated.delete(this)
     this.socket.destroy()
   }
-}
-
-/**
- * What no verify of this run can have found: more acked records than the listener holds, counts
- * beyond the acked ones, lost ranges past the last ack. undefined if the verdict is plausible.
- */
-function implausibleVerdict(result: StoredVerdict, ackedThroughSeq: number): string | undefined {
-  if (result.acked > ackedThroughSeq) return `it counts ${result.acked} acknowledged records, the listener holds ${ackedThroughSeq}`
-  const judged = result.intact + result.lost + result.torn + result.corrupt
-  if (judged > result.acked) return `intact, lost, torn and corrupt add up to ${judged}, more than the ${result.acked} acknowledged`
-  for (const [fromSeq, toSeq] of result.lostRanges) {
-    if (fromSeq > toSeq || toSeq > ackedThroughSeq) return `lost range ${fromSeq}-${toSeq} is not within the acknowledged seqs 1-${ackedThroughSeq}`
-  }
-  return undefined
 }
