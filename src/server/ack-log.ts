@@ -81,8 +81,8 @@ export function logHeader(runId: string): Buffer {
   return frameLogEntry({ k: 'log', version: logFormatVersion, runId })
 }
 
-/** Commit number n of a log: the items one group commit makes durable, as one entry. */
-export function frameCommit(n: number, items: readonly LogItem[]): Buffer {
+/** Commit number n of a log: the items one group commit makes durable, as one entry (tests craft hostile ones too). */
+export function frameCommit(n: number, items: readonly object[]): Buffer {
   return frameLogEntry({ k: 'commit', n, e: items })
 }
 
