@@ -9,6 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { AckStore } from '../../src/server/ack-store.js'
+import { unseal } from '../../src/server/sealed-file.js'
 import { tempDir } from '../fixtures/cli.js'
 import { runIdOf, runMeta } from './peer.js'
 
@@ -52,7 +53,10 @@ t.test('meta files without announceIndex come first, in announcement time order'
   await store.close()
   for (const runId of [legacyOld, legacyNew]) {
     const path = join(dir, 'runs', runId, 'meta.msgpack')
-    const { announceIndex: _dropped, ...rest } = packr.unpack(readFileSync(path)) as Record<string, unknown>
+    // What an older listener wrote: no announceIndex, no checksum (a bare msgpack map).
+    const sealed = unseal('meta', readFileSync(path))
+    if (sealed.kind !== 'sealed') throw new Error(`${path} is not sealed`)
+    const { announceIndex: _dropped, ...rest } = packr.unpack(sealed.body) as Record<string, unknown>
     writeFileSync(path, packr.pack(rest))
   }
   const restarted = await AckStore.load(dir)

@@ -3,8 +3,9 @@
  * meta.msgpack is missing (while its log holds acks), unreadable or invalid stops the listener from
  * starting and verify --acks with exit 3 naming the file, instead of judging the rest of its group or
  * an older run of the path. Only an announcement that never completed (no meta.msgpack, an empty log)
- * is skipped. In acks.log only the last commit's bytes can be torn: a bad entry followed by more data
- * than one commit writes is damage, refused; in the last entry, or followed by zeros, a torn tail.
+ * is skipped. A bit flipped anywhere in meta.msgpack is caught by its checksum. In acks.log only the
+ * last entry can be torn: a bad entry with data after it is damage, refused; in the last entry, or
+ * followed by zeros, a torn tail (ack-log.test.ts has the rule case by case).
  */
 import t, { type Test } from 'tap'
 import { closeSync, mkdirSync, openSync, readFileSync, readSync, rmSync, statSync, truncateSync, writeFileSync, writeSync } from 'node:fs'
@@ -12,11 +13,19 @@ import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { Listener } from '../../src/server/listener.js'
 import { AckStore } from '../../src/server/ack-store.js'
+import { seal, unseal } from '../../src/server/sealed-file.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
 
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
+
+/** The decoded body of a sealed meta.msgpack. */
+function readMeta(path: string): unknown {
+  const file = unseal('meta', readFileSync(path))
+  if (file.kind !== 'sealed') throw new Error(`${path} is not sealed (${file.kind})`)
+  return packr.unpack(file.body)
+}
 
 /**
  * A group on one path (fdatasync, and the none control when two ids are given) announced to a real
@@ -82,23 +91,27 @@ t.test("a run's damaged or missing meta.msgpack is a refusal, never a group judg
     ['cut in half', (p) => truncateSync(p, Math.floor(statSync(p).size / 2)), /could not read \S+meta\.msgpack: /],
     ['empty', (p) => truncateSync(p, 0), /could not read \S+meta\.msgpack: its 0 bytes are not valid msgpack/],
     [
-      'valid msgpack with a field out of bounds',
+      'valid msgpack with a field out of bounds, checksum and all',
       (p) => {
-        const file = packr.unpack(readFileSync(p)) as { meta: { recordSizeBytes: number } }
+        const file = readMeta(p) as { meta: { recordSizeBytes: number } }
         file.meta.recordSizeBytes = 2 ** 30
-        writeFileSync(p, packr.pack(file))
+        writeFileSync(p, seal('meta', packr.pack(file)))
       },
       /could not read \S+meta\.msgpack: field meta\.recordSizeBytes is not valid \(too big/,
     ],
     [
-      'valid msgpack without a field',
+      "an older listener's file (no checksum) without a field",
       (p) => {
-        const file = packr.unpack(readFileSync(p)) as { announcedMs?: number }
+        const file = readMeta(p) as { announcedMs?: number }
         delete file.announcedMs
         writeFileSync(p, packr.pack(file))
       },
       /could not read \S+meta\.msgpack: field announcedMs is missing/,
     ],
+    ['a bit flipped in its checksum', (p) => flipByte(p, 12), /could not read \S+meta\.msgpack: it does not match its checksum \(damaged\)/],
+    ['a bit flipped in its header', (p) => flipByte(p, 3), /could not read \S+meta\.msgpack: its header is not a plugcheck file header \(damaged\)/],
+    ['a bit flipped in its first byte', (p) => flipByte(p, 0), /could not read \S+meta\.msgpack: (its \d+ bytes are not valid msgpack|it is not a run's metadata)/],
+    ['a verdict file in its place', (p) => writeFileSync(p, seal('verdict', packr.pack({ runId: synced }))), /could not read \S+meta\.msgpack: it holds a verdict, not a run's metadata \(damaged\)/],
   ]
   for (const [name, damage, message] of cases) {
     await t.test(name, async (t) => {
@@ -164,10 +177,10 @@ t.test('one flipped bit in acks.log: early, a refusal; in the last entry, a torn
   await t.test('a byte flipped in the second entry: every later ack would be lost, so refused', async (t) => {
     const dir = copy('early')
     flipByte(join(dir, 'runs', runId, 'acks.log'), 100)
-    await listenerRefuses(t, dir, new RegExp(`could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged in the middle: the entry at byte \\d+ (does not match its checksum|has a length no entry has)`))
+    await listenerRefuses(t, dir, new RegExp(`could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged at byte \\d+: the entry there (does not match its checksum|has a length no entry has)`))
     const verify = await verifyAcks(dir)
     t.equal(verify.code, 3, verify.stderr)
-    t.match(verify.stderr, `could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged in the middle`)
+    t.match(verify.stderr, `could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged at byte`)
     t.equal(verify.stdout, '')
   })
 
@@ -186,6 +199,45 @@ t.test('one flipped bit in acks.log: early, a refusal; in the last entry, a torn
     const copyLog = join(dir, 'runs', runId, 'acks.log')
     truncateSync(copyLog, size + 1024 * 1024)
     flipByte(copyLog, 100)
-    await t.rejects(AckStore.load(dir), { exitCode: 3, message: /damaged in the middle/ })
+    await t.rejects(AckStore.load(dir), { exitCode: 3, message: /damaged at byte \d+: the entry there does not match its checksum, and \d+ bytes of data/ })
   })
+})
+
+/** Flips mask in byte `offset` of the msgpack value of `key` in a sealed meta.msgpack (a fixstr key of under 32 bytes). */
+function flipMetaField(path: string, key: string, offset: number, mask: number): void {
+  const bytes = readFileSync(path)
+  const at = bytes.indexOf(Buffer.concat([Buffer.from([0xa0 | key.length]), Buffer.from(key)]))
+  if (at < 0) throw new Error(`no ${key} in ${path}`)
+  bytes[at + 1 + key.length + offset]! ^= mask
+  writeFileSync(path, bytes)
+}
+
+t.test("one bit flipped in meta.msgpack's record size or slot count: a refusal naming the file, never an intact file judged", async (t) => {
+  // Values a flip keeps within the schema: record size 512 read as 1536, slot count 16 read as 24.
+  const cases: Array<[string, number, number]> = [
+    ['recordSizeBytes', 1, 0x04],
+    ['slotCount', 0, 0x08],
+  ]
+  for (const [key, offset, mask] of cases) {
+    await t.test(key, async (t) => {
+      const dir = tempDir(t)
+      const runId = runIdOf(0xd6)
+      const file = join(dir, 'data')
+      const meta = craftMeta(runId, file, { requestedPath: file, slotCount: 16, createdMs: Date.now() })
+      const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
+      const peer = await Peer.writer(listener.address().port, meta)
+      peer.send({ type: 'ack', runId, fromSeq: 1, toSeq: 20 })
+      await peer.next('recorded')
+      peer.send({ type: 'end', runId, reason: 'duration' })
+      await peer.next('recorded')
+      peer.close()
+      await listener.close()
+      writeDataFile(meta, range(1, 20), { sizeSlots: 16 })
+      const before = await verifyAcks(dir)
+      t.equal(before.code, 0, `the intact run passes (${before.stdout.split('\n')[0]})`)
+      const metaPath = join(dir, 'runs', runId, 'meta.msgpack')
+      flipMetaField(metaPath, key, offset, mask)
+      await refused(t, dir, new RegExp(`could not read ${metaPath}: it does not match its checksum \\(damaged\\)`))
+    })
+  }
 })

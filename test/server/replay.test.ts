@@ -1,17 +1,17 @@
 /**
- * Ack log replay: a log of any size replays its valid prefix (streamed, never read whole), entries
- * that check out but cannot be true end the prefix, and a log that cannot be read is a refusal (the
+ * Ack log replay: a log of any size replays its valid prefix (streamed, never read whole), and a
+ * log with entries that check out but cannot be true, or that cannot be read, is a refusal (the
  * listener does not start, verify --acks exits 3 naming the file), never fewer acks.
  */
 import t from 'tap'
-import { appendFileSync, mkdirSync, rmSync, statSync, truncateSync } from 'node:fs'
+import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync, truncateSync } from 'node:fs'
 import { join } from 'node:path'
 import { Listener } from '../../src/server/listener.js'
-import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { AckStore, frameCommit } from '../../src/server/ack-store.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { Peer, runMeta } from './peer.js'
 
-const entry = frameLogEntry
+const commit = frameCommit
 
 /** A store with one run whose acks 1..seqs are recorded (each ack its own commit, so many entries). */
 async function storeWithRun(dir: string, runId: string, seqs: number): Promise<void> {
@@ -47,29 +47,45 @@ t.test('an ack log sparse-extended past 2 GiB replays its valid prefix', async (
   t.equal(listener.store.lastAckedSeq(runId), 500)
 })
 
-t.test('checksummed entries that cannot be true end the valid prefix', async (t) => {
+t.test('checksummed entries that cannot be true are damage: a refusal, never the acks after them dropped', async (t) => {
   const runId = '0000000000000a02'
-  const cases: Array<[string, (announcedMs: number) => object, number]> = [
-    ['a gap in the seqs', (ms) => ({ k: 'ack', fromSeq: 12, toSeq: 20, firstMs: ms, lastMs: ms }), 10],
-    ['a seq no writer can have reached', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 2 ** 50, firstMs: ms, lastMs: ms + 1 }), 10],
-    ['a time before the run', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: ms - 3_600_000, lastMs: ms }), 10],
-    ['a time that is not a real date', () => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: 5, lastMs: 6 }), 10],
-    ['a seq that is not a number', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 'many', firstMs: ms, lastMs: ms }), 10],
-    ['a second end', (ms) => ({ k: 'end', reason: 'duration', atMs: ms }), 10],
+  const cases: Array<[string, (announcedMs: number) => object, RegExp]> = [
+    ['a gap in the seqs', (ms) => ({ k: 'ack', fromSeq: 12, toSeq: 20, firstMs: ms, lastMs: ms }), /acknowledges seqs 12-20 after seq 10 \(not contiguous/],
+    ['a seq no writer can have reached', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 2 ** 50, firstMs: ms, lastMs: ms + 1 }), /more than a writer can have written by then/],
+    ['a time before the run', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: ms - 3_600_000, lastMs: ms }), /not after the run's announcement/],
+    ['a time that is not a real date', () => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: 5, lastMs: 6 }), /matches its checksum but is not an ack log entry \(field e\.0\.firstMs/],
+    ['a seq that is not a number', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 'many', firstMs: ms, lastMs: ms }), /matches its checksum but is not an ack log entry \(field e\.0\.toSeq/],
+    ['an ack after the end', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: ms, lastMs: ms }), /acknowledges seqs 11-12 after the run's end/],
   ]
-  for (const [name, bad, kept] of cases) {
+  for (const [name, bad, why] of cases) {
     const dir = tempDir(t)
     await storeWithRun(dir, runId, 10)
     const log = join(dir, 'runs', runId, 'acks.log')
-    const announcedMs = (await AckStore.load(dir)).runInfo(runId)!.announcedMs
-    if (name === 'a second end') appendFileSync(log, entry({ k: 'end', reason: 'duration', atMs: announcedMs + 5 }))
-    appendFileSync(log, entry(bad(announcedMs)))
-    appendFileSync(log, entry({ k: 'ack', fromSeq: 11, toSeq: 30, firstMs: announcedMs + 10, lastMs: announcedMs + 10 }))
     const store = await AckStore.load(dir)
-    t.equal(store.lastAckedSeq(runId), kept, `${name}: the prefix before it is kept, nothing after`)
-    t.match(store.warnings, [/ignored \d+ bytes of an implausible ack log tail/], `${name}: warned`)
+    const announcedMs = store.runInfo(runId)!.announcedMs
+    // The writer closed without an end: the listener logged 'vanished', its last commit. Taken off
+    // (a log whose listener died before that commit) unless the case is about it.
+    t.equal(store.runInfo(runId)!.ended, true)
+    let commits = commitsIn(readFileSync(log))
+    if (name !== 'an ack after the end') {
+      truncateSync(log, entryOffsets(readFileSync(log)).at(-1)!)
+      commits--
+    }
+    const atByte = statSync(log).size
+    appendFileSync(log, commit(commits + 1, [bad(announcedMs)]))
+    appendFileSync(log, commit(commits + 2, [{ k: 'ack', fromSeq: 11, toSeq: 30, firstMs: announcedMs + 10, lastMs: announcedMs + 10 }]))
+    await t.rejects(AckStore.load(dir), { exitCode: 3, message: new RegExp(`could not read ${log}: damaged at byte ${atByte}: the entry there (\\(commit ${commits + 1}\\) )?.*${why.source}`) }, name)
   }
 })
+
+function entryOffsets(log: Buffer): number[] {
+  const offsets: number[] = []
+  for (let at = 0; at + 12 <= log.length; at += 12 + log.readUInt32LE(at)) offsets.push(at)
+  return offsets
+}
+
+/** Commits in a log of this version: its entries after the header. */
+const commitsIn = (log: Buffer): number => entryOffsets(log).length - 1
 
 t.test('an ack log that cannot be read is a refusal, never fewer acks', async (t) => {
   const dir = tempDir(t)

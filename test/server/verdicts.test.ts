@@ -10,7 +10,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { Listener, maxVerdictsPerConnection, maxQueriesPerConnection } from '../../src/server/listener.js'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
 import { maxListedRuns, protocolVersion, type RunSummary, type ServerMessage, type StoredVerdict } from '../../src/protocol/messages.js'
 import { startListener, tempDir } from '../fixtures/cli.js'
 import { Peer, bulkyFingerprint, runIdOf, runMeta } from './peer.js'
@@ -164,20 +164,24 @@ t.test('with --token any holder of the token may report a verdict; campaign-quer
   writer.close()
   for (let i = 0; i < 200 && listener.isLive(runId); i++) await new Promise((resolve) => setTimeout(resolve, 25))
   const verifier = await open(port, 'verifier', { token: 's3cret' }, '127.0.0.2')
-  verifier.send({ type: 'verdict', runId, result: verdictOf({ acked: 0, intact: 0, lost: 0, lostRanges: [], verdict: 'inconclusive' }) })
+  verifier.send({ type: 'verdict', runId, result: verdictOf({ acked: 0, intact: 0, lost: 0, lostRanges: [], lossWindowMs: null, verdict: 'inconclusive' }) })
   t.match(await verifier.next('verdict-ok'), { runId })
   verifier.send({ type: 'campaign-query' })
   t.same(await verifier.next('campaign-state'), { type: 'campaign-state', campaign: state })
 })
 
-/** Crafts count ended runs straight into a store directory (what a listener would have stored), each with verdict if given. */
+/**
+ * Crafts count ended runs straight into a store directory (what an older listener would have stored:
+ * no checksums, a log of single entries), each with verdict if given and the acks it counts.
+ */
 function craftRuns(dir: string, count: number, verdict?: StoredVerdict): void {
   const nowMs = Date.now()
   for (let i = 0; i < count; i++) {
     const runId = runIdOf(0x10000 + i)
     const runDir = join(dir, 'runs', runId)
     mkdirSync(runDir, { recursive: true })
-    writeFileSync(join(runDir, 'acks.log'), '')
+    const acked = verdict?.acked ?? 0
+    writeFileSync(join(runDir, 'acks.log'), acked === 0 ? '' : frameLogEntry({ k: 'ack', fromSeq: 1, toSeq: acked, firstMs: nowMs - 50_000, lastMs: nowMs - 40_000 }))
     // An older listener's meta file: no campaign tag.
     writeFileSync(join(runDir, 'meta.msgpack'), packr.pack({ meta: runMeta(runId, { createdMs: nowMs - 60_000 }), announcedMs: nowMs - 60_000, announceIndex: i + 1, peer: '127.0.0.1' }))
     if (verdict !== undefined) writeFileSync(join(runDir, 'verdict.msgpack'), packr.pack({ runId, result: verdict }))
