@@ -11,7 +11,7 @@
  *   bad   = lost + torn + corrupt
  * and per role (the method `none` is the control, every other method is tested) and verdict, the
  * table below. The superblock's state is known only from verifiers that send superblockValid; without
- * it, a fail must rest on a bad record.
+ * it, a fail must rest on a bad record (a lost file loses every record).
  */
 import type { StoredVerdict } from './messages.js'
 
@@ -44,7 +44,7 @@ const verdictTable: Record<Role, Record<Verdict, Rule>> = {
   },
   control: {
     pass: { holds: (f) => f.acked > 0 && f.bad > 0 && f.superblock !== false, needs: 'the control passes only by losing records of its own file' },
-    fail: { holds: (f) => f.acked > 0 && f.superblock !== true, needs: 'the control fails only when its file (its superblock) was lost' },
+    fail: { holds: (f) => f.acked > 0 && (f.superblock === false || (f.superblock === undefined && f.bad > 0)), needs: 'the control fails only when its file (its superblock) was lost' },
     inconclusive: { holds: (f) => f.acked === 0 || (f.bad === 0 && f.superblock !== false), needs: 'the control is inconclusive only when it lost nothing' },
     'not-judged': notJudged,
   },

@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { Listener, maxVerdictsPerConnection, maxQueriesPerConnection } from '../../src/server/listener.js'
 import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { seal } from '../../src/server/sealed-file.js'
 import { maxListedRuns, protocolVersion, type RunSummary, type ServerMessage, type StoredVerdict } from '../../src/protocol/messages.js'
 import { startListener, tempDir } from '../fixtures/cli.js'
 import { Peer, bulkyFingerprint, runIdOf, runMeta } from './peer.js'
@@ -111,6 +112,16 @@ t.test('hostile verdicts, steadies, lists and campaign queries are refused with 
     ['a verdict counting more acks than were recorded', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ acked: 6, intact: 4 }) }), 'verifier', 'bad-frame', /counts 6 acknowledged records, the listener holds 5/],
     ['a verdict whose counts exceed its acks', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ intact: 5 }) }), 'verifier', 'bad-frame', /add up to 7/],
     ['a lost range past the acks', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ lostRanges: [[4, 9]] }) }), 'verifier', 'bad-frame', /lost range 4-9/],
+    [
+      'a pass with every acknowledged record lost',
+      (p) => p.send({ type: 'verdict', runId, result: verdictOf({ verdict: 'pass', intact: 0, lost: 5, lostRanges: [[1, 5]] }) }),
+      'verifier',
+      'bad-frame',
+      /the verdict for run 0000000000000310 says pass with 5 of 5 acknowledged records lost, 0 torn, 0 corrupt: a pass needs acknowledged records, none lost/,
+    ],
+    ['a fail with nothing lost and the superblock found', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ intact: 5, lost: 0, lostRanges: [], lossWindowMs: null, superblockValid: true }) }), 'verifier', 'bad-frame', /says fail with 0 of 5 .*a fail needs/],
+    ['an inconclusive run that acknowledged records', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ verdict: 'inconclusive', intact: 5, lost: 0, lostRanges: [], lossWindowMs: null }) }), 'verifier', 'bad-frame', /inconclusive only when nothing was acknowledged/],
+    ['counts that do not add up to acked', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ superseded: 0, interrupted: 1 }) }), 'verifier', 'bad-frame', /add up to 6, not to the 5 acknowledged/],
     ['a verdict of absurd size', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ summary: 'x'.repeat(70_000) }) }), 'verifier', 'too-large', /limit/],
     ['a verdict that is not one', (p) => p.send({ type: 'verdict', runId, result: { verdict: 'great', acked: -1 } }), 'verifier', 'bad-frame', /invalid/],
     ['a steady for a run this connection did not announce', (p) => p.send({ type: 'steady', runId }), 'writer', 'unknown-run', /did not announce/],
@@ -134,6 +145,14 @@ t.test('hostile verdicts, steadies, lists and campaign queries are refused with 
   stranger.send({ type: 'verdict', runId, result: verdictOf() })
   t.match(await refusal(stranger), { code: 'unauthorized', message: /announced from 127\.0\.0\.1; only that address/ })
   t.equal(listener.store.summaries()[0]!.verdict, null, 'nothing refused was stored')
+
+  // What verify sends for a file whose superblock was lost while every record survived: a fail, accepted.
+  const lostSuperblock = verdictOf({ intact: 5, lost: 0, lostRanges: [], lossWindowMs: null, superseded: 0, interrupted: 0, superblockValid: false })
+  const honest = await open(port, 'verifier')
+  honest.send({ type: 'verdict', runId, result: lostSuperblock })
+  t.match(await honest.next('verdict-ok'), { runId })
+  t.same(listener.store.summaries()[0]!.verdict, lostSuperblock)
+  honest.close()
 
   // At most maxVerdictsPerConnection verdicts on one connection, like queries.
   const flood = await open(port, 'verifier')
@@ -216,12 +235,25 @@ t.test('the run list is bounded: at most maxListedRuns runs and a byte budget, n
   verifier.close()
 })
 
+function flipped(bytes: Buffer, at: number): Buffer {
+  const copy = Buffer.from(bytes)
+  copy[at]! ^= 0x01
+  return copy
+}
+
 t.test('a damaged verdict.msgpack is reported at start and the run shows no verdict; the acks are served', async (t) => {
   const damages: Array<[string, (path: string) => void, RegExp]> = [
     ['cut in half', (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x10000), result: verdictOf() }).subarray(0, 40)), /not valid msgpack/],
     ['a field out of bounds', (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x10000), result: { ...verdictOf(), acked: -3 } })), /field result\.acked is not valid/],
     ["another run's verdict", (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x999), result: verdictOf() })), /verdict of run 0000000000000999/],
     ['a directory', (p) => mkdirSync(p), /not a regular file/],
+    ['a bit flipped in a sealed one', (p) => writeFileSync(p, flipped(seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf() })), 40)), /it does not match its checksum \(damaged\)/],
+    [
+      'a pass over lost records, checksum and all',
+      (p) => writeFileSync(p, seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ verdict: 'pass' }) }))),
+      /the verdict says pass with 2 of 5 acknowledged records lost, 0 torn, 0 corrupt: a pass needs/,
+    ],
+    ['more records than the run acknowledged', (p) => writeFileSync(p, seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ acked: 6, intact: 4 }) }))), /counts 6 acknowledged records, the listener holds 5/],
   ]
   for (const [name, damage, why] of damages) {
     const dir = tempDir(t)

@@ -1,0 +1,115 @@
+/**
+ * verdict-rules.ts over every input class: each verdict for each role, with and without records
+ * acknowledged, lost or judged, and the superblock found, lost or not said, against an oracle written
+ * from judge.ts's own rule (a verdict is accepted exactly when verify could have given it); then the
+ * counts and ranges every verdict must keep.
+ */
+import t from 'tap'
+import { verdictDisagreement } from '../../src/protocol/verdict-rules.js'
+import type { StoredVerdict } from '../../src/protocol/messages.js'
+
+type Verdict = StoredVerdict['verdict']
+const verdicts: Verdict[] = ['pass', 'fail', 'inconclusive', 'not-judged']
+
+/** judge.ts, lines "const verdict: RunVerdict = ...": what verify gives a run. */
+function judged(role: 'tested' | 'control', acked: number, bad: number, superblockOk: boolean): Verdict {
+  if (acked === 0) return 'inconclusive'
+  if (role === 'control') return !superblockOk ? 'fail' : bad > 0 ? 'pass' : 'inconclusive'
+  return bad > 0 || !superblockOk ? 'fail' : 'pass'
+}
+
+/** Whether a verifier could have sent this: the superblock not said means it may be either, but a fail must then rest on a bad record. */
+function couldBe(role: 'tested' | 'control', claimed: Verdict, acked: number, bad: number, intact: number, superblock: boolean | undefined): boolean {
+  if (claimed === 'not-judged') return intact + bad === 0
+  if (superblock !== undefined) return claimed === judged(role, acked, bad, superblock)
+  return claimed === judged(role, acked, bad, true) || (claimed === 'fail' && judged(role, acked, bad, false) === 'fail' && bad > 0)
+}
+
+function verdict(over: Partial<StoredVerdict>): StoredVerdict {
+  return {
+    verdict: 'pass',
+    acked: 0,
+    intact: 0,
+    lost: 0,
+    torn: 0,
+    corrupt: 0,
+    lossWindowMs: null,
+    reordered: false,
+    lostRanges: [],
+    rebootedSinceWrite: true,
+    summary: '',
+    bootId: null,
+    fingerprint: null,
+    atMs: Date.now(),
+    ...over,
+  }
+}
+
+t.test('every verdict, role, count class and superblock state: accepted exactly when verify could have given it', async (t) => {
+  let checked = 0
+  const wrong: string[] = []
+  for (const method of ['fdatasync', 'none']) {
+    const role = method === 'none' ? 'control' : 'tested'
+    for (const claimed of verdicts) {
+      // [acked, intact, lost, torn, corrupt]
+      const counts: Array<[number, number, number, number, number]> = [
+        [0, 0, 0, 0, 0],
+        [10, 10, 0, 0, 0],
+        [10, 7, 3, 0, 0],
+        [10, 9, 0, 1, 0],
+        [10, 9, 0, 0, 1],
+        [10, 0, 10, 0, 0],
+        [3270, 0, 3270, 0, 0],
+        [10, 0, 0, 0, 0], // acked, none judged (an older verifier's not-judged, or superseded all but none)
+      ]
+      for (const [acked, intact, lost, torn, corrupt] of counts) {
+        for (const superblockValid of [true, false, undefined]) {
+          const v = verdict({ verdict: claimed, acked, intact, lost, torn, corrupt, ...(superblockValid === undefined ? {} : { superblockValid }) })
+          const problem = verdictDisagreement(v, method, 5000)
+          const expected = couldBe(role, claimed, acked, lost + torn + corrupt, intact, superblockValid)
+          checked++
+          if ((problem === undefined) !== expected) wrong.push(`${method} ${claimed} ${JSON.stringify({ acked, intact, lost, torn, corrupt, superblockValid })}: ${problem ?? 'accepted'}`)
+        }
+      }
+    }
+  }
+  t.same(wrong, [], `${checked} cases, each as judge.ts decides`)
+})
+
+t.test('the disagreement is named', async (t) => {
+  t.equal(
+    verdictDisagreement(verdict({ verdict: 'pass', acked: 3270, lost: 3270 }), 'fdatasync', 3270),
+    "says pass with 3270 of 3270 acknowledged records lost, 0 torn, 0 corrupt: a pass needs acknowledged records, none lost, torn or corrupt, and the run's superblock",
+  )
+  t.match(verdictDisagreement(verdict({ verdict: 'fail', acked: 10, intact: 10 }), 'fsync', 10), /says fail with 0 of 10 acknowledged records lost.*a fail needs a lost, torn or corrupt acknowledged record, or a lost superblock/)
+  t.match(verdictDisagreement(verdict({ verdict: 'pass', acked: 10, intact: 10 }), 'none', 10), /says pass for the control \(none\) with 0 of 10 .*the control passes only by losing records of its own file/)
+  t.match(verdictDisagreement(verdict({ verdict: 'fail', acked: 10, lost: 10, superblockValid: true }), 'none', 10), /the superblock|its superblock/)
+})
+
+t.test('counts, ranges, reordering and loss windows must add up', async (t) => {
+  const fail = (over: Partial<StoredVerdict>) => verdict({ verdict: 'fail', acked: 10, intact: 7, lost: 3, lostRanges: [[8, 10]], lossWindowMs: 5, ...over })
+  const cases: Array<[string, StoredVerdict, number, RegExp | undefined]> = [
+    ['an honest fail', fail({}), 10, undefined],
+    ['an honest fail with every count', fail({ superseded: 0, interrupted: 0, superblockValid: true }), 10, undefined],
+    ['an overwrite fail: superseded and interrupted records make up the rest', fail({ acked: 20, intact: 5, superseded: 9, interrupted: 3 }), 20, undefined],
+    ['more acked than the listener holds', fail({}), 9, /counts 10 acknowledged records, the listener holds 9/],
+    ['counts over acked', fail({ intact: 8 }), 10, /add up to 11, more than the 10 acknowledged/],
+    ['every count sent, and they do not add up', fail({ superseded: 1, interrupted: 0 }), 10, /add up to 11, not to the 10 acknowledged/],
+    ['every count sent, short of acked', fail({ intact: 5, superseded: 0, interrupted: 0 }), 10, /add up to 8, not to the 10 acknowledged/],
+    ['a lost range past acked', fail({ lostRanges: [[9, 11]] }), 20, /lost range 9-11, not within the acknowledged seqs 1-10/],
+    ['a range running backwards', fail({ lostRanges: [[9, 8]] }), 10, /lost range 9-8/],
+    ['ranges out of order', fail({ lostRanges: [[9, 9], [3, 3]] }), 10, /lost range 3-3 overlapping or before/],
+    ['ranges covering more seqs than were lost', fail({ lostRanges: [[1, 4]] }), 10, /covering 4 seqs, more than its 3 lost/],
+    ['reordering without a loss', verdict({ verdict: 'pass', acked: 10, intact: 10, reordered: true }), 10, /reordered, with none lost/],
+    ['a loss window without a loss', verdict({ verdict: 'pass', acked: 10, intact: 10, lossWindowMs: 3 }), 10, /loss window with no record lost/],
+    ['a fail resting on its lost superblock alone', verdict({ verdict: 'fail', acked: 10, intact: 10, superblockValid: false }), 10, undefined],
+    ['a fail with nothing lost from an older verifier', verdict({ verdict: 'fail', acked: 10, intact: 10 }), 10, /a fail needs a lost, torn or corrupt acknowledged record/],
+    ['not judged, with records judged', verdict({ verdict: 'not-judged', acked: 10, intact: 10 }), 10, /a run that was not judged has no judged records/],
+    ['not judged, as verify sends it', verdict({ verdict: 'not-judged' }), 10, undefined],
+  ]
+  for (const [name, v, ackedThroughSeq, expected] of cases) {
+    const problem = verdictDisagreement(v, 'fdatasync', ackedThroughSeq)
+    if (expected === undefined) t.equal(problem, undefined, `${name}: accepted`)
+    else t.match(problem, expected, `${name}: ${problem}`)
+  }
+})
