@@ -1,13 +1,14 @@
 /**
  * Hand-made listener directories for the report: runs created through the ack store's own writing
- * API (createRun with the writer's fingerprint and campaign tag, recordSteady, recordVerdict), acks
- * appended to each run's log with the store's own entry framing (frameLogEntry) so their times are the
- * test's, and campaign files written as campaignFileSchema describes them.
+ * API (createRun with the writer's fingerprint and campaign tag, recordSteady, recordVerdict), each
+ * run's log then written with the store's own framing (its header, one commit per item) so that the
+ * ack times are the test's, and campaign files written as the listener writes them (campaignFileText).
+ * A run with a job number is one job's run of a `write --jobs` group (its file PATH.method.jobK).
  */
-import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
-import { campaignFileSchema, type CampaignFile, type CycleRecord } from '../../src/server/campaign-file.js'
+import { AckStore, frameCommit, logHeader } from '../../src/server/ack-store.js'
+import { campaignFileSchema, campaignFileText, type CampaignFile, type CycleRecord } from '../../src/server/campaign-file.js'
 import type { Fingerprint } from '../../src/bench/schema.js'
 import type { StoredVerdict } from '../../src/protocol/messages.js'
 import type { MethodName } from '../../src/native/methods.js'
@@ -26,6 +27,8 @@ export interface CraftedMethodRun {
   readonly lost?: readonly [number, number][]
   /** Overrides of the stored verdict; null stores none. */
   readonly verdict?: Partial<StoredVerdict> | null
+  /** The job of a `write --jobs` group this run belongs to (1-based); none for a run of one job. */
+  readonly job?: number
 }
 
 export interface CraftedCycle {
@@ -98,7 +101,8 @@ export async function craftListenerDir(dir: string, campaigns: readonly CraftedC
         const id = j === 0 ? groupId : runId()
         runIds.push(id)
         const requestedPath = `/mnt/test/${c.name}.dat`
-        const meta = craftMeta(id, `${requestedPath}.${r.method}`, { groupId, method: r.method, host: c.host, requestedPath, createdMs: announcedMs, slotCount: 100_000 })
+        const path = `${requestedPath}.${r.method}${r.job === undefined ? '' : `.job${r.job}`}`
+        const meta = craftMeta(id, path, { groupId, method: r.method, host: c.host, requestedPath, createdMs: announcedMs, slotCount: 100_000 })
         await store.createRun(meta, announcedMs, { peer: '192.0.2.7', writer: { bootId: 'boot-a', fingerprint: fingerprint(c, meta.path) }, campaign: { name: c.name, cycle: number } })
         store.recordSteady(id, steadyMs)
         const lost = r.lost ?? []
@@ -123,7 +127,7 @@ export async function craftListenerDir(dir: string, campaigns: readonly CraftedC
           }
           await store.recordVerdict(id, verdict)
         }
-        const entries: object[] = []
+        const entries: object[] = [{ k: 'steady', atMs: steadyMs }]
         for (let from = 1; from <= r.acked; from += spanSeqs) {
           const to = Math.min(r.acked, from + spanSeqs - 1)
           entries.push({ k: 'ack', fromSeq: from, toSeq: to, firstMs: announcedMs + 1000 + from * ackEveryMs, lastMs: announcedMs + 1000 + to * ackEveryMs })
@@ -164,10 +168,10 @@ export async function craftListenerDir(dir: string, campaigns: readonly CraftedC
   }
   await store.close()
   for (const { runId: id, entries } of logs) {
-    appendFileSync(join(dir, 'runs', id, 'acks.log'), Buffer.concat(entries.map((e) => frameLogEntry(e))))
+    writeFileSync(join(dir, 'runs', id, 'acks.log'), Buffer.concat([logHeader(id), ...entries.map((e, i) => frameCommit(i + 1, [e]))]))
   }
   mkdirSync(join(dir, 'campaigns'), { recursive: true })
-  for (const file of files) writeFileSync(join(dir, 'campaigns', `${file.name}.json`), JSON.stringify(file, null, 2))
+  for (const file of files) writeFileSync(join(dir, 'campaigns', `${file.name}.json`), campaignFileText(file))
 }
 
 /** The campaign of the tests: honest fdatasync passes, a lying fsync loses, the control notices 2 cuts of 3. */

@@ -8,9 +8,11 @@ import { mkdirSync, writeFileSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runInProcess } from '../fixtures/cli.js'
 import { reportDocumentSchema, type ReportDocument } from '../../src/report/model.js'
-import { baseMs, craftListenerDir, cycleSpacingMs, otherDevice, threeCycles } from './fixtures.js'
+import { baseMs, craftListenerDir, cycleSpacingMs, otherDevice, threeCycles, type CraftedCampaign } from './fixtures.js'
+import { loadListenerDir } from '../../src/report/load.js'
 import { craftMeta } from '../fixtures/crafted-run.js'
 import { AckStore } from '../../src/server/ack-store.js'
+import { campaignFileSchema, campaignFileText } from '../../src/server/campaign-file.js'
 import { maxPointsPerLane, sampleAcks, timeOfSeq } from '../../src/report/html.js'
 import type { AckSpan } from '../../src/protocol/messages.js'
 
@@ -117,18 +119,21 @@ t.test('a damaged campaign file is one line naming it, exit 3', async (t) => {
   await craftListenerDir(dir, [threeCycles, otherDevice])
   const path = join(dir, 'campaigns', 'ssd-a.json')
   const good = readFileSync(path, 'utf8')
+  // An older listener's file has no checksum: the schema and the history's order are what check it.
+  const { xxh64: _checksum, ...legacy } = JSON.parse(good) as Record<string, unknown> & { history: unknown[] }
   const cases: Array<[string, string | (() => void), RegExp]> = [
     ['not json', '{"version": 1, "name": "ssd-a", "cyc', /is damaged: its \d+ bytes are not JSON$/],
-    ['a field missing', JSON.stringify({ ...JSON.parse(good), history: undefined }), /is damaged: field history is missing$/],
-    ['a field out of range', JSON.stringify({ ...JSON.parse(good), cutAfterS: [9, 2] }), /is damaged: field cutAfterS is not valid \(cut-after MIN-MAX runs backwards\)$/],
-    ['another campaign', JSON.stringify({ ...JSON.parse(good), name: 'hdd-b' }), /is damaged: it describes campaign hdd-b$/],
-    [
-      'a history out of order',
-      JSON.stringify({ ...JSON.parse(good), history: [JSON.parse(good).history[1], JSON.parse(good).history[0], JSON.parse(good).history[2]] }),
-      /is damaged: its history is out of order \(entry 1 is cycle 2\)$/,
-    ],
+    ['a field missing', JSON.stringify({ ...legacy, history: undefined }), /is damaged: field history is missing$/],
+    ['a field out of range', JSON.stringify({ ...legacy, cutAfterS: [9, 2] }), /is damaged: field cutAfterS is not valid \(cut-after MIN-MAX runs backwards\)$/],
+    ['another campaign', JSON.stringify({ ...legacy, name: 'hdd-b' }), /is damaged: it describes campaign hdd-b$/],
+    ['a history out of order', JSON.stringify({ ...legacy, history: [legacy.history[1], legacy.history[0], legacy.history[2]] }), /is damaged: its history is out of order \(entry 1 is cycle 2\)$/],
     ['not JSON at all', Buffer.from([0xff, 0, 0x13, 0x37]).toString('latin1'), /is damaged: its \d+ bytes are not JSON$/],
+    // One bit of a cut time's last digit (still a number): only the checksum can tell.
+    ['a bit flipped in a value', good.replace(/("cutMs": \d+)(\d),/, (_m, head: string, digit: string) => `${head}${String.fromCharCode(digit.charCodeAt(0) ^ 1)},`), /is damaged: it does not match its checksum \(field xxh64\)$/],
+    ['a bit flipped in the checksum', good.replace(/"xxh64": "(.)/, (_m, c: string) => `"xxh64": "${c === '0' ? '1' : '0'}`), /is damaged: it does not match its checksum \(field xxh64\)$/],
+    ['the checksum field\'s name damaged', good.replace('"xxh64"', '"xxh65"'), /is damaged: field "xxh65" is not a campaign file's \(a damaged name\?\)$/],
   ]
+  t.not(cases.at(-3)![1], good, 'a cut time was flipped')
   for (const [what, content, message] of cases) {
     writeFileSync(path, content as string)
     for (const args of [[], ['--campaign', 'ssd-a'], ['--json'], ['--html', join(dir, 'r.html')]]) {
@@ -143,6 +148,10 @@ t.test('a damaged campaign file is one line naming it, exit 3', async (t) => {
     const other = await runInProcess(['report', '--dir', dir, '--campaign', 'hdd-b'])
     t.equal(other.code, 0, `${what}: another campaign still reports`)
   }
+  writeFileSync(path, JSON.stringify(legacy, null, 2))
+  const older = await runInProcess(['report', '--dir', dir, '--campaign', 'ssd-a'])
+  t.equal(older.code, 0, "an older listener's file without a checksum still reports")
+  t.match(older.stdout, /^fsync\s+fail 3$/m)
   writeFileSync(path, good)
   mkdirSync(join(dir, 'campaigns', 'x.json'))
   const planted = await runInProcess(['report', '--dir', dir])
@@ -215,9 +224,10 @@ t.test('inconsistent directories: replaced groups, missing runs, campaigns witho
   await store.createRun(orphan, announcedMs, { campaign: { name: 'orphan', cycle: 4 } })
   await store.close()
   const path = join(dir, 'campaigns', 'ssd-a.json')
-  const file = JSON.parse(readFileSync(path, 'utf8'))
-  file.history[2].runIds.push('00000000000fffff')
-  writeFileSync(path, JSON.stringify(file))
+  const file = campaignFileSchema.parse(JSON.parse(readFileSync(path, 'utf8')))
+  file.history[2]!.runIds.push('00000000000fffff')
+  // As a listener would write it (checksum and all): inconsistent, not damaged.
+  writeFileSync(path, campaignFileText(file))
   // A damaged verdict: the store reports it, and the run shows no verdict.
   const cycle1 = file.history[0].runIds[0] as string
   writeFileSync(join(dir, 'runs', cycle1, 'verdict.msgpack'), 'not msgpack')
@@ -237,4 +247,110 @@ t.test('inconsistent directories: replaced groups, missing runs, campaigns witho
   t.match(text.stdout, /^ {2}1 .* fdatasync\s+1,500\s+no verdict yet$/m)
   t.match(text.stdout, /^ {2}warning: run 00000000000a0001 \(fsync\) is tagged with cycle 2/m)
   t.match(text.stdout, new RegExp(`^warning: run ${cycle1}: `, 'm'))
+})
+
+/** write --jobs 2 --method fsync,none, two cycles: one job of each method loses, the other does not (or is idle). */
+const jobsCampaign: CraftedCampaign = {
+  name: 'jobs-a',
+  host: 'box-j',
+  model: 'Samsung SSD 990 PRO 2TB',
+  writeCache: 'write back',
+  fileSystem: 'ext4',
+  cycles: [
+    {
+      runs: [
+        { method: 'fsync', job: 1, acked: 500, lost: [[451, 500]] },
+        { method: 'fsync', job: 2, acked: 400 },
+        { method: 'none', job: 1, acked: 600, lost: [[501, 600]] },
+        { method: 'none', job: 2, acked: 600 },
+      ],
+    },
+    {
+      runs: [
+        { method: 'fsync', job: 1, acked: 300 },
+        // Its write failed before its first record: it tested nothing, the other job tested fsync.
+        { method: 'fsync', job: 2, acked: 0, verdict: { verdict: 'inconclusive', summary: 'INCONCLUSIVE: nothing acknowledged' } },
+        { method: 'none', job: 1, acked: 700 },
+        { method: 'none', job: 2, acked: 700 },
+      ],
+    },
+  ],
+}
+
+t.test('a --jobs campaign: each cycle counted once per method, every job\'s run counted, the control judged over its jobs', async (t) => {
+  const dir = t.testdir()
+  await craftListenerDir(dir, [jobsCampaign])
+  const doc = await jsonReport(t, ['--dir', dir])
+  const c = doc.campaigns[0]!
+  t.same(c.warnings, [])
+  t.same(
+    c.cycles.map((y) => y.runs.map((r) => `${r.method} job ${r.job}: ${r.verdict?.verdict}`)),
+    [
+      ['fsync job 1: fail', 'fsync job 2: pass', 'none job 1: pass', 'none job 2: inconclusive'],
+      ['fsync job 1: pass', 'fsync job 2: inconclusive', 'none job 1: inconclusive', 'none job 2: inconclusive'],
+    ],
+    "each job's run, in job order",
+  )
+  const method = (name: string) => c.methods.find((m) => m.method === name)!
+  t.same(
+    method('fsync'),
+    { method: 'fsync', role: 'tested', cycles: 2, runs: 4, cyclesWithLoss: 1, verdicts: { pass: 1, fail: 1, inconclusive: 0, 'not-judged': 0 }, acked: 1200, lost: 50, torn: 0, corrupt: 0, largestLossWindowMs: 98, reorderingCycles: [] },
+    'fsync: 2 cycles (not 4), failed in cycle 1, passed in cycle 2 (the idle job excused), 4 runs',
+  )
+  t.match(method('none'), { role: 'control', cycles: 2, runs: 4, cyclesWithLoss: 1, verdicts: { pass: 1, fail: 0, inconclusive: 1 }, acked: 2600, lost: 100 })
+  t.same(c.control, { ran: 2, noticed: 1, detectionRate: 0.5, notNoticedCycles: [2], failedCycles: [] }, 'cycle 1 was noticed by one control job of two; cycle 2 by none')
+  t.same(c.cycles.map((y) => y.control), ['noticed', 'not-noticed'])
+
+  const text = await runInProcess(['report', '--dir', dir])
+  t.equal(text.code, 0)
+  t.match(text.stdout, /^fsync\s+pass 1, fail 1$/m)
+  t.match(text.stdout, /^ {2}cycles with loss\s+1 of 2$/m)
+  t.match(text.stdout, /^ {2}runs \(jobs\)\s+4$/m)
+  t.match(text.stdout, /^ {2}detection rate\s+1\/2 cuts noticed \(50%\)$/m)
+  t.match(text.stdout, /^ {2}\s+fsync job 2\s+400\s+0\s+0\s+0\s+pass$/m, 'a job on its own line')
+  t.match(text.stdout, /^ {2}\s+none \(control\) job 1\s+600\s+100\s+0\s+0\s+pass$/m)
+  t.notMatch(text.stdout, /! cycle 1:/, 'cycle 1 is not flagged')
+  t.match(text.stdout, /! cycle 2: the control \(none\) lost nothing/)
+  const single = await runInProcess(['report', '--dir', (await (async () => {
+    const other = join(dir, 'single')
+    await craftListenerDir(other, [threeCycles])
+    return other
+  })())])
+  t.notMatch(single.stdout, /runs \(jobs\)/, 'without jobs there is no runs row')
+})
+
+t.test('a stored verdict that disagrees with its counts is not shown, and said', async (t) => {
+  const dir = t.testdir()
+  const lying: CraftedCampaign = {
+    ...otherDevice,
+    name: 'lying-verdicts',
+    cycles: [
+      {
+        runs: [
+          { method: 'fsync', acked: 1000, lost: [[901, 1000]], verdict: { verdict: 'pass', summary: 'PASS: all good' } },
+          { method: 'none', acked: 800, verdict: { verdict: 'pass' } },
+        ],
+      },
+      { runs: [{ method: 'fsync', acked: 900, lost: [[1, 900]] }, { method: 'none', acked: 800, lost: [[701, 800]] }] },
+    ],
+  }
+  await craftListenerDir(dir, [lying])
+  const doc = await jsonReport(t, ['--dir', dir])
+  const c = doc.campaigns[0]!
+  t.same(c.cycles[0]!.runs.map((r) => r.verdict), [null, null], 'neither disagreeing verdict is shown')
+  t.same(c.cycles[1]!.runs.map((r) => r.verdict?.verdict), ['fail', 'pass'], 'the honest cycle is')
+  t.match(doc.warnings, [
+    /^run [0-9a-f]{16}: .*verdict\.msgpack is damaged \(the verdict says pass with 100 of 1000 acknowledged records lost, 0 torn, 0 corrupt: a pass needs/,
+    /^run [0-9a-f]{16}: .*verdict\.msgpack is damaged \(the verdict says pass for the control \(none\) with 0 of 800 .*the control passes only by losing records of its own file/,
+  ])
+  t.match(c.methods.find((m) => m.method === 'fsync'), { cycles: 1, verdicts: { pass: 0, fail: 1 }, lost: 900 })
+
+  // Records from any other source are held to the same rules.
+  const store = await AckStore.load(dir)
+  const honest = store.runRecords()
+  const forged = honest.map((r) => (r.summary.verdict?.verdict === 'fail' ? { ...r, summary: { ...r.summary, verdict: { ...r.summary.verdict, verdict: 'pass' as const } } } : r))
+  const loaded = await loadListenerDir(dir, undefined, async () => ({ records: forged, warnings: [] }))
+  const forgedRun = honest.find((r) => r.summary.verdict?.verdict === 'fail')!.summary.runId
+  t.equal(loaded.records.find((r) => r.summary.runId === forgedRun)!.summary.verdict, null)
+  t.match(loaded.warnings, [new RegExp(`^run ${forgedRun}: the verdict says pass with 900 of 900 acknowledged records lost.*; it is not shown$`)])
 })
