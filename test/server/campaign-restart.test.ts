@@ -6,7 +6,7 @@
  * start (exit 3).
  */
 import t from 'tap'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 import { campaignFilePath } from '../../src/server/campaign.js'
@@ -121,5 +121,32 @@ t.test('a damaged campaign file refuses to start (exit 3) and names the file', a
     t.match(result.stderr, new RegExp(`^plugcheck: the campaign file ${path.replace(/[.]/g, '\\.')} is damaged: `, 'm'))
     t.match(result.stderr, why)
   }
+  t.equal(cut.count(), 0)
+})
+
+t.test("a bit flipped in a campaign file is refused by its checksum; an older listener's file without one resumes", async (t) => {
+  const dir = tempDir(t)
+  const cut = cutScript(dir)
+  const args = flags('sealed', cut.command, 3)
+  const listener = await startListener(dir, args)
+  await waitFor('the campaign file', () => readCampaign(dir, 'sealed') !== undefined)
+  await listener.kill('SIGTERM')
+  const path = campaignFilePath(dir, 'sealed')
+  const good = readFileSync(path, 'utf8')
+  t.match(good, /"xxh64": "[0-9a-f]{16}"\n\}\n$/, 'the file ends with its checksum')
+
+  // The last digit of its creation time, one bit off: still a valid campaign, only the checksum knows.
+  writeFileSync(path, good.replace(/("createdMs": \d+)(\d),/, (_m, head: string, digit: string) => `${head}${String.fromCharCode(digit.charCodeAt(0) ^ 1)},`))
+  t.not(readFileSync(path, 'utf8'), good)
+  const flipped = await runCli(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir, ...args])
+  t.equal(flipped.code, 3, flipped.stderr)
+  t.match(flipped.stderr, new RegExp(`^plugcheck: the campaign file ${path.replace(/[.]/g, '\\.')} is damaged: it does not match its checksum \\(field xxh64\\)$`, 'm'))
+
+  const { xxh64: _checksum, ...legacy } = JSON.parse(good) as Record<string, unknown>
+  writeFileSync(path, JSON.stringify(legacy, null, 2))
+  const resumed = await startListener(dir, args)
+  t.teardown(() => resumed.kill())
+  await waitFor('the older file to resume', () => /campaign sealed: resumed in cycle 1 of 3/.test(resumed.stderr()))
+  await resumed.kill('SIGTERM')
   t.equal(cut.count(), 0)
 })
