@@ -2,11 +2,18 @@
  * verdict-rules.ts over every input class: each verdict for each role, with and without records
  * acknowledged, lost or judged, and the superblock found, lost or not said, against an oracle written
  * from judge.ts's own rule (a verdict is accepted exactly when verify could have given it); then the
- * counts and ranges every verdict must keep.
+ * counts and ranges every verdict must keep; then what verify really sends, for real data files
+ * (wrapped, overwritten, lost, torn, missing, a lost superblock, the control), all accepted.
  */
 import t from 'tap'
+import { closeSync, openSync, writeSync } from 'node:fs'
+import { join } from 'node:path'
 import { verdictDisagreement } from '../../src/protocol/verdict-rules.js'
 import type { StoredVerdict } from '../../src/protocol/messages.js'
+import { judgeRun } from '../../src/client/judge.js'
+import { storedVerdicts } from '../../src/client/verify.js'
+import { slotOffsetBytes, type RunMeta } from '../../src/record/format.js'
+import { craftMeta, craftRun, range, writeDataFile } from '../fixtures/crafted-run.js'
 
 type Verdict = StoredVerdict['verdict']
 const verdicts: Verdict[] = ['pass', 'fail', 'inconclusive', 'not-judged']
@@ -111,5 +118,38 @@ t.test('counts, ranges, reordering and loss windows must add up', async (t) => {
     const problem = verdictDisagreement(v, 'fdatasync', ackedThroughSeq)
     if (expected === undefined) t.equal(problem, undefined, `${name}: accepted`)
     else t.match(problem, expected, `${name}: ${problem}`)
+  }
+})
+
+t.test('every verdict verify sends for a real data file is accepted', async (t) => {
+  const dir = t.testdir()
+  type Case = { name: string; over: Partial<RunMeta>; acked: number; seqs: number[]; superblock?: boolean; sizeSlots?: number; missing?: boolean; tear?: number }
+  const cases: Case[] = [
+    { name: 'append, every record intact', over: {}, acked: 50, seqs: range(1, 50) },
+    { name: 'append wrapped round a small file', over: { slotCount: 20 }, acked: 50, seqs: range(1, 50), sizeSlots: 20 },
+    { name: 'append wrapped, some lost', over: { slotCount: 20 }, acked: 50, seqs: range(1, 45), sizeSlots: 20 },
+    { name: 'overwrite, acknowledged seqs superseded on their slots', over: { pattern: 'overwrite', slotCount: 30 }, acked: 100, seqs: range(1, 100), sizeSlots: 30 },
+    { name: 'overwrite, the newest lost', over: { pattern: 'overwrite', slotCount: 30 }, acked: 100, seqs: range(1, 80), sizeSlots: 30 },
+    { name: 'the file missing', over: {}, acked: 40, seqs: [], missing: true },
+    { name: 'the superblock lost, every record there', over: {}, acked: 40, seqs: range(1, 40), superblock: false },
+    { name: 'a record torn', over: {}, acked: 40, seqs: range(1, 40), tear: 17 },
+    { name: 'nothing acknowledged', over: {}, acked: 0, seqs: [] },
+    { name: 'the control lost records', over: { method: 'none' }, acked: 40, seqs: range(1, 30) },
+    { name: 'the control lost nothing', over: { method: 'none' }, acked: 40, seqs: range(1, 40) },
+    { name: "the control's file missing", over: { method: 'none' }, acked: 40, seqs: [], missing: true },
+  ]
+  for (const [i, c] of cases.entries()) {
+    const meta = craftMeta(`00000000000e${i.toString(16).padStart(4, '0')}`, join(dir, `data-${i}`), { slotCount: 1000, ...c.over })
+    if (!c.missing) writeDataFile(meta, c.seqs, { superblock: c.superblock ?? true, sizeSlots: c.sizeSlots ?? c.acked })
+    if (c.tear !== undefined) {
+      // The record's last sectors never reached the disk: zeros where they should be.
+      const fd = openSync(meta.path, 'r+')
+      writeSync(fd, Buffer.alloc(256), 0, 256, slotOffsetBytes(meta.recordSizeBytes, c.tear - 1) + 256)
+      closeSync(fd)
+    }
+    const report = await judgeRun(craftRun(meta, c.acked))
+    const [sent] = storedVerdicts({ verdict: report.verdict, host: 'h', file: meta.path, source: 's', claims: [], notes: [], runs: [report] } as unknown as Parameters<typeof storedVerdicts>[0], null, null)
+    const problem = verdictDisagreement(sent!.result, meta.method, c.acked)
+    t.equal(problem, undefined, `${c.name}: ${report.verdict} (${report.intact} intact, ${report.lost} lost, ${report.torn} torn, ${report.corrupt} corrupt, ${report.superseded} superseded, ${report.interrupted} interrupted) accepted`)
   }
 })
