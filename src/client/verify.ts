@@ -559,7 +559,6 @@ function runsWord(runs: readonly RunReport[]): string {
   return new Set(runs.map(methodLabel)).size === runs.length ? 'methods' : 'runs'
 }
 
-
 /**
  * Some of a group's runs, for a headline: each method once; when only some of a method's runs
  * (jobs) are meant, which ones: `fdatasync (job 4 of 4)`, `fdatasync (jobs 1, 3 of 4)`, or by run
