@@ -1,18 +1,15 @@
 /**
  * Checks on the machine under test before a run is judged, so that verify never blames the storage
  * for what the operator's setup did: a data file whose file system is not mounted (after a reboot the
- * path then leads to an empty directory on another file system, or nowhere), and a run of the group
- * whose file is there but whose acks the listener does not have. Each is an operating error (exit 3)
- * naming the cause, never a verdict.
+ * path then leads to an empty directory on another file system, or nowhere). It is an operating error
+ * (exit 3) naming the cause, never a verdict. (A group's missing members: group-members.ts.)
  */
 import { existsSync, realpathSync, readFileSync, statSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { dirname } from 'node:path'
 import { findMount, parseMountInfo, splitDeviceNumber } from '../bench/fingerprint.js'
-import { methodNames } from '../native/methods.js'
 import type { StoredRun } from '../protocol/messages.js'
 import { runtimeError } from '../errors.js'
-import { readSuperblock } from './judge.js'
 
 /** The data file's directory must exist, and on the writer's machine be on the file system the writer used. */
 export function checkFileSystemPresent(run: StoredRun): void {
@@ -40,30 +37,5 @@ function mountOf(path: string): { mountPoint: string; fsType: string; source: st
     return entry === null ? null : { mountPoint: entry.mountPoint, fsType: entry.fsType, source: entry.source }
   } catch {
     return null // no /proc (not Linux): nothing to compare
-  }
-}
-
-/**
- * Every file a `--method a,b` group writes is PATH.method. A file there holding a run of this group
- * that the listener did not return means that run's acks are missing from the listener (its run
- * directory removed or lost): judging the rest alone could pass a group whose tested method failed.
- */
-export function checkGroupComplete(runs: readonly StoredRun[], source: string): void {
-  const first = runs[0]!.meta
-  const known = new Set(runs.map((r) => r.meta.runId))
-  const candidates = new Set([first.requestedPath, ...methodNames.map((m) => `${first.requestedPath}.${m}`)])
-  for (const path of candidates) {
-    if (runs.some((r) => r.meta.path === path)) continue
-    let reading
-    try {
-      reading = readSuperblock(path, first.recordSizeBytes)
-    } catch {
-      continue // not a regular file, unreadable: not a file of this group
-    }
-    if (reading.kind !== 'valid' || reading.meta.groupId !== first.groupId || known.has(reading.meta.runId)) continue
-    throw runtimeError(
-      `${path} holds run ${reading.meta.runId} (${reading.meta.method}) of this group, but the ${source} has no acks for it: its run directory is missing`,
-      'verify with a complete copy of the listener directory; judging the other methods alone could hide this one\'s losses',
-    )
   }
 }

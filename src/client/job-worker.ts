@@ -16,7 +16,7 @@ import { writeSync } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import { PlugcheckError, exitCodes } from '../errors.js'
 import type { JobCommand, JobData, JobMessage } from './jobs.js'
-import { runWrite, type Io, type StopSignal } from './writer.js'
+import { runWrite, type GroupStart, type Io, type StopSignal } from './writer.js'
 
 const resendSignalMs = 20
 
@@ -29,18 +29,18 @@ const resend = setInterval(() => {
   if (signal !== undefined) process.emit(signal as 'SIGINT')
 }, resendSignalMs)
 /** Resolves the start barrier once the main thread says go. */
-let go: (() => void) | undefined
+let go: ((groupFailure: string | undefined) => void) | undefined
 port.on('message', (command: JobCommand) => {
-  if (command.kind === 'go') return go?.()
+  if (command.kind === 'go') return go?.(command.groupFailure)
   signal ??= command.signal
   process.emit(signal as 'SIGINT')
 })
 
-/** The start barrier (WriteOptions.startBarrier): tell the main thread this job is ready (or failed to start), wait for its go. */
-function startBarrier(failed: boolean): Promise<StopSignal | undefined> {
+/** The start barrier (WriteOptions.startBarrier): tell the main thread this job is ready (or why it failed to start), wait for its go. */
+function startBarrier(failure: string | undefined): Promise<GroupStart> {
   return new Promise((resolve) => {
-    go = () => resolve(signal)
-    post({ kind: 'ready', failed })
+    go = (groupFailure) => resolve({ signal, groupFailure })
+    post({ kind: 'ready', ...(failure === undefined ? {} : { failure }) })
   })
 }
 

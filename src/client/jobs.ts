@@ -38,12 +38,15 @@ export type JobMessage =
   | { readonly kind: 'out'; readonly text: string }
   | { readonly kind: 'err'; readonly text: string }
   | { readonly kind: 'progress'; readonly progress: WriteProgress }
-  /** At the start barrier: runs announced and files created, or (failed) its start failed and its announced runs are ended. */
-  | { readonly kind: 'ready'; readonly failed: boolean }
+  /** At the start barrier: runs announced and files created, or (failure) why its start failed; its announced runs are ended. */
+  | { readonly kind: 'ready'; readonly failure?: string }
   | { readonly kind: 'done'; readonly exitCode: number; readonly error?: { readonly message: string; readonly exitCode: 2 | 3; readonly hint?: string } }
 
-/** What the main thread tells a job: a signal to act on as if it had received it, or go (every job is past its start). */
-export type JobCommand = { readonly kind: 'signal'; readonly signal: StopSignal } | { readonly kind: 'go' }
+/**
+ * What the main thread tells a job: a signal to act on as if it had received it, or go (every job is
+ * past its start; groupFailure: one of them could not start, so none writes and every run ends saying why).
+ */
+export type JobCommand = { readonly kind: 'signal'; readonly signal: StopSignal } | { readonly kind: 'go'; readonly groupFailure?: string }
 
 const statusIntervalMs = 250
 
@@ -78,6 +81,8 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   const jobs: Job[] = []
   let signal: StopSignal | undefined
   let goSent = false
+  /** The first job that could not start, and why ("job 3 of 4 could not start: ..."), until go. */
+  let startFailure: string | undefined
   /** Set when a job failed and this thread stopped the others. */
   let stoppedForFailure = false
   /** Failed jobs' results in the order they arrived: the first is the cause, the rest may be its consequences. */
@@ -91,6 +96,7 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
     if (job.result !== undefined) return
     job.result = result
     if (result.error !== undefined) failures.push(result)
+    if (!goSent && result.error !== undefined) failedToStart(job, result.error.message)
     // A job that failed ends the write: the others stop, so every run is ended, not left to vanish.
     if (result.exitCode !== exitCodes.ok) stopForFailure()
     reachedStart(job)
@@ -109,7 +115,11 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
     job.started = true
     if (goSent || jobs.length < count || !jobs.every((j) => j.started)) return
     goSent = true
-    for (const j of jobs) if (j.result === undefined) j.worker.postMessage({ kind: 'go' } satisfies JobCommand)
+    const go: JobCommand = { kind: 'go', ...(startFailure === undefined ? {} : { groupFailure: startFailure }) }
+    for (const j of jobs) if (j.result === undefined) j.worker.postMessage(go)
+  }
+  const failedToStart = (job: Job, message: string): void => {
+    startFailure ??= `job ${jobs.indexOf(job) + 1} of ${count} could not start: ${message}`
   }
   const onSignal = (s: StopSignal): void => {
     signal ??= s
@@ -159,7 +169,10 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
           else if (message.kind === 'err') onErr(message.text)
           else if (message.kind === 'progress') onProgress(job, message.progress)
           else if (message.kind === 'ready') {
-            if (message.failed) stopForFailure()
+            if (message.failure !== undefined) {
+              failedToStart(job, message.failure)
+              stopForFailure()
+            }
             reachedStart(job)
           } else finish(job, message)
         })

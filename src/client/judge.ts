@@ -15,10 +15,11 @@
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs'
 import type { AckSpan, StoredRun } from '../protocol/messages.js'
 import { Classifier, runLayout, wholeVerdict, type SlotVerdict } from '../record/classify.js'
-import { decodeSuperblock, runKey, slotOf, slotOffsetBytes, type RunKey, type RunMeta, type SuperblockReading } from '../record/format.js'
+import { decodeSuperblock, maxRecordSizeBytes, runKey, slotOf, slotOffsetBytes, superblockHeaderBytes, superblockMagic, type RunKey, type RunMeta, type SuperblockReading } from '../record/format.js'
 import { describeSystemError, runtimeError } from '../errors.js'
 import { WholeRecordCheck } from '../record/scan.js'
 import { readAhead, type ChunkRequest } from './read-ahead.js'
+import { findingOf, roleOf, runVerdict } from './verdict-rules.js'
 import { chunkBuffers, inThreadChecker, scanThreadCount, startScanThreads, type ChunkChecker } from './scan-threads.js'
 
 /**
@@ -140,19 +141,32 @@ function fileKind(stats: Stats): string {
 }
 
 /** What the file at path says about its run; 'missing' when there is no file. */
-export function readSuperblock(path: string, recordSizeBytes: number): SuperblockReading | { readonly kind: 'missing'; readonly detail: string } {
+export function readSuperblock(path: string): SuperblockReading | { readonly kind: 'missing'; readonly detail: string } {
   const fd = openDataFile(path)
   if (fd === null) return { kind: 'missing', detail: 'the data file does not exist' }
   try {
-    return readSuperblockFd(fd, path, recordSizeBytes)
+    return readSuperblockFd(fd, path)
   } finally {
     closeSync(fd)
   }
 }
 
-function readSuperblockFd(fd: number, path: string, recordSizeBytes: number): SuperblockReading {
-  const head = Buffer.alloc(recordSizeBytes)
-  return decodeSuperblock(head.subarray(0, readFully(fd, head, recordSizeBytes, 0, path)))
+/**
+ * The superblock as its own header sizes it: its metadata, then the rest of its block (the record
+ * size it names), never the listener's idea of the record size, which is what it cross-checks.
+ */
+function readSuperblockFd(fd: number, path: string): SuperblockReading {
+  const head = Buffer.alloc(superblockHeaderBytes)
+  const got = readFully(fd, head, head.length, 0, path)
+  const metaLength = got === head.length ? head.readUInt32LE(12) : 0
+  if (got < head.length || !head.subarray(0, 8).equals(superblockMagic) || metaLength > maxRecordSizeBytes - head.length) return decodeSuperblock(head.subarray(0, got))
+  let block = Buffer.alloc(head.length + metaLength)
+  let reading = decodeSuperblock(block.subarray(0, readFully(fd, block, block.length, 0, path)))
+  if (reading.kind === 'valid' && reading.meta.recordSizeBytes > block.length) {
+    block = Buffer.alloc(reading.meta.recordSizeBytes)
+    reading = decodeSuperblock(block.subarray(0, readFully(fd, block, block.length, 0, path)))
+  }
+  return reading
 }
 
 /** Reads up to `wanted` bytes; short only at end of file. Any read error is a one-line runtime error. */
@@ -360,7 +374,7 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
       } catch (error) {
         throw runtimeError(`could not stat ${meta.path}: ${describeSystemError(error)}`)
       }
-      const reading = readSuperblockFd(fd, meta.path, recordSize)
+      const reading = readSuperblockFd(fd, meta.path)
       superblock =
         reading.kind === 'valid'
           ? reading.meta.runId === meta.runId
@@ -446,16 +460,8 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
 
   const { count: lostRangeCount, ranges: lostRanges } = toRanges(failed, bulk, run.spans)
   const reordering = reorderingOf(failed, bulk, maxSurvivingSeq)
-  const bad = lostCount + tornCount + corruptCount
-  const superblockOk = superblock.kind === 'valid' || acked === 0
-  const role = meta.method === 'none' ? 'control' : 'tested'
-  const verdict: RunVerdict =
-    // The control's file, like every file, was created, fsynced and its directory fsynced before any
-    // record: a missing file or another run's superblock is a lost synced creation, a failure, and
-    // proves nothing about the cut. Only losses of its own unsynced records show the cut was real.
-    role === 'control'
-      ? acked === 0 ? 'inconclusive' : !superblockOk ? 'fail' : bad > 0 ? 'pass' : 'inconclusive'
-      : acked === 0 ? 'inconclusive' : bad > 0 || !superblockOk ? 'fail' : 'pass'
+  const role = roleOf(meta.method)
+  const verdict = runVerdict(role, findingOf(acked, lostCount + tornCount + corruptCount, superblock.kind === 'valid'))
   return {
     runId: meta.runId,
     groupId: meta.groupId,

@@ -7,8 +7,9 @@
  * 4 inconclusive: nothing was acknowledged, or the control lost nothing, so the cut tested nothing.
  * 2 not judged: the run is still being written, the path is claimed by more than one writer (or a
  * group by more than one address), or the run was replaced by a later one. 3: the file system under
- * test is not there, a group member's acks are missing, or the listener answered nonsense. Verify
- * never blames the storage for what the setup did.
+ * test is not there, a group member's acks are missing (group-members.ts), the listener's metadata of a
+ * run disagrees with its file's superblock (meta-check.ts), or the listener answered nonsense. Verify
+ * never blames the storage for what the setup did. The verdict rules are tables (verdict-rules.ts).
  */
 import { nativePort } from '../native/index.js'
 import { hostname } from 'node:os'
@@ -16,10 +17,14 @@ import { storedVerdictSchema, type Claim, type StoredRun, type StoredVerdict } f
 import { AckStore } from '../server/ack-store.js'
 import { describeSystemError, exitCodes, runtimeError, usageError, PlugcheckError } from '../errors.js'
 import { formatSize } from '../sizes.js'
+import { join } from 'node:path'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { judgeRun, readSuperblock, type RunReport, type RunVerdict } from './judge.js'
 import { queryRuns } from './listener-client.js'
-import { checkFileSystemPresent, checkGroupComplete } from './file-checks.js'
+import { checkFileSystemPresent } from './file-checks.js'
+import { checkGroupMembers, withMembersTheFilesHold } from './group-members.js'
+import { checkMetaAgainstFiles } from './meta-check.js'
+import { groupVerdict, judgeMethods, methodLabel, verdictExitCodes, type MethodJudgement } from './verdict-rules.js'
 import type { Io } from './writer.js'
 
 export interface VerifyOptions {
@@ -67,11 +72,13 @@ const shownRangesLimit = 10
 class Superblocks {
   private readonly readings = new Map<string, ReturnType<typeof readSuperblock>>()
   of(run: StoredRun): ReturnType<typeof readSuperblock> {
-    const key = `${run.meta.recordSizeBytes}:${run.meta.path}` // a block is as long as the run's records
-    let reading = this.readings.get(key)
+    return this.at(run.meta.path)
+  }
+  readonly at = (path: string): ReturnType<typeof readSuperblock> => {
+    let reading = this.readings.get(path)
     if (reading === undefined) {
-      reading = readSuperblock(run.meta.path, run.meta.recordSizeBytes)
-      this.readings.set(key, reading)
+      reading = readSuperblock(path)
+      this.readings.set(path, reading)
     }
     return reading
   }
@@ -80,6 +87,8 @@ class Superblocks {
 /** Where runs come from: the listener over TCP, or a copy of its directory read offline. */
 interface RunSource {
   readonly name: string
+  /** The listener's file holding a run's metadata, when verify reads its directory itself. */
+  readonly metaFileOf?: (runId: string) => string
   find(query: { host: string; requestedPath: string; runId?: string }): Promise<{ runs: StoredRun[]; claims: Claim[] }>
 }
 
@@ -99,6 +108,7 @@ async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<
   for (const warning of store.warnings) io.err(`plugcheck: ${warning}\n`)
   return {
     name: `ack directory ${acksDir}`,
+    metaFileOf: (runId) => join(acksDir, 'runs', runId, 'meta.msgpack'),
     find: async (query) => ({ runs: store.query(query.host, query.requestedPath, query.runId), claims: store.claims(query.host, query.requestedPath) }),
   }
 }
@@ -161,6 +171,8 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
       notes.push(earlier.note)
       runs = earlier.runs
     }
+    const find = async (runId: string): Promise<StoredRun | undefined> => (await from.find({ ...query, runId })).runs.find((r) => r.meta.runId === runId)
+    runs = inReportOrder(await withMembersTheFilesHold(runs, files.at, source, find))
   }
   const notJudged =
     fileChangedDuringRun(runs) ??
@@ -171,15 +183,17 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
     const report: NotJudgedReport = { verdict: 'not-judged', ...notJudged, host, file: options.file, source, claims, runs: [], groupRunIds: runs.map((r) => r.meta.runId) }
     return { report, exitCode: exitCodes.usage }
   }
+  checkMetaAgainstFiles(runs, files.at, source, from.metaFileOf)
   for (const run of runs) checkFileSystemPresent(run)
-  checkGroupComplete(runs, source)
+  // With --run the operator asked for one run, judged alone; the latest group is judged whole or not at all.
+  if (options.runId === undefined) notes.push(...checkGroupMembers(runs, files.at, source))
 
   const reports: RunReport[] = []
   // One file at a time: each judge streams its file with a fixed set of buffers.
   for (const run of runs) reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
   notes.push(...methodCaveats(runs))
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
-  return { report, exitCode: report.verdict === 'pass' ? exitCodes.ok : report.verdict === 'fail' ? exitCodes.lossFound : exitCodes.inconclusive }
+  return { report, exitCode: verdictExitCodes[report.verdict] }
 }
 
 /** At most this many seq ranges go with a stored verdict (storedVerdictSchema). */
@@ -200,6 +214,7 @@ export function storedVerdicts(report: VerifyReport | NotJudgedReport, bootId: s
       result: { verdict: 'not-judged', acked: 0, intact: 0, lost: 0, torn: 0, corrupt: 0, lossWindowMs: null, reordered: false, lostRanges: [], rebootedSinceWrite: null, summary, ...machine },
     }))
   }
+  const methods = judgeMethods(report.runs)
   return report.runs.map((r) => ({
     runId: r.runId,
     result: {
@@ -216,7 +231,7 @@ export function storedVerdicts(report: VerifyReport | NotJudgedReport, bootId: s
       reordered: r.reordering !== null,
       lostRanges: badSeqRanges(r).slice(0, storedRangesMax),
       rebootedSinceWrite: r.rebootedSinceWrite,
-      summary: (renderRun(r, true)[0] ?? '').slice(0, 4096),
+      summary: (renderRun(r, true, methods.find((m) => m.runs.includes(r)))[0] ?? '').slice(0, 4096),
       ...machine,
     },
   }))
@@ -327,23 +342,6 @@ const pathOrder = new Intl.Collator('en', { numeric: true })
  */
 export function inReportOrder<T extends { readonly meta: { readonly method: string; readonly path: string } }>(runs: T[]): T[] {
   return runs.sort((a, b) => a.meta.method.localeCompare(b.meta.method) || pathOrder.compare(a.meta.path, b.meta.path))
-}
-
-/**
- * fail if a tested method failed, or a control lost its fsynced file; else inconclusive if any run
- * tested nothing (a control that lost nothing, or a tested method none of whose runs acknowledged
- * anything); else pass. The jobs of one method (write --jobs) test it together: a job that acked
- * nothing (its write failed before its first record) tested nothing, and the others tested the method.
- */
-export function groupVerdict(reports: readonly RunReport[]): RunVerdict {
-  if (reports.some((r) => r.verdict === 'fail')) return 'fail'
-  if (reports.some((r) => r.verdict === 'inconclusive' && !testedByAnotherJob(r, reports))) return 'inconclusive'
-  return 'pass'
-}
-
-/** A tested run that acknowledged nothing, whose method another run of the group (another job) did test. */
-function testedByAnotherJob(r: RunReport, reports: readonly RunReport[]): boolean {
-  return r.role === 'tested' && r.verdict === 'inconclusive' && reports.some((o) => o.role === 'tested' && o.verdict !== 'inconclusive' && methodLabel(o) === methodLabel(r))
 }
 
 /**
@@ -514,33 +512,9 @@ export function renderNotJudged(report: NotJudgedReport): string {
 
 export function renderReport(report: VerifyReport): string {
   const lines: string[] = []
-  const tested = report.runs.filter((r) => r.role === 'tested')
-  const controls = report.runs.filter((r) => r.role === 'control')
-  if (report.runs.length > 1) {
-    const failed = tested.filter((r) => r.verdict === 'fail')
-    const controlFailed = controls.filter((r) => r.verdict === 'fail')
-    const idleJobs = tested.filter((r) => testedByAnotherJob(r, tested))
-    const idleNote = idleJobs.length === 0 ? '' : `; ${runsLabel(idleJobs, tested)} acknowledged nothing`
-    if (report.verdict === 'fail') {
-      const parts = failed.length > 0 ? [`${runsLabel(failed, tested)} lost acknowledged data (${failed.length} of ${tested.length} tested ${runsWord(tested)})`] : []
-      if (controlFailed.length > 0) parts.push("the control's (none) file, created and fsynced before any record, is gone or replaced")
-      lines.push(`FAIL: ${parts.join('; ')}.`)
-    } else if (report.verdict === 'inconclusive') {
-      const why: string[] = []
-      const idle = tested.filter((r) => r.verdict === 'inconclusive' && !testedByAnotherJob(r, tested))
-      if (idle.length > 0) why.push(`${runsLabel(idle, tested)} acknowledged nothing`)
-      if (controls.some((r) => r.verdict === 'inconclusive' && r.superblock.kind === 'valid')) why.push('the control (none) lost nothing, so the cut tested nothing')
-      lines.push(`INCONCLUSIVE: ${why.join('; ')}.`)
-    } else {
-      const passed = tested.filter((r) => r.verdict === 'pass')
-      lines.push(
-        controls.length > 0
-          ? `PASS: every acknowledged record of ${passed.length === 1 ? 'the tested method' : `all ${passed.length} tested ${runsWord(passed)}`} survived, and the control lost records: the cut was real${idleNote}.`
-          : `PASS: every acknowledged record of all ${passed.length} ${runsWord(passed)} survived${idleNote}.`,
-      )
-    }
-  }
-  for (const r of report.runs) lines.push(...renderRun(r, report.runs.length === 1))
+  const methods = judgeMethods(report.runs)
+  if (report.runs.length > 1) lines.push(headline(report, methods))
+  for (const r of report.runs) lines.push(...renderRun(r, report.runs.length === 1, methods.find((m) => m.runs.includes(r))))
   for (const note of report.notes) lines.push(`note: ${note}.`)
   if (report.runs.some((r) => r.rebootedSinceWrite === false)) {
     lines.push(
@@ -550,13 +524,42 @@ export function renderReport(report: VerifyReport): string {
   return lines.join('\n') + '\n'
 }
 
+/** Why a method judged over its jobs tested nothing, by its role and what its runs showed together. */
+const inconclusiveWhy: Readonly<Record<MethodJudgement<RunReport>['role'], Partial<Record<MethodJudgement<RunReport>['finding'], (label: string) => string>>>> = {
+  tested: { idle: (label) => `${label} acknowledged nothing` },
+  control: {
+    kept: () => 'the control (none) lost nothing, so the cut tested nothing',
+    idle: () => 'the control (none) acknowledged nothing, so the cut tested nothing',
+  },
+}
+
+/** A group's first line: its verdict in words, the methods that decided it named. */
+function headline(report: VerifyReport, methods: readonly MethodJudgement<RunReport>[]): string {
+  const tested = report.runs.filter((r) => r.role === 'tested')
+  const controls = report.runs.filter((r) => r.role === 'control')
+  if (report.verdict === 'fail') {
+    const failed = tested.filter((r) => r.verdict === 'fail')
+    const parts = failed.length > 0 ? [`${runsLabel(failed, tested)} lost acknowledged data (${failed.length} of ${tested.length} tested ${runsWord(tested)})`] : []
+    if (controls.some((r) => r.verdict === 'fail')) parts.push("the control's (none) file, created and fsynced before any record, is gone or replaced")
+    return `FAIL: ${parts.join('; ')}.`
+  }
+  if (report.verdict === 'inconclusive') {
+    const why = methods.filter((m) => m.verdict === 'inconclusive').map((m) => inconclusiveWhy[m.role][m.finding]!(m.label))
+    return `INCONCLUSIVE: ${why.join('; ')}.`
+  }
+  // Jobs that acknowledged nothing beside jobs of their method that did: excused, and named.
+  const idle = methods.filter((m) => m.finding !== 'idle').flatMap((m) => m.runs.filter((r) => r.acked === 0))
+  const idleNote = idle.length === 0 ? '' : `; ${runsLabel(idle, report.runs)} acknowledged nothing`
+  const passed = tested.filter((r) => r.verdict === 'pass')
+  if (tested.length === 0) return `PASS: the control (none) lost records: the cut was real${idleNote}.`
+  return controls.length > 0
+    ? `PASS: every acknowledged record of ${passed.length === 1 ? 'the tested method' : `all ${passed.length} tested ${runsWord(passed)}`} survived, and the control lost records: the cut was real${idleNote}.`
+    : `PASS: every acknowledged record of all ${passed.length} ${runsWord(passed)} survived${idleNote}.`
+}
+
 /** 'methods', or 'runs' when one method ran several times (write --jobs N: one run per job). */
 function runsWord(runs: readonly RunReport[]): string {
   return new Set(runs.map(methodLabel)).size === runs.length ? 'methods' : 'runs'
-}
-
-function methodLabel(r: RunReport): string {
-  return `${r.method}${r.direct ? ' --direct' : ''}`
 }
 
 /**
@@ -580,7 +583,11 @@ function runsLabel(some: readonly RunReport[], all: readonly RunReport[]): strin
 
 const verdictWord = { pass: 'PASS', fail: 'FAIL', inconclusive: 'INCONCLUSIVE' } as const
 
-function renderRun(r: RunReport, headline: boolean): string[] {
+/**
+ * A run's lines. method: its method judged over the group's jobs, when another job decided it (this
+ * job acknowledged nothing, or its control lost nothing while another job's did).
+ */
+function renderRun(r: RunReport, headline: boolean, method?: MethodJudgement<RunReport>): string[] {
   const n = (x: number): string => x.toLocaleString('en-US')
   const what = `run ${r.runId} (${methodLabel(r)}, ${r.pattern}, ${formatSize(r.recordSize)} records, ${r.path})`
   const bad = r.lost + r.torn + r.corrupt
@@ -589,12 +596,18 @@ function renderRun(r: RunReport, headline: boolean): string[] {
   const prefix = headline ? '' : '  '
   const lead = headline ? `${verdictWord[r.verdict]}: ` : prefix
   const superblockBad = r.superblock.kind !== 'valid' && r.acked > 0
+  // The method's verdict came from another job: this run's own finding (nothing acked, or a control that lost nothing) did not decide it.
+  const otherJobDecided = method !== undefined && method.runs.length > 1 && method.verdict !== r.verdict
   if (r.role === 'control') {
     lines.push(
       r.verdict === 'fail'
         ? `${lead}control (none): its file, created and fsynced before any record, is gone or holds another run: the storage lost a synced file creation, and the control cannot show whether the cut was real (${what}).`
         : bad > 0
         ? `${lead}control (none): ${n(bad)} of ${n(judged)} unsynced records lost: the cut was real (${what}).`
+        : otherJobDecided
+          ? r.acked === 0
+            ? `${lead}control (none): this job acknowledged nothing; the control is judged on its other jobs (${what}).`
+            : `${lead}control (none): all ${n(judged)} unsynced records of this job survived; ${method.verdict === 'pass' ? "another job's control lost records, so the cut was real" : 'the control is judged on its other jobs'} (${what}).`
         : r.acked === 0
           ? `${lead}control (none): nothing was written, so it lost nothing: the cut tested nothing (${what}).`
           : `${lead}control (none): all ${n(judged)} unsynced records survived, it lost nothing: the cut tested nothing (${what}).`,
@@ -602,7 +615,9 @@ function renderRun(r: RunReport, headline: boolean): string[] {
     if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
     return lines
   }
-  if (r.verdict === 'inconclusive') {
+  if (r.verdict === 'inconclusive' && otherJobDecided) {
+    lines.push(`${lead}${what}: this job acknowledged nothing; the method is judged on its other jobs.`)
+  } else if (r.verdict === 'inconclusive') {
     lines.push(`${lead}${what}: nothing was acknowledged, so the cut tested nothing.`)
   } else if (r.verdict === 'pass') {
     lines.push(
@@ -636,7 +651,7 @@ function renderRun(r: RunReport, headline: boolean): string[] {
   if (r.interrupted > 0) {
     lines.push(`${prefix}${n(r.interrupted)} newer, never acknowledged overwrites were cut mid-record: not a failure (no sync method promises an atomic record); they show the device's atomic write unit.`)
   }
-  if (r.ended === 'error') lines.push(`${prefix}the writer stopped on an I/O error; records acknowledged before it were judged.`)
+  if (r.ended === 'error' && r.acked > 0) lines.push(`${prefix}the writer stopped on an I/O error; records acknowledged before it were judged.`)
   return lines
 }
 

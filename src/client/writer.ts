@@ -34,8 +34,8 @@ import { maxClaims, writerEnvSchema, type CampaignTag, type WriterEnv } from '..
 import { collectFingerprint } from '../bench/fingerprint.js'
 import { NativeError, directAlignmentBytes, nativePort, type DataFile, type FileLock } from '../native/index.js'
 import { methodAvailability, type MethodName } from '../native/registry.js'
-import { fillRecord, readStamp, runKey, sectorBytes, slotOf, slotOffsetBytes, stampBytes, type Pattern, type RunKey, type RunMeta } from '../record/format.js'
-import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../errors.js'
+import { fillRecord, memberPath, readStamp, runKey, sectorBytes, slotOf, slotOffsetBytes, stampBytes, type Pattern, type RunKey, type RunMeta } from '../record/format.js'
+import { PlugcheckError, describeSystemError, exitCodes, runtimeError, usageError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { AckChannel, listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
 import { checkDirectSupported, checkFolder, directFlag, checkReplaceable, createDataFile, lockExisting } from './data-file.js'
@@ -74,12 +74,20 @@ export interface WriteOptions {
   readonly job?: JobOf
   /**
    * Set inside each job of `write --jobs N` (job-worker.ts): called once the job's runs are announced
-   * and its files created (failed: its start failed, its announced runs already ended), it resolves
-   * when every job has got that far, so no job writes, ends a run or closes its connection while
-   * another is still joining the group (the listener lets a job join only while one of the group's
-   * connections is open). Resolves with the stop signal that arrived meanwhile, if any.
+   * and its files created (failure: why its start failed, its announced runs already ended), it
+   * resolves when every job has got that far, so no job writes, ends a run or closes its connection
+   * while another is still joining the group (the listener lets a job join only while one of the
+   * group's connections is open). Resolves with the stop signal that arrived meanwhile, if any, and
+   * why another job could not start, if one could not (then no job writes a record).
    */
-  readonly startBarrier?: (failed: boolean) => Promise<StopSignal | undefined>
+  readonly startBarrier?: (failure: string | undefined) => Promise<GroupStart>
+}
+
+/** What a job learns at the start barrier: a stop signal that came meanwhile; a job of the group that could not start. */
+export interface GroupStart {
+  readonly signal: StopSignal | undefined
+  /** "job 3 of 4 could not start: ...": every run of this job then ends as 'error' before its first record. */
+  readonly groupFailure: string | undefined
 }
 
 /** One job of `write --jobs N`: index 0..count-1; the key proves to the listener that the job belongs to the group. */
@@ -197,9 +205,13 @@ export function validateWriteFlags(options: Pick<WriteOptions, 'methods' | 'dire
  * .jobK (K = 1..N): PATH.job2, PATH.fsync.job2. Inside a job, that job's files only.
  */
 export function dataPaths(options: Pick<WriteOptions, 'file' | 'methods' | 'job'>): string[] {
-  const paths = options.methods.length === 1 ? [options.file] : options.methods.map((m) => `${options.file}.${m}`)
-  const job = options.job
-  return job === undefined || job.count === 1 ? paths : paths.map((p) => `${p}.job${job.index + 1}`)
+  const { jobs, job } = jobPlace(options)
+  return options.methods.map((m) => memberPath(options.file, options.methods, jobs, job, m))
+}
+
+/** Which job this write is (1-based) of how many: 1 of 1 outside write --jobs. */
+function jobPlace(options: Pick<WriteOptions, 'job'>): { jobs: number; job: number } {
+  return { jobs: options.job?.count ?? 1, job: (options.job?.index ?? 0) + 1 }
 }
 
 /** Every data file of the write: every job's (a job's own when called inside it). */
@@ -247,6 +259,8 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
           path: paths[i]!,
           requestedPath: options.file,
           createdMs: Date.now(),
+          // The group's plan in every run: verify names a member the listener lost.
+          member: { ...jobPlace(options), methods: [...options.methods] },
         }
         // Announce first: a run the listener knows with no acks can never be judged lost, while a file
         // replaced before its run was announced would make verify judge the previous run against it.
@@ -276,13 +290,13 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
       // does not wait for it as a vanished writer.
       const detail = `could not start: ${error instanceof Error ? error.message : String(error)}`
       for (const meta of announced) tryQuietly(() => channel!.end(meta.runId, 'error', detail.slice(0, 4000)))
-      await options.startBarrier?.(true) // the connection stays open until the group's other jobs have joined
+      await options.startBarrier?.(error instanceof Error ? error.message : String(error)) // the connection stays open until the group's other jobs have joined
       throw error
     }
     // A group's command names PATH: the first job prints it for all.
     if ((options.job?.index ?? 0) === 0) outNow(`${verifyLine(options)}\n`)
-    const stoppedBefore = await options.startBarrier?.(false)
-    return await writeLoop(options, runs, channel, io, timeoutMs, stoppedBefore)
+    const start = await options.startBarrier?.(undefined)
+    return await writeLoop(options, runs, channel, io, timeoutMs, start?.signal, start?.groupFailure)
   } finally {
     for (const run of runs) {
       run.file.close()
@@ -356,7 +370,7 @@ function catchStopSignals(before: StopSignal | undefined): { readonly received: 
 /** One turn of the event loop: lets signal handlers run. */
 const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
-async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, io: Io, timeoutMs: number, stoppedBefore: StopSignal | undefined): Promise<number> {
+async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, io: Io, timeoutMs: number, stoppedBefore: StopSignal | undefined, groupFailure?: string): Promise<number> {
   const trace = options.traceFile === undefined ? undefined : new TraceLog(options.traceFile)
   const signals = catchStopSignals(stoppedBefore)
   const startMs = performance.now()
@@ -380,7 +394,7 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
   let previousMs = startMs
   try {
     // A job stopped while it waited for the group's other jobs writes no record: its runs end at once.
-    loop: for (let i = 0; stoppedBefore === undefined; i++) {
+    loop: for (let i = 0; stoppedBefore === undefined && groupFailure === undefined; i++) {
       const run = runs[i % runs.length]!
       const seq = run.lastSeq + 1
       const slot = slotOf(run.key, run.meta.pattern, seq, run.meta.slotCount)
@@ -464,7 +478,10 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
   const signal = signals.received()
   let recorded = false
   try {
-    for (const run of runs) channel.end(run.meta.runId, signal === undefined ? 'duration' : 'interrupted', signal === undefined ? undefined : `stopped by ${signal}`)
+    // A group whose job could not start ends every run as one that stopped before its first record:
+    // verify then knows why the group lacks that job's runs (it never announced them).
+    const [reason, detail] = groupFailure !== undefined ? (['error', `could not start: ${groupFailure}`.slice(0, 4000)] as const) : signal === undefined ? (['duration', undefined] as const) : (['interrupted', `stopped by ${signal}`] as const)
+    for (const run of runs) channel.end(run.meta.runId, reason, detail)
     recorded = channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), timeoutMs)
   } catch (error) {
     io.out(summary(options, runs, channel))
@@ -472,6 +489,7 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
   }
   io.out(summary(options, runs, channel))
   if (!recorded) throw runtimeError(`the listener did not confirm every ack as recorded within ${timeoutMs / 1000} s`, 'the summary says how many it confirmed; raise --listener-timeout for a busy listener')
+  if (groupFailure !== undefined) return exitCodes.runtime // the write's error is the failed job's, said by the main thread
   if (signal !== undefined) {
     if (options.job === undefined) io.err(stoppedLine(signal)) // a group's is said once, by its main thread
     return 128 + signalNumbers[signal]

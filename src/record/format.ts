@@ -10,7 +10,7 @@
  *   10     2    reserved, 0
  *   12     4    metadata length in bytes (msgpack)
  *   16     8    xxh64 of the metadata bytes
- *   24     n    metadata, msgpack: RunMeta (run id, group, method, pattern, sizes, host, path, time)
+ *   24     n    metadata, msgpack: RunMeta (run id, group and place in it, method, pattern, sizes, host, path, time)
  *
  * Record (recordSizeBytes, a multiple of 512). Every 512-byte sector k starts with a stamp:
  *   0      4    sector magic "PCS1"
@@ -45,6 +45,8 @@ import { runIdSchema } from './run-id.js'
 export const sectorBytes = 512
 export const formatVersion = 1
 export const superblockMagic = Buffer.from('PLUGCHK\0', 'latin1')
+/** Magic, version, reserved, metadata length and checksum: the superblock's fixed start. */
+export const superblockHeaderBytes = 24
 export const sectorMagic = 0x31534350 // "PCS1" little endian
 export const recordMagic = 0x31524350 // "PCR1" little endian
 export const stampBytes = 24
@@ -60,6 +62,31 @@ export const maxRecordSizeBytes = 1024 * 1024
 export const maxAppendSlots = 2 ** 40
 /** overwrite keeps one number per slot at verify: 2^24 slots is 128 MiB of memory (128 GiB of 8 KiB records). */
 export const maxOverwriteSlots = 2 ** 24
+
+/** The most runs one write makes (jobs x methods): what one verify judges (protocol/names.ts maxClaims). */
+export const maxGroupRuns = 64
+
+/**
+ * A member run's data file: PATH with one method, PATH.method with several; with more than one job,
+ * .jobK after it (K = 1..jobs). The one layout, for the writer that creates the files and for verify,
+ * which looks for every member of a group at these paths.
+ */
+export function memberPath(requestedPath: string, methods: readonly string[], jobs: number, job: number, method: string): string {
+  const base = methods.length === 1 ? requestedPath : `${requestedPath}.${method}`
+  return jobs === 1 ? base : `${base}.job${job}`
+}
+
+/**
+ * A run's place in its group (absent in runs of older writers): the write planned jobs x
+ * methods.length runs, one per job and method, each at memberPath; this one is job `job`'s run of
+ * its method. Verify counts the group against it, so a member whose acks are missing is named.
+ */
+export const groupMemberSchema = z.object({
+  job: z.number().int().min(1).max(maxGroupRuns),
+  jobs: z.number().int().min(1).max(maxGroupRuns),
+  methods: z.array(z.enum(methodNames)).min(1).max(methodNames.length),
+})
+export type GroupMember = z.infer<typeof groupMemberSchema>
 
 export const runMetaSchema = z
   .object({
@@ -77,13 +104,31 @@ export const runMetaSchema = z
     /** Absolute path the user gave to --file (differs from path when several methods run at once). */
     requestedPath: z.string().min(1).max(4096),
     createdMs: z.number().int().min(946_684_800_000).max(7_258_118_400_000),
+    member: groupMemberSchema.optional(),
   })
   .refine((m) => m.pattern === 'append' || m.slotCount <= maxOverwriteSlots, {
     message: `overwrite runs have at most ${maxOverwriteSlots} slots`,
     path: ['slotCount'],
   })
   .refine((m) => Number.isSafeInteger(m.recordSizeBytes * (m.slotCount + 1)), { message: 'file size out of range', path: ['slotCount'] })
+  .superRefine((m, ctx) => {
+    const problem = memberProblem(m)
+    if (problem !== null) ctx.addIssue({ code: 'custom', path: ['member', problem.field], message: problem.message })
+  })
 export type RunMeta = z.infer<typeof runMetaSchema>
+
+/** What makes a run's place in its group impossible: a plan no write makes, or a path off its layout. */
+function memberProblem(m: Pick<RunMeta, 'method' | 'path' | 'requestedPath' | 'member'>): { field: string; message: string } | null {
+  const member = m.member
+  if (member === undefined) return null
+  if (member.job > member.jobs) return { field: 'job', message: `job ${member.job} of ${member.jobs} jobs` }
+  if (new Set(member.methods).size !== member.methods.length) return { field: 'methods', message: 'a method is listed twice' }
+  if (!member.methods.includes(m.method)) return { field: 'methods', message: `the run's method ${m.method} is not one of the group's` }
+  if (member.jobs * member.methods.length > maxGroupRuns) return { field: 'jobs', message: `${member.jobs} jobs x ${member.methods.length} methods is more than ${maxGroupRuns} runs` }
+  const path = memberPath(m.requestedPath, member.methods, member.jobs, member.job, m.method)
+  if (m.path !== path) return { field: 'job', message: `the run's path is not its place in the group's layout (${path})` }
+  return null
+}
 
 // --- superblock ------------------------------------------------------------------------------
 

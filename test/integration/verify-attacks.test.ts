@@ -55,7 +55,7 @@ t.test("a control whose file is gone or replaced cannot show the cut: it lost a 
   const text = await runInProcess(['verify', '--server', server, '--file', join(dir, 'data')])
   t.match(text.stdout, /FAIL: the control's \(none\) file, created and fsynced before any record, is gone or replaced/)
   t.notMatch(text.stdout, /: the cut was real/)
-  writeDataFile({ ...control, runId: '70000000000000ff' }, [], { sizeSlots: 20 })
+  writeDataFile({ ...control, runId: '70000000000000ff', groupId: '70000000000000ff' }, [], { sizeSlots: 20 }) // another write's run
   t.equal((await verify(server, join(dir, 'data'))).code, 1, "a control file holding another run's superblock fails the same way")
 })
 
@@ -79,12 +79,12 @@ t.test('a file replaced by a later run of this path that reported elsewhere is n
   const file = join(tempDir(t), 'data')
   const judged = craftMeta('7000000000000031', file)
   const server = await listenerWith(t, [craftRun(judged, 10)])
-  writeDataFile({ ...judged, runId: '7000000000000032', createdMs: judged.createdMs + 5000 }, range(1, 3), { sizeSlots: 10 })
+  writeDataFile({ ...judged, runId: '7000000000000032', groupId: '7000000000000032', createdMs: judged.createdMs + 5000 }, range(1, 3), { sizeSlots: 10 })
   const later = await verify(server, file)
   t.equal(later.code, 2)
   t.match(later.report, { verdict: 'not-judged', reason: 'superseded', detail: /7000000000000032.*another listener/ })
   // An older run in the file is what a cut that lost the new file's creation leaves: that is a loss.
-  writeDataFile({ ...judged, runId: '7000000000000030', createdMs: judged.createdMs - 5000 }, range(1, 3), { sizeSlots: 10 })
+  writeDataFile({ ...judged, runId: '7000000000000030', groupId: '7000000000000030', createdMs: judged.createdMs - 5000 }, range(1, 3), { sizeSlots: 10 })
   const older = await verify(server, file)
   t.equal(older.code, 1)
   t.match(older.report.runs[0], { lost: 10, superblock: { kind: 'other-run' } })

@@ -53,6 +53,13 @@ t.test('absurd answers from a listener', async (t) => {
   await t.test('append with 2^40 slots acknowledged through 2^44: a verdict, counted as ranges', async (t) => {
     const huge = { ...honest, meta: { ...meta, slotCount: 2 ** 40 }, spans: [[1, 2 ** 44, honest.announcedMs + 1, year2199Ms]] }
     const server = await fakeListener(t, runs(huge))
+    // The file's superblock says 1000 slots: the listener's 2^40 is named, not judged.
+    const disagreed = await runCli(['verify', '--server', server, '--file', file], 60_000)
+    t.equal(disagreed.code, 3)
+    t.match(disagreed.stderr, `slotCount is ${2 ** 40} at the listener, 1000 in the file`)
+    // A file whose superblock says 2^40 too (records 1-10 in slots 0-9): judged.
+    writeDataFile(huge.meta, range(1, 10), { sizeSlots: 10 })
+    t.teardown(() => writeDataFile(meta, range(1, 10), { sizeSlots: 10 }))
     const result = await runCli(['verify', '--server', server, '--file', file, '--json'], 60_000)
     t.equal(result.code, 1)
     const run = JSON.parse(result.stdout).runs[0]
@@ -62,8 +69,14 @@ t.test('absurd answers from a listener', async (t) => {
   })
 
   await t.test('overwrite with 2^20 slots acknowledged through 10^12: a verdict in bounded time', async (t) => {
-    const wide = { ...honest, meta: { ...meta, pattern: 'overwrite', slotCount: 2 ** 20 }, spans: [[1, 1e12, honest.announcedMs + 1, year2199Ms]] }
+    const wide = { ...honest, meta: { ...meta, pattern: 'overwrite' as const, slotCount: 2 ** 20 }, spans: [[1, 1e12, honest.announcedMs + 1, year2199Ms]] }
     const server = await fakeListener(t, runs(wide))
+    const disagreed = await runCli(['verify', '--server', server, '--file', file], 60_000)
+    t.equal(disagreed.code, 3)
+    t.match(disagreed.stderr, 'pattern is "overwrite" at the listener, "append" in the file; slotCount is 1048576 at the listener, 1000 in the file')
+    // A file whose superblock agrees (and holds no records): judged.
+    writeDataFile(wide.meta, [], { sizeSlots: 10 })
+    t.teardown(() => writeDataFile(meta, range(1, 10), { sizeSlots: 10 }))
     const result = await runCli(['verify', '--server', server, '--file', file, '--json'], 60_000)
     t.equal(result.code, 1)
     const run = JSON.parse(result.stdout).runs[0]

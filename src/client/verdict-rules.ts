@@ -1,0 +1,105 @@
+/**
+ * verify's verdict rules, as tables (STYLE.md principle 12): a run's verdict from what its file
+ * showed, a method's over its jobs (write --jobs N: one run per job), the group's over its methods,
+ * and the exit code of each verdict.
+ *
+ * What a run showed, its finding, strongest first:
+ *   file-lost     it acknowledged records, and its superblock is gone, damaged or another run's
+ *   records-lost  an acknowledged record is lost, torn or corrupt
+ *   kept          every acknowledged record survived
+ *   idle          nothing was acknowledged (the write stopped before its first record, or was cut before its first ack)
+ *
+ * The jobs of one method test it together on one machine and one cut, so a method is judged by the
+ * strongest finding of its runs: a job that acknowledged nothing is excused whenever another job of
+ * the method acknowledged something, tested method and control alike, and one job's control losing
+ * records shows the cut was real for the whole group.
+ */
+import type { RunVerdict } from './judge.js'
+
+export type Role = 'tested' | 'control'
+export type Finding = 'file-lost' | 'records-lost' | 'kept' | 'idle'
+
+/** Strongest first: a method's finding is the first of these that any of its runs showed. */
+export const findings: readonly Finding[] = ['file-lost', 'records-lost', 'kept', 'idle']
+
+export const verdictTable: Readonly<Record<Role, Readonly<Record<Finding, RunVerdict>>>> = {
+  // A tested method promised that what it acknowledged survives: any loss fails it.
+  tested: { 'file-lost': 'fail', 'records-lost': 'fail', kept: 'pass', idle: 'inconclusive' },
+  // The control's file, like every file, was created and fsynced before any record: losing it is a
+  // failure (and shows nothing about the cut). Its unsynced records lost show the cut was real;
+  // all of them kept, or none written, show the cut tested nothing.
+  control: { 'file-lost': 'fail', 'records-lost': 'pass', kept: 'inconclusive', idle: 'inconclusive' },
+}
+
+/** The group's verdict is the first of these that any of its methods has. */
+export const groupVerdictOrder: readonly RunVerdict[] = ['fail', 'inconclusive', 'pass']
+
+export const verdictExitCodes: Readonly<Record<RunVerdict, number>> = { pass: 0, fail: 1, inconclusive: 4 }
+
+export function roleOf(method: string): Role {
+  return method === 'none' ? 'control' : 'tested'
+}
+
+/** What a run showed: acked, its lost + torn + corrupt records, and whether its superblock is its own and intact. */
+export function findingOf(acked: number, badRecords: number, superblockValid: boolean): Finding {
+  if (acked === 0) return 'idle'
+  if (!superblockValid) return 'file-lost'
+  return badRecords > 0 ? 'records-lost' : 'kept'
+}
+
+export function strongestFinding(of: readonly Finding[]): Finding {
+  return findings.find((f) => of.includes(f)) ?? 'idle'
+}
+
+export function runVerdict(role: Role, finding: Finding): RunVerdict {
+  return verdictTable[role][finding]
+}
+
+/** A run of a report, as the rules see it. */
+export interface JudgedRun {
+  readonly method: string
+  readonly direct: boolean
+  readonly role: Role
+  readonly acked: number
+  readonly lost: number
+  readonly torn: number
+  readonly corrupt: number
+  readonly superblock: { readonly kind: string }
+}
+
+export function findingOfRun(r: JudgedRun): Finding {
+  return findingOf(r.acked, r.lost + r.torn + r.corrupt, r.superblock.kind === 'valid')
+}
+
+/** A method of the group (with --direct its own), its runs (one per job) and what they showed together. */
+export interface MethodJudgement<T extends JudgedRun> {
+  readonly label: string
+  readonly role: Role
+  readonly runs: readonly T[]
+  readonly finding: Finding
+  readonly verdict: RunVerdict
+}
+
+export function methodLabel(r: Pick<JudgedRun, 'method' | 'direct'>): string {
+  return `${r.method}${r.direct ? ' --direct' : ''}`
+}
+
+/** The group's methods in the order their runs come, each judged over its jobs. */
+export function judgeMethods<T extends JudgedRun>(runs: readonly T[]): MethodJudgement<T>[] {
+  const labels = [...new Set(runs.map(methodLabel))]
+  return labels.map((label) => {
+    const of = runs.filter((r) => methodLabel(r) === label)
+    const role = of[0]!.role
+    const finding = strongestFinding(of.map(findingOfRun))
+    return { label, role, runs: of, finding, verdict: runVerdict(role, finding) }
+  })
+}
+
+export function groupVerdictOf(methodVerdicts: readonly RunVerdict[]): RunVerdict {
+  return groupVerdictOrder.find((v) => methodVerdicts.includes(v)) ?? 'inconclusive'
+}
+
+/** The verdict of a whole group: its methods judged over their jobs, then together. */
+export function groupVerdict(runs: readonly JudgedRun[]): RunVerdict {
+  return groupVerdictOf(judgeMethods(runs).map((m) => m.verdict))
+}
