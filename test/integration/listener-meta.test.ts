@@ -1,13 +1,16 @@
 /**
  * A real write against a real listener, then one bit flipped in a field of the run's meta.msgpack in
- * the listener's --dir (its slot count, its record size): the data file is intact and its superblock
- * holds the right values, so verify names the field and both values (exit 3) instead of failing the
- * storage, offline (--acks) and through the listener started again on that directory.
+ * the listener's --dir (its slot count, its record size). The file as the listener sealed it refuses
+ * to load (its checksum). Rewritten as an older listener stored it (bare msgpack, no checksum), it
+ * loads: the data file is intact and its superblock holds the right values, so verify names the field
+ * and both values (exit 3) instead of failing the storage, offline (--acks) and through the listener
+ * started again on that directory.
  */
 import t from 'tap'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
+import { seal, unseal } from '../../src/server/sealed-file.js'
 import { runCli, runInProcess, startListener, tempDir } from '../fixtures/cli.js'
 
 /** The listener's own encoding of meta.msgpack (src/server/ack-store.ts). */
@@ -31,10 +34,23 @@ for (const [field, bit] of [
     await listener.kill()
 
     const metaPath = join(listenerDir, 'runs', runId, 'meta.msgpack')
-    const stored = packr.unpack(readFileSync(metaPath)) as { meta: Record<string, number> }
+    const sealed = unseal('meta', readFileSync(metaPath))
+    if (sealed.kind !== 'sealed') throw new Error(`meta.msgpack is ${sealed.kind}, not sealed`)
+    const stored = packr.unpack(sealed.body) as { meta: Record<string, number> }
     const right = stored.meta[field]!
     const wrong = right ^ bit
     stored.meta[field] = wrong
+
+    // As the listener sealed it: the checksum refuses the flipped bit before anything is judged.
+    const flipped = Buffer.concat([seal('meta', sealed.body).subarray(0, 16), packr.pack(stored)])
+    writeFileSync(metaPath, flipped)
+    const refused = await runInProcess(['verify', '--acks', listenerDir, '--file', file])
+    t.equal(refused.code, 3, refused.stdout)
+    t.equal(refused.stdout, '')
+    t.match(refused.stderr, metaPath)
+    t.match(refused.stderr, 'checksum')
+
+    // As an older listener stored it (no checksum): the superblock cross-check names the field.
     writeFileSync(metaPath, packr.pack(stored))
 
     const named = `${field} is ${wrong} at the listener, ${right} in the file; nothing was judged\n`
