@@ -5,14 +5,16 @@
  * schema-checked (messages.ts bounds every field); a bad frame, a refusal or silence is a one-line error.
  */
 import { connect } from 'node:net'
-import { networkInterfaces } from 'node:os'
+import { hostname, networkInterfaces } from 'node:os'
 import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
 import {
+  machineSchema,
   protocolVersion,
   serverMessageSchema,
   type CampaignState,
   type Claim,
   type ClientMessage,
+  type Machine,
   type RunSummary,
   type ServerMessage,
   type StoredRun,
@@ -20,6 +22,7 @@ import {
 } from '../protocol/messages.js'
 import { PlugcheckError, describeSystemError, runtimeError } from '../errors.js'
 import { nodeConnectHost } from '../native/sockaddr.js'
+import { nativePort } from '../native/index.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
 import { listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, oneLine, startsWithListenerFrame } from './listener-errors.js'
@@ -146,7 +149,8 @@ async function converse<T>(
       !welcomed && firstBytes.length > 0 ? settle(notAListener(where, firstBytes)) : fail(`the listener at ${where} closed the connection before answering`),
     )
     socket.on('connect', () => {
-      socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier', ...(token === undefined ? {} : { token }) }))
+      const machine = thisMachine()
+      socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier', ...(token === undefined ? {} : { token }), ...(machine === undefined ? {} : { machine }) }))
       for (const request of requests) socket.write(encodeFrame(request))
     })
     socket.on('data', (chunk: Buffer) => {
@@ -174,4 +178,20 @@ async function converse<T>(
       }
     })
   })
+}
+
+/**
+ * This machine's host name and boot id, said in every verifier hello: after a power cut the listener
+ * may still hold the dead writer's connection open, and learns here that its machine came back (so
+ * the runs of the old boot end, and their verdicts are taken). Nothing where there is no boot id.
+ */
+function thisMachine(): Machine | undefined {
+  let bootId: string | null
+  try {
+    bootId = nativePort().bootId()
+  } catch {
+    return undefined
+  }
+  const machine = machineSchema.safeParse({ host: hostname(), bootId })
+  return machine.success ? machine.data : undefined
 }

@@ -17,8 +17,10 @@ import { campaignNameSchema, maxClaims } from './names.js'
 /**
  * 2: run carries the writer's environment; runs carries the claims on a path; more error codes.
  * 3: campaigns: steady, verdict, list and campaign-query; run carries an optional campaign tag.
+ * 4: hello may carry the client's machine (host name and boot id); a runs reply leaves out the spans
+ *    of a long run (ackedThroughSeq says how far they go), read page by page with spans -> span-page.
  */
-export const protocolVersion = 3
+export const protocolVersion = 4
 export { defaultPort } from './default-port.js'
 export { campaignNameSchema, maxClaims }
 
@@ -37,11 +39,19 @@ const seq = z.number().int().positive().max(Number.MAX_SAFE_INTEGER)
 /** Milliseconds since the epoch, from 2000 to 2200: anything else is not a real clock. */
 export const epochMsSchema = z.number().int().min(946_684_800_000).max(7_258_118_400_000)
 
+/**
+ * The machine a client runs on, as it says in its hello (protocol 4): a machine back with another boot
+ * id has lost every writer of its old boot, whatever their connections still look like.
+ */
+export const machineSchema = z.object({ host: z.string().min(1).max(255), bootId: z.string().min(1).max(64) })
+export type Machine = z.infer<typeof machineSchema>
+
 export const helloSchema = z.object({
   type: z.literal('hello'),
   protocol: z.number().int(),
   role: z.enum(['writer', 'verifier']),
   token: z.string().max(1024).optional(),
+  machine: machineSchema.optional(),
 })
 
 /** What the writer's machine was when the run started: verify compares the boot id after the cut. */

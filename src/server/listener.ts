@@ -59,6 +59,7 @@ import {
   type Claim,
   type ClientMessage,
   type ErrorCode,
+  type Machine,
   type RunSummary,
   type ServerMessage,
   type StoredVerdict,
@@ -319,34 +320,59 @@ export class Listener {
   takeOverFromRebooted(runId: string, newBootId: string | null | undefined, newPeer: string): boolean {
     const owner = this.owners.get(runId)
     const oldBootId = this.store.runInfo(runId)?.origin.writer?.bootId
-    if (owner === undefined || newBootId == null || oldBootId == null || newBootId === oldBootId) return false
-    // A boot id is whatever the client says: only a holder of the token, or the live run's own address,
-    // may end another connection's run with it. Without a token, a stranger must not stop a test.
-    if (this.options.token === undefined && newPeer !== owner.peer) return false
-    const nowMs = Date.now()
-    const detail = `its writer's machine rebooted: a new run came from ${newPeer} with boot id ${newBootId}, the run's writer had ${oldBootId}`
-    const ended: string[] = []
-    for (const owned of owner.ownedRuns) {
-      const info = this.store.runInfo(owned)
-      if (info !== undefined && !info.ended && this.store.isWritable(owned)) {
-        this.store.endRun(owned, 'vanished', detail, nowMs)
-        this.emitVanished(owned, owner, nowMs)
-        ended.push(owned)
-      }
-      this.releaseRun(owned, owner)
+    if (owner === undefined || !this.mayEndAsRebooted(owner, oldBootId, newBootId, newPeer)) return false
+    this.endRebootedWriter(owner, `its writer's machine rebooted: a new run came from ${newPeer} with boot id ${newBootId}, the run's writer had ${oldBootId}`)
+    return true
+  }
+
+  /**
+   * A client said which machine it runs on (hello's host and boot id): every live run of that host
+   * whose writer had another boot id is over, whatever its connection still looks like (a machine that
+   * loses power sends no FIN). So the rebooted machine's agent, or a plain verify there, finds its
+   * runs ended as vanished and can report their verdicts. The same rules as a takeover by a new run.
+   */
+  endRunsOfEarlierBoot(machine: Machine, peer: string): void {
+    const rebooted = new Map<Connection, string>()
+    for (const [runId, owner] of this.owners) {
+      const info = this.store.runInfo(runId)
+      if (info === undefined || info.ended || info.meta.host !== machine.host) continue
+      const oldBootId = info.origin.writer?.bootId
+      if (this.mayEndAsRebooted(owner, oldBootId, machine.bootId, peer)) rebooted.set(owner, oldBootId!)
     }
-    // The run being announced may still be stored (not in ownedRuns yet): it ends as well.
-    if (!owner.ownedRuns.has(runId)) {
-      if (this.store.runInfo(runId)?.ended === false) {
+    for (const [owner, oldBootId] of rebooted) {
+      this.endRebootedWriter(owner, `its writer's machine rebooted: ${machine.host} connected from ${peer} with boot id ${machine.bootId}, the run's writer had ${oldBootId}`)
+    }
+  }
+
+  /**
+   * Both boot ids known and different. A boot id is whatever the client says: only a holder of the
+   * token, or the live run's own address, may end another connection's runs with it. Without a
+   * token, a stranger must not stop a test.
+   */
+  private mayEndAsRebooted(owner: Connection, oldBootId: string | null | undefined, newBootId: string | null | undefined, newPeer: string): boolean {
+    if (newBootId == null || oldBootId == null || newBootId === oldBootId) return false
+    return this.options.token !== undefined || newPeer === owner.peer
+  }
+
+  /** Ends every run of the rebooted writer's connection as vanished (detail says why) and closes it. */
+  private endRebootedWriter(owner: Connection, detail: string): void {
+    const nowMs = Date.now()
+    // Its runs, and announcements of it still being stored (owned, not in ownedRuns yet).
+    const runIds = new Set(owner.ownedRuns)
+    for (const [runId, o] of this.owners) if (o === owner) runIds.add(runId)
+    const ended: string[] = []
+    for (const runId of runIds) {
+      const info = this.store.runInfo(runId)
+      if (info !== undefined && !info.ended && this.store.isWritable(runId)) {
         this.store.endRun(runId, 'vanished', detail, nowMs)
         this.emitVanished(runId, owner, nowMs)
         ended.push(runId)
       }
-      this.owners.delete(runId)
+      if (owner.ownedRuns.has(runId)) this.releaseRun(runId, owner)
+      else this.owners.delete(runId)
     }
-    this.options.log?.(`plugcheck: run ${ended.join(', ') || runId} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
+    this.options.log?.(`plugcheck: run ${ended.join(', ') || [...runIds].join(', ')} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
     owner.destroy()
-    return true
   }
 
   claimRun(runId: string, owner: Connection): void {
@@ -416,6 +442,8 @@ class Connection {
   /** Ack frames in the writer's exact encoding take the fast path; everything else msgpack and zod. */
   private readonly decoder = new FrameDecoder(clientMessageSchema, maxClientFrameBytes, ackFastDecoder())
   private role: 'writer' | 'verifier' | undefined
+  /** The protocol the peer said hello with (replies follow what it understands). */
+  private protocol = minProtocolVersion
   /** Runs this connection announced and the store accepted. */
   readonly ownedRuns = new Set<string>()
   /** Groups this connection announced runs of: a group's runs all come from one `write`, on one connection. */
@@ -586,8 +614,10 @@ class Connection {
       }
       listener.authenticated.add(this)
       this.role = message.role
+      this.protocol = message.protocol
       this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId })
       listener.emit({ kind: 'connection', peer: this.peer, atMs: Date.now() })
+      if (message.machine !== undefined) listener.endRunsOfEarlierBoot(message.machine, this.peer)
       return
     }
     if (this.role === undefined) throw new ProtocolViolation('out-of-order', `${message.type} before hello`)
