@@ -97,6 +97,39 @@ export async function queryCampaign(endpoint: Endpoint, token: string | undefine
   })
 }
 
+/**
+ * The spans of a run that a runs reply left out, read page by page on one connection: the spans after
+ * seq 0 first, then after the seq onPage says it has read through, until onPage says it has what it
+ * needs (null) or the listener fails. onPage checks the page (the listener may send anything) and
+ * throws an Error saying what is wrong; that ends the read with a one-line error (exit 3).
+ */
+export async function readSpanPages(
+  endpoint: Endpoint,
+  token: string | undefined,
+  timeoutMs: number,
+  run: { runId: string; throughSeq: number },
+  onPage: (page: Uint8Array, afterSeq: number) => number | null,
+): Promise<void> {
+  const where = formatEndpoint(endpoint)
+  const ask = (afterSeq: number): ClientMessage => ({ type: 'spans', runId: run.runId, afterSeq, throughSeq: run.throughSeq })
+  let afterSeq = 0
+  await converse<void>(endpoint, token, timeoutMs, [ask(afterSeq)], (message, done, fail, send) => {
+    if (message.type !== 'span-page') return
+    if (message.runId !== run.runId || message.afterSeq !== afterSeq) {
+      return fail(`the listener at ${where} sent spans of run ${message.runId} after seq ${message.afterSeq}, asked for run ${run.runId} after seq ${afterSeq}`)
+    }
+    let through: number | null
+    try {
+      through = onPage(message.spans, afterSeq)
+    } catch (error) {
+      return fail(`the listener at ${where} sent bad spans of run ${run.runId}: ${(error as Error).message}`)
+    }
+    if (through === null || through >= run.throughSeq) return done()
+    afterSeq = through
+    send(ask(afterSeq))
+  })
+}
+
 /** What the listener takes from one connection (its maxVerdictsPerConnection). */
 export const maxVerdictsPerConversation = 1024
 
@@ -109,7 +142,7 @@ async function converse<T>(
   token: string | undefined,
   timeoutMs: number,
   requests: readonly ClientMessage[],
-  onMessage: (message: ServerMessage, done: (value: T) => void, fail: (message: string) => void) => void,
+  onMessage: (message: ServerMessage, done: (value: T) => void, fail: (message: string) => void, send: (request: ClientMessage) => void) => void,
   nothingToAsk = false,
 ): Promise<T> {
   if (nothingToAsk) return undefined as T
@@ -174,7 +207,12 @@ async function converse<T>(
           continue
         }
         if (message.type === 'error') return settle(listenerRefusal(where, message.code, message.message))
-        onMessage(message, done, (text) => fail(text))
+        onMessage(
+          message,
+          done,
+          (text) => fail(text),
+          (request) => void socket.write(encodeFrame(request)),
+        )
       }
     })
   })

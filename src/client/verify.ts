@@ -12,13 +12,15 @@
  */
 import { nativePort } from '../native/index.js'
 import { hostname } from 'node:os'
-import { storedVerdictSchema, type Claim, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
+import { inlineSpansMax, maxSpansPerPage, storedVerdictSchema, type Claim, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
 import { AckStore } from '../server/ack-store.js'
 import { describeSystemError, exitCodes, runtimeError, usageError, PlugcheckError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { judgeRun, readSuperblock, type RunReport, type RunVerdict } from './judge.js'
-import { queryRuns } from './listener-client.js'
+import { queryRuns, readSpanPages } from './listener-client.js'
+import { listenerTimeoutMs } from './ack-channel.js'
+import { ackedThroughSeqOf, pagedTimeline, spansLeftOut, timelineOfSpans, type AckTimeline, type SpanPageReader } from './ack-timeline.js'
 import { checkFileSystemPresent, checkGroupComplete } from './file-checks.js'
 import type { Io } from './writer.js'
 
@@ -81,12 +83,19 @@ class Superblocks {
 interface RunSource {
   readonly name: string
   find(query: { host: string; requestedPath: string; runId?: string }): Promise<{ runs: StoredRun[]; claims: Claim[] }>
+  /** A found run's acks: its spans as found, or read page by page when they were left out (a long run). */
+  acks(run: StoredRun): AckTimeline
 }
 
 async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<RunSource> {
   if ('server' in options.source) {
     const server = options.source.server
-    return { name: `listener ${formatEndpoint(server)}`, find: (query) => queryRuns(server, options.token, query, options.listenerTimeoutMs) }
+    const timeoutMs = options.listenerTimeoutMs ?? listenerTimeoutMs
+    return {
+      name: `listener ${formatEndpoint(server)}`,
+      find: (query) => queryRuns(server, options.token, query, timeoutMs),
+      acks: (run) => timelineOf(run, (onPage) => readSpanPages(server, options.token, timeoutMs, { runId: run.meta.runId, throughSeq: ackedThroughSeqOf(run) }, onPage)),
+    }
   }
   const acksDir = options.source.acksDir
   let store: AckStore
@@ -99,8 +108,23 @@ async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<
   for (const warning of store.warnings) io.err(`plugcheck: ${warning}\n`)
   return {
     name: `ack directory ${acksDir}`,
-    find: async (query) => ({ runs: store.query(query.host, query.requestedPath, query.runId), claims: store.claims(query.host, query.requestedPath) }),
+    // As the listener answers: a long run's spans stay in the store's table, read a page at a time.
+    find: async (query) => ({ runs: store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax }), claims: store.claims(query.host, query.requestedPath) }),
+    acks: (run) =>
+      timelineOf(run, async (onPage) => {
+        const throughSeq = ackedThroughSeqOf(run)
+        for (let afterSeq: number | null = 0; afterSeq !== null && afterSeq < throughSeq; ) {
+          const page = store.spanPage(run.meta.runId, afterSeq, throughSeq, maxSpansPerPage)
+          if (page === undefined) throw runtimeError(`the ack directory ${acksDir} no longer holds the acks of run ${run.meta.runId} through seq ${throughSeq}`)
+          afterSeq = onPage(page, afterSeq)
+        }
+      }),
   }
+}
+
+/** The run's spans as given, or a reader of its pages when they were left out. */
+function timelineOf(run: StoredRun, read: SpanPageReader): AckTimeline {
+  return spansLeftOut(run) ? pagedTimeline(run, read) : timelineOfSpans(run.meta.runId, run.spans)
 }
 
 /** What verify found: the report it prints and the exit code it returns. */
@@ -176,7 +200,7 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
 
   const reports: RunReport[] = []
   // One file at a time: each judge streams its file with a fixed set of buffers.
-  for (const run of runs) reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
+  for (const run of runs) reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId), acks: from.acks(run) }))
   notes.push(...methodCaveats(runs))
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
   return { report, exitCode: report.verdict === 'pass' ? exitCodes.ok : report.verdict === 'fail' ? exitCodes.lossFound : exitCodes.inconclusive }
@@ -268,7 +292,7 @@ async function withRunsTheFilesHold(runs: readonly StoredRun[], claims: Claim[],
       ...(found.authenticated === undefined ? {} : { authenticated: found.authenticated }),
       live: false,
       ...(found.end === undefined ? {} : { end: found.end }),
-      ackedThroughSeq: found.spans.at(-1)?.[1] ?? 0,
+      ackedThroughSeq: ackedThroughSeqOf(found),
     })
   }
   return extra.length === 0 ? claims : [...claims, ...extra]
@@ -289,7 +313,7 @@ async function runsTheFileStillHolds(
 ): Promise<{ runs: StoredRun[]; note: string } | null> {
   // Only runs whose writer said they stopped before their first record (end 'error', sent when setting
   // up failed): a run cut before its first ack may have created its file, and losing that is not ours to excuse.
-  if (runs.some((r) => r.spans.length > 0 || r.end?.reason !== 'error')) return null
+  if (runs.some((r) => ackedThroughSeqOf(r) > 0 || r.end?.reason !== 'error')) return null
   const groupId = runs[0]!.meta.groupId
   const latestIndex = claims.findIndex((c) => c.groupId === groupId)
   let earlierGroup: string | undefined

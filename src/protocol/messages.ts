@@ -5,7 +5,8 @@
  * loop, allocate or misjudge without limit.
  *
  * Conversation (writer):   hello -> welcome, run -> run-ok, ack* (-> recorded*), steady?, end -> recorded
- * Conversation (verifier): hello -> welcome, query -> runs, verdict -> verdict-ok, list -> run-list,
+ * Conversation (verifier): hello -> welcome, query -> runs, spans -> span-page (the spans a runs reply
+ *                          left out, page by page), verdict -> verdict-ok, list -> run-list,
  *                          campaign-query -> campaign-state
  * Any problem:             error, then the listener closes the connection.
  */
@@ -100,6 +101,22 @@ export const querySchema = z.object({
   runId: runIdSchema.optional(),
 })
 
+/**
+ * The spans of a run that a runs reply left out (its ackedThroughSeq set, spans empty): those holding
+ * seqs afterSeq+1..throughSeq, answered by one span-page of at most maxSpansPerPage spans; the
+ * verifier asks again from where that page ended. Paging by seq, not by index: a live run's spans
+ * may be merged between two pages, and the next page still starts at the right seq.
+ */
+export const spansSchema = z
+  .object({ type: z.literal('spans'), runId: runIdSchema, afterSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER), throughSeq: seq })
+  .refine((m) => m.throughSeq > m.afterSeq, { message: 'throughSeq is not after afterSeq' })
+/** A span on a span-page: toSeq, firstAckMs, lastAckMs as little-endian doubles (span-page.ts). */
+export const spanPageEntryBytes = 24
+/** Spans per page: 1.5 MiB, a few ms to encode or check, so a page never holds up a listener or a verifier. */
+export const maxSpansPerPage = 65_536
+/** A runs reply (protocol 4) carries a run's spans up to this many (~100 KiB, ~7 minutes of acks); beyond, they are paged. */
+export const inlineSpansMax = 4096
+
 /** The writer has acked for a while and the listener records its acks: the moment to cut. */
 export const steadySchema = z.object({ type: z.literal('steady'), runId: runIdSchema })
 
@@ -139,7 +156,7 @@ export const listSchema = z.object({ type: z.literal('list'), campaign: campaign
 /** The listener's campaign, if it runs one: the agent asks before it starts the next cycle. */
 export const campaignQuerySchema = z.object({ type: z.literal('campaign-query') })
 
-export const clientMessageSchema = z.discriminatedUnion('type', [helloSchema, runSchema, ackSchema, endSchema, querySchema, steadySchema, verdictSchema, listSchema, campaignQuerySchema])
+export const clientMessageSchema = z.discriminatedUnion('type', [helloSchema, runSchema, ackSchema, endSchema, querySchema, steadySchema, verdictSchema, listSchema, campaignQuerySchema, spansSchema])
 export type ClientMessage = z.infer<typeof clientMessageSchema>
 
 /** [fromSeq, toSeq, firstAckMs, lastAckMs]: seqs acknowledged, and when the listener received them. */
@@ -170,8 +187,18 @@ export const storedRunSchema = z
     end: runEndSchema.optional(),
     /** Contiguous from seq 1, in order: the listener accepts acks only in order. */
     spans: z.array(ackSpanSchema).max(maxStoredSpans),
+    /**
+     * The last acknowledged seq (protocol 4). A long run's spans are left out of a runs reply (spans
+     * empty) and read page by page (spans -> span-page); with spans given, it is where they end.
+     */
+    ackedThroughSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
   })
   .superRefine((run, ctx) => {
+    const lastSeq = run.spans.at(-1)?.[1]
+    if (run.ackedThroughSeq !== undefined && lastSeq !== undefined && lastSeq !== run.ackedThroughSeq) {
+      ctx.addIssue({ code: 'custom', path: ['ackedThroughSeq'], message: `the spans end at seq ${lastSeq}, not ${run.ackedThroughSeq}` })
+      return
+    }
     let expected = 1
     for (const [i, span] of run.spans.entries()) {
       if (span[0] !== expected) {
@@ -266,5 +293,14 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('verdict-ok'), runId: runIdSchema }),
   z.object({ type: z.literal('run-list'), runs: z.array(runSummarySchema).max(maxListedRuns), truncated: z.boolean() }),
   z.object({ type: z.literal('campaign-state'), campaign: campaignStateSchema.nullable() }),
+  z.object({
+    type: z.literal('span-page'),
+    runId: runIdSchema,
+    /** The page holds the spans from seq afterSeq + 1 on (as asked). */
+    afterSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+    spans: z.custom<Uint8Array>((b) => b instanceof Uint8Array, { message: 'not bytes' }).refine((b) => b.length % spanPageEntryBytes === 0 && b.length <= maxSpansPerPage * spanPageEntryBytes, {
+      message: `not whole spans of ${spanPageEntryBytes} bytes, or more than ${maxSpansPerPage} of them`,
+    }),
+  }),
 ])
 export type ServerMessage = z.infer<typeof serverMessageSchema>

@@ -34,6 +34,12 @@
  * announced from, so a stranger cannot put a verdict on your run), list and campaign-query. Protocol 2
  * clients (which never send these) are still served.
  *
+ * Protocol 4: a runs reply carries a run's spans only up to inlineSpansMax; a longer run's come page
+ * by page (spans -> span-page, each page within the reply budget), so a week of acks is read in
+ * bounded memory on both sides. A protocol 2 or 3 verifier still gets every span in one reply, up to
+ * legacyReplySpansMax in all; beyond, it is refused (protocol-version) with the reason, never sent
+ * a reply it cannot take or a partial one. A hello may name the client's machine (endRunsOfEarlierBoot).
+ *
  * Events (events.ts) are emitted on `events` for every connection, run announced, steady, end,
  * vanished writer and verdict, and for warnings; the campaign engine emits through emit() too.
  *
@@ -52,8 +58,12 @@ import { FrameDecoder, FrameError, encodeFrame, maxClientFrameBytes } from '../p
 import { ackFastDecoder } from '../protocol/ack-frame.js'
 import {
   clientMessageSchema,
+  inlineSpansMax,
+  maxClaims,
   maxListedRuns,
   maxPlausibleSeq,
+  maxSpansPerPage,
+  maxStoredSpans,
   protocolVersion,
   type CampaignState,
   type Claim,
@@ -62,6 +72,7 @@ import {
   type Machine,
   type RunSummary,
   type ServerMessage,
+  type StoredRun,
   type StoredVerdict,
 } from '../protocol/messages.js'
 import { AckStore } from './ack-store.js'
@@ -90,8 +101,14 @@ export const maxRunsPerConnection = 64
 export const maxQueriesPerConnection = 100
 /** An agent reports one verdict per method of a run group; no verifier comes near this. */
 export const maxVerdictsPerConnection = 1024
-/** The oldest protocol still served: version 3 only added messages. */
+/** The oldest protocol still served: versions 3 and 4 only added messages and fields. */
 export const minProtocolVersion = 2
+/** The first protocol whose verifiers read a long run's spans page by page. */
+const pagedSpansProtocol = 4
+/** A protocol 2 or 3 verifier gets every span of the group in one reply, up to this many (~30 MB, a day of acks). */
+export const legacyReplySpansMax = 1_000_000
+/** Span pages per connection: every page of every run of a group (maxClaims runs of maxStoredSpans spans each). */
+export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * maxClaims
 /** A list reply stays under this many bytes (verdicts carry fingerprints); older runs beyond are left out. */
 export const listReplyBudgetBytes = 16 * 1024 * 1024
 /** Keepalive probes start after this much silence; dead peers are found, silent writers are not cut off. */
@@ -452,6 +469,7 @@ class Connection {
   readonly groupKeys = new Map<string, string>()
   private announcedRuns = 0
   private queries = 0
+  private spanPages = 0
   private verdicts = 0
   /** Messages are handled strictly in arrival order; while one waits for disk I/O the rest wait here. */
   private waiting: ClientMessage[] = []
@@ -772,13 +790,42 @@ class Connection {
         if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
         const reply = encodeFrame({
           type: 'runs',
-          runs: store.query(message.host, message.requestedPath, message.runId),
+          runs: this.runsToJudge(message),
           claims: listener.claims(message.host, message.requestedPath),
         } satisfies ServerMessage)
         this.sendQueryReply(reply)
         return
       }
+      case 'spans': {
+        if (this.role !== 'verifier') throw new ProtocolViolation('out-of-order', 'spans asked on a writer connection')
+        if (++this.spanPages > maxSpanPagesPerConnection) throw new ProtocolViolation('limit', `more than ${maxSpanPagesPerConnection} span pages on one connection`)
+        const info = store.runInfo(message.runId)
+        if (info === undefined || info.creating) throw new ProtocolViolation('unknown-run', `spans of run ${message.runId}, which the listener does not hold`)
+        const page = store.spanPage(message.runId, message.afterSeq, message.throughSeq, maxSpansPerPage)
+        if (page === undefined) throw new ProtocolViolation('bad-frame', `spans of run ${message.runId} through seq ${message.throughSeq}, but its acks go to seq ${store.lastAckedSeq(message.runId)}`)
+        this.sendQueryReply(encodeFrame({ type: 'span-page', runId: message.runId, afterSeq: message.afterSeq, spans: page } satisfies ServerMessage))
+        return
+      }
     }
+  }
+
+  /**
+   * The runs a query asks for. A verifier of protocol 4 reads a long run's spans page by page; an older
+   * one takes them all in one reply, which is refused past legacyReplySpansMax rather than built (a
+   * week of two methods is ~400 MB) or cut short.
+   */
+  private runsToJudge(query: Extract<ClientMessage, { type: 'query' }>): StoredRun[] {
+    const store = this.listener.store
+    if (this.protocol >= pagedSpansProtocol) return store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax })
+    const heads = store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax: 0 })
+    const spans = heads.reduce((sum, run) => sum + store.spanCount(run.meta.runId), 0)
+    if (spans > legacyReplySpansMax) {
+      throw new ProtocolViolation(
+        'protocol-version',
+        `the acks of ${query.host}:${query.requestedPath} are ${spans} spans, more than one reply of protocol ${this.protocol} carries (${legacyReplySpansMax}); this verifier is older than the listener: run the same plugcheck version here, whose verify reads them page by page`,
+      )
+    }
+    return store.query(query.host, query.requestedPath, query.runId)
   }
 
   /** A reply that may be large: queued only if it fits the budget for replies queued to all peers. */
