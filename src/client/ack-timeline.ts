@@ -10,7 +10,7 @@
  * the run's length. Every span read is checked (span-page.ts): a listener that sends spans that do
  * not follow each other, or are not real, is an error (exit 3), never a judgement.
  */
-import type { AckSpan, StoredRun } from '../protocol/messages.js'
+import { maxSpansPerPage, maxStoredSpans, spanPageEntryBytes, type AckSpan, type StoredRun } from '../protocol/messages.js'
 import { readSpanPage } from '../protocol/span-page.js'
 import { runtimeError } from '../errors.js'
 
@@ -52,7 +52,12 @@ export function timelineOfSpans(runId: string, spans: readonly AckSpan[]): AckTi
   }
 }
 
-/** A run whose spans were left out: windows are read from its pages, in one pass, stopping at the last seq asked for. */
+/**
+ * A run whose spans were left out: windows are read from its pages, in one pass, stopping at the last
+ * seq asked for. The pages are bounded as a listener makes them: full (maxSpansPerPage) but the one
+ * that reaches the last seq, maxStoredSpans in all; so a listener that drips one seq a page cannot
+ * keep verify reading for ever.
+ */
 export function pagedTimeline(run: StoredRun, read: SpanPageReader): AckTimeline {
   const throughSeq = ackedThroughSeqOf(run)
   return {
@@ -60,11 +65,16 @@ export function pagedTimeline(run: StoredRun, read: SpanPageReader): AckTimeline
     windows: async (seqs) => {
       const found: AckWindow[] = []
       if (seqs.length === 0) return found
+      let spansRead = 0
       await read((page, afterSeq) => {
         const result = readSpanPage(page, afterSeq, throughSeq, run.announcedMs, (_fromSeq, toSeq, firstMs, lastMs) => {
           while (found.length < seqs.length && seqs[found.length]! <= toSeq) found.push([firstMs, lastMs])
         })
         if ('problem' in result) throw new Error(result.problem)
+        const spans = page.length / spanPageEntryBytes
+        spansRead += spans
+        if (spans < maxSpansPerPage && result.through < throughSeq) throw new Error(`a page of ${spans} spans stops at seq ${result.through}, before seq ${throughSeq}, the last acknowledged`)
+        if (spansRead > maxStoredSpans) throw new Error(`more than ${maxStoredSpans} spans, more than a run keeps`)
         return found.length === seqs.length ? null : result.through
       })
       if (found.length < seqs.length) throw runtimeError(`the listener's spans of run ${run.meta.runId} end before seq ${seqs[found.length]}, which it acknowledged`)

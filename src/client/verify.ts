@@ -116,7 +116,11 @@ async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<
         for (let afterSeq: number | null = 0; afterSeq !== null && afterSeq < throughSeq; ) {
           const page = store.spanPage(run.meta.runId, afterSeq, throughSeq, maxSpansPerPage)
           if (page === undefined) throw runtimeError(`the ack directory ${acksDir} no longer holds the acks of run ${run.meta.runId} through seq ${throughSeq}`)
-          afterSeq = onPage(page, afterSeq)
+          try {
+            afterSeq = onPage(page, afterSeq)
+          } catch (error) {
+            throw runtimeError(`the ack directory ${acksDir} holds bad spans of run ${run.meta.runId}: ${(error as Error).message}`)
+          }
         }
       }),
   }
