@@ -13,7 +13,7 @@ import { Listener, maxSpanPagesPerConnection } from '../../src/server/listener.j
 import { readSpanPage } from '../../src/protocol/span-page.js'
 import { inlineSpansMax, maxSpansPerPage, protocolVersion, type AckSpan, type ServerMessage } from '../../src/protocol/messages.js'
 import { craftLongRun, seqsPerSpan } from '../fixtures/long-run-store.js'
-import { tempDir } from '../fixtures/cli.js'
+import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { seededRandom } from '../lab/seeded.js'
 import { Peer } from './peer.js'
 
@@ -145,4 +145,21 @@ t.test('over TCP: a long run is paged to a protocol 4 verifier, whole to a proto
   t.equal(whole.runs[0]!.spans.length, spans, 'protocol 3: every span in the reply, as before')
   t.same(whole.runs[0]!.spans, read, 'the same spans as the pages')
   for (const peer of [verifier, stranger, writer, old]) peer.close()
+})
+
+t.test('verify --acks reads a long run from the directory page by page too', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'data')
+  const spans = inlineSpansMax + 1000
+  const lostSeq = spans * seqsPerSpan - 3000
+  const long = craftLongRun({ dir, file, methods: ['fdatasync'], spansPerRun: spans, slotCount: 4000, lostSeqs: new Set([lostSeq]) })
+  const result = await runInProcess(['verify', '--acks', dir, '--file', file, '--json'])
+  t.equal(result.code, 1, result.stderr)
+  const run = JSON.parse(result.stdout).runs[0]
+  t.match(run, { acked: long.throughSeq, lost: 1, lostRangeCount: 1 })
+  t.same(
+    [run.lostRanges[0].fromSeq, run.lostRanges[0].ackedFromMs, run.lostRanges[0].ackedToMs],
+    [lostSeq, long.ackedMs(lostSeq), long.ackedMs(lostSeq)],
+    'the lost seq with the window of its span, read from the table',
+  )
 })
