@@ -456,8 +456,9 @@ function fileChangedDuringRun(runs: readonly StoredRun[]): Pick<NotJudgedReport,
 /**
  * The listener still holds the writer's connection open: the run is being written, and judging a file
  * while records are being copied into it sees half-written records. Judged anyway when this is the
- * writer's machine and its boot id changed (the writer cannot have survived the reboot; the listener
- * just has not noticed yet, until TCP keepalive finds the connection dead).
+ * writer's machine and its boot id changed (the writer cannot have survived the reboot). Our hello
+ * told the listener so, and it ended such runs; it keeps them live only for a machine back at another
+ * address without --token, until TCP keepalive finds the old connection dead.
  */
 function stillRunning(runs: readonly StoredRun[], claims: readonly Claim[], thisHost: string, thisBootId: string | null): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
   for (const run of runs) {
