@@ -4,9 +4,11 @@
  * a run keeps, ~12 billion seqs), loaded by a real `plugcheck listen` (a child process), then
  * `plugcheck verify` (a child process, default --listener-timeout) against crafted data files twice:
  *
- * - **fail**: one seq lost near the end of every file, so verify reads every span page of every run
- *   to find its acknowledgement window;
- * - **pass**: the files intact, so no span is read at all.
+ * - **fail**: one seq lost near the end of every file (where a cut loses records), so verify reads the
+ *   span pages from that seq on to find its acknowledgement window;
+ * - **pass**: the files intact, so no span is read at all;
+ * - **all pages** (this tree only): every page of every run read as verify reads them when a run's
+ *   first seq is lost too (test/fixtures/read-all-spans.ts, a child process): time and peak memory.
  *
  * Printed per tree: the listener's start (replaying the logs) and its resident memory once started,
  * each verify's exit code, time and peak memory (VmHWM, sampled every 50 ms), and the listener's peak
@@ -15,16 +17,18 @@
  *
  * Usage: node --import tsx bench/long-run.ts [--days 7] [--methods fdatasync,fsync] [--dir DIR] [--baseline TREE]
  */
-import { spawn } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { parseArgs } from 'node:util'
+import { fileURLToPath } from 'node:url'
+import { parseArgs, promisify } from 'node:util'
 import { maxStoredSpans } from '../src/protocol/messages.js'
 import type { RunMeta } from '../src/record/format.js'
-import { craftLongRun, repairDataFiles, spanGapMs, watchPeakRss } from '../test/fixtures/long-run-store.js'
+import { craftLongRun, repairDataFiles, spanGapMs, watchPeakRss, type LongRun } from '../test/fixtures/long-run-store.js'
 import { plugcheckBin, table } from './common.js'
 
+const readAllSpans = fileURLToPath(new URL('../test/fixtures/read-all-spans.ts', import.meta.url))
 const listenerStartTimeoutMs = 300_000
 const verifyTimeoutMs = 600_000
 
@@ -35,8 +39,16 @@ interface VerifyFigures {
   readonly firstLine: string
 }
 
+interface PagesFigures {
+  readonly seconds: number
+  readonly peakMiB: number
+  readonly pages: number
+}
+
 interface TreeFigures {
   readonly label: string
+  /** Per run; null for a tree that does not page. */
+  readonly allPages: PagesFigures[] | null
   readonly startSeconds: number
   readonly heldMiB: number
   readonly fail: VerifyFigures
@@ -90,8 +102,16 @@ async function verify(bin: string, port: number, file: string): Promise<VerifyFi
   return { code, seconds: (performance.now() - startedMs) / 1000, peakMiB: watch.stop(), firstLine: output.split('\n')[0]!.slice(0, 140) }
 }
 
-/** lose(): the data files with a seq lost near the end; repair(): intact. */
-async function measureTree(label: string, bin: string, dir: string, lose: () => void, repair: () => void): Promise<TreeFigures> {
+/** Every page of a run, read by verify's own code in a child process. */
+async function readAllPages(port: number, long: LongRun, meta: RunMeta): Promise<PagesFigures> {
+  const args = ['--import', 'tsx', readAllSpans, `127.0.0.1:${port}`, meta.runId, String(long.throughSeq), String(long.announcedMs)]
+  const { stdout } = await promisify(execFile)(process.execPath, args, { timeout: verifyTimeoutMs })
+  const read = JSON.parse(stdout) as { pages: number; seconds: number; peakMiB: number }
+  return { seconds: read.seconds, peakMiB: read.peakMiB, pages: read.pages }
+}
+
+/** lose(): the data files with a seq lost near the end; repair(): intact. pages: read every page of every run too. */
+async function measureTree(label: string, bin: string, dir: string, long: LongRun, pages: boolean, lose: () => void, repair: () => void): Promise<TreeFigures> {
   const file = join(dir, 'data')
   lose()
   const listener = await startListener(bin, join(dir, 'listener'))
@@ -101,7 +121,9 @@ async function measureTree(label: string, bin: string, dir: string, lose: () => 
     const fail = await verify(bin, listener.port, file)
     repair()
     const pass = await verify(bin, listener.port, file)
-    return { label, startSeconds: listener.startSeconds, heldMiB, fail, pass, listenerPeakMiB: listenerPeak.stop() }
+    const allPages: PagesFigures[] = []
+    if (pages) for (const meta of long.metas) allPages.push(await readAllPages(listener.port, long, meta))
+    return { label, startSeconds: listener.startSeconds, heldMiB, fail, pass, allPages: pages ? allPages : null, listenerPeakMiB: listenerPeak.stop() }
   } finally {
     await listener.stop()
   }
@@ -134,7 +156,7 @@ async function main(): Promise<void> {
     const rows: TreeFigures[] = []
     for (const [label, bin] of trees) {
       process.stderr.write(`${label}: ${bin}\n`)
-      rows.push(await measureTree(label, bin, dir, () => repairDataFiles(long, new Set([lostSeq])), () => repairDataFiles(long)))
+      rows.push(await measureTree(label, bin, dir, long, label === 'this tree', () => repairDataFiles(long, new Set([lostSeq])), () => repairDataFiles(long)))
     }
     printFigures(rows)
   } finally {
@@ -148,8 +170,16 @@ function printFigures(rows: readonly TreeFigures[]): void {
   const verifyCell = (v: VerifyFigures): string => `exit ${v.code}, ${s(v.seconds)}, ${mib(v.peakMiB)}`
   process.stdout.write(
     table([
-      ['tree', 'listener start', 'listener held', 'verify fail (all pages)', 'verify pass', 'listener peak'],
-      ...rows.map((r) => [r.label, s(r.startSeconds), mib(r.heldMiB), verifyCell(r.fail), verifyCell(r.pass), mib(r.listenerPeakMiB)]),
+      ['tree', 'listener start', 'listener held', 'verify, a seq lost', 'verify, intact', 'all pages, per run', 'listener peak'],
+      ...rows.map((r) => [
+        r.label,
+        s(r.startSeconds),
+        mib(r.heldMiB),
+        verifyCell(r.fail),
+        verifyCell(r.pass),
+        r.allPages === null ? '-' : r.allPages.map((p) => `${p.pages} pages, ${s(p.seconds)}, ${mib(p.peakMiB)}`).join('; '),
+        mib(r.listenerPeakMiB),
+      ]),
     ]) + '\n',
   )
   for (const r of rows) process.stdout.write(`${r.label}: fail said "${r.fail.firstLine}"; pass said "${r.pass.firstLine}"\n`)

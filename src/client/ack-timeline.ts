@@ -6,7 +6,8 @@
  * A short run's spans come with the listener's answer and are looked up in memory. A long run's (a
  * week is six million spans per method) are not held at all: the answer says only how far they go,
  * and the windows are read in one pass over the listener's span pages, after the file was judged and
- * only if a lost range needs them, stopping at the last seq asked for. Memory is one page, whatever
+ * only if a lost range needs them, from the first seq asked for to the last. (The seqs a file can
+ * show lost are its last slotCount or so, so that is usually one page.) Memory is one page, whatever
  * the run's length. Every span read is checked (span-page.ts): a listener that sends spans that do
  * not follow each other, or are not real, is an error (exit 3), never a judgement.
  */
@@ -24,8 +25,11 @@ export interface AckTimeline {
   windows(seqs: readonly number[]): Promise<AckWindow[]>
 }
 
-/** Reads a run's span pages: onPage gets each page (spans after afterSeq) and says how far it has read, or null to stop. */
-export type SpanPageReader = (onPage: (page: Uint8Array, afterSeq: number) => number | null) => Promise<void>
+/**
+ * Reads a run's span pages from the one after seq startAfterSeq: onPage gets each page (the spans
+ * after afterSeq) and says how far it has read, or null to stop.
+ */
+export type SpanPageReader = (startAfterSeq: number, onPage: (page: Uint8Array, afterSeq: number) => number | null) => Promise<void>
 
 /** The last acknowledged seq of a run as the listener answered: where its spans end, or ackedThroughSeq when they were left out. */
 export function ackedThroughSeqOf(run: StoredRun): number {
@@ -66,7 +70,7 @@ export function pagedTimeline(run: StoredRun, read: SpanPageReader): AckTimeline
       const found: AckWindow[] = []
       if (seqs.length === 0) return found
       let spansRead = 0
-      await read((page, afterSeq) => {
+      await read(seqs[0]! - 1, (page, afterSeq) => {
         const result = readSpanPage(page, afterSeq, throughSeq, run.announcedMs, (_fromSeq, toSeq, firstMs, lastMs) => {
           while (found.length < seqs.length && seqs[found.length]! <= toSeq) found.push([firstMs, lastMs])
         })

@@ -99,20 +99,20 @@ export async function queryCampaign(endpoint: Endpoint, token: string | undefine
 
 /**
  * The spans of a run that a runs reply left out, read page by page on one connection: the spans after
- * seq 0 first, then after the seq onPage says it has read through, until onPage says it has what it
- * needs (null) or the listener fails. onPage checks the page (the listener may send anything) and
+ * seq run.afterSeq first, then after the seq onPage says it has read through, until onPage says it has
+ * what it needs (null) or the listener fails. onPage checks the page (the listener may send anything) and
  * throws an Error saying what is wrong; that ends the read with a one-line error (exit 3).
  */
 export async function readSpanPages(
   endpoint: Endpoint,
   token: string | undefined,
   timeoutMs: number,
-  run: { runId: string; throughSeq: number },
+  run: { runId: string; afterSeq: number; throughSeq: number },
   onPage: (page: Uint8Array, afterSeq: number) => number | null,
 ): Promise<void> {
   const where = formatEndpoint(endpoint)
   const ask = (afterSeq: number): ClientMessage => ({ type: 'spans', runId: run.runId, afterSeq, throughSeq: run.throughSeq })
-  let afterSeq = 0
+  let afterSeq = run.afterSeq
   await converse<void>(endpoint, token, timeoutMs, [ask(afterSeq)], (message, done, fail, send) => {
     if (message.type !== 'span-page') return
     if (message.runId !== run.runId || message.afterSeq !== afterSeq) {

@@ -94,7 +94,7 @@ async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<
     return {
       name: `listener ${formatEndpoint(server)}`,
       find: (query) => queryRuns(server, options.token, query, timeoutMs),
-      acks: (run) => timelineOf(run, (onPage) => readSpanPages(server, options.token, timeoutMs, { runId: run.meta.runId, throughSeq: ackedThroughSeqOf(run) }, onPage)),
+      acks: (run) => timelineOf(run, (afterSeq, onPage) => readSpanPages(server, options.token, timeoutMs, { runId: run.meta.runId, afterSeq, throughSeq: ackedThroughSeqOf(run) }, onPage)),
     }
   }
   const acksDir = options.source.acksDir
@@ -111,9 +111,9 @@ async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<
     // As the listener answers: a long run's spans stay in the store's table, read a page at a time.
     find: async (query) => ({ runs: store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax }), claims: store.claims(query.host, query.requestedPath) }),
     acks: (run) =>
-      timelineOf(run, async (onPage) => {
+      timelineOf(run, async (startAfterSeq, onPage) => {
         const throughSeq = ackedThroughSeqOf(run)
-        for (let afterSeq: number | null = 0; afterSeq !== null && afterSeq < throughSeq; ) {
+        for (let afterSeq: number | null = startAfterSeq; afterSeq !== null && afterSeq < throughSeq; ) {
           const page = store.spanPage(run.meta.runId, afterSeq, throughSeq, maxSpansPerPage)
           if (page === undefined) throw runtimeError(`the ack directory ${acksDir} no longer holds the acks of run ${run.meta.runId} through seq ${throughSeq}`)
           try {

@@ -3,19 +3,24 @@
  * with the default --listener-timeout: each run holds the most spans a run keeps (maxStoredSpans, one
  * per 100 ms for a week), ~12 billion acknowledged seqs, and two seqs lost in each data file, one
  * six million spans in. The verdict names them with the windows in which the listener received their
- * acks, read page by page; an intact copy passes; a protocol 3 verifier is told why it cannot be
- * answered. Memory stays bounded on both sides: the listener holds the spans in a compact table and
- * never builds a reply of all of them, verify holds one page.
+ * acks, read page by page from the first lost seq; an intact copy passes; reading every page of both
+ * runs (what verify reads when a run's first seq is lost too) holds one page at a time; a protocol 3
+ * verifier is told why it cannot be answered. Memory stays bounded on both sides: the listener holds
+ * the spans in a compact table and never builds a reply of all of them, verify holds one page.
  *
  * (Before, the listener tried to build one ~400 MB reply: verify gave up after 10 s with "did not
  * answer", the listener peaked at ~2.7 GB, and with more room it said the reply "does not fit the
  * listener's budget... try again later".)
  */
 import t from 'tap'
+import { execFile } from 'node:child_process'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
 import { craftLongRun, repairDataFiles, seqsPerSpan, watchPeakRss } from '../fixtures/long-run-store.js'
 import { spawnCli, startListener, tempDir, type CliResult } from '../fixtures/cli.js'
 import { Peer } from '../server/peer.js'
+import { maxSpansPerPage } from '../../src/protocol/messages.js'
 
 /** Bounds, not timings: far above what the listener (~450 MiB) and verify (~130 MiB) take, far below the old reply. */
 const listenerPeakMiBMax = 1024
@@ -67,6 +72,16 @@ t.test('a week of two methods verifies through the listener with the default tim
   const passed = await runWatched(['verify', '--server', listener.server, '--file', file])
   t.equal(passed.code, 0, `an intact copy passes (${passed.stderr.trim()})`)
   t.match(passed.stdout, /^PASS: every acknowledged record of all 2 methods survived/)
+
+  // Every page of each run, from seq 1 to the last: the windows of both ends, one page held at a time.
+  const readAll = fileURLToPath(new URL('../fixtures/read-all-spans.ts', import.meta.url))
+  for (const meta of long.metas) {
+    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', readAll, listener.server, meta.runId, String(throughSeq), String(long.announcedMs)], { timeout: 120_000 })
+    const read = JSON.parse(stdout) as { windows: number[][]; pages: number; peakMiB: number }
+    t.same(read.windows, [1, throughSeq].map((seq) => [long.ackedMs(seq), long.ackedMs(seq)]), `${meta.method}: the windows of seq 1 and seq ${throughSeq}`)
+    t.equal(read.pages, Math.ceil(spans / maxSpansPerPage), `${meta.method}: every page read (${read.pages})`)
+    t.ok(read.peakMiB < verifierPeakMiBMax, `${meta.method}: reading all ${spans} spans peaked at ${Math.round(read.peakMiB)} MiB (bound ${verifierPeakMiBMax})`)
+  }
 
   // A verifier of protocol 3 would take every span in one reply: it is told why not, never sent a partial one.
   const old = await Peer.open(listener.port)

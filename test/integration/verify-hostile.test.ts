@@ -140,32 +140,39 @@ t.test("a long run's span pages from a hostile listener", async (t) => {
     spans: pageBytes(spans),
   })
 
-  await t.test('honest pages: the verdict, with the window of each lost range', async (t) => {
-    for (const [name, answer] of [
-      ['one page', (r: { afterSeq: number }) => page(r.afterSeq, [[10, at + 1000, at + 2000]])],
-      ['the window of the last span', (r: { afterSeq: number }) => page(r.afterSeq, [[4, at + 1000, at + 1100], [8, at + 1200, at + 1300], [10, at + 1500, at + 1600]])],
-    ] as const) {
-      const server = await fakeListener(t, runs, answer)
+  /** Pages as a listener serves them from its spans: from the one holding afterSeq + 1, cut there; the seqs asked for recorded. */
+  const servedFrom = (spans: Array<[number, number, number]>, asked: number[]) => (r: { afterSeq: number }) => {
+    asked.push(r.afterSeq)
+    return page(r.afterSeq, spans.filter(([toSeq]) => toSeq > r.afterSeq))
+  }
+
+  await t.test('honest pages: the verdict, with the window of each lost range, read from the first lost seq on', async (t) => {
+    for (const [name, spans, window] of [
+      ['one span', [[10, at + 1000, at + 2000]], [at + 1000, at + 2000]],
+      ['three spans', [[4, at + 1000, at + 1100], [8, at + 1200, at + 1300], [10, at + 1500, at + 1600]], [at + 1500, at + 1600]],
+    ] as Array<[string, Array<[number, number, number]>, number[]]>) {
+      const asked: number[] = []
+      const server = await fakeListener(t, runs, servedFrom(spans, asked))
       const result = await runCli(['verify', '--server', server, '--file', file, '--json'], 60_000)
       t.equal(result.code, 1, `${name}: ${result.stderr}`)
+      t.same(asked, [8], `${name}: one page, after seq 8 (seqs 9-10 were lost)`)
       const run = JSON.parse(result.stdout).runs[0]
       t.match(run, { acked: 10, intact: 8, lost: 2, lostRangeCount: 1 }, name)
-      const window = name === 'one page' ? [at + 1000, at + 2000] : [at + 1500, at + 1600]
       t.same([run.lostRanges[0].fromSeq, run.lostRanges[0].toSeq, run.lostRanges[0].ackedFromMs, run.lostRanges[0].ackedToMs], [9, 10, ...window], `${name}: the window of seqs 9-10`)
     }
   })
 
   const refused: Array<[string, (r: { afterSeq: number }) => object | Buffer | null, RegExp, number?]> = [
     ['a span acknowledged before its run was announced', (r) => page(r.afterSeq, [[10, at - 120_000, at]]), /sent bad spans of run 9000000000000001: span acknowledged before its run was announced/],
-    ['a span past the last acknowledged seq', (r) => page(r.afterSeq, [[11, at + 1000, at + 2000]]), /sent bad spans of run 9000000000000001: span 1-11 goes past seq 10, the last acknowledged/],
-    ['a span that runs backwards', (r) => (r.afterSeq === 0 ? page(0, [[6, at + 1000, at + 1100], [5, at + 1200, at + 1300]]) : page(r.afterSeq, [])), /sent bad spans of run 9000000000000001: span 7-5 runs backwards/],
-    ['times that are not real', (r) => page(r.afterSeq, [[10, Number.NaN, at]]), /span 1-10 was acknowledged at no real time/],
+    ['a span past the last acknowledged seq', (r) => page(r.afterSeq, [[11, at + 1000, at + 2000]]), /sent bad spans of run 9000000000000001: span 9-11 goes past seq 10, the last acknowledged/],
+    ['a span that runs backwards', (r) => page(r.afterSeq, [[9, at + 1000, at + 1100], [8, at + 1200, at + 1300]]), /sent bad spans of run 9000000000000001: span 10-8 runs backwards/],
+    ['times that are not real', (r) => page(r.afterSeq, [[10, Number.NaN, at]]), /span 9-10 was acknowledged at no real time/],
     ['seqs no writer can have written by then', (r) => page(r.afterSeq, [[5_000_000, at + 1000, at + 1000]]), /sent bad spans of run 9000000000000001: seq 5000000 is more than a writer can have written by then/, 5_000_000],
-    ['an empty page', (r) => page(r.afterSeq, []), /sent bad spans of run 9000000000000001: no spans after seq 0, although the acks go to seq 10/],
+    ['an empty page', (r) => page(r.afterSeq, []), /sent bad spans of run 9000000000000001: no spans after seq 8, although the acks go to seq 10/],
     // A listener fills every page but the last: one that drips a seq a page could keep verify reading for ever.
-    ['a short page before the last seq', (r) => page(r.afterSeq, [[r.afterSeq + 1, at + 1000, at + 1000]]), /sent bad spans of run 9000000000000001: a page of 1 spans stops at seq 1, before seq 10, the last acknowledged/],
-    ['a page after another seq than asked', () => page(3, [[10, at + 1000, at + 2000]]), /sent spans of run 9000000000000001 after seq 3, asked for run 9000000000000001 after seq 0/],
-    ['a page of another run', (r) => page(r.afterSeq, [[10, at + 1000, at + 2000]], '9000000000000002'), /sent spans of run 9000000000000002 after seq 0, asked for run 9000000000000001/],
+    ['a short page before the last seq', (r) => page(r.afterSeq, [[r.afterSeq + 1, at + 1000, at + 1000]]), /sent bad spans of run 9000000000000001: a page of 1 spans stops at seq 9, before seq 10, the last acknowledged/],
+    ['a page after another seq than asked', () => page(3, [[10, at + 1000, at + 2000]]), /sent spans of run 9000000000000001 after seq 3, asked for run 9000000000000001 after seq 8/],
+    ['a page of another run', (r) => page(r.afterSeq, [[10, at + 1000, at + 2000]], '9000000000000002'), /sent spans of run 9000000000000002 after seq 8, asked for run 9000000000000001/],
     ['a page that is not whole spans', () => ({ type: 'span-page', runId: meta.runId, afterSeq: 0, spans: Buffer.alloc(25) }), /sent a bad frame: invalid message at spans: not whole spans/],
   ]
   for (const [name, answer, message, throughSeq] of refused) {
