@@ -135,7 +135,13 @@ t.test("a power cut leaves the writer's connection open: the rebooted machine's 
   t.equal(sameBoot.code, 2, 'on the same boot the run is still being written (its connection is open)')
   t.match(sameBoot.stdout, /NOT JUDGED: .*still being written/)
 
-  const agent = await runCliRebooted(newBootIdFile(dir).path, ['agent', '--server', listener.server, '--file', file, '--size', '16MiB'])
+  // The machine comes back with a new boot id. A plain verify there ends the old boot's run at the listener.
+  const boot = newBootIdFile(dir).path
+  const verify = await runCliRebooted(boot, ['verify', '--server', listener.server, '--file', file, '--json'])
+  t.equal(verify.code, 0, `verify on the rebooted machine judges the run (${verify.stderr})`)
+  const claims = verify.stdout === '' ? [] : (JSON.parse(verify.stdout).claims as Array<{ live: boolean; end?: { reason: string } }>)
+  t.match(claims, [{ live: false, end: { reason: 'vanished' } }], 'and the listener no longer holds it live: it ended as vanished')
+  const agent = await runCliRebooted(boot, ['agent', '--server', listener.server, '--file', file, '--size', '16MiB'])
   t.equal(agent.code, 0, `the rebooted machine's agent verified and reported (${agent.stderr})`)
   t.match(agent.stdout, /PASS: all [\d,]+ acknowledged records/)
   t.match(agent.stdout, /reported 1 verdict to the listener/)
