@@ -3,7 +3,7 @@
  * in which the listener received them. Acks arrive in order from seq 1 (the listener refuses anything
  * else, and replay checks it), so a span starts where the one before it ended and only its last seq
  * and its two times are kept: three columns of doubles, 24 bytes a span, where an array per span
- * costs ~90. A week of acks (maxStoredSpans) is ~145 MB, not ~550.
+ * costs ~110 with its share of the list. A week of acks (maxStoredSpans) is ~145 MB, not ~650.
  *
  * Consecutive seqs received within spanWindowMs of a span's first ack share it. Past maxSpans,
  * neighbouring spans are merged pairwise: the seqs stay exact, a merged window covers both halves
