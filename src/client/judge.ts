@@ -13,7 +13,8 @@
  * file are counted as ranges, not one by one. Failed seqs are kept packed in a Float64Array.
  */
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs'
-import type { AckSpan, StoredRun } from '../protocol/messages.js'
+import type { StoredRun } from '../protocol/messages.js'
+import { timelineOfSpans, type AckTimeline } from './ack-timeline.js'
 import { Classifier, runLayout, wholeVerdict, type SlotVerdict } from '../record/classify.js'
 import { decodeSuperblock, maxRecordSizeBytes, runKey, slotOf, slotOffsetBytes, superblockHeaderBytes, superblockMagic, type RunKey, type RunMeta, type SuperblockReading } from '../record/format.js'
 import { describeSystemError, runtimeError } from '../errors.js'
@@ -103,6 +104,8 @@ export interface JudgeOptions {
   readonly rebootedSinceWrite?: boolean | null
   /** Tests: smaller reads, so a small file spans many chunks (rounded down to whole records). */
   readonly readChunkBytes?: number
+  /** The run's acks, when its spans are not in run.spans (a long run's, read page by page: ack-timeline.ts). */
+  readonly acks?: AckTimeline
 }
 
 // --- the data file -------------------------------------------------------------------------------
@@ -324,13 +327,8 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
   const recordSize = meta.recordSizeBytes
   const nowMs = options.nowMs ?? Date.now()
 
-  let throughSeq = 0
-  for (const [fromSeq, toSeq] of run.spans) {
-    if (fromSeq !== throughSeq + 1 || toSeq < fromSeq) {
-      throw runtimeError(`the listener sent acks of run ${meta.runId} that are not contiguous from seq 1 (a span ${fromSeq}-${toSeq} after seq ${throughSeq})`)
-    }
-    throughSeq = toSeq
-  }
+  const acks = options.acks ?? timelineOfSpans(meta.runId, run.spans)
+  const throughSeq = acks.throughSeq
   if (throughSeq > maxJudgedSeq) throw runtimeError(`the listener sent seq ${throughSeq} for run ${meta.runId}, more than any writer can have written`)
   const acked = throughSeq
   const plan = meta.pattern === 'append' ? appendPlan(meta.slotCount, throughSeq) : overwritePlan(key, meta, throughSeq)
@@ -458,7 +456,7 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
     }
   }
 
-  const { count: lostRangeCount, ranges: lostRanges } = toRanges(failed, bulk, run.spans)
+  const { count: lostRangeCount, ranges: lostRanges } = await withAckTimes(toRanges(failed, bulk), acks)
   const reordering = reorderingOf(failed, bulk, maxSurvivingSeq)
   const role = roleOf(meta.method)
   const verdict = runVerdict(role, findingOf(acked, lostCount + tornCount + corruptCount, superblock.kind === 'valid'))
@@ -546,8 +544,11 @@ function lossReason(verdict: SlotVerdict): string {
   return verdict.detail.startsWith('older data') || verdict.detail.startsWith('holds older') ? 'older data: the write vanished' : verdict.detail
 }
 
-/** Lost seqs (packed entries with a reason code, and bulk ranges) merged in seq order into ranges; the first detailListLimit kept. */
-function toRanges(failed: FailedSeqs, bulk: readonly BulkLoss[], spans: readonly AckSpan[]): { count: number; ranges: SeqRange[] } {
+/**
+ * Lost seqs (packed entries with a reason code, and bulk ranges) merged in seq order into ranges; the
+ * first detailListLimit kept, their acknowledgement windows not yet known (withAckTimes).
+ */
+function toRanges(failed: FailedSeqs, bulk: readonly BulkLoss[]): { count: number; ranges: SeqRange[] } {
   const ranges: SeqRange[] = []
   let count = 0
   let open: { fromSeq: number; toSeq: number; code: number } | null = null
@@ -560,8 +561,8 @@ function toRanges(failed: FailedSeqs, bulk: readonly BulkLoss[], spans: readonly
         toSeq: open.toSeq,
         count: open.toSeq - open.fromSeq + 1,
         reason: failed.reason(open.code),
-        ackedFromMs: ackTimeMs(spans, open.fromSeq, 2),
-        ackedToMs: ackTimeMs(spans, open.toSeq, 3),
+        ackedFromMs: Number.NaN,
+        ackedToMs: Number.NaN,
       })
     }
     open = null
@@ -607,16 +608,8 @@ function reorderingOf(failed: FailedSeqs, bulk: readonly BulkLoss[], survivedSeq
   return count === 0 ? null : { count, survivedSeq, earliestLostSeq: earliest }
 }
 
-/** The first (index 2) or last (index 3) receive time of the span holding seq. */
-function ackTimeMs(spans: readonly AckSpan[], seq: number, index: 2 | 3): number {
-  let lo = 0
-  let hi = spans.length - 1
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1
-    const span = spans[mid]!
-    if (seq < span[0]) hi = mid - 1
-    else if (seq > span[1]) lo = mid + 1
-    else return span[index]
-  }
-  return Number.NaN
+/** The ranges with the window in which the listener received their acks: from the first ack of the first seq to the last of the last. */
+async function withAckTimes(lost: { count: number; ranges: SeqRange[] }, acks: AckTimeline): Promise<{ count: number; ranges: SeqRange[] }> {
+  const windows = await acks.windows(lost.ranges.flatMap((r) => [r.fromSeq, r.toSeq]))
+  return { count: lost.count, ranges: lost.ranges.map((r, i) => ({ ...r, ackedFromMs: windows[2 * i]![0], ackedToMs: windows[2 * i + 1]![1] })) }
 }

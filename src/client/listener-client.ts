@@ -5,14 +5,16 @@
  * schema-checked (messages.ts bounds every field); a bad frame, a refusal or silence is a one-line error.
  */
 import { connect } from 'node:net'
-import { networkInterfaces } from 'node:os'
+import { hostname, networkInterfaces } from 'node:os'
 import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
 import {
+  machineSchema,
   protocolVersion,
   serverMessageSchema,
   type CampaignState,
   type Claim,
   type ClientMessage,
+  type Machine,
   type RunSummary,
   type ServerMessage,
   type StoredRun,
@@ -20,6 +22,7 @@ import {
 } from '../protocol/messages.js'
 import { PlugcheckError, describeSystemError, runtimeError } from '../errors.js'
 import { nodeConnectHost } from '../native/sockaddr.js'
+import { nativePort } from '../native/index.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
 import { listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, oneLine, startsWithListenerFrame } from './listener-errors.js'
@@ -94,6 +97,39 @@ export async function queryCampaign(endpoint: Endpoint, token: string | undefine
   })
 }
 
+/**
+ * The spans of a run that a runs reply left out, read page by page on one connection: the spans after
+ * seq run.afterSeq first, then after the seq onPage says it has read through, until onPage says it has
+ * what it needs (null) or the listener fails. onPage checks the page (the listener may send anything) and
+ * throws an Error saying what is wrong; that ends the read with a one-line error (exit 3).
+ */
+export async function readSpanPages(
+  endpoint: Endpoint,
+  token: string | undefined,
+  timeoutMs: number,
+  run: { runId: string; afterSeq: number; throughSeq: number },
+  onPage: (page: Uint8Array, afterSeq: number) => number | null,
+): Promise<void> {
+  const where = formatEndpoint(endpoint)
+  const ask = (afterSeq: number): ClientMessage => ({ type: 'spans', runId: run.runId, afterSeq, throughSeq: run.throughSeq })
+  let afterSeq = run.afterSeq
+  await converse<void>(endpoint, token, timeoutMs, [ask(afterSeq)], (message, done, fail, send) => {
+    if (message.type !== 'span-page') return
+    if (message.runId !== run.runId || message.afterSeq !== afterSeq) {
+      return fail(`the listener at ${where} sent spans of run ${message.runId} after seq ${message.afterSeq}, asked for run ${run.runId} after seq ${afterSeq}`)
+    }
+    let through: number | null
+    try {
+      through = onPage(message.spans, afterSeq)
+    } catch (error) {
+      return fail(`the listener at ${where} sent bad spans of run ${run.runId}: ${(error as Error).message}`)
+    }
+    if (through === null || through >= run.throughSeq) return done()
+    afterSeq = through
+    send(ask(afterSeq))
+  })
+}
+
 /** What the listener takes from one connection (its maxVerdictsPerConnection). */
 export const maxVerdictsPerConversation = 1024
 
@@ -106,7 +142,7 @@ async function converse<T>(
   token: string | undefined,
   timeoutMs: number,
   requests: readonly ClientMessage[],
-  onMessage: (message: ServerMessage, done: (value: T) => void, fail: (message: string) => void) => void,
+  onMessage: (message: ServerMessage, done: (value: T) => void, fail: (message: string) => void, send: (request: ClientMessage) => void) => void,
   nothingToAsk = false,
 ): Promise<T> {
   if (nothingToAsk) return undefined as T
@@ -146,7 +182,8 @@ async function converse<T>(
       !welcomed && firstBytes.length > 0 ? settle(notAListener(where, firstBytes)) : fail(`the listener at ${where} closed the connection before answering`),
     )
     socket.on('connect', () => {
-      socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier', ...(token === undefined ? {} : { token }) }))
+      const machine = thisMachine()
+      socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier', ...(token === undefined ? {} : { token }), ...(machine === undefined ? {} : { machine }) }))
       for (const request of requests) socket.write(encodeFrame(request))
     })
     socket.on('data', (chunk: Buffer) => {
@@ -170,8 +207,29 @@ async function converse<T>(
           continue
         }
         if (message.type === 'error') return settle(listenerRefusal(where, message.code, message.message))
-        onMessage(message, done, (text) => fail(text))
+        onMessage(
+          message,
+          done,
+          (text) => fail(text),
+          (request) => void socket.write(encodeFrame(request)),
+        )
       }
     })
   })
+}
+
+/**
+ * This machine's host name and boot id, said in every verifier hello: after a power cut the listener
+ * may still hold the dead writer's connection open, and learns here that its machine came back (so
+ * the runs of the old boot end, and their verdicts are taken). Nothing where there is no boot id.
+ */
+function thisMachine(): Machine | undefined {
+  let bootId: string | null
+  try {
+    bootId = nativePort().bootId()
+  } catch {
+    return undefined
+  }
+  const machine = machineSchema.safeParse({ host: hostname(), bootId })
+  return machine.success ? machine.data : undefined
 }

@@ -13,14 +13,16 @@
  */
 import { nativePort } from '../native/index.js'
 import { hostname } from 'node:os'
-import { storedVerdictSchema, type Claim, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
+import { inlineSpansMax, maxSpansPerPage, storedVerdictSchema, type Claim, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
 import { AckStore } from '../server/ack-store.js'
 import { describeSystemError, exitCodes, runtimeError, usageError, PlugcheckError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { join } from 'node:path'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { judgeRun, readSuperblock, type RunReport, type RunVerdict } from './judge.js'
-import { queryRuns } from './listener-client.js'
+import { queryRuns, readSpanPages } from './listener-client.js'
+import { listenerTimeoutMs } from './ack-channel.js'
+import { ackedThroughSeqOf, pagedTimeline, spansLeftOut, timelineOfSpans, type AckTimeline, type SpanPageReader } from './ack-timeline.js'
 import { checkFileSystemPresent } from './file-checks.js'
 import { checkGroupMembers, withMembersTheFilesHold } from './group-members.js'
 import { checkMetaAgainstFiles } from './meta-check.js'
@@ -90,12 +92,19 @@ interface RunSource {
   /** The listener's file holding a run's metadata, when verify reads its directory itself. */
   readonly metaFileOf?: (runId: string) => string
   find(query: { host: string; requestedPath: string; runId?: string }): Promise<{ runs: StoredRun[]; claims: Claim[] }>
+  /** A found run's acks: its spans as found, or read page by page when they were left out (a long run). */
+  acks(run: StoredRun): AckTimeline
 }
 
 async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<RunSource> {
   if ('server' in options.source) {
     const server = options.source.server
-    return { name: `listener ${formatEndpoint(server)}`, find: (query) => queryRuns(server, options.token, query, options.listenerTimeoutMs) }
+    const timeoutMs = options.listenerTimeoutMs ?? listenerTimeoutMs
+    return {
+      name: `listener ${formatEndpoint(server)}`,
+      find: (query) => queryRuns(server, options.token, query, timeoutMs),
+      acks: (run) => timelineOf(run, (afterSeq, onPage) => readSpanPages(server, options.token, timeoutMs, { runId: run.meta.runId, afterSeq, throughSeq: ackedThroughSeqOf(run) }, onPage)),
+    }
   }
   const acksDir = options.source.acksDir
   let store: AckStore
@@ -109,8 +118,27 @@ async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<
   return {
     name: `ack directory ${acksDir}`,
     metaFileOf: (runId) => join(acksDir, 'runs', runId, 'meta.msgpack'),
-    find: async (query) => ({ runs: store.query(query.host, query.requestedPath, query.runId), claims: store.claims(query.host, query.requestedPath) }),
+    // As the listener answers: a long run's spans stay in the store's table, read a page at a time.
+    find: async (query) => ({ runs: store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax }), claims: store.claims(query.host, query.requestedPath) }),
+    acks: (run) =>
+      timelineOf(run, async (startAfterSeq, onPage) => {
+        const throughSeq = ackedThroughSeqOf(run)
+        for (let afterSeq: number | null = startAfterSeq; afterSeq !== null && afterSeq < throughSeq; ) {
+          const page = store.spanPage(run.meta.runId, afterSeq, throughSeq, maxSpansPerPage)
+          if (page === undefined) throw runtimeError(`the ack directory ${acksDir} no longer holds the acks of run ${run.meta.runId} through seq ${throughSeq}`)
+          try {
+            afterSeq = onPage(page, afterSeq)
+          } catch (error) {
+            throw runtimeError(`the ack directory ${acksDir} holds bad spans of run ${run.meta.runId}: ${(error as Error).message}`)
+          }
+        }
+      }),
   }
+}
+
+/** The run's spans as given, or a reader of its pages when they were left out. */
+function timelineOf(run: StoredRun, read: SpanPageReader): AckTimeline {
+  return spansLeftOut(run) ? pagedTimeline(run, read) : timelineOfSpans(run.meta.runId, run.spans)
 }
 
 /** What verify found: the report it prints and the exit code it returns. */
@@ -190,7 +218,7 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
 
   const reports: RunReport[] = []
   // One file at a time: each judge streams its file with a fixed set of buffers.
-  for (const run of runs) reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
+  for (const run of runs) reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId), acks: from.acks(run) }))
   notes.push(...methodCaveats(runs))
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
   return { report, exitCode: verdictExitCodes[report.verdict] }
@@ -286,7 +314,7 @@ async function withRunsTheFilesHold(runs: readonly StoredRun[], claims: Claim[],
       ...(found.authenticated === undefined ? {} : { authenticated: found.authenticated }),
       live: false,
       ...(found.end === undefined ? {} : { end: found.end }),
-      ackedThroughSeq: found.spans.at(-1)?.[1] ?? 0,
+      ackedThroughSeq: ackedThroughSeqOf(found),
     })
   }
   return extra.length === 0 ? claims : [...claims, ...extra]
@@ -307,7 +335,7 @@ async function runsTheFileStillHolds(
 ): Promise<{ runs: StoredRun[]; note: string } | null> {
   // Only runs whose writer said they stopped before their first record (end 'error', sent when setting
   // up failed): a run cut before its first ack may have created its file, and losing that is not ours to excuse.
-  if (runs.some((r) => r.spans.length > 0 || r.end?.reason !== 'error')) return null
+  if (runs.some((r) => ackedThroughSeqOf(r) > 0 || r.end?.reason !== 'error')) return null
   const groupId = runs[0]!.meta.groupId
   const latestIndex = claims.findIndex((c) => c.groupId === groupId)
   let earlierGroup: string | undefined
@@ -429,8 +457,9 @@ function fileChangedDuringRun(runs: readonly StoredRun[]): Pick<NotJudgedReport,
 /**
  * The listener still holds the writer's connection open: the run is being written, and judging a file
  * while records are being copied into it sees half-written records. Judged anyway when this is the
- * writer's machine and its boot id changed (the writer cannot have survived the reboot; the listener
- * just has not noticed yet, until TCP keepalive finds the connection dead).
+ * writer's machine and its boot id changed (the writer cannot have survived the reboot). Our hello
+ * told the listener so, and it ended such runs; it keeps them live only for a machine back at another
+ * address without --token, until TCP keepalive finds the old connection dead.
  */
 function stillRunning(runs: readonly StoredRun[], claims: readonly Claim[], thisHost: string, thisBootId: string | null): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
   for (const run of runs) {

@@ -5,7 +5,8 @@
  * loop, allocate or misjudge without limit.
  *
  * Conversation (writer):   hello -> welcome, run -> run-ok, ack* (-> recorded*), steady?, end -> recorded
- * Conversation (verifier): hello -> welcome, query -> runs, verdict -> verdict-ok, list -> run-list,
+ * Conversation (verifier): hello -> welcome, query -> runs, spans -> span-page (the spans a runs reply
+ *                          left out, page by page), verdict -> verdict-ok, list -> run-list,
  *                          campaign-query -> campaign-state
  * Any problem:             error, then the listener closes the connection.
  */
@@ -17,8 +18,10 @@ import { campaignNameSchema, maxClaims } from './names.js'
 /**
  * 2: run carries the writer's environment; runs carries the claims on a path; more error codes.
  * 3: campaigns: steady, verdict, list and campaign-query; run carries an optional campaign tag.
+ * 4: hello may carry the client's machine (host name and boot id); a runs reply leaves out the spans
+ *    of a long run (ackedThroughSeq says how far they go), read page by page with spans -> span-page.
  */
-export const protocolVersion = 3
+export const protocolVersion = 4
 export { defaultPort } from './default-port.js'
 export { campaignNameSchema, maxClaims }
 
@@ -37,11 +40,19 @@ const seq = z.number().int().positive().max(Number.MAX_SAFE_INTEGER)
 /** Milliseconds since the epoch, from 2000 to 2200: anything else is not a real clock. */
 export const epochMsSchema = z.number().int().min(946_684_800_000).max(7_258_118_400_000)
 
+/**
+ * The machine a client runs on, as it says in its hello (protocol 4): a machine back with another boot
+ * id has lost every writer of its old boot, whatever their connections still look like.
+ */
+export const machineSchema = z.object({ host: z.string().min(1).max(255), bootId: z.string().min(1).max(64) })
+export type Machine = z.infer<typeof machineSchema>
+
 export const helloSchema = z.object({
   type: z.literal('hello'),
   protocol: z.number().int(),
   role: z.enum(['writer', 'verifier']),
   token: z.string().max(1024).optional(),
+  machine: machineSchema.optional(),
 })
 
 /** What the writer's machine was when the run started: verify compares the boot id after the cut. */
@@ -89,6 +100,22 @@ export const querySchema = z.object({
   requestedPath: z.string().min(1).max(4096),
   runId: runIdSchema.optional(),
 })
+
+/**
+ * The spans of a run that a runs reply left out (its ackedThroughSeq set, spans empty): those holding
+ * seqs afterSeq+1..throughSeq, answered by one span-page of at most maxSpansPerPage spans; the
+ * verifier asks again from where that page ended. Paging by seq, not by index: a live run's spans
+ * may be merged between two pages, and the next page still starts at the right seq.
+ */
+export const spansSchema = z
+  .object({ type: z.literal('spans'), runId: runIdSchema, afterSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER), throughSeq: seq })
+  .refine((m) => m.throughSeq > m.afterSeq, { message: 'throughSeq is not after afterSeq' })
+/** A span on a span-page: toSeq, firstAckMs, lastAckMs as little-endian doubles (span-page.ts). */
+export const spanPageEntryBytes = 24
+/** Spans per page: 1.5 MiB, a few ms to encode or check, so a page never holds up a listener or a verifier. */
+export const maxSpansPerPage = 65_536
+/** A runs reply (protocol 4) carries a run's spans up to this many (~100 KiB, ~7 minutes of acks); beyond, they are paged. */
+export const inlineSpansMax = 4096
 
 /** The writer has acked for a while and the listener records its acks: the moment to cut. */
 export const steadySchema = z.object({ type: z.literal('steady'), runId: runIdSchema })
@@ -138,7 +165,7 @@ export const listSchema = z.object({ type: z.literal('list'), campaign: campaign
 /** The listener's campaign, if it runs one: the agent asks before it starts the next cycle. */
 export const campaignQuerySchema = z.object({ type: z.literal('campaign-query') })
 
-export const clientMessageSchema = z.discriminatedUnion('type', [helloSchema, runSchema, ackSchema, endSchema, querySchema, steadySchema, verdictSchema, listSchema, campaignQuerySchema])
+export const clientMessageSchema = z.discriminatedUnion('type', [helloSchema, runSchema, ackSchema, endSchema, querySchema, steadySchema, verdictSchema, listSchema, campaignQuerySchema, spansSchema])
 export type ClientMessage = z.infer<typeof clientMessageSchema>
 
 /** [fromSeq, toSeq, firstAckMs, lastAckMs]: seqs acknowledged, and when the listener received them. */
@@ -169,8 +196,18 @@ export const storedRunSchema = z
     end: runEndSchema.optional(),
     /** Contiguous from seq 1, in order: the listener accepts acks only in order. */
     spans: z.array(ackSpanSchema).max(maxStoredSpans),
+    /**
+     * The last acknowledged seq (protocol 4). A long run's spans are left out of a runs reply (spans
+     * empty) and read page by page (spans -> span-page); with spans given, it is where they end.
+     */
+    ackedThroughSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
   })
   .superRefine((run, ctx) => {
+    const lastSeq = run.spans.at(-1)?.[1]
+    if (run.ackedThroughSeq !== undefined && lastSeq !== undefined && lastSeq !== run.ackedThroughSeq) {
+      ctx.addIssue({ code: 'custom', path: ['ackedThroughSeq'], message: `the spans end at seq ${lastSeq}, not ${run.ackedThroughSeq}` })
+      return
+    }
     let expected = 1
     for (const [i, span] of run.spans.entries()) {
       if (span[0] !== expected) {
@@ -265,5 +302,14 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('verdict-ok'), runId: runIdSchema }),
   z.object({ type: z.literal('run-list'), runs: z.array(runSummarySchema).max(maxListedRuns), truncated: z.boolean() }),
   z.object({ type: z.literal('campaign-state'), campaign: campaignStateSchema.nullable() }),
+  z.object({
+    type: z.literal('span-page'),
+    runId: runIdSchema,
+    /** The page holds the spans from seq afterSeq + 1 on (as asked). */
+    afterSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+    spans: z.custom<Uint8Array>((b) => b instanceof Uint8Array, { message: 'not bytes' }).refine((b) => b.length % spanPageEntryBytes === 0 && b.length <= maxSpansPerPage * spanPageEntryBytes, {
+      message: `not whole spans of ${spanPageEntryBytes} bytes, or more than ${maxSpansPerPage} of them`,
+    }),
+  }),
 ])
 export type ServerMessage = z.infer<typeof serverMessageSchema>

@@ -49,10 +49,11 @@
  * runs/ at once), and group commit keeps at most commitLanes fdatasyncs in the threadpool, so an announcement
  * always finds a thread.
  *
- * In memory a run's acks are spans, not one entry per seq: consecutive seqs received within
- * spanWindowMs of each other share a span, so the time window of any lost seq is known to that
- * precision while a run of hours stays small. Past maxSpans (maxStoredSpans, what a reply may carry)
- * neighbouring spans are merged pairwise: the seqs stay exact, the merged windows coarser.
+ * In memory a run's acks are spans, not one entry per seq (span-table.ts, 24 bytes a span): consecutive
+ * seqs received within spanWindowMs of each other share a span, so the time window of any lost seq is
+ * known to that precision while a run of hours stays small. Past maxSpans (maxStoredSpans, a week)
+ * neighbouring spans are merged pairwise: the seqs stay exact, the merged windows coarser. A verifier
+ * gets a long run's spans page by page (spanPage), never all in one reply.
  */
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fdatasync, fsync, mkdirSync, openSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
@@ -76,7 +77,6 @@ import {
   maxStoredSpans,
   storedVerdictSchema,
   writerEnvSchema,
-  type AckSpan,
   type CampaignTag,
   type Claim,
   type RunSummary,
@@ -88,10 +88,10 @@ import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
 import { frameCommit, logEntryHeaderBytes, logHeader, maxEntryBodyBytes, maxItemsPerCommit, replayLog, type LogItem, type LogReplay } from './ack-log.js'
 import { seal, unseal, type SealedKind } from './sealed-file.js'
+import { SpanTable } from './span-table.js'
 
 export { frameCommit, frameLogEntry, logHeader } from './ack-log.js'
-
-export const spanWindowMs = 100
+export { spanWindowMs } from './span-table.js'
 /** meta.msgpack is a few KiB (a fingerprint included); anything over this is damage. */
 const maxMetaFileBytes = 1024 * 1024
 /** Runs whose write+fdatasync may be in the threadpool at once (it has 4 threads). */
@@ -138,7 +138,7 @@ interface RunState {
   /** performance.now() at the announcement, for runs announced since this listener started. */
   announcedPerfMs?: number
   readonly origin: RunOrigin
-  readonly spans: AckSpan[]
+  readonly spans: SpanTable
   end?: { reason: EndReason; detail?: string; atMs: number }
   /** When the writer first said it was steady (null: never). */
   steadyMs: number | null
@@ -412,7 +412,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     if (run === undefined) return nowMs
     const elapsedMs = run.announcedPerfMs === undefined ? nowMs - run.announcedMs : performance.now() - run.announcedPerfMs
-    return Math.max(Math.round(run.announcedMs + elapsedMs), run.spans.at(-1)?.[3] ?? 0)
+    return Math.max(Math.round(run.announcedMs + elapsedMs), run.spans.lastAckMs ?? 0)
   }
 
   /** Accepts an ack in order; durable after the next group commit, announced by a 'recorded' event. */
@@ -590,11 +590,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return this.openLogs
   }
 
-  /** The runs a verify asks for: by run id, or the latest group for this host and path. */
-  query(host: string, requestedPath: string, runId?: string): StoredRun[] {
+  /**
+   * The runs a verify asks for: by run id, or the latest group for this host and path. A run with more
+   * than inlineSpansMax spans comes without them (spanPage reads them).
+   */
+  query(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number } = {}): StoredRun[] {
     if (runId !== undefined) {
       const run = this.runs.get(runId)
-      return run === undefined ? [] : [storedRun(run)]
+      return run === undefined ? [] : [storedRun(run, options.inlineSpansMax)]
     }
     let latest: RunState | undefined
     for (const run of this.runs.values()) {
@@ -607,7 +610,22 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       .filter((r) => r.meta.groupId === groupId && r.meta.host === host && r.meta.requestedPath === requestedPath)
       .sort((a, b) => a.meta.method.localeCompare(b.meta.method))
       .slice(0, maxClaims)
-      .map(storedRun)
+      .map((r) => storedRun(r, options.inlineSpansMax))
+  }
+
+  /** Spans the run holds in memory (0 for a run not on record). */
+  spanCount(runId: string): number {
+    return this.runs.get(runId)?.spans.length ?? 0
+  }
+
+  /**
+   * A span-page of the run: the spans holding seqs afterSeq+1..throughSeq, at most maxCount (cut to
+   * that range); undefined for a run not on record or throughSeq past its last acknowledged seq.
+   */
+  spanPage(runId: string, afterSeq: number, throughSeq: number, maxCount: number): Buffer | undefined {
+    const run = this.runs.get(runId)
+    if (run === undefined || run.creating === true || throughSeq > run.spans.throughSeq) return undefined
+    return run.spans.page(afterSeq, throughSeq, maxCount)
   }
 
   /**
@@ -850,7 +868,7 @@ function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown } 
 }
 
 function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin): RunState {
-  return { meta, announcedMs, announceIndex, origin, spans: [], steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0 }
+  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0 }
 }
 
 function summaryOf(run: RunState): RunSummary {
@@ -872,33 +890,15 @@ function summaryOf(run: RunState): RunSummary {
 }
 
 function addSpan(run: RunState, fromSeq: number, toSeq: number, firstMs: number, lastMs: number, maxSpans: number): void {
-  const last = run.spans.at(-1)
-  if (last !== undefined && last[1] + 1 === fromSeq && lastMs - last[2] <= spanWindowMs) {
-    last[1] = toSeq
-    last[3] = Math.max(last[3], lastMs)
-  } else {
-    run.spans.push([fromSeq, toSeq, firstMs, lastMs])
-    if (run.spans.length > maxSpans) coarsen(run.spans)
-  }
+  run.spans.add(fromSeq, toSeq, firstMs, lastMs, maxSpans)
   run.lastAckedSeq = Math.max(run.lastAckedSeq, toSeq)
 }
 
 /**
- * Halves a run's spans by merging neighbours pairwise: the seqs covered stay exact, a merged span's
- * time window covers both of its halves (coarser, never wrong). Amortised O(1) per span added, and a
- * run's memory and its stored reply stay within maxSpans however long it runs.
+ * The run as a runs reply carries it: its spans when there are at most inlineSpansMax of them, else
+ * none, and ackedThroughSeq says how far they go (a verifier reads them page by page: spanPage).
  */
-function coarsen(spans: AckSpan[]): void {
-  let out = 0
-  for (let i = 0; i < spans.length; i += 2) {
-    const a = spans[i]!
-    const b = spans[i + 1]
-    spans[out++] = b === undefined ? a : [a[0], b[1], Math.min(a[2], b[2]), Math.max(a[3], b[3])]
-  }
-  spans.length = out
-}
-
-function storedRun(run: RunState): StoredRun {
+function storedRun(run: RunState, inlineSpansMax = Number.POSITIVE_INFINITY): StoredRun {
   return {
     meta: run.meta,
     announcedMs: run.announcedMs,
@@ -906,6 +906,7 @@ function storedRun(run: RunState): StoredRun {
     ...(run.origin.writer === undefined ? {} : { writer: run.origin.writer }),
     ...(run.origin.authenticated === undefined ? {} : { authenticated: run.origin.authenticated }),
     ...(run.end === undefined ? {} : { end: run.end }),
-    spans: run.spans.map((s) => [...s] as AckSpan),
+    spans: run.spans.length <= inlineSpansMax ? run.spans.toArray() : [],
+    ackedThroughSeq: run.spans.throughSeq,
   }
 }

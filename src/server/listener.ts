@@ -34,6 +34,12 @@
  * announced from, so a stranger cannot put a verdict on your run), list and campaign-query. Protocol 2
  * clients (which never send these) are still served.
  *
+ * Protocol 4: a runs reply carries a run's spans only up to inlineSpansMax; a longer run's come page
+ * by page (spans -> span-page, each page within the reply budget), so a week of acks is read in
+ * bounded memory on both sides. A protocol 2 or 3 verifier still gets every span in one reply, up to
+ * legacyReplySpansMax in all; beyond, it is refused (protocol-version) with the reason, never sent
+ * a reply it cannot take or a partial one. A hello may name the client's machine (endRunsOfEarlierBoot).
+ *
  * Events (events.ts) are emitted on `events` for every connection, run announced, steady, end,
  * vanished writer and verdict, and for warnings; the campaign engine emits through emit() too.
  *
@@ -52,15 +58,21 @@ import { FrameDecoder, FrameError, encodeFrame, maxClientFrameBytes } from '../p
 import { ackFastDecoder } from '../protocol/ack-frame.js'
 import {
   clientMessageSchema,
+  inlineSpansMax,
+  maxClaims,
   maxListedRuns,
   maxPlausibleSeq,
+  maxSpansPerPage,
+  maxStoredSpans,
   protocolVersion,
   type CampaignState,
   type Claim,
   type ClientMessage,
   type ErrorCode,
+  type Machine,
   type RunSummary,
   type ServerMessage,
+  type StoredRun,
 } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { AckStore } from './ack-store.js'
@@ -89,8 +101,14 @@ export const maxRunsPerConnection = 64
 export const maxQueriesPerConnection = 100
 /** An agent reports one verdict per method of a run group; no verifier comes near this. */
 export const maxVerdictsPerConnection = 1024
-/** The oldest protocol still served: version 3 only added messages. */
+/** The oldest protocol still served: versions 3 and 4 only added messages and fields. */
 export const minProtocolVersion = 2
+/** The first protocol whose verifiers read a long run's spans page by page. */
+const pagedSpansProtocol = 4
+/** A protocol 2 or 3 verifier gets every span of the group in one reply, up to this many (~30 MB, a day of acks). */
+export const legacyReplySpansMax = 1_000_000
+/** Span pages per connection: every page of every run of a group (maxClaims runs of maxStoredSpans spans each). */
+export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * maxClaims
 /** A list reply stays under this many bytes (verdicts carry fingerprints); older runs beyond are left out. */
 export const listReplyBudgetBytes = 16 * 1024 * 1024
 /** Keepalive probes start after this much silence; dead peers are found, silent writers are not cut off. */
@@ -319,34 +337,59 @@ export class Listener {
   takeOverFromRebooted(runId: string, newBootId: string | null | undefined, newPeer: string): boolean {
     const owner = this.owners.get(runId)
     const oldBootId = this.store.runInfo(runId)?.origin.writer?.bootId
-    if (owner === undefined || newBootId == null || oldBootId == null || newBootId === oldBootId) return false
-    // A boot id is whatever the client says: only a holder of the token, or the live run's own address,
-    // may end another connection's run with it. Without a token, a stranger must not stop a test.
-    if (this.options.token === undefined && newPeer !== owner.peer) return false
-    const nowMs = Date.now()
-    const detail = `its writer's machine rebooted: a new run came from ${newPeer} with boot id ${newBootId}, the run's writer had ${oldBootId}`
-    const ended: string[] = []
-    for (const owned of owner.ownedRuns) {
-      const info = this.store.runInfo(owned)
-      if (info !== undefined && !info.ended && this.store.isWritable(owned)) {
-        this.store.endRun(owned, 'vanished', detail, nowMs)
-        this.emitVanished(owned, owner, nowMs)
-        ended.push(owned)
-      }
-      this.releaseRun(owned, owner)
+    if (owner === undefined || !this.mayEndAsRebooted(owner, oldBootId, newBootId, newPeer)) return false
+    this.endRebootedWriter(owner, `its writer's machine rebooted: a new run came from ${newPeer} with boot id ${newBootId}, the run's writer had ${oldBootId}`)
+    return true
+  }
+
+  /**
+   * A client said which machine it runs on (hello's host and boot id): every live run of that host
+   * whose writer had another boot id is over, whatever its connection still looks like (a machine that
+   * loses power sends no FIN). So the rebooted machine's agent, or a plain verify there, finds its
+   * runs ended as vanished and can report their verdicts. The same rules as a takeover by a new run.
+   */
+  endRunsOfEarlierBoot(machine: Machine, peer: string): void {
+    const rebooted = new Map<Connection, string>()
+    for (const [runId, owner] of this.owners) {
+      const info = this.store.runInfo(runId)
+      if (info === undefined || info.ended || info.meta.host !== machine.host) continue
+      const oldBootId = info.origin.writer?.bootId
+      if (this.mayEndAsRebooted(owner, oldBootId, machine.bootId, peer)) rebooted.set(owner, oldBootId!)
     }
-    // The run being announced may still be stored (not in ownedRuns yet): it ends as well.
-    if (!owner.ownedRuns.has(runId)) {
-      if (this.store.runInfo(runId)?.ended === false) {
+    for (const [owner, oldBootId] of rebooted) {
+      this.endRebootedWriter(owner, `its writer's machine rebooted: ${machine.host} connected from ${peer} with boot id ${machine.bootId}, the run's writer had ${oldBootId}`)
+    }
+  }
+
+  /**
+   * Both boot ids known and different. A boot id is whatever the client says: only a holder of the
+   * token, or the live run's own address, may end another connection's runs with it. Without a
+   * token, a stranger must not stop a test.
+   */
+  private mayEndAsRebooted(owner: Connection, oldBootId: string | null | undefined, newBootId: string | null | undefined, newPeer: string): boolean {
+    if (newBootId == null || oldBootId == null || newBootId === oldBootId) return false
+    return this.options.token !== undefined || newPeer === owner.peer
+  }
+
+  /** Ends every run of the rebooted writer's connection as vanished (detail says why) and closes it. */
+  private endRebootedWriter(owner: Connection, detail: string): void {
+    const nowMs = Date.now()
+    // Its runs, and announcements of it still being stored (owned, not in ownedRuns yet).
+    const runIds = new Set(owner.ownedRuns)
+    for (const [runId, o] of this.owners) if (o === owner) runIds.add(runId)
+    const ended: string[] = []
+    for (const runId of runIds) {
+      const info = this.store.runInfo(runId)
+      if (info !== undefined && !info.ended && this.store.isWritable(runId)) {
         this.store.endRun(runId, 'vanished', detail, nowMs)
         this.emitVanished(runId, owner, nowMs)
         ended.push(runId)
       }
-      this.owners.delete(runId)
+      if (owner.ownedRuns.has(runId)) this.releaseRun(runId, owner)
+      else this.owners.delete(runId)
     }
-    this.options.log?.(`plugcheck: run ${ended.join(', ') || runId} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
+    this.options.log?.(`plugcheck: run ${ended.join(', ') || [...runIds].join(', ')} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
     owner.destroy()
-    return true
   }
 
   claimRun(runId: string, owner: Connection): void {
@@ -416,6 +459,8 @@ class Connection {
   /** Ack frames in the writer's exact encoding take the fast path; everything else msgpack and zod. */
   private readonly decoder = new FrameDecoder(clientMessageSchema, maxClientFrameBytes, ackFastDecoder())
   private role: 'writer' | 'verifier' | undefined
+  /** The protocol the peer said hello with (replies follow what it understands). */
+  private protocol = minProtocolVersion
   /** Runs this connection announced and the store accepted. */
   readonly ownedRuns = new Set<string>()
   /** Groups this connection announced runs of: a group's runs all come from one `write`, on one connection. */
@@ -424,6 +469,7 @@ class Connection {
   readonly groupKeys = new Map<string, string>()
   private announcedRuns = 0
   private queries = 0
+  private spanPages = 0
   private verdicts = 0
   /** Messages are handled strictly in arrival order; while one waits for disk I/O the rest wait here. */
   private waiting: ClientMessage[] = []
@@ -586,8 +632,10 @@ class Connection {
       }
       listener.authenticated.add(this)
       this.role = message.role
+      this.protocol = message.protocol
       this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId })
       listener.emit({ kind: 'connection', peer: this.peer, atMs: Date.now() })
+      if (message.machine !== undefined) listener.endRunsOfEarlierBoot(message.machine, this.peer)
       return
     }
     if (this.role === undefined) throw new ProtocolViolation('out-of-order', `${message.type} before hello`)
@@ -742,13 +790,42 @@ class Connection {
         if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
         const reply = encodeFrame({
           type: 'runs',
-          runs: store.query(message.host, message.requestedPath, message.runId),
+          runs: this.runsToJudge(message),
           claims: listener.claims(message.host, message.requestedPath),
         } satisfies ServerMessage)
         this.sendQueryReply(reply)
         return
       }
+      case 'spans': {
+        if (this.role !== 'verifier') throw new ProtocolViolation('out-of-order', 'spans asked on a writer connection')
+        if (++this.spanPages > maxSpanPagesPerConnection) throw new ProtocolViolation('limit', `more than ${maxSpanPagesPerConnection} span pages on one connection`)
+        const info = store.runInfo(message.runId)
+        if (info === undefined || info.creating) throw new ProtocolViolation('unknown-run', `spans of run ${message.runId}, which the listener does not hold`)
+        const page = store.spanPage(message.runId, message.afterSeq, message.throughSeq, maxSpansPerPage)
+        if (page === undefined) throw new ProtocolViolation('bad-frame', `spans of run ${message.runId} through seq ${message.throughSeq}, but its acks go to seq ${store.lastAckedSeq(message.runId)}`)
+        this.sendQueryReply(encodeFrame({ type: 'span-page', runId: message.runId, afterSeq: message.afterSeq, spans: page } satisfies ServerMessage))
+        return
+      }
     }
+  }
+
+  /**
+   * The runs a query asks for. A verifier of protocol 4 reads a long run's spans page by page; an older
+   * one takes them all in one reply, which is refused past legacyReplySpansMax rather than built (a
+   * week of two methods is ~400 MB) or cut short.
+   */
+  private runsToJudge(query: Extract<ClientMessage, { type: 'query' }>): StoredRun[] {
+    const store = this.listener.store
+    if (this.protocol >= pagedSpansProtocol) return store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax })
+    const heads = store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax: 0 })
+    const spans = heads.reduce((sum, run) => sum + store.spanCount(run.meta.runId), 0)
+    if (spans > legacyReplySpansMax) {
+      throw new ProtocolViolation(
+        'protocol-version',
+        `the acks of ${query.host}:${query.requestedPath} are ${spans} spans, more than one reply of protocol ${this.protocol} carries (${legacyReplySpansMax}); this verifier is older than the listener: run the same plugcheck version here, whose verify reads them page by page`,
+      )
+    }
+    return store.query(query.host, query.requestedPath, query.runId)
   }
 
   /** A reply that may be large: queued only if it fits the budget for replies queued to all peers. */

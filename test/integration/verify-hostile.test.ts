@@ -124,3 +124,93 @@ t.test('verify names a stranger on the port and maps refusals to their exit code
   t.match(slow.stderr, /did not answer within 0\.5 s/)
   t.ok(Date.now() - started < 20_000, '--listener-timeout bounds the wait')
 })
+
+/** A span-page's bytes as the wire defines them: toSeq, firstAckMs, lastAckMs of each span, little-endian doubles. */
+function pageBytes(spans: ReadonlyArray<readonly [number, number, number]>): Buffer {
+  const bytes = Buffer.alloc(spans.length * 24)
+  spans.forEach((span, i) => span.forEach((value, j) => bytes.writeDoubleLE(value, i * 24 + j * 8)))
+  return bytes
+}
+
+/**
+ * A long run's spans come page by page (protocol 4: the runs reply leaves them out, ackedThroughSeq
+ * says how far they go). Verify reads them only for the windows of lost ranges, and checks every span
+ * of every page: anything a listener cannot have recorded is a one-line error (exit 3), never a verdict.
+ */
+t.test("a long run's span pages from a hostile listener", async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'data')
+  const meta = craftMeta('9000000000000001', file)
+  writeDataFile(meta, range(1, 8), { sizeSlots: 10 }) // seqs 9 and 10 lost
+  const pagedThrough = (throughSeq: number) => () => ({ type: 'runs', runs: [{ ...craftRun(meta, throughSeq), spans: [], ackedThroughSeq: throughSeq }], claims: [craftClaim(craftRun(meta, throughSeq))] })
+  const runs = pagedThrough(10)
+  const paged = craftRun(meta, 10)
+  const at = paged.announcedMs
+  const page = (afterSeq: number, spans: Array<[number, number, number]>, runId = meta.runId) => ({
+    type: 'span-page',
+    runId,
+    afterSeq,
+    spans: pageBytes(spans),
+  })
+
+  /** Pages as a listener serves them from its spans: from the one holding afterSeq + 1, cut there; the seqs asked for recorded. */
+  const servedFrom = (spans: Array<[number, number, number]>, asked: number[]) => (r: { afterSeq: number }) => {
+    asked.push(r.afterSeq)
+    return page(r.afterSeq, spans.filter(([toSeq]) => toSeq > r.afterSeq))
+  }
+
+  await t.test('honest pages: the verdict, with the window of each lost range, read from the first lost seq on', async (t) => {
+    for (const [name, spans, window] of [
+      ['one span', [[10, at + 1000, at + 2000]], [at + 1000, at + 2000]],
+      ['three spans', [[4, at + 1000, at + 1100], [8, at + 1200, at + 1300], [10, at + 1500, at + 1600]], [at + 1500, at + 1600]],
+    ] as Array<[string, Array<[number, number, number]>, number[]]>) {
+      const asked: number[] = []
+      const server = await fakeListener(t, runs, servedFrom(spans, asked))
+      const result = await runCli(['verify', '--server', server, '--file', file, '--json'], 60_000)
+      t.equal(result.code, 1, `${name}: ${result.stderr}`)
+      t.same(asked, [8], `${name}: one page, after seq 8 (seqs 9-10 were lost)`)
+      const run = JSON.parse(result.stdout).runs[0]
+      t.match(run, { acked: 10, intact: 8, lost: 2, lostRangeCount: 1 }, name)
+      t.same([run.lostRanges[0].fromSeq, run.lostRanges[0].toSeq, run.lostRanges[0].ackedFromMs, run.lostRanges[0].ackedToMs], [9, 10, ...window], `${name}: the window of seqs 9-10`)
+    }
+  })
+
+  const refused: Array<[string, (r: { afterSeq: number }) => object | Buffer | null, RegExp, number?]> = [
+    ['a span acknowledged before its run was announced', (r) => page(r.afterSeq, [[10, at - 120_000, at]]), /sent bad spans of run 9000000000000001: span acknowledged before its run was announced/],
+    ['a span past the last acknowledged seq', (r) => page(r.afterSeq, [[11, at + 1000, at + 2000]]), /sent bad spans of run 9000000000000001: span 9-11 goes past seq 10, the last acknowledged/],
+    ['a span that runs backwards', (r) => page(r.afterSeq, [[9, at + 1000, at + 1100], [8, at + 1200, at + 1300]]), /sent bad spans of run 9000000000000001: span 10-8 runs backwards/],
+    ['times that are not real', (r) => page(r.afterSeq, [[10, Number.NaN, at]]), /span 9-10 was acknowledged at no real time/],
+    ['seqs no writer can have written by then', (r) => page(r.afterSeq, [[5_000_000, at + 1000, at + 1000]]), /sent bad spans of run 9000000000000001: seq 5000000 is more than a writer can have written by then/, 5_000_000],
+    ['an empty page', (r) => page(r.afterSeq, []), /sent bad spans of run 9000000000000001: no spans after seq 8, although the acks go to seq 10/],
+    // A listener fills every page but the last: one that drips a seq a page could keep verify reading for ever.
+    ['a short page before the last seq', (r) => page(r.afterSeq, [[r.afterSeq + 1, at + 1000, at + 1000]]), /sent bad spans of run 9000000000000001: a page of 1 spans stops at seq 9, before seq 10, the last acknowledged/],
+    ['a page after another seq than asked', () => page(3, [[10, at + 1000, at + 2000]]), /sent spans of run 9000000000000001 after seq 3, asked for run 9000000000000001 after seq 8/],
+    ['a page of another run', (r) => page(r.afterSeq, [[10, at + 1000, at + 2000]], '9000000000000002'), /sent spans of run 9000000000000002 after seq 8, asked for run 9000000000000001/],
+    ['a page that is not whole spans', () => ({ type: 'span-page', runId: meta.runId, afterSeq: 0, spans: Buffer.alloc(25) }), /sent a bad frame: invalid message at spans: not whole spans/],
+  ]
+  for (const [name, answer, message, throughSeq] of refused) {
+    await t.test(name, async (t) => {
+      const server = await fakeListener(t, pagedThrough(throughSeq ?? 10), answer)
+      const result = await runCli(['verify', '--server', server, '--file', file], 60_000)
+      t.equal(result.code, 3, 'exit 3')
+      t.match(result.stderr, message)
+      t.equal(result.stderr.trim().split('\n').length, 1, 'one line')
+      t.notMatch(result.stderr, /internal error|\n\s+at /)
+      t.equal(result.stdout, '')
+    })
+  }
+
+  await t.test('no page in answer: --listener-timeout bounds the wait', async (t) => {
+    const server = await fakeListener(t, runs, () => null)
+    const result = await runCli(['verify', '--server', server, '--file', file, '--listener-timeout', '0.5'], 60_000)
+    t.equal(result.code, 3)
+    t.match(result.stderr, /did not answer within 0\.5 s/)
+  })
+
+  await t.test('spans that end elsewhere than ackedThroughSeq says: a bad frame', async (t) => {
+    const server = await fakeListener(t, () => ({ type: 'runs', runs: [{ ...craftRun(meta, 10), ackedThroughSeq: 12 }], claims: [craftClaim(craftRun(meta, 10))] }))
+    const result = await runCli(['verify', '--server', server, '--file', file], 60_000)
+    t.equal(result.code, 3)
+    t.match(result.stderr, /sent a bad frame: invalid message at runs\.0\.ackedThroughSeq: the spans end at seq 10, not 12/)
+  })
+})

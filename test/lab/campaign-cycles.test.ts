@@ -1,9 +1,12 @@
 /**
  * A 3-cycle campaign per lab disk, end to end with real processes: `plugcheck listen --campaign` (a
  * child process) runs `./cut.sh` once the agent's writer is steady; the script cuts the lab disk
- * (agent, nbdkit and nbdfuse SIGKILLed together), reboots it (journal replay, remount) and starts the
- * next `plugcheck agent`, which verifies the cycle, reports the verdicts and writes the next one
- * (see cut-and-reboot.ts). Then `plugcheck report` must show every cycle with the right verdicts:
+ * (nbdkit and nbdfuse SIGKILLed, the agent frozen by SIGSTOP at the same moment: a machine that loses
+ * power sends no FIN, so its writer's connection stays open at the listener), reboots it (journal
+ * replay, remount) and starts the next `plugcheck agent` under a new boot id, which verifies the
+ * cycle, reports the verdicts and writes the next one (see cut-and-reboot.ts). The listener must take
+ * those verdicts although the old writer's connection never closed: the rebooted machine's hello ends
+ * the old boot's runs. Then `plugcheck report` must show every cycle with the right verdicts:
  *
  *   honest: fdatasync passes every cycle          lying: fdatasync fails every cycle
  *   subtle: fdatasync fails (partial losses)      every disk: the `none` control loses records every cycle
@@ -136,7 +139,7 @@ async function runCampaign(disk: DiskMode, outsideDir: string, seed: number, kil
     const htmlFile = join(dir, 'report.html')
     await runCli(['report', '--dir', listenerDir, '--html', htmlFile])
     const htmlBytes = fs.existsSync(htmlFile) ? fs.statSync(htmlFile).size : 0
-    const agentLogs = Array.from({ length: machine.agentExits.length + 1 }, (_, i) => {
+    const agentLogs = Array.from({ length: machine.generations }, (_, i) => {
       try {
         return `--- agent ${i + 1}\n${fs.readFileSync(machine.agentLog(i + 1), 'utf8').slice(-1500)}`
       } catch {
@@ -195,6 +198,10 @@ if (reason !== null) {
       t.equal(runIds.length, cycles * 2, 'two runs per cycle (fdatasync and the none control)')
       t.equal(new Set(runIds).size, runIds.length, 'no run is counted in two cycles')
       t.ok(result.lastAgentDone, 'the last agent found the campaign done and exited')
+      // Each cut froze a writer whose connection stayed open; the listener ended its run when the machine
+      // came back under a new boot id. (The listener killed in cycle 2 lost that connection with itself.)
+      const rebootEnds = result.listenerOutput.join('\n').match(/ended as vanished: its writer's machine rebooted: \S+ connected from 127\.0\.0\.1/g)?.length ?? 0
+      t.equal(rebootEnds, result.killedAt === null ? cycles : cycles - 1, "every frozen writer's run ended when its machine came back with a new boot id")
 
       t.ok(report !== undefined, `report --json parsed: ${result.reportText.slice(-2000)}`)
       if (report === undefined) return

@@ -5,9 +5,17 @@
  * The listener (a real `plugcheck listen --campaign` child) runs its cut command, a shell script that
  * runs this file as a program: `node --import tsx test/lab/cut-and-reboot.ts SOCKET`. It asks the
  * machine on SOCKET (a unix socket served by the process that owns the lab) to cut the power: the
- * agent (the writer), nbdkit and nbdfuse are SIGKILLed together (Lab.cut), the disk "reboots" (the
- * same image served again, the ext4 journal replayed on mount) and the next agent starts on it, as a
- * service would at boot. The program exits 0 once that is done, 1 with the reason if it failed.
+ * agent (the writer) is frozen with SIGSTOP at the moment nbdkit and nbdfuse are SIGKILLed (Lab.cut),
+ * the disk "reboots" (the same image served again, the ext4 journal replayed on mount) and the next
+ * agent starts on it, as a service would at boot. The program exits 0 once that is done, 1 with the
+ * reason if it failed.
+ *
+ * A machine that loses power sends nothing more, not even a FIN: the frozen agent's connection stays
+ * open at the listener, as a dead machine's does until TCP keepalive gives up on it many minutes
+ * later (a SIGKILLed process would have its kernel close the connection at once, which no power cut
+ * does). Frozen agents stay stopped until the machine is closed. Each agent runs as a new boot: in a
+ * private mount namespace with a fresh boot id bind-mounted over /proc/sys/kernel/random/boot_id
+ * (test/fixtures/rebooted.ts), so the listener and verify can tell the machine came back.
  *
  * The lab itself (its processes, mounts and loop devices) stays with the process that created it, so
  * its teardown always runs there, whatever the listener or its cut command did.
@@ -18,6 +26,7 @@ import net from 'node:net'
 import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Lab, type DiskMode } from './harness.js'
+import { newBootIdFile, underBootId } from '../fixtures/rebooted.js'
 
 const binPath = fileURLToPath(new URL('../../bin/plugcheck.js', import.meta.url))
 const repoDir = fileURLToPath(new URL('../..', import.meta.url))
@@ -52,6 +61,8 @@ export class LabMachine {
   beforeCut: ((n: number) => void) | null = null
   private agent: ChildProcess | null = null
   private agentExited: Promise<void> = Promise.resolve()
+  /** Agents of earlier boots, stopped by the cut with their connections open; killed by close(). */
+  private readonly frozen: Array<{ agent: ChildProcess; exited: Promise<void> }> = []
   private generation = 0
   private busy = false
   private closed = false
@@ -96,6 +107,11 @@ export class LabMachine {
     return `#!/bin/sh\n# cut the lab disk's power, reboot it and start the next agent\ncd ${q(repoDir)} && exec ${q(process.execPath)} --import tsx ${q(helperPath)} ${q(this.controlSocket)}\n`
   }
 
+  /** Agents started so far (one per boot). */
+  get generations(): number {
+    return this.generation
+  }
+
   /** The log of agent generation n (1-based). */
   agentLog(generation: number): string {
     return path.join(this.options.outsideDir, `agent-${this.options.mode}-${generation}.log`)
@@ -113,8 +129,10 @@ export class LabMachine {
   async close(): Promise<void> {
     this.closed = true
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
-    if (this.agent !== null && this.agent.exitCode === null && this.agent.signalCode === null) this.agent.kill('SIGKILL')
-    await this.agentExited
+    const agents = [...this.frozen, ...(this.agent === null ? [] : [{ agent: this.agent, exited: this.agentExited }])]
+    // SIGKILL ends a stopped process too; their files on the old mounts go with them.
+    for (const { agent } of agents) if (agent.exitCode === null && agent.signalCode === null) agent.kill('SIGKILL')
+    await Promise.all(agents.map((a) => a.exited))
     await this.lab.teardown()
   }
 
@@ -125,16 +143,21 @@ export class LabMachine {
     this.busy = true
     try {
       this.beforeCut?.(this.cuts + 1)
-      const agentPid = this.agent?.pid
-      await this.lab.cut(agentPid === undefined ? [] : [agentPid])
-      await this.agentExited
+      const agent = this.agent
+      // The power goes: the writer stops where it is and says nothing more; the disk dies with it.
+      if (agent !== null && agent.exitCode === null && agent.signalCode === null) {
+        agent.kill('SIGSTOP')
+        this.frozen.push({ agent, exited: this.agentExited })
+      }
+      this.agent = null
+      await this.lab.cut([])
       this.cuts++
-      // The listener is another process: acks the dead writer sent just before the cut are still in its socket buffer.
+      // The listener is another process: acks the writer sent just before the cut are still in its socket buffer.
       await new Promise((resolve) => setTimeout(resolve, 200))
       // The same disk comes back: its volatile cache (and its faults) are there again for the next cycle.
       await this.lab.reboot({ sameDisk: true })
       this.startAgent()
-      return `cut ${this.cuts}: agent ${agentPid ?? '(none)'}, nbdkit and nbdfuse killed; the disk rebooted; agent ${this.generation} started`
+      return `cut ${this.cuts}: agent ${agent?.pid ?? '(none)'} frozen with its connection open, nbdkit and nbdfuse killed; the disk rebooted; agent ${this.generation} started with a new boot id`
     } finally {
       this.busy = false
     }
@@ -145,9 +168,10 @@ export class LabMachine {
     const generation = this.generation
     const log = fs.openSync(this.agentLog(generation), 'a')
     try {
-      const agent = spawn(process.execPath, [binPath, 'agent', '--server', this.options.server, '--file', this.file, ...this.options.agentArgs], {
-        stdio: ['ignore', log, log],
-      })
+      // A new boot: a boot id of its own (and the mount namespace that holds it).
+      const bootId = newBootIdFile(this.options.outsideDir, `${this.options.mode}-${generation}`)
+      const [command, args] = underBootId(bootId.path, process.execPath, [binPath, 'agent', '--server', this.options.server, '--file', this.file, ...this.options.agentArgs])
+      const agent = spawn(command, args, { stdio: ['ignore', log, log] })
       this.agent = agent
       this.agentExited = new Promise<void>((resolve) => {
         agent.on('exit', (code, signal) => {

@@ -1,0 +1,120 @@
+/**
+ * A run's acknowledged seqs in the listener's memory: spans of consecutive seqs, each with the window
+ * in which the listener received them. Acks arrive in order from seq 1 (the listener refuses anything
+ * else, and replay checks it), so a span starts where the one before it ended and only its last seq
+ * and its two times are kept: three columns of doubles, 24 bytes a span, where an array per span
+ * costs ~110 with its share of the list. A week of acks (maxStoredSpans) is ~145 MB, not ~650.
+ *
+ * Consecutive seqs received within spanWindowMs of a span's first ack share it. Past maxSpans,
+ * neighbouring spans are merged pairwise: the seqs stay exact, a merged window covers both halves
+ * (coarser, never wrong), so memory stays bounded however long a run lasts.
+ */
+import type { AckSpan } from '../protocol/messages.js'
+import { encodeSpanPage } from '../protocol/span-page.js'
+
+export const spanWindowMs = 100
+const initialCapacity = 16
+
+export class SpanTable {
+  private toSeqs: Float64Array<ArrayBuffer> = new Float64Array(initialCapacity)
+  private firstMss: Float64Array<ArrayBuffer> = new Float64Array(initialCapacity)
+  private lastMss: Float64Array<ArrayBuffer> = new Float64Array(initialCapacity)
+  private count = 0
+
+  get length(): number {
+    return this.count
+  }
+
+  /** The last seq held (0 when none). */
+  get throughSeq(): number {
+    return this.count === 0 ? 0 : this.toSeqs[this.count - 1]!
+  }
+
+  /** When the latest ack was received (undefined when none). */
+  get lastAckMs(): number | undefined {
+    return this.count === 0 ? undefined : this.lastMss[this.count - 1]
+  }
+
+  /** Seqs fromSeq..toSeq, the next ones, received between firstMs and lastMs; beyond maxSpans spans, neighbours merge. */
+  add(fromSeq: number, toSeq: number, firstMs: number, lastMs: number, maxSpans: number): void {
+    if (fromSeq !== this.throughSeq + 1) throw new Error(`span ${fromSeq}-${toSeq} does not follow seq ${this.throughSeq}`)
+    const last = this.count - 1
+    if (last >= 0 && lastMs - this.firstMss[last]! <= spanWindowMs) {
+      this.toSeqs[last] = toSeq
+      this.lastMss[last] = Math.max(this.lastMss[last]!, lastMs)
+      return
+    }
+    if (this.count === this.toSeqs.length) this.grow(maxSpans + 1)
+    this.toSeqs[this.count] = toSeq
+    this.firstMss[this.count] = firstMs
+    this.lastMss[this.count] = lastMs
+    this.count++
+    if (this.count > maxSpans) this.coarsen()
+  }
+
+  /** Span i as [fromSeq, toSeq, firstAckMs, lastAckMs]. */
+  at(i: number): AckSpan {
+    return [i === 0 ? 1 : this.toSeqs[i - 1]! + 1, this.toSeqs[i]!, this.firstMss[i]!, this.lastMss[i]!]
+  }
+
+  /** Every span, as a runs reply carries them. */
+  toArray(): AckSpan[] {
+    return Array.from({ length: this.count }, (_, i) => this.at(i))
+  }
+
+  /**
+   * The spans holding seqs afterSeq+1..throughSeq, at most maxCount of them, as a span-page: the first
+   * starts at afterSeq + 1 and the last ends at throughSeq at most (a span cut there keeps its window:
+   * the acks of its seqs came within it). Empty when afterSeq is at or past the last seq held.
+   */
+  page(afterSeq: number, throughSeq: number, maxCount: number): Buffer {
+    const first = this.indexOfSeq(afterSeq + 1)
+    let end = first
+    while (end < this.count && end - first < maxCount) {
+      end++
+      if (this.toSeqs[end - 1]! >= throughSeq) break
+    }
+    return encodeSpanPage(end - first, (i) => {
+      const [fromSeq, toSeq, firstMs, lastMs] = this.at(first + i)
+      return [Math.max(fromSeq, afterSeq + 1), Math.min(toSeq, throughSeq), firstMs, lastMs]
+    })
+  }
+
+  /** The index of the span holding seq (count when seq is past the last one). */
+  private indexOfSeq(seq: number): number {
+    let lo = 0
+    let hi = this.count
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (this.toSeqs[mid]! < seq) lo = mid + 1
+      else hi = mid
+    }
+    return lo
+  }
+
+  /** Doubles the columns, up to limit spans. */
+  private grow(limit: number): void {
+    const capacity = Math.min(limit, this.toSeqs.length * 2)
+    const larger = (column: Float64Array<ArrayBuffer>): Float64Array<ArrayBuffer> => {
+      const next = new Float64Array(capacity)
+      next.set(column.subarray(0, this.count))
+      return next
+    }
+    this.toSeqs = larger(this.toSeqs)
+    this.firstMss = larger(this.firstMss)
+    this.lastMss = larger(this.lastMss)
+  }
+
+  /** Halves the spans by merging neighbours pairwise; amortised O(1) per span added. */
+  private coarsen(): void {
+    let out = 0
+    for (let i = 0; i < this.count; i += 2) {
+      const b = i + 1 < this.count ? i + 1 : i
+      this.toSeqs[out] = this.toSeqs[b]!
+      this.firstMss[out] = Math.min(this.firstMss[i]!, this.firstMss[b]!)
+      this.lastMss[out] = Math.max(this.lastMss[i]!, this.lastMss[b]!)
+      out++
+    }
+    this.count = out
+  }
+}
