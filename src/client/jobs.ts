@@ -14,7 +14,7 @@
  * could end (--duration, a signal, a failure) and close before a late one joined.
  *
  * This thread owns what the user sees and what the process returns: one status line summed over the
- * jobs, the trail, the summaries in job order with one verify command, SIGINT/SIGTERM (passed on to
+ * jobs, the trail, the summaries in job order with one verify command, SIGINT/SIGTERM/SIGHUP (passed on to
  * every job, which ends its runs as 'interrupted'), and the exit code, the worst of the jobs. A job
  * that fails (a failed write or sync, a data file changed, the listener lost) ends the whole write:
  * the other jobs are stopped so that every run is ended, and the failing job's error is the result.
@@ -117,8 +117,10 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   }
   const onSigint = (): void => onSignal('SIGINT')
   const onSigterm = (): void => onSignal('SIGTERM')
+  const onSighup = (): void => onSignal('SIGHUP')
   process.on('SIGINT', onSigint)
   process.on('SIGTERM', onSigterm)
+  process.on('SIGHUP', onSighup)
 
   const showStatus = (): void => {
     const now = Date.now()
@@ -174,11 +176,12 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   } finally {
     process.off('SIGINT', onSigint)
     process.off('SIGTERM', onSigterm)
+    process.off('SIGHUP', onSighup)
   }
   if (statusShown) io.err('\n')
 
   io.out(`${jobs.map((j) => j.out).join('')}${verifyLine(options)}\n`)
-  // The first job that failed is the write's error; else every job got the same signal (130, 143); else 0.
+  // The first job that failed is the write's error; else every job got the same signal (130, 143, 129); else 0.
   const cause = failures[0]?.error
   if (cause !== undefined) throw new PlugcheckError(cause.message, cause.exitCode, cause.hint)
   const code = jobs.map((j) => j.result!.exitCode).find((c) => c !== exitCodes.ok) ?? exitCodes.ok

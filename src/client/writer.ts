@@ -12,7 +12,7 @@
  * The writer always leaves a trail: one line per run and the verify command go to stdout with a
  * synchronous write before the loop starts (stdout to a pipe is asynchronous in Node and would
  * still be queued when a SIGKILL lands), and the summary is printed however the run ends: by
- * --duration, a failed write or sync, a lost listener, or SIGINT/SIGTERM.
+ * --duration, a failed write or sync, a lost listener, or SIGINT/SIGTERM/SIGHUP.
  *
  * Signals. Node runs a JS signal handler only when the event loop turns, which a synchronous loop
  * never lets it do. Blocking the signals with pthread_sigmask and polling sigpending() would not
@@ -21,8 +21,9 @@
  * the process. So the handlers are ordinary process.on() handlers that set a flag, and the loop
  * yields to the event loop once per housekeeping tick (every 50 ms, after the ack has left): that
  * costs one setImmediate hop (a few microseconds) per 50 ms, and a signal is seen within 50 ms plus
- * one sync. The run then ends with 'interrupted' and exits 128 + the signal number (130, 143), the
- * status a shell reports for a process that a signal ended.
+ * one sync. The run then ends with 'interrupted' and exits 128 + the signal number (130, 143, 129 for
+ * SIGHUP: a dropped SSH session or a closed terminal), the status a shell reports for a process that a
+ * signal ended.
  */
 import { randomBytes } from 'node:crypto'
 import { openSync, writeSync, closeSync, readSync, statSync } from 'node:fs'
@@ -337,10 +338,11 @@ function openForMethod(meta: RunMeta): DataFile {
   }
 }
 
-const signalNumbers = { SIGINT: 2, SIGTERM: 15 } as const
+/** SIGHUP too: a dropped SSH session or a closed terminal ends a run as interrupted, not as a vanished writer (a cut). */
+const signalNumbers = { SIGINT: 2, SIGTERM: 15, SIGHUP: 1 } as const
 export type StopSignal = keyof typeof signalNumbers
 
-/** SIGINT/SIGTERM set a flag the loop reads at each housekeeping tick (see the module header); `before`: one that came before the loop. */
+/** SIGINT/SIGTERM/SIGHUP set a flag the loop reads at each housekeeping tick (see the module header); `before`: one that came before the loop. */
 function catchStopSignals(before: StopSignal | undefined): { readonly received: () => StopSignal | undefined; readonly release: () => void } {
   let received = before
   const handlers = (Object.keys(signalNumbers) as StopSignal[]).map((signal) => {
