@@ -16,7 +16,7 @@
  * This thread owns what the user sees and what the process returns: one status line summed over the
  * jobs, the trail, the summaries in job order with one verify command, SIGINT/SIGTERM/SIGHUP (passed on to
  * every job, which ends its runs as 'interrupted'), and the exit code, the worst of the jobs. A job
- * that fails (a failed write or sync, a data file changed, the listener lost) ends the whole write:
+ * that fails (a failed write or sync, a data file changed, the storage losing a record, the listener lost) ends the whole write:
  * the other jobs are stopped so that every run is ended, and the failing job's error is the result.
  */
 import { randomBytes } from 'node:crypto'
@@ -181,10 +181,12 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   if (statusShown) io.err('\n')
 
   io.out(`${jobs.map((j) => j.out).join('')}${verifyLine(options)}\n`)
-  // The first job that failed is the write's error; else every job got the same signal (130, 143, 129); else 0.
+  // The first job that failed is the write's error; else a job's storage loss (1); else every job got the same signal (130, 143, 129); else 0.
   const cause = failures[0]?.error
   if (cause !== undefined) throw new PlugcheckError(cause.message, cause.exitCode, cause.hint)
-  const code = jobs.map((j) => j.result!.exitCode).find((c) => c !== exitCodes.ok) ?? exitCodes.ok
+  // A job that found the storage losing an acknowledged record (exit 1) decides over the jobs it stopped.
+  const codes = jobs.map((j) => j.result!.exitCode)
+  const code = codes.includes(exitCodes.lossFound) ? exitCodes.lossFound : (codes.find((c) => c !== exitCodes.ok) ?? exitCodes.ok)
   if (signal !== undefined && code !== exitCodes.ok) io.err(stoppedLine(signal))
   return code
 }

@@ -177,7 +177,7 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
   const reports: RunReport[] = []
   // One file at a time: each judge streams its file with a fixed set of buffers.
   for (const run of runs) reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId) }))
-  notes.push(...methodCaveats(runs))
+  notes.push(...methodCaveats(runs), ...storageLostNotes(runs))
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
   return { report, exitCode: report.verdict === 'pass' ? exitCodes.ok : report.verdict === 'fail' ? exitCodes.lossFound : exitCodes.inconclusive }
 }
@@ -423,6 +423,16 @@ function fileChangedDuringRun(runs: readonly StoredRun[]): Pick<NotJudgedReport,
   const run = runs.find((r) => r.end?.reason === 'file-changed')
   if (run === undefined) return null
   return { reason: 'file-changed', detail: `run ${run.meta.runId} (${run.meta.method}) ended because ${run.end!.detail ?? 'its data file was changed by something other than plugcheck during the run'}` }
+}
+
+/**
+ * The writer stopped the run because a record of its own file read back wrong while it was going
+ * (end 'storage-lost'): said beside the verdict, which the bytes as they are now decide. Once per
+ * distinct detail (every run of a write ends with the same words).
+ */
+function storageLostNotes(runs: readonly StoredRun[]): string[] {
+  const details = new Set(runs.filter((r) => r.end?.reason === 'storage-lost').map((r) => r.end!.detail ?? 'an acknowledged record read back wrong'))
+  return [...details].map((detail) => `the writer stopped during the run: ${detail.replace(/\.$/, '')}`)
 }
 
 /**

@@ -586,7 +586,7 @@ class Connection {
       }
       listener.authenticated.add(this)
       this.role = message.role
-      this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId })
+      this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId, nowMs: Date.now() })
       listener.emit({ kind: 'connection', peer: this.peer, atMs: Date.now() })
       return
     }
