@@ -20,6 +20,7 @@
  * the other jobs are stopped so that every run is ended, and the failing job's error is the result.
  */
 import { randomBytes } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
 import type { Worker } from 'node:worker_threads'
 import { startModuleWorker } from './module-worker.js'
 import { PlugcheckError, exitCodes } from '../errors.js'
@@ -86,7 +87,7 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   let statusShown = false
   let steadyTold = false
   let nextStatusMs = 0
-  const startedMs = Date.now()
+  const startedMs = performance.now()
   const finish = (job: Job, result: JobResult): void => {
     if (job.result !== undefined) return
     job.result = result
@@ -123,7 +124,7 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   process.on('SIGHUP', onSighup)
 
   const showStatus = (): void => {
-    const now = Date.now()
+    const now = performance.now()
     if (now < nextStatusMs) return
     nextStatusMs = now + statusIntervalMs
     const seen = jobs.filter((j) => j.progress !== undefined).map((j) => j.progress!)

@@ -62,7 +62,7 @@ function describeLocalClock(localMs: number): string | undefined {
   return `this machine's clock says ${new Date(localMs).toISOString().slice(0, 10)}, not a real time (no battery-backed clock, or not set yet)`
 }
 
-/** "3 days", "5 hours", "12 minutes": whole units, so the jobs of one write say it in the same words. */
+/** "3 days", "5 hours", "12 minutes": rounded to whole units, so the jobs of one write say it in the same words. */
 export function describeDuration(ms: number): string {
   const units: ReadonlyArray<[string, number]> = [
     ['year', 365 * 86_400_000],
@@ -71,8 +71,9 @@ export function describeDuration(ms: number): string {
     ['minute', 60_000],
   ]
   for (const [name, unitMs] of units) {
-    const count = Math.floor(ms / unitMs)
-    if (count >= 1) return `${count.toLocaleString('en-US')} ${name}${count === 1 ? '' : 's'}`
+    if (ms < unitMs) continue
+    const count = Math.round(ms / unitMs)
+    return `${count.toLocaleString('en-US')} ${name}${count === 1 ? '' : 's'}`
   }
   return `${Math.round(ms / 1000)} seconds`
 }

@@ -18,7 +18,7 @@ import { describeSystemError, exitCodes, runtimeError, usageError, PlugcheckErro
 import { formatSize } from '../sizes.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { judgeRun, readSuperblock, type RunReport, type RunVerdict } from './judge.js'
-import { queryRuns } from './listener-client.js'
+import { listenerNowMs, queryRuns } from './listener-client.js'
 import { checkFileSystemPresent, checkGroupComplete } from './file-checks.js'
 import type { Io } from './writer.js'
 
@@ -188,10 +188,15 @@ const storedRangesMax = 100
 /**
  * The verdicts to report to the listener, one per run: what verify found for each run it judged, or
  * 'not-judged' with zero counts and the reason for every run of the group it did not judge. bootId and
- * fingerprint describe this machine as verify found it.
+ * fingerprint describe this machine as verify found it; atMs is the listener's time when a welcome gave
+ * it (this machine's clock may be anywhere after a cut: at 1970 the listener would refuse the verdict).
  */
-export function storedVerdicts(report: VerifyReport | NotJudgedReport, bootId: string | null, fingerprint: StoredVerdict['fingerprint']): { runId: string; result: StoredVerdict }[] {
-  const atMs = Date.now()
+export function storedVerdicts(
+  report: VerifyReport | NotJudgedReport,
+  bootId: string | null,
+  fingerprint: StoredVerdict['fingerprint'],
+  atMs = listenerNowMs() ?? Date.now(),
+): { runId: string; result: StoredVerdict }[] {
   const machine = { bootId: storedVerdictSchema.shape.bootId.safeParse(bootId).success ? bootId : null, fingerprint, atMs }
   if (report.verdict === 'not-judged') {
     const summary = `NOT JUDGED: ${report.detail}.`.slice(0, 4096)
