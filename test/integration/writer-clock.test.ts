@@ -20,7 +20,8 @@ import { join } from 'node:path'
 import { listRuns } from '../../src/client/listener-client.js'
 import { parseEndpoint, type Endpoint } from '../../src/client/endpoint.js'
 import { fillRecord, readU64, runKey, slotOf, slotOffsetBytes, writeTimeOffset } from '../../src/record/format.js'
-import { binPath, runInProcess, sleep, startListener, tempDir, waitFor, writeThenKill, type CliResult } from '../fixtures/cli.js'
+import { protocolVersion } from '../../src/protocol/messages.js'
+import { binPath, runInProcess, sleep, startFakeListener, startListener, tempDir, waitFor, writeThenKill, type CliResult } from '../fixtures/cli.js'
 
 const fakeTimeLibrary = '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1'
 const dayMs = 86_400_000
@@ -220,4 +221,29 @@ t.test('an agent at 1970 verifies the last run and reports its verdicts, stamped
   const verdict = runs[0]?.verdict
   t.equal(verdict?.verdict, 'pass')
   t.ok(verdict !== null && verdict !== undefined && Math.abs(verdict.atMs - Date.now()) < 10 * 60_000, `stamped ${verdict?.atMs === undefined ? '-' : new Date(verdict.atMs).toISOString()}: the listener's time`)
+})
+
+t.test('a listener of an older plugcheck sends no clock: this machine\'s is the base, with a warning; at 1970 the write is refused (exit 2)', async (t) => {
+  const dir = tempDir(t)
+  const old = await startFakeListener((message, reply) => {
+    if (message.type === 'hello') reply({ type: 'welcome', protocol: protocolVersion, listenerId: 'older' })
+    if (message.type === 'run') reply({ type: 'run-ok', runId: message.meta.runId })
+  })
+  t.teardown(() => old.close())
+  const spec = join(dir, 'faketime')
+  writeFileSync(spec, '+0\n')
+  const file = join(dir, 'data')
+  const writer = spawnFaked(['write', '--server', old.server, '--file', file, '--size', '16MiB'], spec)
+  t.teardown(() => writer.kill())
+  await waitFor(`the warning (${writer.err()})`, () => /plugcheck: warning: the listener at 127\.0\.0\.1:\d+ \(an older plugcheck\) does not send its clock: the run's times come from this machine's clock/.test(writer.err()), 60_000)
+  const announced = old.received.find((m) => m.type === 'run')
+  t.ok(announced !== undefined && announced.type === 'run' && Math.abs(announced.meta.createdMs - Date.now()) < 60_000, 'the run is announced with this machine\'s time')
+  writer.kill()
+
+  writeFileSync(spec, '@1970-01-02 00:00:00\n')
+  const refused = await spawnFaked(['write', '--server', old.server, '--file', `${file}2`, '--size', '16MiB'], spec).exit
+  t.equal(refused.code, 2, refused.stderr)
+  t.match(refused.stderr, /^plugcheck: this machine's clock says 1970-01-0[12], not a real time \(no battery-backed clock, or not set yet\), and the listener at 127\.0\.0\.1:\d+ is an older plugcheck that does not send its own\nhint: set this machine's clock/m)
+  t.equal(old.received.filter((m) => m.type === 'run').length, 1, 'the refused write announced nothing')
+  t.notOk(existsSync(`${file}2`), 'and created nothing')
 })
