@@ -87,8 +87,9 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
   }
   if (campaign.phase === 'waiting-for-writer' && campaign.cycle <= campaign.cycles) {
     io.out(`campaign ${campaign.name}: cycle ${campaign.cycle} of ${campaign.cycles}: writing until the power goes\n`)
-    // No --duration: the run ends when the power does.
-    return runWrite({ ...options, ownPaths, campaign: { name: campaign.name, cycle: campaign.cycle } }, io)
+    // No --duration: the run ends when the power does. The last run was verified above (or had its
+    // verdicts, or there was none): nothing unverified is discarded.
+    return runWrite({ ...options, ownPaths, discardUnverified: true, campaign: { name: campaign.name, cycle: campaign.cycle } }, io)
   }
   io.out(`${describeCampaign(campaign)}: nothing to write\n`)
   return exitCode

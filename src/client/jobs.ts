@@ -26,7 +26,9 @@ import { startModuleWorker } from './module-worker.js'
 import { PlugcheckError, exitCodes } from '../errors.js'
 import type { FileLock } from '../native/index.js'
 import { lockExisting } from './data-file.js'
-import { formatUs, groupDataPaths, stoppedLine, validateWriteOptions, verifyLine, type Io, type StopSignal, type WriteOptions, type WriteProgress } from './writer.js'
+import { checkEvidence } from './evidence.js'
+import { listenerTimeoutMs } from './ack-channel.js'
+import { evidenceQuestion, formatUs, groupDataPaths, stoppedLine, validateWriteOptions, verifyLine, type Io, type StopSignal, type WriteOptions, type WriteProgress } from './writer.js'
 
 /** What the main thread hands a job. */
 export interface JobData {
@@ -73,6 +75,8 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   } finally {
     for (const lock of locks) lock?.release()
   }
+  // Once for the group, before any job announces: the last run's evidence (evidence.ts).
+  await checkEvidence(evidenceQuestion(options, options.listenerTimeoutMs ?? listenerTimeoutMs))
 
   const groupId = randomBytes(8).toString('hex')
   const groupKey = randomBytes(16).toString('hex')

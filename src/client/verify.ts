@@ -12,15 +12,17 @@
  */
 import { nativePort } from '../native/index.js'
 import { hostname } from 'node:os'
+import { dirname } from 'node:path'
 import { storedVerdictSchema, type Claim, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
 import { AckStore } from '../server/ack-store.js'
 import { describeSystemError, exitCodes, runtimeError, usageError, PlugcheckError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { judgeRun, readSuperblock, type RunReport, type RunVerdict } from './judge.js'
-import { listenerNowMs, queryRuns } from './listener-client.js'
+import { listenerNowMs, queryRuns, reportVerdicts } from './listener-client.js'
+import { listenerTimeoutMs } from './ack-channel.js'
+import { writerEnvironment, type Io } from './writer.js'
 import { checkFileSystemPresent, checkGroupComplete } from './file-checks.js'
-import type { Io } from './writer.js'
 
 export interface VerifyOptions {
   readonly source: { readonly server: Endpoint } | { readonly acksDir: string }
@@ -110,9 +112,29 @@ export interface VerifyOutcome {
 }
 
 export async function runVerify(options: VerifyOptions, io: Io): Promise<number> {
-  const { report, exitCode } = await verifyReport(options, io)
-  io.out(printedReport(report, options.json))
-  return exitCode
+  const outcome = await verifyReport(options, io)
+  io.out(printedReport(outcome.report, options.json))
+  if ('server' in options.source) await storeFound(outcome.report, options.source.server, options, io)
+  return outcome.exitCode
+}
+
+/**
+ * What verify found is stored at the listener, as the agent stores it: `runs` and the report show
+ * it, and a later `write` on the path knows the run was verified (evidence.ts). Not for a run still
+ * being written (the listener refuses a verdict on a live run: it was not cut). A listener that does
+ * not take it (another address without --token, an older listener) costs a warning, never the verdict.
+ */
+async function storeFound(report: VerifyReport | NotJudgedReport, server: Endpoint, options: VerifyOptions, io: Pick<Io, 'err'>): Promise<void> {
+  const live = new Set(report.claims.filter((c) => c.live).map((c) => c.runId))
+  const judged = report.verdict === 'not-judged' ? (report.groupRunIds ?? []) : report.runs.map((r) => r.runId)
+  if ((report.verdict === 'not-judged' && report.reason === 'still-running') || judged.some((id) => live.has(id))) return
+  const machine = writerEnvironment(dirname(options.file))
+  try {
+    await reportVerdicts(server, options.token, options.listenerTimeoutMs ?? listenerTimeoutMs, storedVerdicts(report, machine.bootId, machine.fingerprint))
+  } catch (error) {
+    const why = error instanceof PlugcheckError ? error.message : String(error)
+    io.err(`plugcheck: warning: the verdict was not stored at the listener: ${why}\nhint: a later write on this path asks for --discard-unverified (or run verify from the machine that wrote, or give the listener a --token)\n`)
+  }
 }
 
 /** The report as verify prints it, in words or as JSON. */

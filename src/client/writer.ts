@@ -43,6 +43,7 @@ import { checkDirectSupported, checkFolder, directFlag, checkReplaceable, create
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { superblockHeadBytes, watchFiles, type FileFinding, type WatchedRun } from './file-watch.js'
 import { epochAt, runTimeBase, type TimeBase } from './run-clock.js'
+import { checkEvidence, type EvidenceQuestion } from './evidence.js'
 import { shellQuote } from '../shell-quote.js'
 
 export { shellQuote }
@@ -65,6 +66,11 @@ export interface WriteOptions {
    * when the cut destroyed their superblock (they are plugcheck's own, whatever their bytes say now).
    */
   readonly ownPaths?: ReadonlySet<string>
+  /**
+   * --discard-unverified: write even though the last run of this host and path may have been cut and
+   * was never verified (evidence.ts). The agent sets it: it verified that run first.
+   */
+  readonly discardUnverified?: boolean
   /** Lab and bench only: a side file (outside the cut) logging every completed sync. */
   readonly traceFile?: string
   /** Bounds connect, every answer, a stall of the listener's "recorded" reports and the final wait (--listener-timeout). */
@@ -226,6 +232,9 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
   try {
     for (const path of paths) locks.push(lockExisting(path))
     channel = await AckChannel.open(options.server, options.token, timeoutMs)
+    // Once the listener answered (a refusal or silence is said by the channel, in a writer's words),
+    // before anything is announced. A group's main thread asked for every job (jobs.ts).
+    if (options.job === undefined) await checkEvidence(evidenceQuestion(options, timeoutMs))
     // Every time of every run of this write is this base plus monotonic time (run-clock.ts).
     const clock = runTimeBase(channel.listenerClock, channel.endpointText, io.err)
     const groupId = options.job?.groupId ?? randomBytes(8).toString('hex')
@@ -292,6 +301,18 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
     channel?.close()
     // Releasing the locks; exit would too.
     for (const lock of locks) lock?.release()
+  }
+}
+
+/** What the evidence check asks the listener, for this write (evidence.ts). */
+export function evidenceQuestion(options: WriteOptions, timeoutMs: number): EvidenceQuestion {
+  return {
+    server: options.server,
+    file: options.file,
+    listenerTimeoutMs: timeoutMs,
+    verifyCommand: verifyCommand(options),
+    ...(options.token === undefined ? {} : { token: options.token }),
+    ...(options.discardUnverified === undefined ? {} : { discardUnverified: options.discardUnverified }),
   }
 }
 
