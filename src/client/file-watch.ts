@@ -46,7 +46,10 @@ export interface WatchedRun {
   readonly identity: { readonly dev: number; readonly ino: number }
   /** How far into the file records have been written: a shorter file means someone truncated it. */
   readonly endBytes: number
-  /** Bytes the file system had allocated to the file once it was created (before the first record). */
+  /**
+   * Bytes the file system had allocated to the file once it was created (before the first record),
+   * at most its size: speculative preallocation past the end (XFS) is given back later, not a hole.
+   */
   readonly allocatedAtStartBytes: number
   /** The first bytes of the superblock as written (superblockHeadBytes of them, or the whole block if shorter). */
   readonly superblockHead: Buffer
@@ -152,7 +155,7 @@ function readAt(run: WatchedRun, lengthBytes: number, offsetBytes: number, seq =
     return readSync(run.checkFd, scratch, 0, lengthBytes, offsetBytes)
   } catch (error) {
     const what = seq === 0 ? 'its superblock' : `record ${n(seq)}`
-    return { kind: 'unreadable', run, error, message: `pread failed on ${run.meta.path} reading back ${what} at byte ${n(offsetBytes)} after seq ${n(run.lastSeq)} (method ${run.meta.method}): ${describeSystemError(error)}` }
+    return { kind: 'unreadable', run, error, message: `pread failed on ${run.meta.path} after seq ${run.lastSeq} (method ${run.meta.method}): ${describeSystemError(error)}, reading back ${what} at byte ${n(offsetBytes)}` }
   }
 }
 

@@ -272,7 +272,7 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
           file: openForMethod(meta),
           identity: { dev: newLock.dev, ino: newLock.ino },
           endBytes: meta.recordSizeBytes,
-          allocatedAtStartBytes: fstatSync(checkFd).blocks * 512,
+          allocatedAtStartBytes: allocatedBytes(checkFd),
           superblockHead: encodeSuperblock(meta).subarray(0, superblockHeadBytes),
           checkFd,
           syncedSeq: 0,
@@ -302,6 +302,12 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
     // Releasing the locks; exit would too.
     for (const lock of locks) lock?.release()
   }
+}
+
+/** What the file system has allocated to the file, at most its size (file-watch.ts). */
+function allocatedBytes(fd: number): number {
+  const stats = fstatSync(fd)
+  return Math.min(stats.blocks * 512, stats.size)
 }
 
 /** What the evidence check asks the listener, for this write (evidence.ts). */

@@ -125,6 +125,34 @@ for (const [what, loss] of Object.entries(storageLosses)) {
   })
 }
 
+t.test('write --jobs 2: a record zeroed in job 2\'s file ends the write with exit 1; verify FAILs the group, naming job 2', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data')
+  const child = spawnCli(['write', '--server', listener.server, '--file', file, '--record-size', String(recordBytes), '--size', '1GiB', '--duration', '20', '--jobs', '2'])
+  t.teardown(() => child.kill('SIGKILL'))
+  let err = ''
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString()))
+  const exit = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+  const job2 = `${file}.job2`
+  const written = (): number => Math.floor(fileSize(job2) / recordBytes) - 1
+  await waitFor(`2,000 records in job 2's file (${err})`, () => written() >= 2000, 60_000)
+  const count = written() - 10
+  overwriteRecords(job2, count, () => () => undefined)
+  t.equal(await exit, 1, err)
+  t.match(err, new RegExp(`^plugcheck: the storage lost data while the run was going: acknowledged record [\\d,]+ of run [0-9a-f]{16} \\(fdatasync\\) reads back as zeros from slot [\\d,]+ of ${job2.replace(/\./g, '\\.')} `, 'm'))
+  t.notMatch(err, /stopped by SIGTERM/, 'the job stopped for the loss does not speak of a signal')
+
+  const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
+  t.equal(verified.code, 1, verified.stdout.slice(0, 2000))
+  const report = JSON.parse(verified.stdout) as { verdict: string; runs: Array<RunJson & { path: string }> }
+  t.equal(report.verdict, 'fail')
+  const [first, second] = report.runs
+  t.match(first, { path: `${file}.job1`, ended: 'interrupted', lost: 0, torn: 0, corrupt: 0, verdict: 'pass' }, 'job 1 was stopped, its records intact')
+  t.match(second, { path: job2, ended: 'storage-lost', lost: count, verdict: 'fail' }, `job 2: the ${count} zeroed records lost`)
+})
+
 t.test("another run's superblock written over ours during the run: file-changed, exit 3, verify judges nothing", async (t) => {
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'listener'))
