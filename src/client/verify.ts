@@ -119,15 +119,14 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
 }
 
 /**
- * What verify found is stored at the listener, as the agent stores it: `runs` and the report show
- * it, and a later `write` on the path knows the run was verified (evidence.ts). Not for a run still
- * being written (the listener refuses a verdict on a live run: it was not cut). A listener that does
- * not take it (another address without --token, an older listener) costs a warning, never the verdict.
+ * What verify found is stored at the listener, as the agent stores it (the same rule): `runs` and the
+ * report show it, and a later `write` on the path knows the run was verified (evidence.ts). Not when
+ * nothing was judged because the run is still being written. A listener that does not take it
+ * (another address without --token, a run it still holds open) costs a warning, never the verdict.
  */
 async function storeFound(report: VerifyReport | NotJudgedReport, server: Endpoint, options: VerifyOptions, io: Pick<Io, 'err'>): Promise<void> {
   const live = new Set(report.claims.filter((c) => c.live).map((c) => c.runId))
-  const judged = report.verdict === 'not-judged' ? (report.groupRunIds ?? []) : report.runs.map((r) => r.runId)
-  if ((report.verdict === 'not-judged' && report.reason === 'still-running') || judged.some((id) => live.has(id))) return
+  if (report.verdict === 'not-judged' && (report.reason === 'still-running' || (report.groupRunIds ?? []).some((id) => live.has(id)))) return
   const machine = writerEnvironment(dirname(options.file))
   try {
     await reportVerdicts(server, options.token, options.listenerTimeoutMs ?? listenerTimeoutMs, storedVerdicts(report, machine.bootId, machine.fingerprint))

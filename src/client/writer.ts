@@ -447,7 +447,7 @@ async function writeLoop(
       if (afterMs >= nextHousekeepingMs) {
         nextHousekeepingMs = afterMs + housekeepingIntervalMs
         channel.poll() // takes in "recorded" reports; throws if the listener refused or went away
-        await yieldToEventLoop() // lets a SIGINT/SIGTERM handler run (see the module header)
+        await yieldToEventLoop() // lets a SIGINT/SIGTERM/SIGHUP handler run (see the module header)
         if (signals.received() !== undefined) break loop
         watched = watchFiles(runs)
         if (watched !== null) break loop

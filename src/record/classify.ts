@@ -21,10 +21,10 @@
  *     the last 8 bytes. Otherwise both sectors are garbage. Both fields are checked exactly.
  *   - Sector 0 holds seq a, the last sector another seq b: a's write time must be plausible (between
  *     the run's creation and its last ack at the listener, a day of slack either side; see runLayout)
- *     or sector 0 is garbage. b's
- *     checksum hashes b's write time, which the other write destroyed, so those 8 bytes cannot be
- *     recomputed; they are the only bytes left unverified, and only in this mixed state, which no
- *     single write produces (it needs at least two writes to the slot, cut mid-way).
+ *     or sector 0 is garbage. b's checksum hashes b's write time, which the other write destroyed, so
+ *     those 8 bytes cannot be recomputed; they are the only bytes left unverified, and only in this
+ *     mixed state, which no single write produces (it needs at least two writes to the slot, cut
+ *     mid-way).
  *
  * Decision table, E = last acknowledged seq for the slot, first matching row wins:
  *   whole record of seq s, checksum valid, slotOf(s) = slot, s >= E   intact  (s > E: a newer, never
