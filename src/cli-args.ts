@@ -62,6 +62,7 @@ const writeArgs = z.object({
   duration: z.number().positive('--duration must be positive').optional(),
   token: z.string().optional(),
   force: z.boolean(),
+  discardUnverified: z.boolean(),
   traceFile: z.string().optional(),
   listenerTimeout: listenerTimeoutArg,
   jobs: z
@@ -72,7 +73,7 @@ const writeArgs = z.object({
 })
 
 const agentArgs = writeArgs
-  .omit({ duration: true, traceFile: true })
+  .omit({ duration: true, traceFile: true, discardUnverified: true })
   .extend({ printService: z.enum(['systemd', 'windows']).optional() })
 
 const verifyArgs = z

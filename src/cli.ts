@@ -127,6 +127,11 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
       (y) =>
         writeOptions(y)
           .option('duration', { type: 'number', describe: 'seconds to run (default: until killed)' })
+          .option('discard-unverified', {
+            type: 'boolean',
+            default: false,
+            describe: "write even though the path's last run vanished (its machine may have lost power) and was never verified",
+          })
           .option('trace-file', { type: 'string', hidden: true, describe: 'lab/bench: log each completed sync to this side file' }),
       (args) => {
         run = async () => {
@@ -136,6 +141,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           return runWrite(
             {
               ...writeOptionsOf(a),
+              discardUnverified: a.discardUnverified,
               ...(a.duration === undefined ? {} : { durationS: a.duration }),
               ...(a.traceFile === undefined ? {} : { traceFile: resolve(a.traceFile) }),
             },

@@ -8,6 +8,7 @@
  * ends in one sentence naming the cause, with the exit code of its kind: a refusal the operator can
  * fix by changing the command is a usage error (2), everything else a runtime failure (3).
  */
+import { performance } from 'node:perf_hooks'
 import { AckFrameEncoder, FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
 import { protocolVersion, serverMessageSchema, type CampaignTag, type EndReason, type ServerMessage, type WriterEnv } from '../protocol/messages.js'
 import type { RunMeta } from '../record/format.js'
@@ -15,6 +16,7 @@ import { nativePort, type AckSocket } from '../native/index.js'
 import { PlugcheckError, describeSystemError, runtimeError } from '../errors.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, startsWithListenerFrame } from './listener-errors.js'
+import { listenerClockOf, type TimeBase } from './run-clock.js'
 
 /** Default bound on connect, every send and every wait for an answer (`--listener-timeout`). */
 export const listenerTimeoutMs = 10_000
@@ -30,6 +32,13 @@ export class AckChannel {
   /** Highest seq the listener has reported durable, per run. */
   readonly recordedThrough = new Map<string, number>()
   private socket: AckSocket | undefined
+  /**
+   * The listener's clock from its welcome, with the monotonic time it arrived (performance.now()),
+   * when it sent one that is a real time: the writer's run times are based on it (run-clock.ts).
+   */
+  listenerClock: TimeBase | undefined
+  /** The listener sent its clock in the welcome, so it knows the end reason 'storage-lost' too (messages.ts). */
+  knowsStorageLost = false
 
   private constructor(
     socket: AckSocket,
@@ -57,7 +66,9 @@ export class AckChannel {
     const channel = new AckChannel(socket, endpointText, timeoutMs)
     try {
       channel.send({ type: 'hello', protocol: protocolVersion, role: 'writer', ...(token === undefined ? {} : { token }) })
-      channel.waitFor('welcome')
+      const welcome = channel.waitFor('welcome')
+      channel.knowsStorageLost = welcome.nowMs !== undefined
+      channel.listenerClock = listenerClockOf(welcome.nowMs, performance.now())
     } catch (error) {
       channel.close()
       throw error
@@ -104,10 +115,11 @@ export class AckChannel {
 
   /** Waits until the listener reports every given run durable through its seq; false on time-out. */
   waitRecorded(throughSeqs: ReadonlyMap<string, number>, timeoutMs: number): boolean {
-    const deadline = Date.now() + timeoutMs
+    // Monotonic: a step of the wall clock neither cuts a wait short nor stretches it.
+    const deadline = performance.now() + timeoutMs
     const done = (): boolean => [...throughSeqs].every(([runId, seq]) => (this.recordedThrough.get(runId) ?? 0) >= seq)
     while (!done()) {
-      const leftMs = deadline - Date.now()
+      const leftMs = deadline - performance.now()
       if (leftMs <= 0) return false
       this.receiveFor(leftMs)
     }
@@ -143,11 +155,11 @@ export class AckChannel {
   }
 
   private waitFor<T extends ServerMessage['type']>(type: T): Extract<ServerMessage, { type: T }> {
-    const deadline = Date.now() + this.timeoutMs
+    const deadline = performance.now() + this.timeoutMs
     for (;;) {
       const index = this.inbox.findIndex((m) => m.type === type)
       if (index >= 0) return this.inbox.splice(index, 1)[0] as Extract<ServerMessage, { type: T }>
-      if (Date.now() > deadline) throw noAnswer(this.endpointText, this.timeoutMs, this.welcomed)
+      if (performance.now() > deadline) throw noAnswer(this.endpointText, this.timeoutMs, this.welcomed)
       this.receiveBlocking()
     }
   }

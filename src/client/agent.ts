@@ -10,6 +10,7 @@
  * nothing but its own data files (a foreign file at --file is refused exactly as `write` refuses it).
  */
 import { realpathSync } from 'node:fs'
+import { performance } from 'node:perf_hooks'
 import { hostname } from 'node:os'
 import { dirname, resolve } from 'node:path'
 import { PlugcheckError, exitCodes, runtimeError } from '../errors.js'
@@ -86,8 +87,9 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
   }
   if (campaign.phase === 'waiting-for-writer' && campaign.cycle <= campaign.cycles) {
     io.out(`campaign ${campaign.name}: cycle ${campaign.cycle} of ${campaign.cycles}: writing until the power goes\n`)
-    // No --duration: the run ends when the power does.
-    return runWrite({ ...options, ownPaths, campaign: { name: campaign.name, cycle: campaign.cycle } }, io)
+    // No --duration: the run ends when the power does. The last run was verified above (or had its
+    // verdicts, or there was none): nothing unverified is discarded.
+    return runWrite({ ...options, ownPaths, discardUnverified: true, campaign: { name: campaign.name, cycle: campaign.cycle } }, io)
   }
   io.out(`${describeCampaign(campaign)}: nothing to write\n`)
   return exitCode
@@ -105,18 +107,19 @@ function describeCampaign(c: CampaignState): string {
  * A refusal the operator must fix (a wrong token, another protocol) is not retried.
  */
 async function untilListenerAnswers<T>(ask: () => Promise<T>, where: string, io: Io): Promise<T> {
-  const startMs = Date.now()
+  // Monotonic: NTP stepping the clock at boot (the moment the agent runs) must not end the wait early.
+  const startMs = performance.now()
   let nextMessageMs = startMs
   for (let attempt = 1; ; attempt++) {
     try {
       return await ask()
     } catch (error) {
       if (!(error instanceof PlugcheckError) || error.exitCode !== exitCodes.runtime) throw error
-      const waitedMs = Date.now() - startMs
+      const waitedMs = performance.now() - startMs
       if (waitedMs >= listenerWaitMs) {
         throw runtimeError(`the listener at ${where} could not be reached for ${listenerWaitMs / 1000} s (${attempt} attempts): ${error.message}`, 'start `plugcheck listen` there, and check host, port and firewall')
       }
-      if (Date.now() >= nextMessageMs) {
+      if (performance.now() >= nextMessageMs) {
         io.err(`plugcheck: waiting for the listener at ${where} (${Math.round(waitedMs / 1000)} s of ${listenerWaitMs / 1000}): ${error.message}\n`)
         nextMessageMs += waitMessageIntervalMs
       }
@@ -127,10 +130,10 @@ async function untilListenerAnswers<T>(ask: () => Promise<T>, where: string, io:
 
 /** The campaign takes in the verdicts on its own schedule: wait (bounded) until it has left the cycle just verified. */
 async function campaignAfterVerdicts(ask: () => Promise<CampaignState | null>, timeoutMs: number): Promise<CampaignState | null> {
-  const deadlineMs = Date.now() + timeoutMs
+  const deadlineMs = performance.now() + timeoutMs
   for (;;) {
     const state = await ask()
-    if (state === null || (state.phase !== 'cutting' && state.phase !== 'waiting-for-agent') || Date.now() >= deadlineMs) return state
+    if (state === null || (state.phase !== 'cutting' && state.phase !== 'waiting-for-agent') || performance.now() >= deadlineMs) return state
     await sleep(campaignPollIntervalMs)
   }
 }

@@ -14,18 +14,21 @@
  * could end (--duration, a signal, a failure) and close before a late one joined.
  *
  * This thread owns what the user sees and what the process returns: one status line summed over the
- * jobs, the trail, the summaries in job order with one verify command, SIGINT/SIGTERM (passed on to
+ * jobs, the trail, the summaries in job order with one verify command, SIGINT/SIGTERM/SIGHUP (passed on to
  * every job, which ends its runs as 'interrupted'), and the exit code, the worst of the jobs. A job
- * that fails (a failed write or sync, a data file changed, the listener lost) ends the whole write:
+ * that fails (a failed write or sync, a data file changed, the storage losing a record, the listener lost) ends the whole write:
  * the other jobs are stopped so that every run is ended, and the failing job's error is the result.
  */
 import { randomBytes } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
 import type { Worker } from 'node:worker_threads'
 import { startModuleWorker } from './module-worker.js'
 import { PlugcheckError, exitCodes } from '../errors.js'
 import type { FileLock } from '../native/index.js'
 import { lockExisting } from './data-file.js'
-import { formatUs, groupDataPaths, stoppedLine, validateWriteOptions, verifyLine, type Io, type StopSignal, type WriteOptions, type WriteProgress } from './writer.js'
+import { checkEvidence } from './evidence.js'
+import { listenerTimeoutMs } from './ack-channel.js'
+import { evidenceQuestion, formatUs, groupDataPaths, stoppedLine, validateWriteOptions, verifyLine, type Io, type StopSignal, type WriteOptions, type WriteProgress } from './writer.js'
 
 /** What the main thread hands a job. */
 export interface JobData {
@@ -75,6 +78,8 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   } finally {
     for (const lock of locks) lock?.release()
   }
+  // Once for the group, before any job announces: the last run's evidence (evidence.ts).
+  await checkEvidence(evidenceQuestion(options, options.listenerTimeoutMs ?? listenerTimeoutMs))
 
   const groupId = randomBytes(8).toString('hex')
   const groupKey = randomBytes(16).toString('hex')
@@ -91,7 +96,7 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   let statusShown = false
   let steadyTold = false
   let nextStatusMs = 0
-  const startedMs = Date.now()
+  const startedMs = performance.now()
   const finish = (job: Job, result: JobResult): void => {
     if (job.result !== undefined) return
     job.result = result
@@ -127,11 +132,13 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   }
   const onSigint = (): void => onSignal('SIGINT')
   const onSigterm = (): void => onSignal('SIGTERM')
+  const onSighup = (): void => onSignal('SIGHUP')
   process.on('SIGINT', onSigint)
   process.on('SIGTERM', onSigterm)
+  process.on('SIGHUP', onSighup)
 
   const showStatus = (): void => {
-    const now = Date.now()
+    const now = performance.now()
     if (now < nextStatusMs) return
     nextStatusMs = now + statusIntervalMs
     const seen = jobs.filter((j) => j.progress !== undefined).map((j) => j.progress!)
@@ -187,14 +194,17 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
   } finally {
     process.off('SIGINT', onSigint)
     process.off('SIGTERM', onSigterm)
+    process.off('SIGHUP', onSighup)
   }
   if (statusShown) io.err('\n')
 
   io.out(`${jobs.map((j) => j.out).join('')}${verifyLine(options)}\n`)
-  // The first job that failed is the write's error; else every job got the same signal (130, 143); else 0.
+  // The first job that failed is the write's error; else a job's storage loss (1); else every job got the same signal (130, 143, 129); else 0.
   const cause = failures[0]?.error
   if (cause !== undefined) throw new PlugcheckError(cause.message, cause.exitCode, cause.hint)
-  const code = jobs.map((j) => j.result!.exitCode).find((c) => c !== exitCodes.ok) ?? exitCodes.ok
+  // A job that found the storage losing an acknowledged record (exit 1) decides over the jobs it stopped.
+  const codes = jobs.map((j) => j.result!.exitCode)
+  const code = codes.includes(exitCodes.lossFound) ? exitCodes.lossFound : (codes.find((c) => c !== exitCodes.ok) ?? exitCodes.ok)
   if (signal !== undefined && code !== exitCodes.ok) io.err(stoppedLine(signal))
   return code
 }

@@ -321,6 +321,15 @@ interface BulkLoss {
 
 // --- judging -------------------------------------------------------------------------------------
 
+/**
+ * How long the run went on by the listener's clock (the machine that kept power): from its
+ * announcement to its last ack or its end. Bounds the write times of its records (runLayout).
+ */
+function listenedRunMs(run: StoredRun): number {
+  const lastMs = Math.max(run.end?.atMs ?? 0, run.spans.at(-1)?.[3] ?? 0)
+  return Math.max(0, lastMs - run.announcedMs)
+}
+
 export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Promise<RunReport> {
   const meta = run.meta
   const key = runKey(meta.runId)
@@ -388,7 +397,7 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
       const firstSlotPastEnd = Math.max(0, Math.ceil(fileSizeBytes / recordSize) - 1)
       const readLimit = Math.min(plan.slotLimit, firstSlotPastEnd)
       // The slow path, for the slots the whole-record check did not accept.
-      const classifier = new Classifier(key, recordSize, runLayout(meta, nowMs), { fastPath: false })
+      const classifier = new Classifier(key, recordSize, runLayout(meta, nowMs, listenedRunMs(run)), { fastPath: false })
       const readChunkBytes = options.readChunkBytes ?? defaultReadChunkBytes
       const chunkBytes = readChunkBytes - (readChunkBytes % recordSize) || recordSize
       const judgeChunk = ({ firstSlot, lastSlot, offsetBytes: chunkOffset }: SlotChunk, chunk: Buffer, accepted: Float64Array): void => {

@@ -5,6 +5,7 @@
  * schema-checked (messages.ts bounds every field); a bad frame, a refusal or silence is a one-line error.
  */
 import { connect } from 'node:net'
+import { performance } from 'node:perf_hooks'
 import { hostname, networkInterfaces } from 'node:os'
 import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../protocol/framing.js'
 import {
@@ -25,7 +26,20 @@ import { nodeConnectHost } from '../native/sockaddr.js'
 import { nativePort } from '../native/index.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from './endpoint.js'
 import { listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
+import { epochAt, listenerClockOf, type TimeBase } from './run-clock.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, oneLine, startsWithListenerFrame } from './listener-errors.js'
+
+/**
+ * The listener's clock as its latest welcome gave it (with the monotonic time it arrived), when it
+ * sent a real time: a verdict is stamped with it, so the campaign compares it with its own cut time
+ * and a verifier whose clock is at 1970 still reports (run-clock.ts).
+ */
+let latestListenerClock: TimeBase | undefined
+
+/** The listener's time now, by the latest welcome of any conversation; undefined when none gave one. */
+export function listenerNowMs(): number | undefined {
+  return latestListenerClock === undefined ? undefined : Math.round(epochAt(latestListenerClock))
+}
 
 /** The listener's answer: the runs to judge, and every run on record for the queried host and path. */
 export interface RunsReply {
@@ -204,6 +218,7 @@ async function converse<T>(
         if (!welcomed && message.type !== 'welcome' && message.type !== 'error') return settle(notAListener(where, firstBytes))
         if (message.type === 'welcome') {
           welcomed = true
+          latestListenerClock = listenerClockOf(message.nowMs, performance.now()) ?? latestListenerClock
           continue
         }
         if (message.type === 'error') return settle(listenerRefusal(where, message.code, message.message))

@@ -13,6 +13,7 @@
  */
 import { nativePort } from '../native/index.js'
 import { hostname } from 'node:os'
+import { dirname } from 'node:path'
 import { inlineSpansMax, maxSpansPerPage, storedVerdictSchema, type Claim, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
 import { AckStore } from '../server/ack-store.js'
 import { describeSystemError, exitCodes, runtimeError, usageError, PlugcheckError } from '../errors.js'
@@ -20,14 +21,14 @@ import { formatSize } from '../sizes.js'
 import { join } from 'node:path'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
 import { judgeRun, readSuperblock, type RunReport, type RunVerdict } from './judge.js'
-import { queryRuns, readSpanPages } from './listener-client.js'
+import { listenerNowMs, queryRuns, readSpanPages, reportVerdicts } from './listener-client.js'
 import { listenerTimeoutMs } from './ack-channel.js'
 import { ackedThroughSeqOf, pagedTimeline, spansLeftOut, timelineOfSpans, type AckTimeline, type SpanPageReader } from './ack-timeline.js'
 import { checkFileSystemPresent } from './file-checks.js'
 import { checkGroupMembers, withMembersTheFilesHold } from './group-members.js'
 import { checkMetaAgainstFiles } from './meta-check.js'
 import { groupVerdict, judgeMethods, methodLabel, verdictExitCodes, type MethodJudgement } from './verdict-rules.js'
-import type { Io } from './writer.js'
+import { writerEnvironment, type Io } from './writer.js'
 
 export interface VerifyOptions {
   readonly source: { readonly server: Endpoint } | { readonly acksDir: string }
@@ -148,9 +149,28 @@ export interface VerifyOutcome {
 }
 
 export async function runVerify(options: VerifyOptions, io: Io): Promise<number> {
-  const { report, exitCode } = await verifyReport(options, io)
-  io.out(printedReport(report, options.json))
-  return exitCode
+  const outcome = await verifyReport(options, io)
+  io.out(printedReport(outcome.report, options.json))
+  if ('server' in options.source) await storeFound(outcome.report, options.source.server, options, io)
+  return outcome.exitCode
+}
+
+/**
+ * What verify found is stored at the listener, as the agent stores it (the same rule): `runs` and the
+ * report show it, and a later `write` on the path knows the run was verified (evidence.ts). Not when
+ * nothing was judged because the run is still being written. A listener that does not take it
+ * (another address without --token, a run it still holds open) costs a warning, never the verdict.
+ */
+async function storeFound(report: VerifyReport | NotJudgedReport, server: Endpoint, options: VerifyOptions, io: Pick<Io, 'err'>): Promise<void> {
+  const live = new Set(report.claims.filter((c) => c.live).map((c) => c.runId))
+  if (report.verdict === 'not-judged' && (report.reason === 'still-running' || (report.groupRunIds ?? []).some((id) => live.has(id)))) return
+  const machine = writerEnvironment(dirname(options.file))
+  try {
+    await reportVerdicts(server, options.token, options.listenerTimeoutMs ?? listenerTimeoutMs, storedVerdicts(report, machine.bootId, machine.fingerprint))
+  } catch (error) {
+    const why = error instanceof PlugcheckError ? error.message : String(error)
+    io.err(`plugcheck: warning: the verdict was not stored at the listener: ${why}\nhint: a later write on this path asks for --discard-unverified (or run verify from the machine that wrote, or give the listener a --token)\n`)
+  }
 }
 
 /** The report as verify prints it, in words or as JSON. */
@@ -219,7 +239,7 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
   const reports: RunReport[] = []
   // One file at a time: each judge streams its file with a fixed set of buffers.
   for (const run of runs) reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId), acks: from.acks(run) }))
-  notes.push(...methodCaveats(runs))
+  notes.push(...methodCaveats(runs), ...storageLostNotes(runs))
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
   return { report, exitCode: verdictExitCodes[report.verdict] }
 }
@@ -230,10 +250,15 @@ const storedRangesMax = 100
 /**
  * The verdicts to report to the listener, one per run: what verify found for each run it judged, or
  * 'not-judged' with zero counts and the reason for every run of the group it did not judge. bootId and
- * fingerprint describe this machine as verify found it.
+ * fingerprint describe this machine as verify found it; atMs is the listener's time when a welcome gave
+ * it (this machine's clock may be anywhere after a cut: at 1970 the listener would refuse the verdict).
  */
-export function storedVerdicts(report: VerifyReport | NotJudgedReport, bootId: string | null, fingerprint: StoredVerdict['fingerprint']): { runId: string; result: StoredVerdict }[] {
-  const atMs = Date.now()
+export function storedVerdicts(
+  report: VerifyReport | NotJudgedReport,
+  bootId: string | null,
+  fingerprint: StoredVerdict['fingerprint'],
+  atMs = listenerNowMs() ?? Date.now(),
+): { runId: string; result: StoredVerdict }[] {
   const machine = { bootId: storedVerdictSchema.shape.bootId.safeParse(bootId).success ? bootId : null, fingerprint, atMs }
   if (report.verdict === 'not-judged') {
     const summary = `NOT JUDGED: ${report.detail}.`.slice(0, 4096)
@@ -452,6 +477,16 @@ function fileChangedDuringRun(runs: readonly StoredRun[]): Pick<NotJudgedReport,
   const run = runs.find((r) => r.end?.reason === 'file-changed')
   if (run === undefined) return null
   return { reason: 'file-changed', detail: `run ${run.meta.runId} (${run.meta.method}) ended because ${run.end!.detail ?? 'its data file was changed by something other than plugcheck during the run'}` }
+}
+
+/**
+ * The writer stopped the run because a record of its own file read back wrong while it was going
+ * (end 'storage-lost'): said beside the verdict, which the bytes as they are now decide. Once per
+ * distinct detail (every run of a write ends with the same words).
+ */
+function storageLostNotes(runs: readonly StoredRun[]): string[] {
+  const details = new Set(runs.filter((r) => r.end?.reason === 'storage-lost').map((r) => r.end!.detail ?? 'an acknowledged record read back wrong'))
+  return [...details].map((detail) => `the writer stopped during the run: ${detail.replace(/\.$/, '')}`)
 }
 
 /**

@@ -12,7 +12,7 @@
  * The writer always leaves a trail: one line per run and the verify command go to stdout with a
  * synchronous write before the loop starts (stdout to a pipe is asynchronous in Node and would
  * still be queued when a SIGKILL lands), and the summary is printed however the run ends: by
- * --duration, a failed write or sync, a lost listener, or SIGINT/SIGTERM.
+ * --duration, a failed write or sync, a lost listener, or SIGINT/SIGTERM/SIGHUP.
  *
  * Signals. Node runs a JS signal handler only when the event loop turns, which a synchronous loop
  * never lets it do. Blocking the signals with pthread_sigmask and polling sigpending() would not
@@ -21,25 +21,29 @@
  * the process. So the handlers are ordinary process.on() handlers that set a flag, and the loop
  * yields to the event loop once per housekeeping tick (every 50 ms, after the ack has left): that
  * costs one setImmediate hop (a few microseconds) per 50 ms, and a signal is seen within 50 ms plus
- * one sync. The run then ends with 'interrupted' and exits 128 + the signal number (130, 143), the
- * status a shell reports for a process that a signal ended.
+ * one sync. The run then ends with 'interrupted' and exits 128 + the signal number (130, 143, 129 for
+ * SIGHUP: a dropped SSH session or a closed terminal), the status a shell reports for a process that a
+ * signal ended.
  */
 import { randomBytes } from 'node:crypto'
-import { openSync, writeSync, closeSync, readSync, statSync } from 'node:fs'
+import { openSync, writeSync, closeSync, fstatSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { encodeFrame } from '../protocol/framing.js'
-import { maxClaims, writerEnvSchema, type CampaignTag, type WriterEnv } from '../protocol/messages.js'
+import { maxClaims, writerEnvSchema, type CampaignTag, type EndReason, type WriterEnv } from '../protocol/messages.js'
 import { collectFingerprint } from '../bench/fingerprint.js'
 import { NativeError, directAlignmentBytes, nativePort, type DataFile, type FileLock } from '../native/index.js'
 import { methodAvailability, type MethodName } from '../native/registry.js'
-import { fillRecord, memberPath, readStamp, runKey, sectorBytes, slotOf, slotOffsetBytes, stampBytes, type Pattern, type RunKey, type RunMeta } from '../record/format.js'
+import { encodeSuperblock, fillRecord, memberPath, readStamp, runKey, sectorBytes, slotOf, slotOffsetBytes, stampBytes, type Pattern, type RunKey, type RunMeta } from '../record/format.js'
 import { PlugcheckError, describeSystemError, exitCodes, runtimeError, usageError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { AckChannel, listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
 import { checkDirectSupported, checkFolder, directFlag, checkReplaceable, createDataFile, lockExisting } from './data-file.js'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
+import { superblockHeadBytes, watchFiles, type FileFinding, type WatchedRun } from './file-watch.js'
+import { epochAt, runTimeBase, type TimeBase } from './run-clock.js'
+import { checkEvidence, type EvidenceQuestion } from './evidence.js'
 import { shellQuote } from '../shell-quote.js'
 
 export { shellQuote }
@@ -62,6 +66,11 @@ export interface WriteOptions {
    * when the cut destroyed their superblock (they are plugcheck's own, whatever their bytes say now).
    */
   readonly ownPaths?: ReadonlySet<string>
+  /**
+   * --discard-unverified: write even though the last run of this host and path may have been cut and
+   * was never verified (evidence.ts). The agent sets it: it verified that run first.
+   */
+  readonly discardUnverified?: boolean
   /** Lab and bench only: a side file (outside the cut) logging every completed sync. */
   readonly traceFile?: string
   /** Bounds connect, every answer, a stall of the listener's "recorded" reports and the final wait (--listener-timeout). */
@@ -129,20 +138,13 @@ export interface WriteProgress {
   readonly steady: boolean
 }
 
-interface ActiveRun {
-  readonly meta: RunMeta
-  readonly key: RunKey
+/** A run being written; the fields the watch over its file reads are WatchedRun's (file-watch.ts). */
+interface ActiveRun extends WatchedRun {
   readonly buffer: Buffer
   readonly file: DataFile
-  /** The data file's identity when the run began (its lock's): a different one at the path means someone replaced it. */
-  readonly identity: { readonly dev: number; readonly ino: number }
-  /** How far into the file records have been written: a shorter file means someone truncated it. */
   endBytes: number
-  /** A read-only descriptor of the same file, to read back a record now and then (see filesChanged). */
-  readonly checkFd: number
   /** Highest seq whose sync returned. */
   syncedSeq: number
-  /** Highest seq reported to the listener. */
   lastSeq: number
   readonly latency: LatencyHistogram
 }
@@ -242,6 +244,11 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
   try {
     for (const path of paths) locks.push(lockExisting(path))
     channel = await AckChannel.open(options.server, options.token, timeoutMs)
+    // Once the listener answered (a refusal or silence is said by the channel, in a writer's words),
+    // before anything is announced. A group's main thread asked for every job (jobs.ts).
+    if (options.job === undefined) await checkEvidence(evidenceQuestion(options, timeoutMs))
+    // Every time of every run of this write is this base plus monotonic time (run-clock.ts).
+    const clock = runTimeBase(channel.listenerClock, channel.endpointText, io.err)
     const groupId = options.job?.groupId ?? randomBytes(8).toString('hex')
     const host = hostname()
     const slotCount = Math.floor(options.sizeBytes / options.recordSizeBytes) - 1
@@ -258,7 +265,7 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
           host,
           path: paths[i]!,
           requestedPath: options.file,
-          createdMs: Date.now(),
+          createdMs: Math.floor(epochAt(clock)),
           // The group's plan in every run: verify names a member the listener lost.
           member: { ...jobPlace(options), methods: [...options.methods] },
         }
@@ -271,6 +278,7 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
         const newLock = createDataFile(meta, locks[i]!)
         locks[i]?.release()
         locks[i] = newLock
+        const checkFd = openSync(meta.path, 'r')
         runs.push({
           meta,
           key: runKey(meta.runId),
@@ -278,7 +286,9 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
           file: openForMethod(meta),
           identity: { dev: newLock.dev, ino: newLock.ino },
           endBytes: meta.recordSizeBytes,
-          checkFd: openSync(meta.path, 'r'),
+          allocatedAtStartBytes: allocatedBytes(checkFd),
+          superblockHead: encodeSuperblock(meta).subarray(0, superblockHeadBytes),
+          checkFd,
           syncedSeq: 0,
           lastSeq: 0,
           latency: new LatencyHistogram(),
@@ -296,7 +306,7 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
     // A group's command names PATH: the first job prints it for all.
     if ((options.job?.index ?? 0) === 0) outNow(`${verifyLine(options)}\n`)
     const start = await options.startBarrier?.(undefined)
-    return await writeLoop(options, runs, channel, io, timeoutMs, start?.signal, start?.groupFailure)
+    return await writeLoop(options, runs, channel, io, timeoutMs, start?.signal, clock, start?.groupFailure)
   } finally {
     for (const run of runs) {
       run.file.close()
@@ -305,6 +315,24 @@ export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
     channel?.close()
     // Releasing the locks; exit would too.
     for (const lock of locks) lock?.release()
+  }
+}
+
+/** What the file system has allocated to the file, at most its size (file-watch.ts). */
+function allocatedBytes(fd: number): number {
+  const stats = fstatSync(fd)
+  return Math.min(stats.blocks * 512, stats.size)
+}
+
+/** What the evidence check asks the listener, for this write (evidence.ts). */
+export function evidenceQuestion(options: WriteOptions, timeoutMs: number): EvidenceQuestion {
+  return {
+    server: options.server,
+    file: options.file,
+    listenerTimeoutMs: timeoutMs,
+    verifyCommand: verifyCommand(options),
+    ...(options.token === undefined ? {} : { token: options.token }),
+    ...(options.discardUnverified === undefined ? {} : { discardUnverified: options.discardUnverified }),
   }
 }
 
@@ -351,10 +379,11 @@ function openForMethod(meta: RunMeta): DataFile {
   }
 }
 
-const signalNumbers = { SIGINT: 2, SIGTERM: 15 } as const
+/** SIGHUP too: a dropped SSH session or a closed terminal ends a run as interrupted, not as a vanished writer (a cut). */
+const signalNumbers = { SIGINT: 2, SIGTERM: 15, SIGHUP: 1 } as const
 export type StopSignal = keyof typeof signalNumbers
 
-/** SIGINT/SIGTERM set a flag the loop reads at each housekeeping tick (see the module header); `before`: one that came before the loop. */
+/** SIGINT/SIGTERM/SIGHUP set a flag the loop reads at each housekeeping tick (see the module header); `before`: one that came before the loop. */
 function catchStopSignals(before: StopSignal | undefined): { readonly received: () => StopSignal | undefined; readonly release: () => void } {
   let received = before
   const handlers = (Object.keys(signalNumbers) as StopSignal[]).map((signal) => {
@@ -370,7 +399,16 @@ function catchStopSignals(before: StopSignal | undefined): { readonly received: 
 /** One turn of the event loop: lets signal handlers run. */
 const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
-async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, io: Io, timeoutMs: number, stoppedBefore: StopSignal | undefined, groupFailure?: string): Promise<number> {
+async function writeLoop(
+  options: WriteOptions,
+  runs: ActiveRun[],
+  channel: AckChannel,
+  io: Io,
+  timeoutMs: number,
+  stoppedBefore: StopSignal | undefined,
+  clock: TimeBase,
+  groupFailure?: string,
+): Promise<number> {
   const trace = options.traceFile === undefined ? undefined : new TraceLog(options.traceFile)
   const signals = catchStopSignals(stoppedBefore)
   const startMs = performance.now()
@@ -381,8 +419,8 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
   let steadySent = false
   let failure: { run: ActiveRun; error: unknown } | undefined
   let lostListener: unknown
-  /** Someone else deleted, replaced or truncated a data file during the run (see filesChanged). */
-  let changed: string | null = null
+  /** A data file changed by someone else, or an acknowledged record the storage lost, during the run (file-watch.ts). */
+  let watched: FileFinding | null = null
   const report = io.progress ?? drawProgress(io)
   const showStatus = (nowMs: number, waiting?: number): void => {
     if (!io.statusTty) return
@@ -392,13 +430,15 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
 
   /** The clock read that ended the previous record: this record's write time (two clock reads per record, not three). */
   let previousMs = startMs
+  /** Write time = the run's time base + monotonic time: a step of the wall clock moves nothing (run-clock.ts). */
+  const epochMinusPerfMs = clock.epochMs - clock.perfMs
   try {
     // A job stopped while it waited for the group's other jobs writes no record: its runs end at once.
     loop: for (let i = 0; stoppedBefore === undefined && groupFailure === undefined; i++) {
       const run = runs[i % runs.length]!
       const seq = run.lastSeq + 1
       const slot = slotOf(run.key, run.meta.pattern, seq, run.meta.slotCount)
-      fillRecord(run.buffer, run.key, seq, slot, Math.round((performance.timeOrigin + previousMs) * 1000))
+      fillRecord(run.buffer, run.key, seq, slot, Math.round((epochMinusPerfMs + previousMs) * 1000))
       const beforeMs = performance.now()
       const offsetBytes = slotOffsetBytes(run.meta.recordSizeBytes, slot)
       try {
@@ -422,10 +462,10 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
       if (afterMs >= nextHousekeepingMs) {
         nextHousekeepingMs = afterMs + housekeepingIntervalMs
         channel.poll() // takes in "recorded" reports; throws if the listener refused or went away
-        await yieldToEventLoop() // lets a SIGINT/SIGTERM handler run (see the module header)
+        await yieldToEventLoop() // lets a SIGINT/SIGTERM/SIGHUP handler run (see the module header)
         if (signals.received() !== undefined) break loop
-        changed = filesChanged(runs)
-        if (changed !== null) break loop
+        watched = watchFiles(runs)
+        if (watched !== null) break loop
         if (afterMs >= endMs) break loop
         if (unrecordedMax(runs, channel) > unrecordedAcksMax) {
           if (!(await waitForListener(runs, channel, timeoutMs, signals.received, (nowMs, n) => showStatus(nowMs, n)))) break loop
@@ -462,18 +502,26 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
     const { run, error } = failure
     const what = error instanceof NativeError ? error.syscall : 'write'
     const message = `${what} failed on ${run.meta.path} after seq ${run.lastSeq} (method ${run.meta.method}): ${describeSystemError(error)}`
-    for (const r of runs) tryQuietly(() => channel.end(r.meta.runId, 'error', message))
+    endRuns(runs, channel, 'error', message, timeoutMs)
     io.out(summary(options, runs, channel))
     throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')
   }
 
   // Once more before the run is called complete: a change since the last tick counts too.
-  changed ??= filesChanged(runs)
-  if (changed !== null) {
-    for (const r of runs) tryQuietly(() => channel.end(r.meta.runId, 'file-changed', changed!.slice(0, 4000)))
+  watched ??= watchFiles(runs)
+  if (watched?.kind === 'changed') {
+    const message = watched.message
+    endRuns(runs, channel, 'file-changed', message.slice(0, 4000), timeoutMs)
     io.out(summary(options, runs, channel))
-    throw runtimeError(changed, 'verify will not judge this run (the storage is not to blame for what was done to its file); start a new run and leave its files alone')
+    throw runtimeError(message, 'verify will not judge this run (the storage is not to blame for what was done to its file); start a new run and leave its files alone')
   }
+  if (watched?.kind === 'unreadable') {
+    const message = watched.message
+    endRuns(runs, channel, 'error', message, timeoutMs)
+    io.out(summary(options, runs, channel))
+    throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')
+  }
+  if (watched?.kind === 'lost') return storageLost(options, watched, runs, channel, io, timeoutMs)
 
   const signal = signals.received()
   let recorded = false
@@ -498,54 +546,21 @@ async function writeLoop(options: WriteOptions, runs: ActiveRun[], channel: AckC
 }
 
 /**
- * The data files must stay what the writer is writing: a file deleted, replaced (another inode at the
- * path) or truncated below the records written makes verify see losses the storage did not cause.
- * Checked at each housekeeping tick and before the run is called complete; a sentence naming the
- * file when it changed, else null.
+ * The storage lost an acknowledged record of our own file while the run was going (file-watch.ts):
+ * every run ends saying so, every ack is recorded, the summary printed. Exit 1 when the record was a
+ * tested method's: its sync returned and the storage broke that promise, the same proof for which
+ * verify exits 1 (and verify, run now, judges it so). A loss of the control's (never synced) record
+ * says the storage loses written data while powered, which is no verdict on a method: exit 3.
  */
-function filesChanged(runs: readonly ActiveRun[]): string | null {
-  for (const run of runs) {
-    const path = run.meta.path
-    let stats
-    try {
-      stats = statSync(path, { throwIfNoEntry: false })
-    } catch (error) {
-      return `the data file ${path} can no longer be inspected during the run (${describeSystemError(error)}): something else changed it`
-    }
-    if (stats === undefined) return `the data file ${path} was deleted during the run, by something other than plugcheck`
-    if (stats.ino !== run.identity.ino || stats.dev !== run.identity.dev) return `the data file ${path} was replaced by another file during the run, by something other than plugcheck`
-    if (stats.size < run.endBytes) return `the data file ${path} was truncated to ${stats.size.toLocaleString('en-US')} bytes during the run (records reach ${run.endBytes.toLocaleString('en-US')}), by something other than plugcheck`
-    // A truncation is soon hidden by the next append, which extends the file over a hole: read back
-    // one record the writer is sure the file holds (the latest write to its slot) and see it is there.
-    const seq = sampleSeq(run)
-    if (seq === 0) continue
-    const slot = slotOf(run.key, run.meta.pattern, seq, run.meta.slotCount)
-    const offset = slotOffsetBytes(run.meta.recordSizeBytes, slot)
-    let n = 0
-    try {
-      n = readSync(run.checkFd, stampScratch, 0, stampBytes, offset)
-    } catch {
-      n = 0
-    }
-    const stamp = n === stampBytes ? readStamp(stampScratch, 0) : null
-    if (stamp === null || stamp.seq !== seq || stamp.runLo !== run.key.lo || stamp.runHi !== run.key.hi) {
-      return `the data file ${path} no longer holds record ${seq.toLocaleString('en-US')}, written at byte ${offset.toLocaleString('en-US')} during the run: it was truncated or overwritten by something other than plugcheck`
-    }
-  }
-  return null
-}
-
-const stampScratch = Buffer.alloc(stampBytes)
-
-/**
- * A seq whose record must be in the file now, its slot not yet rewritten by a later seq: any of the
- * last slotCount seqs in append (slots in order), only the latest in overwrite (slots at random).
- */
-function sampleSeq(run: ActiveRun): number {
-  if (run.lastSeq === 0) return 0
-  if (run.meta.pattern !== 'append') return run.lastSeq
-  const oldest = Math.max(1, run.lastSeq - run.meta.slotCount + 1)
-  return oldest + Math.floor(Math.random() * (run.lastSeq - oldest + 1))
+function storageLost(options: WriteOptions, lost: Extract<FileFinding, { kind: 'lost' }>, runs: ActiveRun[], channel: AckChannel, io: Io, timeoutMs: number): number {
+  // A listener older than the reason takes the same words as an 'error' end (verify judges both).
+  const recorded = endRuns(runs, channel, channel.knowsStorageLost ? 'storage-lost' : 'error', lost.message.slice(0, 4000), timeoutMs)
+  io.out(summary(options, runs, channel))
+  const unrecorded = recorded ? '' : ` (the listener did not confirm every ack as recorded: the summary says how many it holds)`
+  const hint = `no power cut is needed to see it: run ${verifyCommand(options)} now; then test the device before trusting it`
+  if (lost.run.meta.method === 'none') throw runtimeError(`${lost.message}${unrecorded}`, hint)
+  io.err(`plugcheck: ${lost.message}${unrecorded}\nhint: ${hint}\n`)
+  return exitCodes.lossFound
 }
 
 /** The listener has reported acks of every run as recorded. */
@@ -650,6 +665,21 @@ export function stoppedLine(signal: string): string {
 export function formatUs(us: number): string {
   if (!Number.isFinite(us)) return '-'
   return us >= 1000 ? `${(us / 1000).toFixed(us >= 10_000 ? 0 : 1)} ms` : `${Math.round(us)} us`
+}
+
+/**
+ * Ends every run with reason and detail, then waits (within timeoutMs) until the listener has recorded
+ * every ack: the listener takes a connection's frames in order, so the end is stored before the write
+ * exits (a verify started right after sees it) and verify counts every ack. False when the listener
+ * could not confirm it (gone, or slow); the failure being reported matters more.
+ */
+function endRuns(runs: readonly ActiveRun[], channel: AckChannel, reason: EndReason, detail: string, timeoutMs: number): boolean {
+  try {
+    for (const r of runs) channel.end(r.meta.runId, reason, detail)
+    return channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), timeoutMs)
+  } catch {
+    return false
+  }
 }
 
 function tryQuietly(fn: () => void): void {

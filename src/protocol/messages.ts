@@ -83,10 +83,13 @@ export const ackSchema = z.object({ type: z.literal('ack'), runId: runIdSchema, 
   { message: 'toSeq is below fromSeq' },
 )
 /**
- * How a writer ended a run: its --duration, a signal, a failed write or sync, or its data file
- * deleted, replaced or truncated by someone else during the run (verify then judges nothing).
+ * How a writer ended a run: its --duration, a signal, a failed write or sync, its data file deleted,
+ * replaced or truncated by someone else during the run (verify then judges nothing), or an
+ * acknowledged record of its own file read back wrong during the run: the storage lost it (verify
+ * judges it). A writer sends storage-lost only to a listener whose welcome carries nowMs (both came
+ * in together); to an older one, the same detail as 'error'.
  */
-export const endReasons = ['duration', 'interrupted', 'error', 'file-changed'] as const
+export const endReasons = ['duration', 'interrupted', 'error', 'file-changed', 'storage-lost'] as const
 export type EndReason = (typeof endReasons)[number]
 export const endSchema = z.object({
   type: z.literal('end'),
@@ -289,7 +292,17 @@ export const campaignStateSchema = z.object({
 export type CampaignState = z.infer<typeof campaignStateSchema>
 
 export const serverMessageSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('welcome'), protocol: z.number().int(), listenerId: z.string().max(64) }),
+  z.object({
+    type: z.literal('welcome'),
+    protocol: z.number().int(),
+    listenerId: z.string().max(64),
+    /**
+     * The listener's clock (ms since the epoch) when it answered; absent from older listeners. The
+     * machine that keeps power keeps time too: a writer takes its run's time base from it. Any number
+     * is accepted here (a listener at 1970 is still a listener); the writer checks it is a real time.
+     */
+    nowMs: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+  }),
   z.object({ type: z.literal('run-ok'), runId: runIdSchema }),
   z.object({ type: z.literal('recorded'), runId: runIdSchema, throughSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER) }),
   z.object({

@@ -20,10 +20,11 @@
  *     from its regenerated payload with the write time read from sector 0, and its checksum must equal
  *     the last 8 bytes. Otherwise both sectors are garbage. Both fields are checked exactly.
  *   - Sector 0 holds seq a, the last sector another seq b: a's write time must be plausible (between
- *     the run's creation and now, a day of clock slack either side) or sector 0 is garbage. b's
- *     checksum hashes b's write time, which the other write destroyed, so those 8 bytes cannot be
- *     recomputed; they are the only bytes left unverified, and only in this mixed state, which no
- *     single write produces (it needs at least two writes to the slot, cut mid-way).
+ *     the run's creation and its last ack at the listener, a day of slack either side; see runLayout)
+ *     or sector 0 is garbage. b's checksum hashes b's write time, which the other write destroyed, so
+ *     those 8 bytes cannot be recomputed; they are the only bytes left unverified, and only in this
+ *     mixed state, which no single write produces (it needs at least two writes to the slot, cut
+ *     mid-way).
  *
  * Decision table, E = last acknowledged seq for the slot, first matching row wins:
  *   whole record of seq s, checksum valid, slotOf(s) = slot, s >= E   intact  (s > E: a newer, never
@@ -82,15 +83,22 @@ export interface RunLayout {
   readonly writeTimeUsMax: number
 }
 
-/** Clock slack for the write-time plausibility check: clocks step, and verify may run elsewhere. */
+/** Clock slack for the write-time plausibility check: older writers' clocks stepped, and records outlive their last ack. */
 export const writeTimeSlackUs = 24 * 3600 * 1_000_000
 
-export function runLayout(meta: { pattern: Pattern; slotCount: number; createdMs: number }, nowMs: number): RunLayout {
+/**
+ * A writer derives its run's creation time and every record's write time from one base plus
+ * monotonic time (client/run-clock.ts): every write time lies from createdMs to createdMs plus how
+ * long the run went on, which the listener measured (runMs: from the announcement to its last ack
+ * or end). Verify's own clock (nowMs) may be anywhere after a reboot (a clock at 1970, a VM resumed):
+ * it only ever widens the bound, for runs of older writers whose two times came from two clock reads.
+ */
+export function runLayout(meta: { pattern: Pattern; slotCount: number; createdMs: number }, nowMs: number, runMs = 0): RunLayout {
   return {
     pattern: meta.pattern,
     slotCount: meta.slotCount,
     writeTimeUsMin: meta.createdMs * 1000 - writeTimeSlackUs,
-    writeTimeUsMax: Math.max(nowMs, meta.createdMs) * 1000 + writeTimeSlackUs,
+    writeTimeUsMax: Math.max(nowMs, meta.createdMs + Math.max(0, runMs)) * 1000 + writeTimeSlackUs,
   }
 }
 

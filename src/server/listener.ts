@@ -53,6 +53,7 @@
 import { RateLimitedLog } from './rate-limited-log.js'
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { EventEmitter } from 'node:events'
+import { performance } from 'node:perf_hooks'
 import { createServer, isIPv4, type AddressInfo, type Server, type Socket } from 'node:net'
 import { FrameDecoder, FrameError, encodeFrame, maxClientFrameBytes } from '../protocol/framing.js'
 import { ackFastDecoder } from '../protocol/ack-frame.js'
@@ -261,7 +262,7 @@ export class Listener {
    * False if the reply does not fit even so.
    */
   makeRoomForReply(replyBytes: number, requester: Connection): boolean {
-    const nowMs = Date.now()
+    const nowMs = performance.now() // blockedSinceMs is monotonic: a clock step must not drop a reader
     let queuedBytes = 0
     const holders: Connection[] = []
     for (const c of this.connections) {
@@ -480,7 +481,7 @@ class Connection {
   /** The socket's write buffer is full: the peer is not reading our replies. */
   private writeBlocked = false
   private closed = false
-  /** Since when the socket's buffer has been full (the peer is not reading); undefined while it drains. */
+  /** Since when (performance.now()) the socket's buffer has been full (the peer is not reading); undefined while it drains. */
   blockedSinceMs: number | undefined
   /** A query reply was queued on this connection: it may be dropped to keep replies within budget. */
   sentQueryReply = false
@@ -633,7 +634,7 @@ class Connection {
       listener.authenticated.add(this)
       this.role = message.role
       this.protocol = message.protocol
-      this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId })
+      this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId, nowMs: Date.now() })
       listener.emit({ kind: 'connection', peer: this.peer, atMs: Date.now() })
       if (message.machine !== undefined) listener.endRunsOfEarlierBoot(message.machine, this.peer)
       return
@@ -852,7 +853,7 @@ class Connection {
   private sendFrame(frame: Buffer): void {
     if (!this.socket.write(frame)) {
       this.writeBlocked = true
-      this.blockedSinceMs ??= Date.now()
+      this.blockedSinceMs ??= performance.now()
       this.updateFlow()
     }
   }

@@ -1,9 +1,12 @@
+import { performance } from 'node:perf_hooks'
+
 /**
  * A log that a flood cannot drown: at most linesPerWindow lines per windowMs, then, when the next
  * window opens, one line saying how many were dropped (summary(n, windowS) words it).
  */
 export class RateLimitedLog {
-  private windowStartMs = 0
+  /** performance.now() when the window opened: a step of the wall clock neither floods nor mutes the log. */
+  private windowStartMs = -Infinity
   private lines = 0
   private suppressed = 0
   constructor(
@@ -15,7 +18,7 @@ export class RateLimitedLog {
 
   line(text: string): void {
     if (this.log === undefined) return
-    const now = Date.now()
+    const now = performance.now()
     if (now - this.windowStartMs >= this.windowMs) {
       if (this.suppressed > 0) this.log(this.summary(this.suppressed, this.windowMs / 1000))
       this.windowStartMs = now

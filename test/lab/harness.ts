@@ -361,6 +361,18 @@ export class Lab {
     return this.everyLoop.map((l) => ({ ...l }))
   }
 
+  /**
+   * Drops the host's page cache of the disk's FUSE file (its clean pages), so that what is read next
+   * comes from the disk (nbdkit and its cache filter), as on a machine with nothing between its file
+   * system and its drive: the loop device writes through that page cache, which otherwise serves a
+   * read-back the block the disk has dropped. Only while the disk runs (a FUSE file whose daemon may
+   * be dead is never touched).
+   */
+  async dropHostCache(): Promise<void> {
+    if (this.state !== 'running') return
+    await run('dd', [`if=${this.fuseFile}`, 'iflag=nocache', 'count=0', 'status=none'])
+  }
+
   /** The power cut; SIGKILLs extraPids (the writer) at the same moment as nbdkit and nbdfuse. */
   async cut(extraPids: number[] = []): Promise<void> {
     if (this.state !== 'running') throw new Error(`cut() needs a running lab, this one is ${this.state}`)

@@ -20,12 +20,20 @@ export interface PlugOptions {
   readonly methods: readonly string[]
   readonly direct: boolean
   readonly pattern: 'append' | 'overwrite'
-  /** Time from the first completed sync to the cut. */
+  /** Time from the first completed sync to the cut (at most, with mayEndFirst). */
   readonly runMs: number
   readonly size: string
   /** Where the trace file goes: outside the lab's disk. */
   readonly outsideDir: string
   readonly server: string
+  /**
+   * The writer may end on its own before the cut (it read back a record the disk lost: exit 1,
+   * storage-lost): the disk is cut and rebooted all the same, and verify judges. Otherwise a writer
+   * that stops before the cut is an error.
+   */
+  readonly mayEndFirst?: boolean
+  /** Drop the host's cache of the disk this often while the writer runs (Lab.dropHostCache), so its read-back reaches the disk. */
+  readonly dropHostCacheEveryMs?: number
 }
 
 export interface PlugResult {
@@ -35,6 +43,8 @@ export interface PlugResult {
   /** Syncs the writer completed before the cut, per run id (from the trace file). */
   readonly completed: ReadonlyMap<string, number>
   readonly writerStderr: string
+  /** The writer's exit code when it ended before the cut (mayEndFirst); null when the cut ended it. */
+  readonly writerExitCode: number | null
 }
 
 const traceEntryBytes = 24
@@ -60,10 +70,23 @@ export async function plugPull(lab: Lab, options: PlugOptions): Promise<PlugResu
     }
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
-  await new Promise((resolve) => setTimeout(resolve, options.runMs))
-  if (writer.exitCode !== null) throw new Error(`the writer stopped before the cut (exit ${writer.exitCode}): ${writerStderr}`)
+  // A writer that may end on its own is cut at runMs at the latest, at once when it has ended.
+  let timer: NodeJS.Timeout | undefined
+  let running = true
+  const dropping = (async () => {
+    while (running && options.dropHostCacheEveryMs !== undefined) {
+      await new Promise((resolve) => setTimeout(resolve, options.dropHostCacheEveryMs))
+      if (running) await lab.dropHostCache()
+    }
+  })()
+  await Promise.race([new Promise((resolve) => (timer = setTimeout(resolve, options.runMs))), ...(options.mayEndFirst === true ? [exited] : [])])
+  clearTimeout(timer)
+  running = false
+  await dropping
+  const writerExitCode = writer.exitCode
+  if (writerExitCode !== null && options.mayEndFirst !== true) throw new Error(`the writer stopped before the cut (exit ${writerExitCode}): ${writerStderr}`)
 
-  await lab.cut([writer.pid!])
+  await lab.cut(writerExitCode === null ? [writer.pid!] : [])
   await exited
   const completed = completedPerRun(trace)
   // Acks sent just before the cut are still in this process's socket buffer: let the listener take them in.
@@ -79,7 +102,7 @@ export async function plugPull(lab: Lab, options: PlugOptions): Promise<PlugResu
   } catch (error) {
     verifyCode = reportError(error, io)
   }
-  return { verifyCode, report: out === '' ? undefined : (JSON.parse(out) as VerifyReport), verifyStderr: err, completed, writerStderr }
+  return { verifyCode, report: out === '' ? undefined : (JSON.parse(out) as VerifyReport), verifyStderr: err, completed, writerStderr, writerExitCode }
 }
 
 function size(path: string): number {

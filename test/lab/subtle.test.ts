@@ -99,5 +99,30 @@ if (reason !== null) {
         t.equal(result.verifyCode, 1, 'exit 1: an acknowledged record was lost')
       })
     }
+
+    // With --direct the writer's read-back goes to the disk (the host's cache of the disk is dropped
+    // as the run goes: a real machine has none between its file system and its drive), which has
+    // already dropped some flushed blocks: the writer sees a record gone while it runs. That is the
+    // storage's loss, not another program's: the run ends as storage-lost (write exit 1) and verify
+    // judges it, never "not judged".
+    const directMs = 20_000
+    t.test(`fdatasync, append, --direct: the writer sees the loss while it runs (cut after ${directMs} ms at the latest)`, async (t) => {
+      // A file that does not wrap within the run: a dropped record stays dropped until the writer samples it.
+      const lab = await labFor(t, { mode: 'subtle', imageSizeMiB: 128 })
+      const result = await plugPull(lab, { methods: ['fdatasync'], direct: true, pattern: 'append', runMs: directMs, size: '96MiB', outsideDir, server, mayEndFirst: true, dropHostCacheEveryMs: 100 })
+      const run = result.report?.runs[0]
+      t.comment(`writer exit ${result.writerExitCode ?? '(cut)'}: ${result.writerStderr.trim().split('\n')[0] ?? ''}`)
+      t.ok(run !== undefined, `verify judged the run (exit ${result.verifyCode}): ${result.verifyStderr}`)
+      if (run === undefined) return
+      const failed = failedRecords(run)
+      t.comment(`acked ${run.acked}, intact ${run.intact}, lost ${run.lost}, torn ${run.torn}, corrupt ${run.corrupt}, ended ${run.ended}`)
+      t.not(run.ended, 'file-changed', 'the storage lost the records, not another program')
+      t.equal(result.writerExitCode, 1, `the writer saw the loss while it ran and exits 1: ${result.writerStderr}`)
+      t.match(result.writerStderr, /plugcheck: the storage lost data while the run was going: acknowledged record [\d,]+ of run [0-9a-f]{16} \(fdatasync\) reads back as /)
+      t.equal(run.ended, 'storage-lost')
+      t.ok(failed > 0 && failed < run.acked, `partial losses found (${failed} of ${run.acked})`)
+      t.equal(run.verdict, 'fail')
+      t.equal(result.verifyCode, 1, 'exit 1: an acknowledged record was lost')
+    })
   })
 }

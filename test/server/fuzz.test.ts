@@ -297,7 +297,8 @@ t.test('malformed frames by the hundred thousand leave an honest run and the lis
   t.equal(run.intact + run.superseded, acked, `every acked record intact or superseded (${JSON.stringify(run).slice(0, 400)})`)
 
   await listener.kill('SIGTERM')
-  const outside = listFiles(acksDir).filter((rel) => rel !== 'lock' && !/^runs(\/[0-9a-f]{16}(\/(meta\.msgpack|meta\.msgpack\.tmp|acks\.log))?)?$/.test(rel))
-  t.same(outside, [], 'nothing written outside lock and runs/<16 hex>/{meta.msgpack,acks.log}')
+  // verdict.msgpack: the verdict the honest verify above stored for the honest run.
+  const outside = listFiles(acksDir).filter((rel) => rel !== 'lock' && !/^runs(\/[0-9a-f]{16}(\/(meta\.msgpack|meta\.msgpack\.tmp|acks\.log|verdict\.msgpack))?)?$/.test(rel))
+  t.same(outside, [], 'nothing written outside lock and runs/<16 hex>/{meta.msgpack,acks.log,verdict.msgpack}')
   t.ok(listener.stderr().split('\n').length < 2000, `the listener's log stayed short (${listener.stderr().split('\n').length} lines)`)
 })

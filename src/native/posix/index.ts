@@ -4,6 +4,7 @@
  */
 import koffi from 'koffi'
 import { constants as nodeFsConstants, fstatSync, readFileSync } from 'node:fs'
+import { performance } from 'node:perf_hooks'
 import { NativeError } from '../errors.js'
 import type { MethodName } from '../methods.js'
 import type { AckSocket, DataFile, FileLock, NativePort, OpenOptions, PlatformTable, SocketAddress } from '../port.js'
@@ -279,10 +280,11 @@ function connectWithin(lib: Libc, fd: number, raw: Buffer, timeoutMs: number, de
     const e = koffi.errno()
     // EINTR on a non-blocking connect: the connection goes on in the background, like EINPROGRESS.
     if (e !== k.EINPROGRESS && e !== k.EINTR) throw errnoError(lib, 'connect', e, description)
-    const deadline = Date.now() + timeoutMs
+    // Monotonic: a step of the wall clock neither cuts the connect short nor stretches it.
+    const deadline = performance.now() + timeoutMs
     const pollFd = Buffer.alloc(8)
     for (;;) {
-      const leftMs = deadline - Date.now()
+      const leftMs = deadline - performance.now()
       if (leftMs <= 0) throw errnoError(lib, 'connect', k.ETIMEDOUT, description)
       pollFd.writeInt32LE(fd, 0)
       pollFd.writeInt16LE(POLLOUT, 4)
