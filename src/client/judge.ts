@@ -326,7 +326,8 @@ interface BulkLoss {
  * announcement to its last ack or its end. Bounds the write times of its records (runLayout).
  */
 function listenedRunMs(run: StoredRun): number {
-  const lastMs = Math.max(run.end?.atMs ?? 0, run.spans.at(-1)?.[3] ?? 0)
+  // A long run's spans may be left out of the reply (read page by page): its lastAckMs says the same.
+  const lastMs = Math.max(run.end?.atMs ?? 0, run.spans.at(-1)?.[3] ?? 0, run.lastAckMs ?? 0)
   return Math.max(0, lastMs - run.announcedMs)
 }
 

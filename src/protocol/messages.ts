@@ -204,6 +204,11 @@ export const storedRunSchema = z
      * empty) and read page by page (spans -> span-page); with spans given, it is where they end.
      */
     ackedThroughSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
+    /**
+     * When the listener received the run's last ack (protocol 4): with a long run's spans left out,
+     * what still bounds the write times of its records (how long the run went on by the listener's clock).
+     */
+    lastAckMs: epochMsSchema.optional(),
   })
   .superRefine((run, ctx) => {
     const lastSeq = run.spans.at(-1)?.[1]

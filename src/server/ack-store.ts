@@ -908,5 +908,6 @@ function storedRun(run: RunState, inlineSpansMax = Number.POSITIVE_INFINITY): St
     ...(run.end === undefined ? {} : { end: run.end }),
     spans: run.spans.length <= inlineSpansMax ? run.spans.toArray() : [],
     ackedThroughSeq: run.spans.throughSeq,
+    ...(run.spans.lastAckMs === undefined ? {} : { lastAckMs: run.spans.lastAckMs }),
   }
 }
