@@ -1,0 +1,42 @@
+/**
+ * A listener (buggy or hostile) that welcomes verify and then keeps sending frames that answer nothing
+ * (another welcome every 500 ms), never the runs reply. --listener-timeout bounds every wait for the
+ * listener's answer; today it is an idle timeout on the socket, reset by every frame, so verify waits
+ * for ever. It must give up after the timeout (exit 3) and say the listener did not answer.
+ */
+import t from 'tap'
+import { createServer, type Socket } from 'node:net'
+import { encodeFrame } from '../../src/protocol/framing.js'
+import { protocolVersion } from '../../src/protocol/messages.js'
+import { runCli, tempDir } from '../fixtures/cli.js'
+import { join } from 'node:path'
+
+t.test('a listener that drips frames but never answers: verify gives up after --listener-timeout', async (t) => {
+  const sockets = new Set<Socket>()
+  const timers = new Set<NodeJS.Timeout>()
+  const server = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('error', () => {})
+    const welcome = () => socket.write(encodeFrame({ type: 'welcome', protocol: protocolVersion, listenerId: 'drip', nowMs: Date.now() }))
+    socket.once('data', () => {
+      welcome()
+      const timer = setInterval(welcome, 500)
+      timers.add(timer)
+      socket.on('close', () => clearInterval(timer))
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(async () => {
+    for (const timer of timers) clearInterval(timer)
+    for (const socket of sockets) socket.destroy()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  const address = server.address() as { port: number }
+  const dir = tempDir(t)
+  const started = performance.now()
+  const result = await runCli(['verify', '--server', `127.0.0.1:${address.port}`, '--file', join(dir, 'data'), '--listener-timeout', '2'], 25_000)
+  const seconds = (performance.now() - started) / 1000
+  t.equal(result.code, 3, `exit 3 (after ${seconds.toFixed(1)} s; -1: killed at 25 s) ${result.stderr.split('\n')[0]}`)
+  t.ok(seconds < 15, `gave up within the timeout, not after ${seconds.toFixed(1)} s`)
+  t.match(result.stderr, /127\.0\.0\.1:\d+/, 'the listener named')
+})
