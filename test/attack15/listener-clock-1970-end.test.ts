@@ -11,7 +11,8 @@ import t from 'tap'
 import { spawn } from 'node:child_process'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { binPath, runCli, runInProcess, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+import { Listener } from '../../src/server/listener.js'
+import { binPath, runCli, runInProcess, tempDir, waitFor } from '../fixtures/cli.js'
 
 const libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
 const stamp = (d: Date) => `@${d.toISOString().slice(0, 19).replace('T', ' ')}`
@@ -49,7 +50,7 @@ t.test("a listener whose clock steps to 1970 mid-run can still read the run's lo
   const offline = await runInProcess(['verify', '--acks', listenerDir, '--file', file])
   t.equal(offline.code, 0, `verify --acks judges the run: PASS (${offline.stderr.split('\n')[0]})`)
   t.notMatch(offline.stderr, /damaged/)
-  const restarted = await startListener(listenerDir).catch((error: Error) => error)
+  const restarted = await Listener.start({ host: '127.0.0.1', port: 0, dir: listenerDir }).catch((error: Error) => error)
   t.notOk(restarted instanceof Error, `the listener starts again on its directory (${restarted instanceof Error ? restarted.message.split('\n')[0] : ''})`)
-  if (!(restarted instanceof Error)) await restarted.kill()
+  if (!(restarted instanceof Error)) await restarted.close()
 })
