@@ -412,7 +412,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     if (run === undefined) return nowMs
     const elapsedMs = run.announcedPerfMs === undefined ? nowMs - run.announcedMs : performance.now() - run.announcedPerfMs
-    return Math.max(Math.round(run.announcedMs + elapsedMs), run.spans.lastAckMs ?? 0)
+    return Math.max(Math.round(run.announcedMs + elapsedMs), run.spans.lastAckMs ?? 0, run.announcedMs)
   }
 
   /** Accepts an ack in order; durable after the next group commit, announced by a 'recorded' event. */
@@ -439,6 +439,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     if (run === undefined) throw new Error(`endRun on unknown run ${runId}`)
     if (run.end !== undefined) throw new Error(`endRun on run ${runId}, which already ended`)
+    // Stamped like its acks: a listener clock stepped (to 1970, or back) mid-run cannot write an end its replay refuses.
+    atMs = this.ackStampMs(runId, atMs)
     run.end = { reason, ...(detail === undefined ? {} : { detail }), atMs }
     run.retired = true
     if (run.failed !== undefined) return
@@ -454,6 +456,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run === undefined) throw new Error(`recordSteady on unknown run ${runId}`)
     if (!isWritable(run)) throw new Error(`recordSteady on run ${runId}, which takes no more entries`)
     if (run.steadyMs !== null) return false
+    atMs = this.ackStampMs(runId, atMs) // as endRun
     run.steadyMs = atMs
     this.queue(run, { k: 'steady', atMs })
     return true
