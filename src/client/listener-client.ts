@@ -144,6 +144,9 @@ export async function readSpanPages(
   })
 }
 
+/** Bytes of an answer still arriving that count as progress (converse's answer timer). */
+const answerProgressBytes = 1024 * 1024
+
 /** What the listener takes from one connection (its maxVerdictsPerConnection). */
 export const maxVerdictsPerConversation = 1024
 
@@ -178,19 +181,33 @@ async function converse<T>(
     let welcomed = false
     let settled = false
     let firstBytes = Buffer.alloc(0)
+    // The socket's timeout is an idle timeout, reset by any frame: a listener that keeps sending frames
+    // that answer nothing (a welcome again and again) would hold verify for ever. This one is reset
+    // only by an answer (a message handed to onMessage) or by a large answer still arriving (a MiB
+    // more of it: a slow link), so every wait for one is bounded.
+    let answerTimer: NodeJS.Timeout | undefined
+    let bytesSinceAnswer = 0
+    const awaitAnswer = (): void => {
+      bytesSinceAnswer = 0
+      clearTimeout(answerTimer)
+      answerTimer = setTimeout(() => settle(noAnswer(where, timeoutMs, welcomed)), timeoutMs)
+    }
     const settle = (error: Error): void => {
       settled = true
+      clearTimeout(answerTimer)
       socket.destroy()
       reject(error)
     }
     const fail = (message: string, hint?: string): void => settle(runtimeError(message, hint))
     const done = (value: T): void => {
       settled = true
+      clearTimeout(answerTimer)
       socket.removeAllListeners('close')
       socket.end()
       resolve(value)
     }
     socket.setTimeout(timeoutMs, () => settle(noAnswer(where, timeoutMs, welcomed)))
+    awaitAnswer()
     socket.on('error', (error) => fail(`could not reach the listener at ${where}: ${describeSystemError(error)}`, 'is `plugcheck listen` running there? or use --acks DIR with a copy of its directory'))
     socket.on('close', () =>
       !welcomed && firstBytes.length > 0 ? settle(notAListener(where, firstBytes)) : fail(`the listener at ${where} closed the connection before answering`),
@@ -202,6 +219,8 @@ async function converse<T>(
     })
     socket.on('data', (chunk: Buffer) => {
       if (settled) return
+      bytesSinceAnswer += chunk.length
+      if (bytesSinceAnswer >= answerProgressBytes) awaitAnswer()
       if (!welcomed) {
         if (firstBytes.length < firstBytesKept) firstBytes = Buffer.concat([firstBytes, chunk.subarray(0, firstBytesKept - firstBytes.length)])
         if (firstFrameAbsurd(firstBytes)) return settle(notAListener(where, firstBytes))
@@ -222,6 +241,7 @@ async function converse<T>(
           continue
         }
         if (message.type === 'error') return settle(listenerRefusal(where, message.code, message.message))
+        awaitAnswer()
         onMessage(
           message,
           done,
