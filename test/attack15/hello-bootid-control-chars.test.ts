@@ -1,0 +1,50 @@
+/**
+ * A hello's machine (host name and boot id) is whatever the client says. When it ends a run of an
+ * earlier boot, the listener's log line and the run's stored end detail must not carry the client's
+ * control characters: a boot id holding a newline forges a log line (a fake verdict), an escape
+ * sequence repaints the operator's terminal, as every other line of the log already guards against.
+ */
+import t from 'tap'
+import { connect } from 'node:net'
+import { hostname } from 'node:os'
+import { join } from 'node:path'
+import { listRuns } from '../../src/client/listener-client.js'
+import { parseEndpoint, type Endpoint } from '../../src/client/endpoint.js'
+import { encodeFrame } from '../../src/protocol/framing.js'
+import { protocolVersion } from '../../src/protocol/messages.js'
+import { fileSize, runCli, sleep, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+
+t.test('a boot id with a newline and an escape sequence does not reach the log or the stored end raw', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data.plugcheck')
+  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--size', '16MiB'])
+  let stdout = ''
+  writer.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
+  const exited = new Promise<void>((resolve) => writer.on('exit', () => resolve()))
+  t.teardown(async () => {
+    writer.kill('SIGKILL')
+    await exited
+  })
+  await waitFor('the writer to start writing', () => /after a power cut/.test(stdout) && fileSize(file) > 8192 * 10)
+  writer.kill('SIGSTOP') // the power goes
+
+  const forged = 'b\n12:00:00 verdict for run 0 on x: pass\u001b[2J'
+  const socket = connect(listener.port, '127.0.0.1')
+  await new Promise<void>((resolve) => socket.once('connect', resolve))
+  socket.on('error', () => {})
+  socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier', machine: { host: hostname(), bootId: forged } }))
+  const endpoint = parseEndpoint(listener.server) as Endpoint
+  await waitFor('the run to end', () => /ended as vanished|closed its connection/.test(listener.stderr()), 10_000)
+  await sleep(200)
+  socket.destroy()
+
+  const lines = listener.stderr().split('\n')
+  t.notOk(lines.some((l) => l.startsWith('12:00:00 verdict')), 'no forged log line')
+  t.notMatch(listener.stderr(), /\u001b/, 'no escape sequence in the log')
+  const run = (await listRuns(endpoint, undefined, 10_000)).runs[0]!
+  t.notMatch(run.end?.detail ?? '', /[\u0000-\u001f\u007f-\u009f]/, `no control characters in the stored end detail: ${JSON.stringify(run.end?.detail)}`)
+  const runs = await runCli(['runs', '--server', listener.server])
+  t.notMatch(runs.stdout, /\u001b/, 'nor in what runs prints')
+})
