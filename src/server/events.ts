@@ -41,7 +41,7 @@ function tag(campaign: CampaignTag | null): string {
 }
 
 /** Control characters (a hostile host name or detail) must not break the one-line log. */
-function printable(text: string): string {
+export function printable(text: string): string {
   return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?')
 }
 

@@ -81,7 +81,7 @@ import { describeSystemError } from '../errors.js'
 import { nativePort } from '../native/index.js'
 import { formatEndpoint } from '../client/endpoint.js'
 import { shellQuote } from '../shell-quote.js'
-import type { ListenerEvent } from './events.js'
+import { printable, type ListenerEvent } from './events.js'
 
 export const defaultMaxConnections = 1024
 export const defaultHelloTimeoutMs = 10_000
@@ -114,6 +114,13 @@ export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerP
 export const listReplyBudgetBytes = 16 * 1024 * 1024
 /** Keepalive probes start after this much silence; dead peers are found, silent writers are not cut off. */
 const keepAliveDelayMs = 10_000
+/**
+ * A live run's connection silent this long may be a machine that lost power: only then may the same
+ * host's new boot end its runs. A writer sends an ack after every sync, so a live writer is never
+ * silent this long, and no machine reboots faster (firmware, kernel, network, then node): a machine
+ * sharing the host name (a clone) cannot end a writer that is still writing.
+ */
+export const rebootSilenceMs = 2_000
 /** A refused connection gets this long to read its error frame before it is destroyed. */
 const lingerMs = 5_000
 /** Connection log lines (refusals, bad peers) per window; the rest are counted and summarised. */
@@ -131,6 +138,8 @@ export interface ListenerOptions {
   readonly maxPendingHandshakes?: number
   readonly maxQueuedReplyBytes?: number
   readonly replyStallMs?: number
+  /** How long a live run's connection must have been silent before a rebooted machine may end it (default rebootSilenceMs); 0 in tests of the takeover itself. */
+  readonly rebootSilenceMs?: number
   /** Spans kept per run (default maxStoredSpans); lower for tests of span merging. */
   readonly maxStoredSpans?: number
   /** The campaign, if the listener runs one: the answer to campaign-query. */
@@ -369,11 +378,14 @@ export class Listener {
    */
   private mayEndAsRebooted(owner: Connection, oldBootId: string | null | undefined, newBootId: string | null | undefined, newPeer: string): boolean {
     if (newBootId == null || oldBootId == null || newBootId === oldBootId) return false
+    if (performance.now() - owner.lastDataPerfMs < (this.options.rebootSilenceMs ?? rebootSilenceMs)) return false // still writing: not the rebooted machine's
     return this.options.token !== undefined || newPeer === owner.peer
   }
 
   /** Ends every run of the rebooted writer's connection as vanished (detail says why) and closes it. */
-  private endRebootedWriter(owner: Connection, detail: string): void {
+  private endRebootedWriter(owner: Connection, rawDetail: string): void {
+    // Host names and boot ids are whatever a client said: escaped before they reach a log line or the run's end.
+    const detail = printable(rawDetail)
     const nowMs = Date.now()
     // Its runs, and announcements of it still being stored (owned, not in ownedRuns yet).
     const runIds = new Set(owner.ownedRuns)
@@ -481,6 +493,8 @@ class Connection {
   /** The socket's write buffer is full: the peer is not reading our replies. */
   private writeBlocked = false
   private closed = false
+  /** When (performance.now()) the peer last sent anything: a rebooted machine's hello ends only a silent writer's runs. */
+  lastDataPerfMs = performance.now()
   /** Since when (performance.now()) the socket's buffer has been full (the peer is not reading); undefined while it drains. */
   blockedSinceMs: number | undefined
   /** A query reply was queued on this connection: it may be dropped to keep replies within budget. */
@@ -520,6 +534,7 @@ class Connection {
 
   private receive(chunk: Buffer): void {
     if (this.closed) return
+    this.lastDataPerfMs = performance.now()
     let messages: ClientMessage[]
     try {
       messages = this.decoder.push(chunk)

@@ -13,6 +13,7 @@ import { parseEndpoint, type Endpoint } from '../../src/client/endpoint.js'
 import { encodeFrame } from '../../src/protocol/framing.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
 import { fileSize, runCli, sleep, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+import { rebootSilenceMs } from '../../src/server/listener.js'
 
 t.test('a boot id with a newline and an escape sequence does not reach the log or the stored end raw', async (t) => {
   const dir = tempDir(t)
@@ -29,6 +30,7 @@ t.test('a boot id with a newline and an escape sequence does not reach the log o
   })
   await waitFor('the writer to start writing', () => /after a power cut/.test(stdout) && fileSize(file) > 8192 * 10)
   writer.kill('SIGSTOP') // the power goes
+  await new Promise((resolve) => setTimeout(resolve, rebootSilenceMs + 200)) // no machine reboots at once
 
   const forged = 'b\n12:00:00 verdict for run 0 on x: pass\u001b[2J'
   const socket = connect(listener.port, '127.0.0.1')

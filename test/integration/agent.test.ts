@@ -13,6 +13,7 @@ import { listRuns } from '../../src/client/listener-client.js'
 import { parseEndpoint, type Endpoint } from '../../src/client/endpoint.js'
 import { fileSize, runCli, spawnCli, startListener, tempDir, waitFor, writeThenKill, sleep } from '../fixtures/cli.js'
 import { newBootIdFile, runCliRebooted } from '../fixtures/rebooted.js'
+import { rebootSilenceMs } from '../../src/server/listener.js'
 
 const endpoint = (server: string): Endpoint => parseEndpoint(server) as Endpoint
 const summaries = async (server: string) => (await listRuns(endpoint(server), undefined, 10_000)).runs
@@ -137,7 +138,9 @@ for (const first of ['verify', 'agent'] as const) t.test(`a power cut leaves the
   t.equal(sameBoot.code, 2, 'on the same boot the run is still being written (its connection is open)')
   t.match(sameBoot.stdout, /NOT JUDGED: .*still being written/)
 
-  // The machine comes back with a new boot id; its first contact ends the old boot's run at the listener.
+  // The machine comes back with a new boot id (never at once: a writer silent for less than
+  // rebootSilenceMs may still be writing); its first contact ends the old boot's run at the listener.
+  await sleep(rebootSilenceMs)
   const boot = newBootIdFile(dir).path
   if (first === 'verify') {
     const verify = await runCliRebooted(boot, ['verify', '--server', listener.server, '--file', file, '--json'])

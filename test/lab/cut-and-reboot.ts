@@ -27,6 +27,7 @@ import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Lab, type DiskMode } from './harness.js'
 import { newBootIdFile, underBootId } from '../fixtures/rebooted.js'
+import { rebootSilenceMs } from '../../src/server/listener.js'
 
 const binPath = fileURLToPath(new URL('../../bin/plugcheck.js', import.meta.url))
 const repoDir = fileURLToPath(new URL('../..', import.meta.url))
@@ -152,8 +153,10 @@ export class LabMachine {
       this.agent = null
       await this.lab.cut([])
       this.cuts++
-      // The listener is another process: acks the writer sent just before the cut are still in its socket buffer.
-      await new Promise((resolve) => setTimeout(resolve, 200))
+      // The listener is another process: acks the writer sent just before the cut are still in its socket
+      // buffer. And no machine reboots at once: the listener ends a silent writer's runs for a new boot
+      // only after rebootSilenceMs (a writer still acking is never taken for a rebooted machine's).
+      await new Promise((resolve) => setTimeout(resolve, rebootSilenceMs + 200))
       // The same disk comes back: its volatile cache (and its faults) are there again for the next cycle.
       await this.lab.reboot({ sameDisk: true })
       this.startAgent()

@@ -21,7 +21,7 @@ const announce = (port: number, runId: string, extra: object) => Peer.announce(p
 t.test('a writer with a new boot id takes the path over from the dead connection of the old one', async (t) => {
   const dir = tempDir(t)
   const lines: string[] = []
-  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, log: (line) => lines.push(line) })
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, rebootSilenceMs: 0, log: (line) => lines.push(line) })
   t.teardown(() => listener.close())
   const port = listener.address().port
   const old = await announce(port, runIdOf(0xb1), writerEnv('boot-before-the-cut'))
@@ -68,7 +68,7 @@ t.test('a boot id is only a claim: without --token only the live run\'s own addr
   for (const token of [undefined, 'sesame']) {
     await t.test(token === undefined ? 'no token: a stranger with a forged boot id is refused' : 'with --token: a token holder from a new address takes over', async (t) => {
       const dir = tempDir(t)
-      const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, ...(token === undefined ? {} : { token }) })
+      const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, rebootSilenceMs: 0, ...(token === undefined ? {} : { token }) })
       t.teardown(() => listener.close())
       const port = listener.address().port
       const hello = { type: 'hello', protocol: 2, role: 'writer', ...(token === undefined ? {} : { token }) }
@@ -119,7 +119,7 @@ t.test("a verifier hello from the rebooted machine ends its old boot's live runs
     await t.test(token === undefined ? 'no token' : 'with --token', async (t) => {
       const dir = tempDir(t)
       const lines: string[] = []
-      const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, log: (line) => lines.push(line), ...(token === undefined ? {} : { token }) })
+      const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, rebootSilenceMs: 0, log: (line) => lines.push(line), ...(token === undefined ? {} : { token }) })
       t.teardown(() => listener.close())
       const port = listener.address().port
       const auth = token === undefined ? {} : { token }
