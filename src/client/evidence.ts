@@ -15,13 +15,20 @@
  *   every such run has a verdict at the listener (verify or the agent reported it)  write
  *   otherwise                                                                        refuse (exit 2)
  *
+ * The runs asked about are the path's, and the runs the data files on disk hold (read from their
+ * superblocks): the same file reached by another spelling of its path (a symlink, a bind mount) holds
+ * the same evidence. A long run's spans are left out of the listener's answer: how far its acks go
+ * is its ackedThroughSeq.
+ *
  * A verdict is what a verifier reported: `verify --server` and the agent report theirs. A run
  * verified offline (`verify --acks`) leaves none, and takes --discard-unverified.
  */
 import { hostname } from 'node:os'
-import type { StoredRun } from '../protocol/messages.js'
+import type { Claim, StoredRun } from '../protocol/messages.js'
 import { PlugcheckError, exitCodes, runtimeError, usageError } from '../errors.js'
 import { nativePort } from '../native/index.js'
+import { ackedThroughSeqOf } from './ack-timeline.js'
+import { readSuperblock } from './judge.js'
 import { listRuns, queryRuns } from './listener-client.js'
 import type { Endpoint } from './endpoint.js'
 
@@ -30,6 +37,8 @@ export interface EvidenceQuestion {
   readonly token?: string
   /** The path given to --file (absolute). */
   readonly file: string
+  /** The data files the write would replace (PATH, PATH.method, PATH.jobK...). */
+  readonly dataPaths: readonly string[]
   readonly discardUnverified?: boolean
   readonly listenerTimeoutMs: number
   /** The command to run first, as the write's trail prints it. */
@@ -53,6 +62,7 @@ export async function checkEvidence(q: EvidenceQuestion): Promise<void> {
 async function askListener(q: EvidenceQuestion): Promise<void> {
   const host = hostname()
   const { runs, claims } = await queryRuns(q.server, q.token, { host, requestedPath: q.file }, q.listenerTimeoutMs)
+  await addRunsOfFiles(q, host, runs, claims)
   const live = new Set(claims.filter((c) => c.live).map((c) => c.runId))
   const bootId = thisBootId()
   // A live run of this host whose writer had another boot id: the machine was cut and came back, and
@@ -61,8 +71,11 @@ async function askListener(q: EvidenceQuestion): Promise<void> {
   if (runs.some((r) => live.has(r.meta.runId) && !cut(r))) return
   const evidence = runs.filter(mayHoldEvidence)
   if (evidence.length === 0) return
-  const { runs: listed } = await listRuns(q.server, q.token, q.listenerTimeoutMs)
-  const verified = new Set(listed.filter((s) => s.verdict !== null).map((s) => s.runId))
+  // A listener of this version says per run whether it holds a verdict; an older one is asked for its
+  // list (its newest runs only: a run beyond it is taken as unverified, and --discard-unverified says otherwise).
+  const verified = evidence.every((r) => r.verified !== undefined)
+    ? new Set(evidence.filter((r) => r.verified === true).map((r) => r.meta.runId))
+    : new Set((await listRuns(q.server, q.token, q.listenerTimeoutMs)).runs.filter((s) => s.verdict !== null).map((s) => s.runId))
   const unverified = evidence.filter((r) => !verified.has(r.meta.runId))
   if (unverified.length === 0) return
   throw usageError(
@@ -73,15 +86,40 @@ async function askListener(q: EvidenceQuestion): Promise<void> {
 
 /** A run whose files may show a loss: it acknowledged records and its writer vanished (a cut?), never said it ended, or saw the storage lose a record. */
 function mayHoldEvidence(run: StoredRun): boolean {
-  if (run.spans.length === 0) return false
+  if (ackedThroughSeqOf(run) === 0) return false
   return run.end === undefined || run.end.reason === 'vanished' || run.end.reason === 'storage-lost'
 }
 
 function describeRuns(runs: readonly StoredRun[]): string {
-  const acked = runs.reduce((n, r) => n + (r.spans.at(-1)?.[1] ?? 0), 0)
+  const acked = runs.reduce((n, r) => n + ackedThroughSeqOf(r), 0)
   const ids = runs.map((r) => `${r.meta.runId} (${r.meta.method})`).join(', ')
   const how = runs.every((r) => r.end?.reason === 'storage-lost') ? 'ended because the storage lost a record while it ran' : 'vanished without an end (its machine may have lost power)'
   return `(${ids}, ${acked.toLocaleString('en-US')} acknowledged records) ${how}`
+}
+
+/**
+ * The runs the data files hold that the path's question did not find (the file was written through
+ * another spelling of its path): asked for by run id, added to runs and claims.
+ */
+async function addRunsOfFiles(q: EvidenceQuestion, host: string, runs: StoredRun[], claims: Claim[]): Promise<void> {
+  const known = new Set(runs.map((r) => r.meta.runId))
+  for (const path of q.dataPaths) {
+    const superblock = superblockOrNull(path)
+    if (superblock === null || superblock.kind !== 'valid' || superblock.meta.host !== host || known.has(superblock.meta.runId)) continue
+    known.add(superblock.meta.runId)
+    const found = await queryRuns(q.server, q.token, { host, requestedPath: superblock.meta.requestedPath, runId: superblock.meta.runId }, q.listenerTimeoutMs)
+    runs.push(...found.runs)
+    claims.push(...found.claims)
+  }
+}
+
+/** What the file holds, or null when it cannot be read (the write then says what is wrong with the path in its own words). */
+function superblockOrNull(path: string): ReturnType<typeof readSuperblock> | null {
+  try {
+    return readSuperblock(path)
+  } catch {
+    return null
+  }
 }
 
 function thisBootId(): string | null {

@@ -329,6 +329,7 @@ export function evidenceQuestion(options: WriteOptions, timeoutMs: number): Evid
   return {
     server: options.server,
     file: options.file,
+    dataPaths: groupDataPaths(options),
     listenerTimeoutMs: timeoutMs,
     verifyCommand: verifyCommand(options),
     ...(options.token === undefined ? {} : { token: options.token }),

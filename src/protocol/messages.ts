@@ -197,6 +197,8 @@ export const storedRunSchema = z
     /** The listener required a token and the writer presented it. */
     authenticated: z.boolean().optional(),
     end: runEndSchema.optional(),
+    /** The listener holds a verifier's verdict for the run (protocol 4; write's evidence check asks). */
+    verified: z.boolean().optional(),
     /** Contiguous from seq 1, in order: the listener accepts acks only in order. */
     spans: z.array(ackSpanSchema).max(maxStoredSpans),
     /**

@@ -912,5 +912,6 @@ function storedRun(run: RunState, inlineSpansMax = Number.POSITIVE_INFINITY): St
     spans: run.spans.length <= inlineSpansMax ? run.spans.toArray() : [],
     ackedThroughSeq: run.spans.throughSeq,
     ...(run.spans.lastAckMs === undefined ? {} : { lastAckMs: run.spans.lastAckMs }),
+    verified: run.verdict !== null,
   }
 }
