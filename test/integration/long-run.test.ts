@@ -50,7 +50,7 @@ t.test('a week of two methods verifies through the listener with the default tim
   const long = craftLongRun({ dir: listenerDir, file, methods: ['fdatasync', 'fsync'], spansPerRun: spans, slotCount: 4000, lostSeqs: new Set(lost) })
   t.equal(long.throughSeq, throughSeq)
 
-  const listener = await startListener(listenerDir)
+  const listener = await startListener(listenerDir, [], 300_000)
   t.teardown(() => listener.kill())
   const listenerPeak = watchPeakRss(listener.process.pid!)
 
