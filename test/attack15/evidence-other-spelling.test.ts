@@ -27,3 +27,17 @@ t.test('a write through a symlinked directory does not destroy an unverified run
   t.match(viaLink.stderr, /refusing to write/)
   t.ok(readFileSync(file).equals(before), 'the evidence is untouched')
 })
+
+t.test('a write to a member file of an unverified multi-method run does not destroy it', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'p.dat')
+  await writeThenKill(listener.server, file, ['--method', 'fsync,none'], 200, join(dir, 'trace'))
+  const member = `${file}.fsync`
+  const before = readFileSync(member)
+  // The file holds run X of --file p.dat: writing --file p.dat.fsync replaces it.
+  const onMember = await runCli(['write', '--server', listener.server, '--file', member, '--method', 'fdatasync', '--duration', '1'])
+  t.equal(onMember.code, 2, `refused: the file holds an unverified run's evidence (stderr: ${onMember.stderr})`)
+  t.ok(readFileSync(member).equals(before), 'the evidence is untouched')
+})
