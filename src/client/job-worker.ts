@@ -25,6 +25,8 @@ const { options, statusTty } = workerData as JobData
 const post = (message: JobMessage): void => port.postMessage(message)
 
 let signal: StopSignal | undefined
+/** Why the main thread stopped this job when no one sent a signal (another job failed). */
+let stopBecause: string | undefined
 const resend = setInterval(() => {
   if (signal !== undefined) process.emit(signal as 'SIGINT')
 }, resendSignalMs)
@@ -32,6 +34,7 @@ const resend = setInterval(() => {
 let go: ((groupFailure: string | undefined) => void) | undefined
 port.on('message', (command: JobCommand) => {
   if (command.kind === 'go') return go?.(command.groupFailure)
+  if (signal === undefined) stopBecause = command.because
   signal ??= command.signal
   process.emit(signal as 'SIGINT')
 })
@@ -64,7 +67,7 @@ function writeAll(text: string): void {
 }
 
 try {
-  post({ kind: 'done', exitCode: await runWrite({ ...options, startBarrier }, io) })
+  post({ kind: 'done', exitCode: await runWrite({ ...options, startBarrier, stopBecause: () => stopBecause }, io) })
 } catch (error) {
   if (error instanceof PlugcheckError) {
     post({ kind: 'done', exitCode: error.exitCode, error: { message: error.message, exitCode: error.exitCode, ...(error.hint === undefined ? {} : { hint: error.hint }) } })

@@ -49,7 +49,8 @@ export type JobMessage =
  * What the main thread tells a job: a signal to act on as if it had received it, or go (every job is
  * past its start; groupFailure: one of them could not start, so none writes and every run ends saying why).
  */
-export type JobCommand = { readonly kind: 'signal'; readonly signal: StopSignal } | { readonly kind: 'go'; readonly groupFailure?: string }
+/** signal: stop as on that signal; because says why when no one sent it (another job failed), for the runs' end. */
+export type JobCommand = { readonly kind: 'signal'; readonly signal: StopSignal; readonly because?: string } | { readonly kind: 'go'; readonly groupFailure?: string }
 
 const statusIntervalMs = 250
 
@@ -103,16 +104,17 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
     if (result.error !== undefined) failures.push(result)
     if (!goSent && result.error !== undefined) failedToStart(job, result.error.message)
     // A job that failed ends the write: the others stop, so every run is ended, not left to vanish.
-    if (result.exitCode !== exitCodes.ok) stopForFailure()
+    if (result.exitCode !== exitCodes.ok) stopForFailure(`job ${jobs.indexOf(job) + 1} of ${count} failed: ${result.error?.message ?? (result.exitCode === exitCodes.lossFound ? 'the storage lost an acknowledged record of its file' : `it exited ${result.exitCode}`)}`)
     reachedStart(job)
   }
-  const stopForFailure = (): void => {
+  // The other jobs stop as on SIGTERM, and their runs end saying which job failed (no one sent a signal).
+  const stopForFailure = (because: string): void => {
     if (signal !== undefined || stoppedForFailure) return
     stoppedForFailure = true
-    stopAll('SIGTERM')
+    stopAll('SIGTERM', because.slice(0, 3000))
   }
-  const stopAll = (s: StopSignal): void => {
-    for (const job of jobs) if (job.result === undefined) job.worker.postMessage({ kind: 'signal', signal: s } satisfies JobCommand)
+  const stopAll = (s: StopSignal, because?: string): void => {
+    for (const job of jobs) if (job.result === undefined) job.worker.postMessage({ kind: 'signal', signal: s, ...(because === undefined ? {} : { because }) } satisfies JobCommand)
   }
   // The start barrier: go once every job has announced its runs (or ended), so that none ends or
   // closes its connection while another is still joining the group; a stop meanwhile is acted on after go.
@@ -178,7 +180,7 @@ export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
           else if (message.kind === 'ready') {
             if (message.failure !== undefined) {
               failedToStart(job, message.failure)
-              stopForFailure()
+              stopForFailure(`job ${index + 1} of ${count} could not start: ${message.failure}`)
             }
             reachedStart(job)
           } else finish(job, message)

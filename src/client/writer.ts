@@ -90,6 +90,8 @@ export interface WriteOptions {
    * why another job could not start, if one could not (then no job writes a record).
    */
   readonly startBarrier?: (failure: string | undefined) => Promise<GroupStart>
+  /** A job of write --jobs: why its stop signal came when no one sent one (another job failed), said in its runs' end. */
+  readonly stopBecause?: () => string | undefined
 }
 
 /** What a job learns at the start barrier: a stop signal that came meanwhile; a job of the group that could not start. */
@@ -529,7 +531,7 @@ async function writeLoop(
   try {
     // A group whose job could not start ends every run as one that stopped before its first record:
     // verify then knows why the group lacks that job's runs (it never announced them).
-    const [reason, detail] = groupFailure !== undefined ? (['error', `could not start: ${groupFailure}`.slice(0, 4000)] as const) : signal === undefined ? (['duration', undefined] as const) : (['interrupted', `stopped by ${signal}`] as const)
+    const [reason, detail] = groupFailure !== undefined ? (['error', `could not start: ${groupFailure}`.slice(0, 4000)] as const) : signal === undefined ? (['duration', undefined] as const) : (['interrupted', options.stopBecause?.() ?? `stopped by ${signal}`] as const)
     for (const run of runs) channel.end(run.meta.runId, reason, detail)
     recorded = channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), timeoutMs)
   } catch (error) {
