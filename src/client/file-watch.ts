@@ -15,6 +15,7 @@
  *   path missing, or stat fails                                    changed  (deleted, or cannot be inspected)
  *   path names another file (dev/ino differ from the lock's)       changed  (replaced)
  *   size below the bytes records reach                             changed  (truncated)
+ *   overwrite: fewer bytes allocated than were preallocated        changed  (a hole punched)
  *   superblock head reads back unlike ours:
  *     a valid superblock of another run                            changed  (another run's superblock written over ours)
  *   superblock or a sampled record cannot be read (EIO)            unreadable (a failed call: the run stops as after a failed write)
@@ -97,6 +98,12 @@ function watchFile(run: WatchedRun): FileFinding | null {
   if (stats.size < run.endBytes) {
     return changed(`the data file ${path} was truncated to ${n(stats.size)} bytes during the run (records reach ${n(run.endBytes)}), by something other than plugcheck`)
   }
+  // An overwrite file was preallocated and synced whole before the first record, and only ever
+  // overwritten in place: its allocation never shrinks unless someone punched a hole in it. Looked
+  // at every tick, since a record the hole took is read back only if it is the one sampled.
+  if (run.meta.pattern === 'overwrite' && stats.blocks * 512 + run.meta.recordSizeBytes < run.allocatedAtStartBytes) {
+    return changed(holeMessage(path, stats.blocks * 512, run.allocatedAtStartBytes))
+  }
   const superblock = checkSuperblock(run)
   if (superblock !== null && superblock.kind !== 'wrong') return superblock
   let record: Wrong | FileFinding | null = null
@@ -170,11 +177,13 @@ function evidenceOfAnother(run: WatchedRun, stats: Stats): FileFinding | null {
   const expectedBytes = Math.max(run.allocatedAtStartBytes, run.meta.pattern === 'append' ? run.endBytes : 0)
   // One record of slack: a file system may round the last block of a record differently.
   if (allocatedBytes + run.meta.recordSizeBytes < expectedBytes) {
-    return changed(
-      `the data file ${path} has a hole where records were written (${n(allocatedBytes)} bytes allocated, ${n(expectedBytes)} written): it was truncated and extended again, or a hole was punched in it, during the run, by something other than plugcheck`,
-    )
+    return changed(holeMessage(path, allocatedBytes, expectedBytes))
   }
   return null
+}
+
+function holeMessage(path: string, allocatedBytes: number, expectedBytes: number): string {
+  return `the data file ${path} has a hole where records were written (${n(allocatedBytes)} bytes allocated, ${n(expectedBytes)} written): it was truncated and extended again, or a hole was punched in it, during the run, by something other than plugcheck`
 }
 
 /** Whether a new descriptor can take the lock the writer holds: then the writer no longer holds it. */

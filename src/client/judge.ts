@@ -469,7 +469,7 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
   const { count: lostRangeCount, ranges: lostRanges } = await withAckTimes(toRanges(failed, bulk), acks)
   const reordering = reorderingOf(failed, bulk, maxSurvivingSeq)
   const role = roleOf(meta.method)
-  const verdict = runVerdict(role, findingOf(acked, lostCount + tornCount + corruptCount, superblock.kind === 'valid'))
+  const verdict = runVerdict(role, findingOf(acked, lostCount + tornCount + corruptCount, superblock.kind === 'valid', run.end?.reason === 'storage-lost'))
   return {
     runId: meta.runId,
     groupId: meta.groupId,

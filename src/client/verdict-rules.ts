@@ -6,6 +6,8 @@
  * What a run showed, its finding, strongest first:
  *   file-lost     it acknowledged records, and its superblock is gone, damaged or another run's
  *   records-lost  an acknowledged record is lost, torn or corrupt
+ *   lost-running  the same, seen by the writer while the run was going (it ended storage-lost): the
+ *                 storage lost them with no cut, so a control's losses show nothing about a cut
  *   kept          every acknowledged record survived
  *   idle          nothing was acknowledged (the write stopped before its first record, or was cut before its first ack)
  *
@@ -17,18 +19,21 @@
 import type { RunVerdict } from './judge.js'
 
 export type Role = 'tested' | 'control'
-export type Finding = 'file-lost' | 'records-lost' | 'kept' | 'idle'
+export type Finding = 'file-lost' | 'records-lost' | 'lost-running' | 'kept' | 'idle'
 
 /** Strongest first: a method's finding is the first of these that any of its runs showed. */
-export const findings: readonly Finding[] = ['file-lost', 'records-lost', 'kept', 'idle']
+// lost-running before records-lost: once a run ended storage-lost the write stopped with no cut,
+// so no control's losses in the group can show one.
+export const findings: readonly Finding[] = ['file-lost', 'lost-running', 'records-lost', 'kept', 'idle']
 
 export const verdictTable: Readonly<Record<Role, Readonly<Record<Finding, RunVerdict>>>> = {
   // A tested method promised that what it acknowledged survives: any loss fails it.
-  tested: { 'file-lost': 'fail', 'records-lost': 'fail', kept: 'pass', idle: 'inconclusive' },
+  tested: { 'file-lost': 'fail', 'records-lost': 'fail', 'lost-running': 'fail', kept: 'pass', idle: 'inconclusive' },
   // The control's file, like every file, was created and fsynced before any record: losing it is a
   // failure (and shows nothing about the cut). Its unsynced records lost show the cut was real;
   // all of them kept, or none written, show the cut tested nothing.
-  control: { 'file-lost': 'fail', 'records-lost': 'pass', kept: 'inconclusive', idle: 'inconclusive' },
+  // Records it lost while the run was going (no cut: the writer stopped on seeing it) show no cut either.
+  control: { 'file-lost': 'fail', 'records-lost': 'pass', 'lost-running': 'inconclusive', kept: 'inconclusive', idle: 'inconclusive' },
 }
 
 /** The group's verdict is the first of these that any of its methods has. */
@@ -41,10 +46,11 @@ export function roleOf(method: string): Role {
 }
 
 /** What a run showed: acked, its lost + torn + corrupt records, and whether its superblock is its own and intact. */
-export function findingOf(acked: number, badRecords: number, superblockValid: boolean): Finding {
+export function findingOf(acked: number, badRecords: number, superblockValid: boolean, lostWhileRunning = false): Finding {
   if (acked === 0) return 'idle'
   if (!superblockValid) return 'file-lost'
-  return badRecords > 0 ? 'records-lost' : 'kept'
+  if (badRecords === 0) return 'kept'
+  return lostWhileRunning ? 'lost-running' : 'records-lost'
 }
 
 export function strongestFinding(of: readonly Finding[]): Finding {
@@ -65,10 +71,12 @@ export interface JudgedRun {
   readonly torn: number
   readonly corrupt: number
   readonly superblock: { readonly kind: string }
+  /** The end its writer reported (null: none). */
+  readonly ended: string | null
 }
 
 export function findingOfRun(r: JudgedRun): Finding {
-  return findingOf(r.acked, r.lost + r.torn + r.corrupt, r.superblock.kind === 'valid')
+  return findingOf(r.acked, r.lost + r.torn + r.corrupt, r.superblock.kind === 'valid', r.ended === 'storage-lost')
 }
 
 /** A method of the group (with --direct its own), its runs (one per job) and what they showed together. */

@@ -593,6 +593,7 @@ const inconclusiveWhy: Readonly<Record<MethodJudgement<RunReport>['role'], Parti
   tested: { idle: (label) => `${label} acknowledged nothing` },
   control: {
     kept: () => 'the control (none) lost nothing, so the cut tested nothing',
+    'lost-running': () => 'the control (none) lost records while the run was going, with no cut (the writer saw it and stopped), so no cut was tested',
     idle: () => 'the control (none) acknowledged nothing, so the cut tested nothing',
   },
 }
@@ -666,6 +667,8 @@ function renderRun(r: RunReport, headline: boolean, method?: MethodJudgement<Run
     lines.push(
       r.verdict === 'fail'
         ? `${lead}control (none): its file, created and fsynced before any record, is gone or holds another run: the storage lost a synced file creation, and the control cannot show whether the cut was real (${what}).`
+        : bad > 0 && r.ended === 'storage-lost'
+        ? `${lead}control (none): ${n(bad)} of ${n(judged)} unsynced records lost while the run was going, before any cut (the writer saw it): they show no cut (${what}).`
         : bad > 0
         ? `${lead}control (none): ${n(bad)} of ${n(judged)} unsynced records lost: the cut was real (${what}).`
         : otherJobDecided

@@ -45,7 +45,8 @@ const verdictTable: Record<Role, Record<Verdict, Rule>> = {
   control: {
     pass: { holds: (f) => f.acked > 0 && f.bad > 0 && f.superblock !== false, needs: 'the control passes only by losing records of its own file' },
     fail: { holds: (f) => f.acked > 0 && (f.superblock === false || (f.superblock === undefined && f.bad > 0)), needs: 'the control fails only when its file (its superblock) was lost' },
-    inconclusive: { holds: (f) => f.acked === 0 || (f.bad === 0 && f.superblock !== false), needs: 'the control is inconclusive only when it lost nothing' },
+    // Losses the writer saw while the run was going (it ended storage-lost) show no cut either.
+    inconclusive: { holds: (f) => f.acked === 0 || f.superblock !== false, needs: 'the control is inconclusive only when its file survived' },
     'not-judged': notJudged,
   },
 }

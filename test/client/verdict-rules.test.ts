@@ -28,21 +28,22 @@ function* sequences<T>(values: readonly T[], n: number): Generator<T[]> {
   for (const head of values) for (const tail of sequences(values, n - 1)) yield [head, ...tail]
 }
 
-t.test("a run's finding: nothing acked is idle whatever the file; then a bad superblock; then lost records", async (t) => {
+t.test("a run's finding: nothing acked is idle whatever the file; then a bad superblock; then lost records (seen while running or not)", async (t) => {
   for (const acked of [0, 1, 20])
     for (const bad of [0, 1, 20])
-      for (const superblockValid of [true, false]) {
-        const expected: Finding = acked === 0 ? 'idle' : !superblockValid ? 'file-lost' : bad > 0 ? 'records-lost' : 'kept'
-        t.equal(findingOf(acked, bad, superblockValid), expected, `acked ${acked}, bad ${bad}, superblock ${superblockValid ? 'valid' : 'not valid'}`)
-      }
+      for (const superblockValid of [true, false])
+        for (const lostWhileRunning of [false, true]) {
+          const expected: Finding = acked === 0 ? 'idle' : !superblockValid ? 'file-lost' : bad > 0 ? (lostWhileRunning ? 'lost-running' : 'records-lost') : 'kept'
+          t.equal(findingOf(acked, bad, superblockValid, lostWhileRunning), expected, `acked ${acked}, bad ${bad}, superblock ${superblockValid ? 'valid' : 'not valid'}${lostWhileRunning ? ', ended storage-lost' : ''}`)
+        }
 })
 
 /** The README's rule for one run (or one method whose jobs all showed the same). */
 function expectedRun(role: Role, finding: Finding): RunVerdict {
   if (finding === 'idle') return 'inconclusive' // nothing acknowledged: the cut tested nothing
   if (finding === 'file-lost') return 'fail' // a synced file creation lost, control or not
-  if (role === 'tested') return finding === 'records-lost' ? 'fail' : 'pass'
-  return finding === 'records-lost' ? 'pass' : 'inconclusive' // the control: its losses prove the cut was real
+  if (role === 'tested') return finding === 'records-lost' || finding === 'lost-running' ? 'fail' : 'pass'
+  return finding === 'records-lost' ? 'pass' : 'inconclusive' // the control: its losses prove the cut was real, unless the storage lost them while the run went on (no cut)
 }
 
 t.test("a run's verdict for every role and finding", async (t) => {
@@ -53,15 +54,17 @@ t.test("a run's verdict for every role and finding", async (t) => {
 function expectedMethod(role: Role, jobs: readonly Finding[]): RunVerdict {
   if (jobs.includes('file-lost')) return 'fail'
   if (role === 'tested') {
-    if (jobs.includes('records-lost')) return 'fail'
+    if (jobs.includes('records-lost') || jobs.includes('lost-running')) return 'fail'
     return jobs.includes('kept') ? 'pass' : 'inconclusive'
   }
-  return jobs.includes('records-lost') ? 'pass' : 'inconclusive'
+  // A run that ended storage-lost stopped the write before any cut: no control job's losses show one.
+  return jobs.includes('records-lost') && !jobs.includes('lost-running') ? 'pass' : 'inconclusive'
 }
 
 function run(method: string, finding: Finding): JudgedRun {
   const acked = finding === 'idle' ? 0 : 20
-  return { method, direct: false, role: method === 'none' ? 'control' : 'tested', acked, lost: finding === 'records-lost' ? 3 : finding === 'file-lost' ? 20 : 0, torn: 0, corrupt: 0, superblock: { kind: finding === 'file-lost' ? 'missing' : 'valid' } }
+  const lost = finding === 'records-lost' || finding === 'lost-running' ? 3 : finding === 'file-lost' ? 20 : 0
+  return { method, direct: false, role: method === 'none' ? 'control' : 'tested', acked, lost, torn: 0, corrupt: 0, superblock: { kind: finding === 'file-lost' ? 'missing' : 'valid' }, ended: finding === 'lost-running' ? 'storage-lost' : null }
 }
 
 t.test("a method's verdict over every mix of its jobs' findings, 1 to 4 jobs, tested and control", async (t) => {
@@ -75,7 +78,7 @@ t.test("a method's verdict over every mix of its jobs' findings, 1 to 4 jobs, te
       }
     }
   }
-  t.equal(checked, 2 * (4 + 16 + 64 + 256))
+  t.equal(checked, 2 * (5 + 25 + 125 + 625))
 })
 
 /** The README's rule for a group: fail if any method failed; else inconclusive if any tested nothing; else pass. */
@@ -97,7 +100,7 @@ t.test('a whole group: two methods and a control over 2 jobs, every mix of findi
     if (groupVerdict(runs) !== expected) t.fail(`${mix.join(', ')}: ${groupVerdict(runs)}, expected ${expected}`)
     else checked++
   }
-  t.equal(checked, 4 ** 6)
+  t.equal(checked, 5 ** 6)
 })
 
 t.test('methods are told apart by --direct too, and come in the order of their runs', async (t) => {

@@ -28,6 +28,8 @@ function judged(role: 'tested' | 'control', acked: number, bad: number, superblo
 /** Whether a verifier could have sent this: the superblock not said means it may be either, but a fail must then rest on a bad record. */
 function couldBe(role: 'tested' | 'control', claimed: Verdict, acked: number, bad: number, intact: number, superblock: boolean | undefined): boolean {
   if (claimed === 'not-judged') return intact + bad === 0
+  // A control whose losses the writer saw while the run went on (it ended storage-lost) shows no cut: inconclusive.
+  if (role === 'control' && claimed === 'inconclusive' && acked > 0 && bad > 0 && superblock !== false) return true
   if (superblock !== undefined) return claimed === judged(role, acked, bad, superblock)
   return claimed === judged(role, acked, bad, true) || (claimed === 'fail' && judged(role, acked, bad, false) === 'fail' && bad > 0)
 }
