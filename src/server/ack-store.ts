@@ -239,8 +239,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * A run directory is one of: a run (meta.msgpack readable and valid), an announcement that never
    * completed (no meta.msgpack and an empty or missing acks.log: skipped with a warning), or damage
    * (meta.msgpack there but unreadable, not a regular file or invalid; or missing while acks.log holds
-   * acks): a refusal naming the file. Judging the rest of a group, or an older run of the path,
-   * without this one could turn a FAIL into a PASS.
+   * acks; or sealed while acks.log lacks the header written before it): a refusal naming the file.
+   * Judging the rest of a group, or an older run of the path, without this one could turn a FAIL into a PASS.
    */
   private async replay(runId: string): Promise<void> {
     const metaPath = join(this.runDir(runId), 'meta.msgpack')
@@ -276,6 +276,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     })
     run.retired = true
     const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans))
+    // A sealed meta.msgpack was written by this version, after the log's header was fsynced: no crash
+    // leaves it without that header. (Older listeners created an empty log: a legacy run may have one.)
+    if (decoded.sealed && replayed.format !== 2) throw damagedLog(logPath, logWithoutHeader(replayed))
     if (replayed.tornTail !== null) this.warnings.push(tornTailWarning(runId, logPath, replayed.tornTail))
     run.commits = replayed.commits
     run.durableThroughSeq = run.lastAckedSeq
@@ -801,6 +804,22 @@ function damagedMeta(path: string, what: string): Error {
   )
 }
 
+/** A run's ack log that must hold more than it does: a refusal, never a run judged with fewer acks. */
+function damagedLog(path: string, what: string): Error {
+  return runtimeError(
+    `could not read ${path}: ${what}`,
+    "the listener refuses to answer from a damaged ack log (a run judged with fewer acks than were recorded could turn a FAIL into a PASS); restore the file, or move the run's directory out of runs/ if the run does not matter",
+  )
+}
+
+/** Why a log of a run whose meta.msgpack is sealed (this version's) is damage: it lacks the header written before that file. */
+function logWithoutHeader(replayed: LogReplay): string {
+  const lacks = "but the run's meta.msgpack, written only after the log's header was fsynced, is there"
+  if (replayed.totalBytes === 0) return `it is missing or empty, ${lacks}`
+  if (replayed.format === 1) return `it has no header (entries of the previous format), ${lacks}`
+  return `its header is not there (${replayed.totalBytes} bytes that are not a whole entry), ${lacks}`
+}
+
 /** A schema failure in plain words: which field, and what is wrong with it (the first problem). */
 export function describeInvalid(error: z.ZodError): string {
   const issue = error.issues[0]
@@ -857,11 +876,11 @@ function tornTailWarning(runId: string, path: string, tail: NonNullable<LogRepla
 }
 
 /** A file's body (sealed-file.ts) decoded from msgpack, or what is wrong with it. */
-function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown } | { readonly problem: string } {
+function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown; readonly sealed: boolean } | { readonly problem: string } {
   const file = unseal(kind, bytes)
   if (file.kind === 'damaged') return { problem: `${file.problem} (damaged)` }
   try {
-    return { value: packr.unpack(file.body) }
+    return { value: packr.unpack(file.body), sealed: file.kind === 'sealed' }
   } catch {
     return { problem: `its ${bytes.length} bytes are not valid msgpack` }
   }
