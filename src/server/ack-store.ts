@@ -86,7 +86,7 @@ import {
 } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
-import { frameCommit, logEntryHeaderBytes, logHeader, maxEntryBodyBytes, maxItemsPerCommit, replayLog, type LogItem, type LogReplay } from './ack-log.js'
+import { frameCommit, logHeader, maxCommitBytes, maxEndDetailBytes, maxItemsPerCommit, replayLog, type LogItem, type LogReplay } from './ack-log.js'
 import { seal, unseal, type SealedKind } from './sealed-file.js'
 import { SpanTable } from './span-table.js'
 
@@ -442,6 +442,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     if (run === undefined) throw new Error(`endRun on unknown run ${runId}`)
     if (run.end !== undefined) throw new Error(`endRun on run ${runId}, which already ended`)
+    // Cut so that an end alone fits a commit (maxCommitBytes); kept in memory as it is logged.
+    if (detail !== undefined) detail = cutToBytes(detail, maxEndDetailBytes)
     run.end = { reason, ...(detail === undefined ? {} : { detail }), atMs }
     run.retired = true
     if (run.failed !== undefined) return
@@ -544,15 +546,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run.creating) return // createRun marks it dirty again when its files are in place
     if (run.failed !== undefined || run.pendingEntries.length === 0) return
     // One commit is one log entry (numbered, checksummed): a crash can tear only the entry being
-    // written, so replay can take any other bad entry for the damage it is. At most maxItemsPerCommit
-    // items (in practice: ack, steady, ack, end), which keeps the entry within maxEntryBodyBytes; the
-    // rest waits for the next round.
-    const items = run.pendingEntries.slice(0, maxItemsPerCommit)
+    // written, so replay can take any other bad entry for the damage it is. The items that fit in
+    // maxCommitBytes (which bounds a torn tail at replay), at most maxItemsPerCommit (in practice: ack,
+    // steady, ack, end); the rest waits for the next round.
+    const commit = run.commits + 1
+    const { items, entry } = framedCommit(commit, run.pendingEntries)
     let throughSeq = run.durableThroughSeq
     for (const item of items) if (item.k === 'ack') throughSeq = item.toSeq
-    const commit = run.commits + 1
-    const entry = frameCommit(commit, items)
-    if (entry.length > logEntryHeaderBytes + maxEntryBodyBytes) throw new Error(`commit ${commit} of run ${run.meta.runId} is ${entry.length} bytes, over the entry bound`)
     run.commits = commit
     // An ack arriving during the write extends the last item left here, never one being written.
     run.pendingEntries = run.pendingEntries.slice(items.length)
@@ -738,6 +738,36 @@ async function inLanes<T>(items: readonly T[], lanes: number, fn: (item: T) => P
     while (next < items.length) await fn(items[next++]!)
   }
   await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane))
+}
+
+/**
+ * Commit n of the first queued items that fit in maxCommitBytes (at most maxItemsPerCommit; the first
+ * always fits: an ack or steady is tens of bytes, an end's detail is cut to fit).
+ */
+function framedCommit(n: number, pending: readonly LogItem[]): { items: LogItem[]; entry: Buffer } {
+  let items = pending.slice(0, 1)
+  let entry = frameCommit(n, items)
+  for (let count = 2; count <= Math.min(pending.length, maxItemsPerCommit); count++) {
+    const more = frameCommit(n, pending.slice(0, count))
+    if (more.length > maxCommitBytes) break
+    items = pending.slice(0, count)
+    entry = more
+  }
+  if (entry.length > maxCommitBytes) throw new Error(`commit ${n} is ${entry.length} bytes, over the commit bound of ${maxCommitBytes}`)
+  return { items, entry }
+}
+
+/** text cut to at most maxBytes of UTF-8, whole characters only, marked as cut with '…'. */
+function cutToBytes(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text) <= maxBytes) return text
+  let kept = ''
+  let bytes = Buffer.byteLength('…')
+  for (const char of text) {
+    bytes += Buffer.byteLength(char)
+    if (bytes > maxBytes) break
+    kept += char
+  }
+  return `${kept}…`
 }
 
 const fsyncAsync = promisify(fsync)
