@@ -19,7 +19,8 @@
  *                 verifier is told verdict-ok. A damaged one (its checksum, its schema, or counts that
  *                 disagree with its verdict or with the run's acks: verdict-rules.ts) is reported at
  *                 startup (a warning naming the file) and the run shows no verdict: the acks, what
- *                 verdicts are judged from, are unharmed.
+ *                 verdicts are judged from, are unharmed. But a sealed one that counted more acks than
+ *                 the log holds proves the log lost recorded acks: a refusal naming the log.
  * The log also holds the run's first 'steady' (its writer said it is the moment to cut) and its end.
  * and <dir>/lock, flock()ed exclusively by the one listener that owns the directory (verify --acks
  * only reads and does not take it).
@@ -291,7 +292,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /**
    * The run's verdict.msgpack, if there is one and it checks out. A damaged one (unreadable, invalid,
    * another run's) is reported as a warning naming the file, never dropped in silence; the run then
-   * shows no verdict until a verifier reports one again.
+   * shows no verdict until a verifier reports one again. A sealed one that counted more acks than the
+   * log holds proves the log lost recorded acks: a refusal naming the log.
    */
   private async replayVerdict(run: RunState): Promise<StoredVerdict | null> {
     const runId = run.meta.runId
@@ -313,7 +315,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if ('problem' in decoded) problem = decoded.problem
       else if (!parsed.success) problem = describeInvalid(parsed.error).replace("a run's metadata", 'a verdict')
       else if (parsed.data.runId !== runId) problem = `it is the verdict of run ${parsed.data.runId}, not of run ${runId}`
-      else {
+      else if (decoded.sealed && parsed.data.result.acked > run.lastAckedSeq) {
+        // Its checksum vouches for it: the acks it counted were in the log when it was judged, so the
+        // log lost them since (a torn tail here is not the commit a crash cut short).
+        throw damagedLog(
+          join(this.runDir(runId), 'acks.log'),
+          `it holds ${run.lastAckedSeq} acknowledged records, but the run's verdict stored after them (${path}, checksummed) counted ${parsed.data.result.acked}: recorded acks are missing from the log`,
+        )
+      } else {
         const disagreement = verdictDisagreement(parsed.data.result, run.meta.method, run.lastAckedSeq)
         if (disagreement === undefined) return parsed.data.result
         problem = `the verdict ${disagreement}`
