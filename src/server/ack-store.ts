@@ -323,7 +323,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
           `it holds ${run.lastAckedSeq} acknowledged records, but the run's verdict stored after them (${path}, checksummed) counted ${parsed.data.result.acked}: recorded acks are missing from the log`,
         )
       } else {
-        const disagreement = verdictDisagreement(parsed.data.result, run.meta.method, run.lastAckedSeq)
+        // A replayed run takes no more acks, and a verdict was stored only once its acks were final.
+        const disagreement = verdictDisagreement(parsed.data.result, run.meta.method, run.lastAckedSeq, true)
         if (disagreement === undefined) return parsed.data.result
         problem = `the verdict ${disagreement}`
       }
