@@ -478,13 +478,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * Stores the verdict a verifier reported for the run, replacing an earlier one: verdict.msgpack
    * written to a temporary file, fsynced, renamed into place and the run's directory fsynced, all
    * before the promise resolves (the verifier is told verdict-ok only then). Verdicts of one run are
-   * stored one after the other.
+   * stored one after the other. A not-judged verdict never replaces a judged one (pass, fail,
+   * inconclusive): it judged no record (the file since holds a newer run, say), and a stored FAIL
+   * must stay shown.
    */
   recordVerdict(runId: string, result: StoredVerdict): Promise<void> {
     const run = this.runs.get(runId)
     if (run === undefined || run.creating === true) return Promise.reject(new Error(`recordVerdict on unknown run ${runId}`))
     const previous = this.verdictWrites.get(runId) ?? Promise.resolve()
     const write = previous.then(async () => {
+      if (result.verdict === 'not-judged' && run.verdict !== null && run.verdict.verdict !== 'not-judged') return
       const dir = this.runDir(runId)
       const tmpPath = join(dir, 'verdict.msgpack.tmp')
       const path = join(dir, 'verdict.msgpack')

@@ -284,3 +284,24 @@ t.test('a sealed verdict that counted more acks than the log holds: the log is d
   await t.rejects(AckStore.load(dir), { exitCode: 3, message }, 'the store refuses to load')
   await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message }, 'the listener refuses to start')
 })
+
+t.test('a not-judged verdict never replaces a judged one; it is stored over nothing or another not-judged, and a judged one replaces it', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 2, verdictOf())
+  const [judgedRun, otherRun] = [runIdOf(0x10000), runIdOf(0x10001)]
+  rmSync(join(dir, 'runs', otherRun, 'verdict.msgpack'))
+  const notJudged = verdictOf({ verdict: 'not-judged', acked: 0, intact: 0, lost: 0, lostRanges: [], lossWindowMs: null, summary: 'NOT JUDGED' })
+  const store = await AckStore.open(dir)
+  await store.recordVerdict(judgedRun, notJudged)
+  await store.recordVerdict(otherRun, notJudged)
+  await store.close()
+  const reloaded = await AckStore.load(dir)
+  const verdictOfRun = (s: AckStore, runId: string) => s.summaries().find((r) => r.runId === runId)!.verdict?.verdict
+  t.equal(verdictOfRun(reloaded, judgedRun), 'fail', 'the stored fail stays, across a restart')
+  t.equal(verdictOfRun(reloaded, otherRun), 'not-judged', 'over no verdict, not-judged is stored')
+  const again = await AckStore.open(dir)
+  await again.recordVerdict(otherRun, verdictOf())
+  await again.recordVerdict(otherRun, notJudged)
+  await again.close()
+  t.equal(verdictOfRun(await AckStore.load(dir), otherRun), 'fail', 'a judged verdict replaces not-judged, and is kept after it')
+})
