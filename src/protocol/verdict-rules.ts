@@ -57,16 +57,22 @@ export function roleOf(method: string): Role {
 
 /**
  * What makes the verdict impossible for a run of this method whose listener holds acks 1..ackedThroughSeq
- * (a phrase completing "the verdict ..."), or undefined when it agrees.
+ * (a phrase completing "the verdict ..."), or undefined when it agrees. ended: the run's acks are final
+ * (it ended, or its writer is gone); a verdict that judged it then counted every one of them.
  */
-export function verdictDisagreement(result: StoredVerdict, method: string, ackedThroughSeq: number): string | undefined {
+export function verdictDisagreement(result: StoredVerdict, method: string, ackedThroughSeq: number, ended = false): string | undefined {
   const bad = result.lost + result.torn + result.corrupt
   const facts: Facts = { acked: result.acked, bad, judged: result.intact + bad, superblock: result.superblockValid }
-  return countsDisagreement(result, ackedThroughSeq) ?? rangesDisagreement(result, bad) ?? verdictTableDisagreement(result, roleOf(method), facts)
+  return countsDisagreement(result, ackedThroughSeq, ended) ?? rangesDisagreement(result, bad) ?? verdictTableDisagreement(result, roleOf(method), facts)
 }
 
-function countsDisagreement(r: StoredVerdict, ackedThroughSeq: number): string | undefined {
+function countsDisagreement(r: StoredVerdict, ackedThroughSeq: number, ended: boolean): string | undefined {
   if (r.acked > ackedThroughSeq) return `counts ${r.acked} acknowledged records, the listener holds ${ackedThroughSeq}`
+  // verify judges a run only once its acks are final, and counts each of them (judge.ts: acked is the
+  // last acknowledged seq); a judged verdict over fewer would hide the acks it left out.
+  if (ended && r.verdict !== 'not-judged' && r.acked < ackedThroughSeq) {
+    return `counts ${r.acked} acknowledged records, the listener holds ${ackedThroughSeq} for the run, which has ended (a judged verdict counts every one)`
+  }
   const judged = r.intact + r.lost + r.torn + r.corrupt
   if (r.superseded !== undefined && r.interrupted !== undefined) {
     const total = judged + r.superseded + r.interrupted

@@ -81,7 +81,7 @@ export async function loadListenerDir(dir: string, names: readonly string[] | un
 /** The record, without its verdict (said in warnings) when the verdict disagrees with its counts or its run's acks. */
 function withoutDisagreeingVerdict(record: RunRecord, warnings: string[]): RunRecord {
   const { verdict, method, ackedThroughSeq, runId } = record.summary
-  const problem = verdict === null ? undefined : verdictDisagreement(verdict, method, ackedThroughSeq)
+  const problem = verdict === null ? undefined : verdictDisagreement(verdict, method, ackedThroughSeq, record.summary.end !== undefined || !record.summary.live)
   if (problem === undefined) return record
   warnings.push(`run ${runId}: the verdict ${problem}; it is not shown`)
   return { ...record, summary: { ...record.summary, verdict: null } }

@@ -15,8 +15,9 @@
  * fdatasync returned; "recorded" is sent only after that fdatasync. So a crash can tear only the last
  * entry, never reported as recorded, and leaves either its bytes cut short (zeros or the end of the
  * file where the rest should be) or zeros after the last whole entry (the file's size reached the disk
- * before its data). Replay keeps every entry up to the first that does not check out, and takes what
- * follows as a torn tail only when it can be that last entry (tailDamageRules): anything else is damage.
+ * before its data), in all at most one commit's bytes (maxCommitBytes). Replay keeps every entry up to
+ * the first that does not check out, and takes what follows as a torn tail only when it can be that
+ * last entry (no longer than a commit, and tailDamageRules): anything else is damage.
  * So is an entry that checks out but cannot be true here: not an entry of this log's format, another
  * run's header, a commit repeated, missing or out of order, acks not contiguous, times or seqs no
  * writer produced. Damage is a refusal naming the file, the byte offset and what is wrong, never fewer
@@ -39,15 +40,29 @@ export const logFormatVersion = 2
 export const logEntryHeaderBytes = 12
 const entryHeaderBytes = logEntryHeaderBytes
 /**
- * No entry the listener writes comes near this: a commit holds at most maxItemsPerCommit items, of
- * which only an end is large (a detail of 4,096 UTF-16 units is at most 12 KiB of UTF-8).
+ * No entry any listener wrote comes near this (earlier ones wrote commits of up to 16 items, an end's
+ * detail up to 12 KiB of UTF-8): the bound of an entry read back, in logs of this and earlier versions.
  */
 export const maxEntryBodyBytes = 64 * 1024
 const maxEntryBytes = entryHeaderBytes + maxEntryBodyBytes
 /** A commit takes at most this many queued items; the rest wait for the next commit. */
 export const maxItemsPerCommit = 16
+/**
+ * The largest commit entry (its 12 header bytes included) this listener writes: a commit takes the
+ * queued items that fit, the rest wait for the next round, and an end's detail is cut to fit
+ * (maxEndDetailBytes). It bounds a torn tail: a crash leaves at most the last commit's bytes torn or
+ * zero, so a longer tail is damage (refused), not acks a crash never let be recorded.
+ */
+export const maxCommitBytes = 4 * 1024
+/** An end's detail is logged cut to this many bytes of UTF-8, so that an end alone fits a commit. */
+export const maxEndDetailBytes = 3 * 1024
 /** Replay reads the log in chunks of this size. */
 const replayChunkBytes = 1024 * 1024
+/**
+ * A tail (from the first bad entry) longer than this is refused from the file's size alone, unread: a
+ * log whose size reads a terabyte must not be read for an hour. Shorter ones are read to say what they hold.
+ */
+const maxTailReadBytes = 16 * replayChunkBytes
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 
 const seqSchema = z.number().int().positive().max(Number.MAX_SAFE_INTEGER)
@@ -139,7 +154,7 @@ async function readEntries(file: FileHandle, path: string, reader: LogReader, si
   let position = 0
   const chunk = Buffer.alloc(replayChunkBytes)
   const finish = async (bad: BadEntry | null): Promise<LogReplay> => {
-    const tornTail = bad === null ? null : await judgeTail(file, path, bad)
+    const tornTail = bad === null ? null : await judgeTail(file, path, bad, Math.max(sizeBytes, position))
     return { format: reader.format, validBytes, totalBytes: Math.max(sizeBytes, position), commits: reader.commits, tornTail }
   }
   for (;;) {
@@ -239,6 +254,7 @@ interface Tail extends BadEntry {
   readonly dataEnd: number
   /** Where a whole entry that checks out starts after atByte, if one does (only looked for in one entry's reach). */
   readonly wholeEntryAt: number | undefined
+  readonly endOfFile: number
 }
 
 const badEntryWords: Record<BadEntry['why'], string> = {
@@ -270,17 +286,31 @@ const tailDamageRules: ReadonlyArray<{ readonly applies: (t: Tail) => boolean; r
     applies: (t) => t.wholeEntryAt !== undefined,
     says: (t) => `a whole entry that checks out follows it at byte ${t.wholeEntryAt} (only the last entry can be torn by a crash)`,
   },
+  {
+    applies: (t) => t.endOfFile - t.atByte > maxCommitBytes,
+    says: (t) => tooLongWords(t.endOfFile - t.atByte),
+  },
 ]
 
-/** A torn tail (returned, to be ignored with a warning) or damage (thrown). */
-async function judgeTail(file: FileHandle, path: string, bad: BadEntry): Promise<NonNullable<LogReplay['tornTail']>> {
+function tooLongWords(bytes: number): string {
+  return `${bytes} bytes run from there to the end of the file, more than the largest commit (${maxCommitBytes} bytes): a crash tears only the last commit, so recorded commits are missing there`
+}
+
+/**
+ * A torn tail (returned, to be ignored with a warning) or damage (thrown). A tail longer than the
+ * largest commit is damage whatever it holds (the last rule); one longer than maxTailReadBytes is
+ * refused from the file's size, before a byte of it is read.
+ */
+async function judgeTail(file: FileHandle, path: string, bad: BadEntry, sizeBytes: number): Promise<NonNullable<LogReplay['tornTail']>> {
+  if (sizeBytes - bad.atByte > maxTailReadBytes) throw damaged(path, bad.atByte, `the entry there ${badEntryWords[bad.why]}, and ${tooLongWords(sizeBytes - bad.atByte)}`)
   const { dataEnd, endOfFile } = await endOfData(file, bad.atByte)
   const bytes = endOfFile - bad.atByte
-  if (dataEnd === bad.atByte) return { atByte: bad.atByte, bytes, what: 'zeros' }
-  const tail: Tail = { ...bad, dataEnd, wholeEntryAt: dataEnd - bad.atByte > maxEntryBytes ? undefined : await wholeEntryAfter(file, bad.atByte, dataEnd, endOfFile) }
+  const onlyZeros = dataEnd === bad.atByte
+  const wholeEntryAt = onlyZeros || dataEnd - bad.atByte > maxEntryBytes ? undefined : await wholeEntryAfter(file, bad.atByte, dataEnd, endOfFile)
+  const tail: Tail = { ...bad, dataEnd, wholeEntryAt, endOfFile }
   const rule = tailDamageRules.find((r) => r.applies(tail))
   if (rule !== undefined) throw damaged(path, bad.atByte, `the entry there ${badEntryWords[bad.why]}, and ${rule.says(tail)}`)
-  return { atByte: bad.atByte, bytes, what: `an entry that ${badEntryWords[bad.why]}` }
+  return { atByte: bad.atByte, bytes, what: onlyZeros ? 'zeros' : `an entry that ${badEntryWords[bad.why]}` }
 }
 
 /** One past the last non-zero byte from atByte on, and the end of the file, read in chunks. */

@@ -19,7 +19,8 @@
  *                 verifier is told verdict-ok. A damaged one (its checksum, its schema, or counts that
  *                 disagree with its verdict or with the run's acks: verdict-rules.ts) is reported at
  *                 startup (a warning naming the file) and the run shows no verdict: the acks, what
- *                 verdicts are judged from, are unharmed.
+ *                 verdicts are judged from, are unharmed. But a sealed one that counted more acks than
+ *                 the log holds proves the log lost recorded acks: a refusal naming the log.
  * The log also holds the run's first 'steady' (its writer said it is the moment to cut) and its end.
  * and <dir>/lock, flock()ed exclusively by the one listener that owns the directory (verify --acks
  * only reads and does not take it).
@@ -86,7 +87,7 @@ import {
 } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
-import { frameCommit, logEntryHeaderBytes, logHeader, maxEntryBodyBytes, maxItemsPerCommit, replayLog, type LogItem, type LogReplay } from './ack-log.js'
+import { frameCommit, logHeader, maxCommitBytes, maxEndDetailBytes, maxItemsPerCommit, replayLog, type LogItem, type LogReplay } from './ack-log.js'
 import { seal, unseal, type SealedKind } from './sealed-file.js'
 import { SpanTable } from './span-table.js'
 
@@ -239,8 +240,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * A run directory is one of: a run (meta.msgpack readable and valid), an announcement that never
    * completed (no meta.msgpack and an empty or missing acks.log: skipped with a warning), or damage
    * (meta.msgpack there but unreadable, not a regular file or invalid; or missing while acks.log holds
-   * acks): a refusal naming the file. Judging the rest of a group, or an older run of the path,
-   * without this one could turn a FAIL into a PASS.
+   * acks; or sealed while acks.log lacks the header written before it): a refusal naming the file.
+   * Judging the rest of a group, or an older run of the path, without this one could turn a FAIL into a PASS.
    */
   private async replay(runId: string): Promise<void> {
     const metaPath = join(this.runDir(runId), 'meta.msgpack')
@@ -276,6 +277,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     })
     run.retired = true
     const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans))
+    // A sealed meta.msgpack was written by this version, after the log's header was fsynced: no crash
+    // leaves it without that header. (Older listeners created an empty log: a legacy run may have one.)
+    if (decoded.sealed && replayed.format !== 2) throw damagedLog(logPath, logWithoutHeader(replayed))
     if (replayed.tornTail !== null) this.warnings.push(tornTailWarning(runId, logPath, replayed.tornTail))
     run.commits = replayed.commits
     run.durableThroughSeq = run.lastAckedSeq
@@ -288,7 +292,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /**
    * The run's verdict.msgpack, if there is one and it checks out. A damaged one (unreadable, invalid,
    * another run's) is reported as a warning naming the file, never dropped in silence; the run then
-   * shows no verdict until a verifier reports one again.
+   * shows no verdict until a verifier reports one again. A sealed one that counted more acks than the
+   * log holds proves the log lost recorded acks: a refusal naming the log.
    */
   private async replayVerdict(run: RunState): Promise<StoredVerdict | null> {
     const runId = run.meta.runId
@@ -310,8 +315,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if ('problem' in decoded) problem = decoded.problem
       else if (!parsed.success) problem = describeInvalid(parsed.error).replace("a run's metadata", 'a verdict')
       else if (parsed.data.runId !== runId) problem = `it is the verdict of run ${parsed.data.runId}, not of run ${runId}`
-      else {
-        const disagreement = verdictDisagreement(parsed.data.result, run.meta.method, run.lastAckedSeq)
+      else if (decoded.sealed && parsed.data.result.acked > run.lastAckedSeq) {
+        // Its checksum vouches for it: the acks it counted were in the log when it was judged, so the
+        // log lost them since (a torn tail here is not the commit a crash cut short).
+        throw damagedLog(
+          join(this.runDir(runId), 'acks.log'),
+          `it holds ${run.lastAckedSeq} acknowledged records, but the run's verdict stored after them (${path}, checksummed) counted ${parsed.data.result.acked}: recorded acks are missing from the log`,
+        )
+      } else {
+        // A replayed run takes no more acks, and a verdict was stored only once its acks were final.
+        const disagreement = verdictDisagreement(parsed.data.result, run.meta.method, run.lastAckedSeq, true)
         if (disagreement === undefined) return parsed.data.result
         problem = `the verdict ${disagreement}`
       }
@@ -441,6 +454,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run.end !== undefined) throw new Error(`endRun on run ${runId}, which already ended`)
     // Stamped like its acks: a listener clock stepped (to 1970, or back) mid-run cannot write an end its replay refuses.
     atMs = this.ackStampMs(runId, atMs)
+    // Cut so that an end alone fits a commit (maxCommitBytes); kept in memory as it is logged.
+    if (detail !== undefined) detail = cutToBytes(detail, maxEndDetailBytes)
     run.end = { reason, ...(detail === undefined ? {} : { detail }), atMs }
     run.retired = true
     if (run.failed !== undefined) return
@@ -466,13 +481,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * Stores the verdict a verifier reported for the run, replacing an earlier one: verdict.msgpack
    * written to a temporary file, fsynced, renamed into place and the run's directory fsynced, all
    * before the promise resolves (the verifier is told verdict-ok only then). Verdicts of one run are
-   * stored one after the other.
+   * stored one after the other. A not-judged verdict never replaces a judged one (pass, fail,
+   * inconclusive): it judged no record (the file since holds a newer run, say), and a stored FAIL
+   * must stay shown.
    */
   recordVerdict(runId: string, result: StoredVerdict): Promise<void> {
     const run = this.runs.get(runId)
     if (run === undefined || run.creating === true) return Promise.reject(new Error(`recordVerdict on unknown run ${runId}`))
     const previous = this.verdictWrites.get(runId) ?? Promise.resolve()
     const write = previous.then(async () => {
+      if (result.verdict === 'not-judged' && run.verdict !== null && run.verdict.verdict !== 'not-judged') return
       const dir = this.runDir(runId)
       const tmpPath = join(dir, 'verdict.msgpack.tmp')
       const path = join(dir, 'verdict.msgpack')
@@ -544,15 +562,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run.creating) return // createRun marks it dirty again when its files are in place
     if (run.failed !== undefined || run.pendingEntries.length === 0) return
     // One commit is one log entry (numbered, checksummed): a crash can tear only the entry being
-    // written, so replay can take any other bad entry for the damage it is. At most maxItemsPerCommit
-    // items (in practice: ack, steady, ack, end), which keeps the entry within maxEntryBodyBytes; the
-    // rest waits for the next round.
-    const items = run.pendingEntries.slice(0, maxItemsPerCommit)
+    // written, so replay can take any other bad entry for the damage it is. The items that fit in
+    // maxCommitBytes (which bounds a torn tail at replay), at most maxItemsPerCommit (in practice: ack,
+    // steady, ack, end); the rest waits for the next round.
+    const commit = run.commits + 1
+    const { items, entry } = framedCommit(commit, run.pendingEntries)
     let throughSeq = run.durableThroughSeq
     for (const item of items) if (item.k === 'ack') throughSeq = item.toSeq
-    const commit = run.commits + 1
-    const entry = frameCommit(commit, items)
-    if (entry.length > logEntryHeaderBytes + maxEntryBodyBytes) throw new Error(`commit ${commit} of run ${run.meta.runId} is ${entry.length} bytes, over the entry bound`)
     run.commits = commit
     // An ack arriving during the write extends the last item left here, never one being written.
     run.pendingEntries = run.pendingEntries.slice(items.length)
@@ -740,6 +756,36 @@ async function inLanes<T>(items: readonly T[], lanes: number, fn: (item: T) => P
   await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane))
 }
 
+/**
+ * Commit n of the first queued items that fit in maxCommitBytes (at most maxItemsPerCommit; the first
+ * always fits: an ack or steady is tens of bytes, an end's detail is cut to fit).
+ */
+function framedCommit(n: number, pending: readonly LogItem[]): { items: LogItem[]; entry: Buffer } {
+  let items = pending.slice(0, 1)
+  let entry = frameCommit(n, items)
+  for (let count = 2; count <= Math.min(pending.length, maxItemsPerCommit); count++) {
+    const more = frameCommit(n, pending.slice(0, count))
+    if (more.length > maxCommitBytes) break
+    items = pending.slice(0, count)
+    entry = more
+  }
+  if (entry.length > maxCommitBytes) throw new Error(`commit ${n} is ${entry.length} bytes, over the commit bound of ${maxCommitBytes}`)
+  return { items, entry }
+}
+
+/** text cut to at most maxBytes of UTF-8, whole characters only, marked as cut with '…'. */
+function cutToBytes(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text) <= maxBytes) return text
+  let kept = ''
+  let bytes = Buffer.byteLength('…')
+  for (const char of text) {
+    bytes += Buffer.byteLength(char)
+    if (bytes > maxBytes) break
+    kept += char
+  }
+  return `${kept}…`
+}
+
 const fsyncAsync = promisify(fsync)
 const fdatasyncAsync = promisify(fdatasync)
 
@@ -804,6 +850,22 @@ function damagedMeta(path: string, what: string): Error {
   )
 }
 
+/** A run's ack log that must hold more than it does: a refusal, never a run judged with fewer acks. */
+function damagedLog(path: string, what: string): Error {
+  return runtimeError(
+    `could not read ${path}: ${what}`,
+    "the listener refuses to answer from a damaged ack log (a run judged with fewer acks than were recorded could turn a FAIL into a PASS); restore the file, or move the run's directory out of runs/ if the run does not matter",
+  )
+}
+
+/** Why a log of a run whose meta.msgpack is sealed (this version's) is damage: it lacks the header written before that file. */
+function logWithoutHeader(replayed: LogReplay): string {
+  const lacks = "but the run's meta.msgpack, written only after the log's header was fsynced, is there"
+  if (replayed.totalBytes === 0) return `it is missing or empty, ${lacks}`
+  if (replayed.format === 1) return `it has no header (entries of the previous format), ${lacks}`
+  return `its header is not there (${replayed.totalBytes} bytes that are not a whole entry), ${lacks}`
+}
+
 /** A schema failure in plain words: which field, and what is wrong with it (the first problem). */
 export function describeInvalid(error: z.ZodError): string {
   const issue = error.issues[0]
@@ -860,11 +922,11 @@ function tornTailWarning(runId: string, path: string, tail: NonNullable<LogRepla
 }
 
 /** A file's body (sealed-file.ts) decoded from msgpack, or what is wrong with it. */
-function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown } | { readonly problem: string } {
+function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown; readonly sealed: boolean } | { readonly problem: string } {
   const file = unseal(kind, bytes)
   if (file.kind === 'damaged') return { problem: `${file.problem} (damaged)` }
   try {
-    return { value: packr.unpack(file.body) }
+    return { value: packr.unpack(file.body), sealed: file.kind === 'sealed' }
   } catch {
     return { problem: `its ${bytes.length} bytes are not valid msgpack` }
   }

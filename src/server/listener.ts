@@ -773,7 +773,8 @@ class Connection {
         if (listener.isLive(runId) && !info.ended) {
           throw new ProtocolViolation('out-of-order', `verdict for run ${runId}, which is still being written (its writer is connected); verify after the cut`)
         }
-        const problem = verdictDisagreement(result, info.meta.method, store.lastAckedSeq(runId))
+        // Its acks are final here (ended, or its writer gone: a live run was refused above).
+        const problem = verdictDisagreement(result, info.meta.method, store.lastAckedSeq(runId), info.ended || !listener.isLive(runId))
         if (problem !== undefined) throw new ProtocolViolation('bad-frame', `the verdict for run ${runId} ${problem}`)
         return store.recordVerdict(runId, result).then(() => {
           listener.emit({

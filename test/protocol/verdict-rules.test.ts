@@ -123,6 +123,16 @@ t.test('counts, ranges, reordering and loss windows must add up', async (t) => {
   }
 })
 
+t.test('a judged verdict of a run that has ended counts every acknowledged record the listener holds', async (t) => {
+  const pass = verdict({ verdict: 'pass', acked: 10, intact: 10, superseded: 0, interrupted: 0, superblockValid: true })
+  t.match(verdictDisagreement(pass, 'fdatasync', 3270, true), /counts 10 acknowledged records, the listener holds 3270 for the run, which has ended/, 'a pass over 10 of 3,270: refused')
+  t.match(verdictDisagreement(verdict({ verdict: 'fail', acked: 10, intact: 7, lost: 3, lostRanges: [[8, 10]] }), 'fdatasync', 11, true), /counts 10 acknowledged records, the listener holds 11/, 'a fail one short: refused')
+  t.match(verdictDisagreement(verdict({ verdict: 'inconclusive', acked: 0 }), 'fdatasync', 5, true), /counts 0 acknowledged records, the listener holds 5/, 'inconclusive over acks it did not count: refused')
+  t.equal(verdictDisagreement(pass, 'fdatasync', 10, true), undefined, 'every ack counted: accepted')
+  t.equal(verdictDisagreement(pass, 'fdatasync', 3270, false), undefined, 'a run still taking acks: fewer is not wrong')
+  t.equal(verdictDisagreement(verdict({ verdict: 'not-judged' }), 'fdatasync', 3270, true), undefined, 'not judged counts nothing')
+})
+
 t.test('every verdict verify sends for a real data file is accepted', async (t) => {
   const dir = t.testdir()
   type Case = { name: string; over: Partial<RunMeta>; acked: number; seqs: number[]; superblock?: boolean; sizeSlots?: number; missing?: boolean; tear?: number }
@@ -151,7 +161,7 @@ t.test('every verdict verify sends for a real data file is accepted', async (t) 
     }
     const report = await judgeRun(craftRun(meta, c.acked))
     const [sent] = storedVerdicts({ verdict: report.verdict, host: 'h', file: meta.path, source: 's', claims: [], notes: [], runs: [report] } as unknown as Parameters<typeof storedVerdicts>[0], null, null)
-    const problem = verdictDisagreement(sent!.result, meta.method, c.acked)
+    const problem = verdictDisagreement(sent!.result, meta.method, c.acked, true)
     t.equal(problem, undefined, `${c.name}: ${report.verdict} (${report.intact} intact, ${report.lost} lost, ${report.torn} torn, ${report.corrupt} corrupt, ${report.superseded} superseded, ${report.interrupted} interrupted) accepted`)
   }
 })

@@ -4,7 +4,7 @@
  * out-of-order entry anywhere else (one entry before the end, ~40 KB before it, in the middle) is
  * damage: the listener refuses to start and verify --acks exits 3, naming the file and the byte
  * offset, never judging with fewer acks (here that would turn a FAIL into a PASS). The last commit
- * cut short (mid-entry, zeros where its bytes should be, a file extended with zeros) still loads, with
+ * cut short (mid-entry, zeros where its bytes should be, a file extended with at most a commit of zeros) still loads, with
  * a warning. Logs of the previous format (no header, several entries per commit) still load and are
  * judged by the same rule.
  */
@@ -14,6 +14,7 @@ import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { Listener } from '../../src/server/listener.js'
 import { AckStore, frameCommit, frameLogEntry, logHeader } from '../../src/server/ack-store.js'
+import { maxCommitBytes } from '../../src/server/ack-log.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
@@ -178,7 +179,8 @@ t.test('the last commit cut short by a crash is ignored with a warning; everythi
       lastAckBytes,
       /an entry that does not match its checksum/,
     ],
-    ['zeros after the last whole entry (the size reached the disk before the data)', Buffer.concat([bytes, Buffer.alloc(300_000)]), seqs, 300_000, /zeros/],
+    ['zeros after the last whole entry (the size reached the disk before the data)', Buffer.concat([bytes, Buffer.alloc(300)]), seqs, 300, /zeros/],
+    ["zeros after the last whole entry, as many as the largest commit's bytes", Buffer.concat([bytes, Buffer.alloc(maxCommitBytes)]), seqs, maxCommitBytes, /zeros/],
   ]
   for (const [name, content, kept, ignoredBytes, what] of cases) {
     await t.test(name, async (t) => {
@@ -194,6 +196,17 @@ t.test('the last commit cut short by a crash is ignored with a warning; everythi
       t.equal(verify.code, 1, 'verify judges it: FAIL')
       t.match(JSON.parse(verify.stdout), { verdict: 'fail', runs: [{ acked: kept, lost: kept - lostFromSeq + 1 }] })
       t.match(verify.stderr, /ignored \d+ bytes of a torn ack log tail/, 'the warning is shown')
+    })
+  }
+
+  // A crash leaves at most the last commit's bytes as zeros; more zeros hide commits that were recorded.
+  for (const zeros of [maxCommitBytes + 1, 300_000]) {
+    await t.test(`${zeros} zeros after the last whole entry, more than a commit: damage`, async (t) => {
+      const dir = join(base, `zeros-${zeros}`)
+      cpSync(join(base, 'runs'), join(dir, 'runs'), { recursive: true })
+      const copy = join(dir, 'runs', runId, 'acks.log')
+      writeFileSync(copy, Buffer.concat([bytes, Buffer.alloc(zeros)]))
+      await refusedAt(t, dir, file, copy, bytes.length, new RegExp(`does not match its checksum, and ${zeros} bytes run from there to the end of the file, more than the largest commit \\(${maxCommitBytes} bytes\\)`))
     })
   }
 

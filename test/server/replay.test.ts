@@ -8,6 +8,7 @@ import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync, truncateSync
 import { join } from 'node:path'
 import { Listener } from '../../src/server/listener.js'
 import { AckStore, frameCommit } from '../../src/server/ack-store.js'
+import { maxCommitBytes, maxEndDetailBytes } from '../../src/server/ack-log.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { Peer, runMeta } from './peer.js'
 
@@ -29,22 +30,22 @@ async function storeWithRun(dir: string, runId: string, seqs: number): Promise<v
 const ackedSeqs = (store: AckStore, runId: string): number[] =>
   store.query('testhost', `/data/${runId}`)[0]!.spans.flatMap(([from, to]) => Array.from({ length: to - from + 1 }, (_, i) => from + i))
 
-t.test('an ack log sparse-extended past 2 GiB replays its valid prefix', async (t) => {
+t.test('an ack log sparse-extended past 2 GiB is refused at once, naming where its entries end', async (t) => {
   const dir = tempDir(t)
   const runId = '0000000000000a01'
   await storeWithRun(dir, runId, 500)
   const log = join(dir, 'runs', runId, 'acks.log')
   const validBytes = statSync(log).size
-  // The zero tail is what a crash leaves when the file size reached the disk but the data did not.
+  // A crash leaves at most the last commit's bytes as zeros (the size reached the disk before the
+  // data); 2 GiB of them is damage (a lost size, a stray truncate), judged from the size, unread.
   const size = 2 * 1024 ** 3 + 12_345
   truncateSync(log, size)
-  const store = await AckStore.load(dir)
-  t.same(ackedSeqs(store, runId), Array.from({ length: 500 }, (_, i) => i + 1), 'seqs 1-500 replayed, each once')
-  t.match(store.warnings, [new RegExp(`ignored ${size - validBytes} bytes of a torn ack log tail`)])
-  // The listener starts on it too, and the run answers queries.
-  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
-  t.teardown(() => listener.close())
-  t.equal(listener.store.lastAckedSeq(runId), 500)
+  const message = new RegExp(`could not read ${log}: damaged at byte ${validBytes}: .*${size - validBytes} bytes run from there to the end of the file, more than the largest commit`)
+  const started = performance.now()
+  await t.rejects(AckStore.load(dir), { exitCode: 3, message }, 'the store refuses to load')
+  t.ok(performance.now() - started < 2000, 'at once: the hole is not read')
+  // The listener refuses to start on it too.
+  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message })
 })
 
 t.test('checksummed entries that cannot be true are damage: a refusal, never the acks after them dropped', async (t) => {
@@ -135,4 +136,27 @@ t.test('a stray file named like a run is skipped with a warning, not a refusal',
   writeFileSync(join(dir, 'runs', '00000000000000ff'), 'not a run')
   const store = await AckStore.load(dir)
   t.match(store.warnings, [/run 00000000000000ff: .*runs\/00000000000000ff is not a directory, skipped/])
+})
+
+t.test("every commit fits the torn-tail bound: an end's long detail is cut to fit, the queue split over commits", async (t) => {
+  const dir = tempDir(t)
+  const runId = '0000000000000a0e'
+  const meta = runMeta(runId)
+  const store = await AckStore.open(dir)
+  await store.createRun(meta, Date.now())
+  // Queued at once: acks, steady, more acks, an end of 4,096 three-byte characters (12 KiB of UTF-8).
+  for (let seq = 1; seq <= 40; seq += 2) store.appendAck(runId, seq, seq + 1, Date.now())
+  store.recordSteady(runId, Date.now())
+  store.appendAck(runId, 41, 50, Date.now())
+  store.endRun(runId, 'error', '€'.repeat(4096), Date.now())
+  await store.close()
+  const log = readFileSync(join(dir, 'runs', runId, 'acks.log'))
+  for (let at = 0; at < log.length; at += 12 + log.readUInt32LE(at)) t.ok(12 + log.readUInt32LE(at) <= maxCommitBytes, `the entry at byte ${at} is within ${maxCommitBytes} bytes`)
+  const reloaded = await AckStore.load(dir)
+  t.same(reloaded.warnings, [])
+  t.equal(reloaded.lastAckedSeq(runId), 50)
+  const end = reloaded.summaries()[0]!.end!
+  t.equal(end.reason, 'error')
+  t.match(end.detail, /^€+…$/, 'the detail, cut and marked')
+  t.ok(Buffer.byteLength(end.detail!) <= maxEndDetailBytes)
 })

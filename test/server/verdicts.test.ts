@@ -253,7 +253,9 @@ t.test('a damaged verdict.msgpack is reported at start and the run shows no verd
       (p) => writeFileSync(p, seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ verdict: 'pass' }) }))),
       /the verdict says pass with 2 of 5 acknowledged records lost, 0 torn, 0 corrupt: a pass needs/,
     ],
-    ['more records than the run acknowledged', (p) => writeFileSync(p, seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ acked: 6, intact: 4 }) }))), /counts 6 acknowledged records, the listener holds 5/],
+    // Unsealed (no checksum vouches for it): the verdict is what is damaged. A sealed one proves the
+    // log lost recorded acks, a refusal (test/attack15/torn-tail-after-verdict.test.ts).
+    ['more records than the run acknowledged, unsealed', (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ acked: 6, intact: 4 }) })), /counts 6 acknowledged records, the listener holds 5/],
   ]
   for (const [name, damage, why] of damages) {
     const dir = tempDir(t)
@@ -271,4 +273,35 @@ t.test('a damaged verdict.msgpack is reported at start and the run shows no verd
     t.match(events, [why], `${name}: the listener warns at start`)
     await listener.close()
   }
+})
+
+t.test('a sealed verdict that counted more acks than the log holds: the log is damaged, a refusal naming it', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 1, verdictOf())
+  const runDir = join(dir, 'runs', runIdOf(0x10000))
+  writeFileSync(join(runDir, 'verdict.msgpack'), seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ acked: 6, intact: 4 }) })))
+  const message = new RegExp(`could not read ${join(runDir, 'acks.log')}: it holds 5 acknowledged records, but the run's verdict stored after them \\(.*verdict\\.msgpack, checksummed\\) counted 6`)
+  await t.rejects(AckStore.load(dir), { exitCode: 3, message }, 'the store refuses to load')
+  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message }, 'the listener refuses to start')
+})
+
+t.test('a not-judged verdict never replaces a judged one; it is stored over nothing or another not-judged, and a judged one replaces it', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 2, verdictOf())
+  const [judgedRun, otherRun] = [runIdOf(0x10000), runIdOf(0x10001)]
+  rmSync(join(dir, 'runs', otherRun, 'verdict.msgpack'))
+  const notJudged = verdictOf({ verdict: 'not-judged', acked: 0, intact: 0, lost: 0, lostRanges: [], lossWindowMs: null, summary: 'NOT JUDGED' })
+  const store = await AckStore.open(dir)
+  await store.recordVerdict(judgedRun, notJudged)
+  await store.recordVerdict(otherRun, notJudged)
+  await store.close()
+  const reloaded = await AckStore.load(dir)
+  const verdictOfRun = (s: AckStore, runId: string) => s.summaries().find((r) => r.runId === runId)!.verdict?.verdict
+  t.equal(verdictOfRun(reloaded, judgedRun), 'fail', 'the stored fail stays, across a restart')
+  t.equal(verdictOfRun(reloaded, otherRun), 'not-judged', 'over no verdict, not-judged is stored')
+  const again = await AckStore.open(dir)
+  await again.recordVerdict(otherRun, verdictOf())
+  await again.recordVerdict(otherRun, notJudged)
+  await again.close()
+  t.equal(verdictOfRun(await AckStore.load(dir), otherRun), 'fail', 'a judged verdict replaces not-judged, and is kept after it')
 })
