@@ -78,9 +78,11 @@ async function askListener(q: EvidenceQuestion): Promise<void> {
     : new Set((await listRuns(q.server, q.token, q.listenerTimeoutMs)).runs.filter((s) => s.verdict !== null).map((s) => s.runId))
   const unverified = evidence.filter((r) => !verified.has(r.meta.runId))
   if (unverified.length === 0) return
+  // A run this path's question did not find (another host name, another spelling) is verified by its id.
+  const byId = unverified.filter((r) => r.meta.host !== host || r.meta.requestedPath !== q.file).map((r) => `--run ${r.meta.runId}`)
   throw usageError(
     `refusing to write to ${q.file}: its last run ${describeRuns(unverified)} and was never verified; a new write would destroy the evidence`,
-    `run ${q.verifyCommand} first, or pass --discard-unverified to write anyway`,
+    `run ${q.verifyCommand}${byId.length === 0 ? '' : ` ${byId.join(' / ')}`} first, or pass --discard-unverified to write anyway`,
   )
 }
 
@@ -105,9 +107,10 @@ async function addRunsOfFiles(q: EvidenceQuestion, host: string, runs: StoredRun
   const known = new Set(runs.map((r) => r.meta.runId))
   for (const path of q.dataPaths) {
     const superblock = superblockOrNull(path)
-    if (superblock === null || superblock.kind !== 'valid' || superblock.meta.host !== host || known.has(superblock.meta.runId)) continue
+    // Whatever host wrote it (this machine under another name, another machine sharing the disk): the file is the evidence.
+    if (superblock === null || superblock.kind !== 'valid' || known.has(superblock.meta.runId)) continue
     known.add(superblock.meta.runId)
-    const found = await queryRuns(q.server, q.token, { host, requestedPath: superblock.meta.requestedPath, runId: superblock.meta.runId }, q.listenerTimeoutMs)
+    const found = await queryRuns(q.server, q.token, { host: superblock.meta.host, requestedPath: superblock.meta.requestedPath, runId: superblock.meta.runId }, q.listenerTimeoutMs)
     runs.push(...found.runs)
     claims.push(...found.claims)
   }

@@ -219,8 +219,6 @@ async function converse<T>(
     })
     socket.on('data', (chunk: Buffer) => {
       if (settled) return
-      bytesSinceAnswer += chunk.length
-      if (bytesSinceAnswer >= answerProgressBytes) awaitAnswer()
       if (!welcomed) {
         if (firstBytes.length < firstBytesKept) firstBytes = Buffer.concat([firstBytes, chunk.subarray(0, firstBytesKept - firstBytes.length)])
         if (firstFrameAbsurd(firstBytes)) return settle(notAListener(where, firstBytes))
@@ -228,6 +226,10 @@ async function converse<T>(
       let messages: ServerMessage[]
       try {
         messages = decoder.push(chunk)
+        // Only the bytes of a frame still arriving (no whole frame in them) are progress: a flood of
+        // frames that answer nothing never is.
+        if (messages.length === 0) bytesSinceAnswer += chunk.length
+        if (bytesSinceAnswer >= answerProgressBytes) awaitAnswer()
       } catch (error) {
         if (!welcomed && !startsWithListenerFrame(firstBytes)) return settle(notAListener(where, firstBytes))
         return fail(`the listener at ${where} sent a bad frame: ${oneLine((error as Error).message)}`)

@@ -587,6 +587,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       // Never retried: after a failed write or fdatasync the log's durability is unknown.
       run.failed = error as Error
       run.pendingEntries = []
+      // The acks of this commit and those queued after it were never recorded (the writer is told it
+      // failed): the run answers with the acks it recorded, so a verdict counts only those, as a
+      // restart's replay of the log will.
+      run.spans.truncate(run.durableThroughSeq)
+      run.lastAckedSeq = run.durableThroughSeq
       this.emit('failed', run.meta.runId, error as Error)
       return
     } finally {

@@ -52,6 +52,12 @@ export class SpanTable {
     if (this.count > maxSpans) this.coarsen()
   }
 
+  /** Forgets every seq after throughSeq (a span cut there keeps its window). */
+  truncate(throughSeq: number): void {
+    while (this.count > 0 && (this.count === 1 ? 1 : this.toSeqs[this.count - 2]! + 1) > throughSeq) this.count--
+    if (this.count > 0 && this.toSeqs[this.count - 1]! > throughSeq) this.toSeqs[this.count - 1] = throughSeq
+  }
+
   /** Span i as [fromSeq, toSeq, firstAckMs, lastAckMs]. */
   at(i: number): AckSpan {
     return [i === 0 ? 1 : this.toSeqs[i - 1]! + 1, this.toSeqs[i]!, this.firstMss[i]!, this.lastMss[i]!]
