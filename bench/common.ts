@@ -85,7 +85,7 @@ export interface ListenerProcess {
 const listenerStartTimeoutMs = 30_000
 
 /** Starts `plugcheck listen` on 127.0.0.1 with an ephemeral port, as a separate process (bin: another tree's, for a baseline). */
-export function startListenerProcess(storeDir: string, bin = plugcheckBin): Promise<ListenerProcess> {
+export function startListenerProcess(storeDir: string, bin = plugcheckBin, startTimeoutMs = listenerStartTimeoutMs): Promise<ListenerProcess> {
   const child = spawn(process.execPath, [bin, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', storeDir], {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
@@ -93,8 +93,8 @@ export function startListenerProcess(storeDir: string, bin = plugcheckBin): Prom
     let stdout = ''
     const timer = setTimeout(() => {
       child.kill('SIGTERM')
-      reject(new Error(`plugcheck listen did not start within ${listenerStartTimeoutMs / 1000} s`))
-    }, listenerStartTimeoutMs)
+      reject(new Error(`plugcheck listen did not start within ${startTimeoutMs / 1000} s`))
+    }, startTimeoutMs)
     child.once('error', reject)
     child.once('exit', (code) => reject(new Error(`plugcheck listen exited early (code ${code}): ${stdout}`)))
     child.stdout!.setEncoding('utf8').on('data', (s: string) => {

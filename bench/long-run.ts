@@ -26,7 +26,7 @@ import { parseArgs, promisify } from 'node:util'
 import { maxStoredSpans } from '../src/protocol/messages.js'
 import type { RunMeta } from '../src/record/format.js'
 import { craftLongRun, repairDataFiles, spanGapMs, watchPeakRss, type LongRun } from '../test/fixtures/long-run-store.js'
-import { plugcheckBin, table } from './common.js'
+import { plugcheckBin, startListenerProcess, table } from './common.js'
 
 const readAllSpans = fileURLToPath(new URL('../test/fixtures/read-all-spans.ts', import.meta.url))
 const listenerStartTimeoutMs = 300_000
@@ -63,30 +63,8 @@ function rssMiB(pid: number): number {
 
 async function startListener(bin: string, dir: string): Promise<{ port: number; pid: number; stop(): Promise<void>; startSeconds: number }> {
   const startedMs = performance.now()
-  const child = spawn(process.execPath, [bin, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir], { stdio: ['ignore', 'pipe', 'ignore'] })
-  let stdout = ''
-  const port = await new Promise<number>((done, fail) => {
-    const timer = setTimeout(() => fail(new Error(`plugcheck listen did not start within ${listenerStartTimeoutMs / 1000} s`)), listenerStartTimeoutMs)
-    child.once('exit', (code) => fail(new Error(`plugcheck listen exited (code ${code}) before listening`)))
-    child.stdout!.setEncoding('utf8').on('data', (s: string) => {
-      stdout += s
-      const match = /listening on 127\.0\.0\.1:(\d+)/.exec(stdout)
-      if (match === null) return
-      clearTimeout(timer)
-      child.removeAllListeners('exit')
-      done(Number(match[1]))
-    })
-  })
-  const exited = new Promise<void>((done) => child.once('exit', () => done()))
-  return {
-    port,
-    pid: child.pid!,
-    startSeconds: (performance.now() - startedMs) / 1000,
-    stop: async () => {
-      if (child.exitCode === null) child.kill('SIGTERM') // by this child's pid
-      await exited
-    },
-  }
+  const listener = await startListenerProcess(dir, bin, listenerStartTimeoutMs)
+  return { port: listener.port, pid: listener.child.pid!, startSeconds: (performance.now() - startedMs) / 1000, stop: listener.stop }
 }
 
 async function verify(bin: string, port: number, file: string): Promise<VerifyFigures> {
