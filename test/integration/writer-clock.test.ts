@@ -237,6 +237,8 @@ t.test('a listener of an older plugcheck sends no clock: this machine\'s is the 
   const writer = spawnFaked(['write', '--server', old.server, '--file', file, '--size', '16MiB'], spec)
   t.teardown(() => writer.kill())
   await waitFor(`the warning (${writer.err()})`, () => /plugcheck: warning: the listener at 127\.0\.0\.1:\d+ \(an older plugcheck\) does not send its clock: the run's times come from this machine's clock/.test(writer.err()), 60_000)
+  // The warning comes as the welcome arrives; the announcement follows it.
+  await waitFor('the run announced', () => old.received.some((m) => m.type === 'run'), 60_000)
   const announced = old.received.find((m) => m.type === 'run')
   t.ok(announced !== undefined && announced.type === 'run' && Math.abs(announced.meta.createdMs - Date.now()) < 60_000, 'the run is announced with this machine\'s time')
   writer.kill()
