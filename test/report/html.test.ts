@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { runInProcess } from '../fixtures/cli.js'
+import { campaignFileText, type CampaignFile } from '../../src/server/campaign-file.js'
 import { craftListenerDir, otherDevice, threeCycles } from './fixtures.js'
 
 const chromiumPath = '/usr/bin/chromium'
@@ -24,8 +25,9 @@ t.test('the HTML report renders its timelines in chromium', { skip }, async (t) 
   // A host name and a cut command with markup: if either were not escaped, an element would load a resource or run.
   await craftListenerDir(dir, [{ ...threeCycles, host: 'box-a<img src="http://192.0.2.1/x.png">' }, otherDevice])
   const campaignPath = join(dir, 'campaigns', 'ssd-a.json')
-  const campaign = JSON.parse(readFileSync(campaignPath, 'utf8'))
-  writeFileSync(campaignPath, JSON.stringify({ ...campaign, cutCommand: `curl 'http://pdu/off?x=1&y=2' </dev/null "<script>document.title='pwned'</script>"` }))
+  // Rewritten as the listener writes it, its checksum over the new command.
+  const { xxh64: _checksum, ...campaign } = JSON.parse(readFileSync(campaignPath, 'utf8')) as CampaignFile & { xxh64: string }
+  writeFileSync(campaignPath, campaignFileText({ ...campaign, cutCommand: `curl 'http://pdu/off?x=1&y=2' </dev/null "<script>document.title='pwned'</script>"` }))
   const htmlPath = join(dir, 'report.html')
   const result = await runInProcess(['report', '--dir', dir, '--html', htmlPath])
   t.equal(result.code, 0, result.stderr)
