@@ -316,12 +316,14 @@ export class Campaign {
   }
 
   private armCut(plannedCutMs: number): void {
+    if (this.closed) return // a step that was under way when the listener closed arms nothing (no timer keeps the process alive)
     clearTimeout(this.cutTimer)
     const cycle = this.file.cycle
     this.cutTimer = setTimeout(() => this.enqueue(() => this.cut(cycle)), Math.max(0, plannedCutMs - Date.now()))
   }
 
   private armReboot(): void {
+    if (this.closed) return // a step that was under way when the listener closed arms nothing (no timer keeps the process alive)
     clearTimeout(this.rebootTimer)
     const cycle = this.file.cycle
     const deadlineMs = this.current.cutMs! + this.file.rebootTimeoutS * 1000
