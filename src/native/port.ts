@@ -137,4 +137,37 @@ export interface NativePort {
   fileSystemOf(path: string): { readonly type: string; readonly magic: number | null; readonly inMemory: boolean } | null
   /** An id that changes at every boot (Linux boot_id, macOS kern.bootsessionuuid, ...); null where there is none. */
   bootId(): string | null
+  /**
+   * The limit on this process's open descriptors (RLIMIT_NOFILE), soft and hard; Infinity for
+   * RLIM_INFINITY. null where there is no such limit (Windows: a process's handles are bounded by
+   * memory, and Node's sockets are not CRT descriptors).
+   */
+  descriptorLimit(): DescriptorLimit | null
+  /** Sets the soft descriptor limit (at most the hard one). Throws NativeError (EINVAL, EPERM). */
+  setDescriptorSoftLimit(soft: number): void
+  /**
+   * What the listener can do to a served TCP socket by its descriptor (Node's socket._handle.fd);
+   * null where Node's sockets have no descriptor to give (Windows).
+   */
+  readonly servedSockets: ServedSocketCalls | null
+}
+
+export interface DescriptorLimit {
+  readonly soft: number
+  readonly hard: number
+}
+
+export interface ServedSocketCalls {
+  /**
+   * Sets SO_SNDBUF to sizeBytes and returns what the kernel then holds at most (Linux doubles the
+   * value for its bookkeeping). Throws NativeError.
+   */
+  boundSendBuffer(fd: number, sizeBytes: number): number
+  /** Bytes in the kernel's send queue not yet taken by the peer; null where the system cannot say. */
+  queuedSendBytes(fd: number): number | null
+  /**
+   * SO_LINGER with a zero time-out: the next close discards what is queued and sends a reset, so a
+   * dropped peer that never reads holds no kernel memory. Throws NativeError.
+   */
+  abortOnClose(fd: number): void
 }

@@ -7,12 +7,13 @@ import { constants as nodeFsConstants, fstatSync, readFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { NativeError } from '../errors.js'
 import type { MethodName } from '../methods.js'
-import type { AckSocket, DataFile, FileLock, NativePort, OpenOptions, PlatformTable, SocketAddress } from '../port.js'
+import type { AckSocket, DataFile, FileLock, NativePort, OpenOptions, PlatformTable, ServedSocketCalls, SocketAddress } from '../port.js'
 import { sockaddrBytes, sockaddrLayouts } from '../sockaddr.js'
 import { alignedBuffer } from '../aligned.js'
 import { FD_CLOEXEC, F_GETFL, F_SETFD, F_SETFL, LOCK_EX, LOCK_NB, POLLIN, POLLOUT, POSIX_FADV_DONTNEED, RWF_DSYNC, mismatchesWithNode, posixConstants, type PosixOs } from './constants.js'
 import { errnoError, fail, loadLibc, openFile, pwriteAll, type Libc } from './libc.js'
 import { posixTable } from './table.js'
+import { descriptorLimit, servedSocketCalls, setDescriptorSoftLimit } from './served-sockets.js'
 
 /** File systems that live in memory, by the names the BSDs and Linux give them. */
 const memoryFileSystems: ReadonlySet<string> = new Set(['tmpfs', 'ramfs', 'mfs'])
@@ -263,7 +264,14 @@ export function createPosixPort(os: PosixOs): NativePort {
       const text = out.subarray(0, Number(length.readBigUInt64LE())).toString('latin1').replace(/\0+$/, '')
       return /^[0-9A-Fa-f-]{32,40}$/.test(text) ? text.toLowerCase() : null
     },
+
+    descriptorLimit: () => descriptorLimit(c(), os),
+    setDescriptorSoftLimit: (soft: number) => setDescriptorSoftLimit(c(), os, soft),
+    get servedSockets() {
+      return (served ??= servedSocketCalls(c(), os))
+    },
   }
+  let served: ServedSocketCalls | undefined
   return port
 }
 

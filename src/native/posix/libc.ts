@@ -32,6 +32,9 @@ export interface Libc {
   send: Fn
   recv: Fn
   poll: Fn
+  getrlimit: Fn
+  setrlimit: Fn
+  ioctl: Fn
   fstatfs: Fn | null
   fdatasync: Fn | null
   pwritev2: Fn | null
@@ -79,6 +82,10 @@ export function loadLibc(k: PosixConstants): Libc {
     send: lib.func('ssize_t send(int fd, const void *buf, size_t len, int flags)'),
     recv: lib.func('ssize_t recv(int fd, void *buf, size_t len, int flags)'),
     poll: lib.func(`int poll(void *fds, ${k.nfdsType} nfds, int timeout)`),
+    getrlimit: lib.func('int getrlimit(int resource, void *rlim)'),
+    setrlimit: lib.func('int setrlimit(int resource, const void *rlim)'),
+    // Variadic in every C library (request is an unsigned long): the pointer goes where the ABI wants it.
+    ioctl: lib.func('int ioctl(int fd, unsigned long request, ...)'),
     fstatfs: k.statfs === null ? null : optional([k.statfs.symbol, 'int', ['int', 'void *']]),
     fdatasync: optional('int fdatasync(int fd)'),
     pwritev2: optional('ssize_t pwritev2(int fd, const void *iov, int iovcnt, off_t offset, int flags)'),

@@ -60,4 +60,13 @@ export const windowsPort: NativePort = {
   },
   fileSystemOf,
   bootId,
+  // Windows has no RLIMIT_NOFILE: handles are bounded by memory (and Node's sockets are not CRT
+  // descriptors), so the listener has no descriptor limit to compare its bounds with.
+  descriptorLimit: () => null,
+  setDescriptorSoftLimit() {
+    throw new Error('setDescriptorSoftLimit: Windows has no descriptor limit')
+  },
+  // Node gives no SOCKET handle of a served socket here (socket._handle.fd is -1): Windows' own send
+  // buffering (SO_SNDBUF defaults to a few KB plus what the application posts) is left as it is.
+  servedSockets: null,
 }
