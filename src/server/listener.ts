@@ -82,6 +82,9 @@ import { nativePort } from '../native/index.js'
 import { formatEndpoint } from '../client/endpoint.js'
 import { shellQuote } from '../shell-quote.js'
 import { printable, type ListenerEvent } from './events.js'
+import { fitDescriptorLimit } from './descriptor-budget.js'
+import { ServedSockets, defaultSendBufferBytes } from './served-socket.js'
+import { TokenBackoff, defaultMaxBackoffMs } from './token-backoff.js'
 
 export const defaultMaxConnections = 1024
 export const defaultHelloTimeoutMs = 10_000
@@ -92,10 +95,10 @@ export const defaultHelloTimeoutMs = 10_000
  */
 export const defaultMaxPendingHandshakes = 1024
 /** Closed connections kept open to read their error frame; beyond this they are closed at once. */
-const maxLingering = 256
-/** Bytes of replies queued in user space for all peers together. */
+export const maxLingering = 256
+/** Bytes of replies queued for all peers together, in user space and in the kernel's send buffers. */
 export const defaultMaxQueuedReplyBytes = 256 * 1024 * 1024
-/** A query reply left unread this long, while another reply is to be queued, drops its connection. */
+/** A peer that took none of the bytes queued for it this long, while another reply is to be queued, is dropped. */
 export const defaultReplyStallMs = 30_000
 /** A writer announces one run per method (there are fewer than 16); no real writer comes near this. Runs hold no descriptor between commits, so the cap bounds memory only. */
 export const maxRunsPerConnection = 64
@@ -138,6 +141,10 @@ export interface ListenerOptions {
   readonly maxPendingHandshakes?: number
   readonly maxQueuedReplyBytes?: number
   readonly replyStallMs?: number
+  /** SO_SNDBUF of every served socket (default defaultSendBufferBytes). */
+  readonly sendBufferBytes?: number
+  /** The longest wait before a hello from an address that sent wrong tokens is answered (default 5 s). */
+  readonly maxTokenBackoffMs?: number
   /** How long a live run's connection must have been silent before a rebooted machine may end it (default rebootSilenceMs); 0 in tests of the takeover itself. */
   readonly rebootSilenceMs?: number
   /** Spans kept per run (default maxStoredSpans); lower for tests of span merging. */
@@ -173,6 +180,8 @@ export class Listener {
   readonly maxPendingHandshakes: number
   readonly maxQueuedReplyBytes: number
   readonly replyStallMs: number
+  readonly served: ServedSockets
+  readonly tokenBackoff: TokenBackoff
   readonly connectionLog: RateLimitedLog
   readonly events = new EventEmitter<{ event: [ListenerEvent] }>()
   /** Set by close(): writers cut off by the shutdown are not reported as vanished. */
@@ -188,6 +197,8 @@ export class Listener {
     this.maxPendingHandshakes = options.maxPendingHandshakes ?? defaultMaxPendingHandshakes
     this.maxQueuedReplyBytes = options.maxQueuedReplyBytes ?? defaultMaxQueuedReplyBytes
     this.replyStallMs = options.replyStallMs ?? defaultReplyStallMs
+    this.served = new ServedSockets(nativePort().servedSockets, options.sendBufferBytes ?? defaultSendBufferBytes)
+    this.tokenBackoff = new TokenBackoff(options.maxTokenBackoffMs ?? defaultMaxBackoffMs)
     this.connectionLog = new RateLimitedLog(options.log, logLinesPerWindow, logWindowMs, (n, windowS) => `plugcheck: ${n} more connection messages in the last ${windowS} s were not shown`)
     if (options.onEvent !== undefined) this.events.on('event', options.onEvent)
   }
@@ -198,6 +209,11 @@ export class Listener {
   }
 
   static async start(options: ListenerOptions): Promise<Listener> {
+    // Before anything is opened: a limit the bounds do not fit is raised, or the listener refuses to start.
+    fitDescriptorLimit(
+      { maxConnections: options.maxConnections ?? defaultMaxConnections, maxPendingHandshakes: options.maxPendingHandshakes ?? defaultMaxPendingHandshakes, maxLingering },
+      options.log,
+    )
     const store = await AckStore.open(options.dir, options.maxStoredSpans === undefined ? {} : { maxSpans: options.maxStoredSpans })
     const server = createServer()
     const listener = new Listener(store, server, options)
@@ -237,10 +253,10 @@ export class Listener {
     return this.connections.size
   }
 
-  /** Reply bytes queued in user space for peers that have not read them yet (for tests of backpressure). */
+  /** Reply bytes queued for peers that have not taken them yet, in user space and in the kernel (for tests of backpressure). */
   queuedReplyBytes(): number {
     let bytes = 0
-    for (const c of this.connections) bytes += c.socket.writableLength
+    for (const c of this.connections) bytes += c.queuedBytes()
     return bytes
   }
 
@@ -264,36 +280,41 @@ export class Listener {
   }
 
   /**
-   * Makes room for a query reply of replyBytes before it is queued, so replies queued for peers that
-   * do not read stay within maxQueuedReplyBytes: drops connections that left a query reply unread for
-   * replyStallMs, then, while the reply would not fit, the one holding the most queued bytes. Only
-   * connections that were sent a query reply are dropped (a writer only gets small 'recorded' frames).
-   * False if the reply does not fit even so.
+   * Makes room for a query reply of replyBytes before it is queued, so that the bytes queued for
+   * peers (in user space and in the kernel's send buffers) stay within maxQueuedReplyBytes:
+   * 1. any connection whose peer took none of its queued bytes for replyStallMs is dropped (a writer
+   *    too: its small 'recorded' frames are exempt only while it reads them);
+   * 2. while the reply would not fit: closed connections still lingering with bytes (refused ones
+   *    waiting for their peer to read the error frame), then connections that were sent a query
+   *    reply, the one holding the most bytes first.
+   * Dropped connections are reset, so the kernel frees their queues at once. False if the reply does
+   * not fit even so.
    */
   makeRoomForReply(replyBytes: number, requester: Connection): boolean {
-    const nowMs = performance.now() // blockedSinceMs is monotonic: a clock step must not drop a reader
+    const nowMs = performance.now() // monotonic: a clock step must not drop a reader
     let queuedBytes = 0
     const holders: Connection[] = []
     for (const c of this.connections) {
-      const bytes = c.socket.writableLength
+      const bytes = c.sampleQueued(nowMs)
       queuedBytes += bytes
-      if (c !== requester && bytes > 0 && c.sentQueryReply && !c.socket.destroyed) holders.push(c)
+      if (c !== requester && bytes > 0 && !c.socket.destroyed) holders.push(c)
     }
-    const drop = (c: Connection, why: string): void => {
-      queuedBytes -= c.socket.writableLength
-      this.connectionLog.line(`plugcheck: dropped a connection from ${c.peer}: ${why}`)
-      c.destroy()
+    const drop = (c: Connection, why: string | undefined): void => {
+      queuedBytes -= c.lastQueuedBytes
+      if (why !== undefined) this.connectionLog.line(`plugcheck: dropped a connection from ${c.peer}: ${why}`)
+      c.abort()
     }
     for (const c of holders) {
-      if (c.blockedSinceMs !== undefined && nowMs - c.blockedSinceMs > this.replyStallMs) {
-        drop(c, `it left a reply unread for over ${this.replyStallMs / 1000} s while others waited`)
+      if (c.stalledSinceMs !== undefined && nowMs - c.stalledSinceMs > this.replyStallMs) {
+        drop(c, c.isClosed() ? undefined : `it left a reply unread for over ${this.replyStallMs / 1000} s while others waited (${c.lastQueuedBytes} bytes queued)`)
       }
     }
-    holders.sort((a, b) => b.socket.writableLength - a.socket.writableLength)
-    for (const c of holders) {
+    const byBytes = (a: Connection, b: Connection): number => b.lastQueuedBytes - a.lastQueuedBytes
+    const candidates = [...holders.filter((c) => c.isClosed()).sort(byBytes), ...holders.filter((c) => !c.isClosed() && c.sentQueryReply).sort(byBytes)]
+    for (const c of candidates) {
       if (queuedBytes + replyBytes <= this.maxQueuedReplyBytes) break
       if (c.socket.destroyed) continue
-      drop(c, `it does not read its replies and holds the most queued bytes (${c.socket.writableLength}) of the ${this.maxQueuedReplyBytes}-byte budget`)
+      drop(c, c.isClosed() ? undefined : `it does not read its replies and holds the most queued bytes (${c.lastQueuedBytes}) of the ${this.maxQueuedReplyBytes}-byte budget`)
     }
     return queuedBytes + replyBytes <= this.maxQueuedReplyBytes
   }
@@ -402,7 +423,7 @@ export class Listener {
       else this.owners.delete(runId)
     }
     this.options.log?.(`plugcheck: run ${ended.join(', ') || [...runIds].join(', ')} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
-    owner.destroy()
+    owner.abort()
   }
 
   claimRun(runId: string, owner: Connection): void {
@@ -495,8 +516,16 @@ class Connection {
   private closed = false
   /** When (performance.now()) the peer last sent anything: a rebooted machine's hello ends only a silent writer's runs. */
   lastDataPerfMs = performance.now()
-  /** Since when (performance.now()) the socket's buffer has been full (the peer is not reading); undefined while it drains. */
-  blockedSinceMs: number | undefined
+  /** What the kernel holds at most for this peer (its send buffer); 0 where unknown. */
+  private readonly kernelBufferBytes: number
+  /** Bytes ever queued to the socket: minus those still queued, what the peer has taken. */
+  private sentBytes = 0
+  /** What the peer had taken when last sampled. */
+  private takenBytes = 0
+  /** Queued bytes (user space and kernel) when last sampled. */
+  lastQueuedBytes = 0
+  /** Since when (performance.now()) the peer has taken none of the bytes queued for it; undefined while none are queued. */
+  stalledSinceMs: number | undefined
   /** A query reply was queued on this connection: it may be dropped to keep replies within budget. */
   sentQueryReply = false
   readonly peer: string
@@ -505,6 +534,8 @@ class Connection {
   readonly localPort: number
   private helloTimer: NodeJS.Timeout | undefined
   private lingerTimer: NodeJS.Timeout | undefined
+  /** A hello from an address that sent wrong tokens, waiting for its turn (token-backoff.ts). */
+  private backoffTimer: NodeJS.Timeout | undefined
 
   constructor(
     private readonly listener: Listener,
@@ -518,17 +549,19 @@ class Connection {
     this.localPort = socket.localPort ?? listener.options.port
     socket.setNoDelay(true)
     socket.setKeepAlive(true, keepAliveDelayMs)
+    // A peer that does not read holds at most this much of the kernel's memory (the autotuned default grows to megabytes).
+    this.kernelBufferBytes = listener.served.bound(socket)
     this.helloTimer = setTimeout(() => this.reject('limit', `no hello within ${listener.helloTimeoutMs / 1000} s`), listener.helloTimeoutMs)
     socket.on('data', (chunk) => this.receive(chunk))
     socket.on('drain', () => {
       this.writeBlocked = false
-      this.blockedSinceMs = undefined
       this.drain()
     })
     socket.on('close', () => {
       this.closed = true
       clearTimeout(this.helloTimer)
       clearTimeout(this.lingerTimer)
+      clearTimeout(this.backoffTimer)
     })
   }
 
@@ -632,29 +665,52 @@ class Connection {
   /** Returns a promise only when the message needs I/O before the next one may be handled. */
   private handle(message: ClientMessage): Promise<void> | undefined {
     const listener = this.listener
-    const store = listener.store
     if (message.type === 'hello') {
       if (this.role !== undefined) throw new ProtocolViolation('out-of-order', 'hello sent twice')
       if (message.protocol < minProtocolVersion || message.protocol > protocolVersion) {
         throw new ProtocolViolation('protocol-version', `protocol ${message.protocol} is not supported (this listener speaks ${minProtocolVersion} to ${protocolVersion})`)
       }
-      if (!listener.tokenAccepted(message.token)) throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
-      clearTimeout(this.helloTimer)
-      listener.pending.delete(this)
-      if (listener.authenticated.size >= listener.maxConnections) {
-        listener.connectionLog.line(`plugcheck: refused a connection from ${this.peer}: ${listener.maxConnections} connections open (--max-connections)`)
-        this.reject('limit', `the listener has ${listener.maxConnections} connections open, its limit (--max-connections); try again later`, false)
-        return
+      if (listener.options.token === undefined) return this.hello(message)
+      clearTimeout(this.helloTimer) // it came; a wait for its turn is bounded by maxTokenBackoffMs
+      const turn = listener.tokenBackoff.turn(this.peer, performance.now())
+      if (turn.kind === 'refuse') {
+        throw new ProtocolViolation('limit', `too many wrong tokens from ${this.peer}; the next hello from this address is answered in ${Math.ceil(turn.retryAfterMs / 1000)} s at the earliest`)
       }
-      listener.authenticated.add(this)
-      this.role = message.role
-      this.protocol = message.protocol
-      this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId, nowMs: Date.now() })
-      listener.emit({ kind: 'connection', peer: this.peer, atMs: Date.now() })
-      if (message.machine !== undefined) listener.endRunsOfEarlierBoot(message.machine, this.peer)
-      return
+      if (turn.kind === 'now') return this.hello(message)
+      // Busy until its turn: nothing else from this connection is read meanwhile.
+      return new Promise<void>((resolve) => (this.backoffTimer = setTimeout(resolve, turn.waitMs))).then(() => (this.closed ? undefined : this.hello(message)))
     }
     if (this.role === undefined) throw new ProtocolViolation('out-of-order', `${message.type} before hello`)
+    return this.handleServed(message)
+  }
+
+  /** The token (if any) is checked here, in this hello's turn. */
+  private hello(message: Extract<ClientMessage, { type: 'hello' }>): undefined {
+    const listener = this.listener
+    if (!listener.tokenAccepted(message.token)) {
+      if (listener.options.token !== undefined) listener.tokenBackoff.failed(this.peer, performance.now())
+      throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
+    }
+    clearTimeout(this.helloTimer)
+    listener.pending.delete(this)
+    if (listener.authenticated.size >= listener.maxConnections) {
+      listener.connectionLog.line(`plugcheck: refused a connection from ${this.peer}: ${listener.maxConnections} connections open (--max-connections)`)
+      this.reject('limit', `the listener has ${listener.maxConnections} connections open, its limit (--max-connections); try again later`, false)
+      return
+    }
+    listener.authenticated.add(this)
+    this.role = message.role
+    this.protocol = message.protocol
+    this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId, nowMs: Date.now() })
+    listener.emit({ kind: 'connection', peer: this.peer, atMs: Date.now() })
+    if (message.machine !== undefined) listener.endRunsOfEarlierBoot(message.machine, this.peer)
+    return undefined
+  }
+
+  /** Every message after hello. */
+  private handleServed(message: Exclude<ClientMessage, { type: 'hello' }>): Promise<void> | undefined {
+    const listener = this.listener
+    const store = listener.store
     switch (message.type) {
       case 'run': {
         if (this.role !== 'writer') throw new ProtocolViolation('out-of-order', 'run announced on a verifier connection')
@@ -867,11 +923,37 @@ class Connection {
   }
 
   private sendFrame(frame: Buffer): void {
+    this.sentBytes += frame.length
     if (!this.socket.write(frame)) {
       this.writeBlocked = true
-      this.blockedSinceMs ??= performance.now()
       this.updateFlow()
     }
+    // The stall clock starts when bytes stay queued after a send; progress is sampled when room is needed.
+    if (this.stalledSinceMs === undefined) this.sampleQueued(performance.now())
+  }
+
+  /** Bytes queued for the peer, in user space and in the kernel's send buffer. */
+  queuedBytes(): number {
+    return this.socket.writableLength + this.listener.served.kernelQueuedBytes(this.socket, this.kernelBufferBytes)
+  }
+
+  /**
+   * Samples the queued bytes and whether the peer took any since the last sample: the stall clock
+   * restarts on any progress and stops when nothing is queued. So stalledSinceMs always means "the
+   * peer has taken nothing since then, and bytes were waiting for it all along".
+   */
+  sampleQueued(nowMs: number): number {
+    const queued = this.socket.destroyed ? 0 : this.queuedBytes()
+    const taken = this.sentBytes - queued
+    if (queued === 0) this.stalledSinceMs = undefined
+    else if (this.stalledSinceMs === undefined || taken > this.takenBytes) this.stalledSinceMs = nowMs
+    this.takenBytes = Math.max(this.takenBytes, taken)
+    this.lastQueuedBytes = queued
+    return queued
+  }
+
+  isClosed(): boolean {
+    return this.closed
   }
 
   /** Sends an error frame and closes; the connection no longer counts as pending or served. */
@@ -885,22 +967,31 @@ class Connection {
     this.socket.end(encodeFrame({ type: 'error', code, message }))
     if (this.listener.lingering >= maxLingering) {
       // A flood of closes must not hold descriptors: past the bound, no waiting for the peer.
-      setImmediate(() => this.socket.destroy())
+      setImmediate(() => this.abort())
       return
     }
     // Keep reading (and dropping) until the peer closes, so it sees our error frame and a FIN, not a reset.
     this.socket.resume()
     this.listener.lingering++
     this.socket.once('close', () => this.listener.lingering--)
-    this.lingerTimer = setTimeout(() => this.socket.destroy(), lingerMs)
+    // Reset, not closed: a peer that never reads would leave the kernel holding its queue for minutes.
+    this.lingerTimer = setTimeout(() => this.abort(), lingerMs)
   }
 
   destroy(): void {
     this.closed = true
     clearTimeout(this.helloTimer)
     clearTimeout(this.lingerTimer)
+    clearTimeout(this.backoffTimer)
     this.listener.pending.delete(this)
     this.listener.authenticated.delete(this)
     this.socket.destroy()
+  }
+
+  /** destroy(), discarding whatever is still queued for the peer (a reset): for connections the listener gives up on. */
+  abort(): void {
+    this.closed = true
+    this.listener.served.abort(this.socket)
+    this.destroy()
   }
 }
