@@ -108,6 +108,7 @@ const listenArgs = z
     dir: z.string().min(1),
     token: z.string().optional(),
     maxConnections: z.number().int('--max-connections must be a whole number').min(1, '--max-connections must be at least 1').max(1_000_000),
+    maxPendingHellos: z.number().int('--max-pending-hellos must be a whole number').min(1, '--max-pending-hellos must be at least 1').max(1_000_000),
     events: z.string().min(1).optional(),
     campaign: campaignNameSchema.optional(),
     cycles: z.number().int('--cycles must be a whole number').min(1, '--cycles must be at least 1').max(100_000).optional(),

@@ -84,6 +84,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('dir', { type: 'string', default: './plugcheck-data', describe: 'where runs and acks are stored' })
           .option('token', { type: 'string', describe: 'shared secret writers and verifiers must present' })
           .option('max-connections', { type: 'number', default: 1024, describe: 'connections served at once; more are told so and closed' })
+          .option('max-pending-hellos', { type: 'number', default: 1024, describe: 'connections waiting to say hello; beyond, the oldest is closed' })
           .option('events', { type: 'string', describe: 'also append every event as a JSON line to this file' })
           .option('campaign', { type: 'string', describe: 'run a power-cut campaign of this name (resumed if the directory holds it)' })
           .option('cycles', { type: 'number', default: undefined, describe: 'campaign: cycles to run (default 10)' })
@@ -101,6 +102,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
               port: a.port,
               dir: a.dir,
               maxConnections: a.maxConnections,
+              maxPendingHandshakes: a.maxPendingHellos,
               ...(a.token === undefined ? {} : { token: a.token }),
               ...(a.events === undefined ? {} : { eventsFile: resolve(a.events) }),
               ...(a.campaign === undefined

@@ -36,6 +36,8 @@ export interface ListenOptions {
   readonly dir: string
   readonly token?: string
   readonly maxConnections?: number
+  /** Connections that have not said hello yet (--max-pending-hellos). */
+  readonly maxPendingHandshakes?: number
   /** Also append every event as a JSON line here. */
   readonly eventsFile?: string
   readonly campaign?: CampaignOptions
