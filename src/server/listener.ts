@@ -290,8 +290,9 @@ export class Listener {
    * Dropped connections are reset, so the kernel frees their queues at once. False if the reply does
    * not fit even so.
    */
-  makeRoomForReply(replyBytes: number, requester: Connection): boolean {
+  makeRoomForReply(reply: number, requester: Connection): boolean {
     const nowMs = performance.now() // monotonic: a clock step must not drop a reader
+    const replyBytes = requester.replyCostBytes(reply)
     let queuedBytes = 0
     const holders: Connection[] = []
     for (const c of this.connections) {
@@ -932,9 +933,26 @@ class Connection {
     if (this.stalledSinceMs === undefined) this.sampleQueued(performance.now())
   }
 
-  /** Bytes queued for the peer, in user space and in the kernel's send buffer. */
+  /**
+   * Bytes held for the peer, in user space and in the kernel's send buffer. A buffer being written
+   * stays whole in user space until the kernel has taken all of it, so while some of it waits, the
+   * kernel's buffer is counted full: it refills as the peer reads. The most this connection holds
+   * without another reply.
+   */
   queuedBytes(): number {
-    return this.socket.writableLength + this.listener.served.kernelQueuedBytes(this.socket, this.kernelBufferBytes)
+    const userBytes = this.socket.writableLength
+    const kernelBytes = this.listener.served.kernelQueuedBytes(this.socket, this.kernelBufferBytes)
+    return userBytes + (userBytes > 0 ? Math.max(kernelBytes, this.kernelBoundBytes()) : kernelBytes)
+  }
+
+  /** What a reply of replyBytes adds to queuedBytes() at most: itself, and its copy in the kernel. */
+  replyCostBytes(replyBytes: number): number {
+    return replyBytes + (this.socket.writableLength > 0 ? 0 : Math.min(replyBytes, this.kernelBoundBytes()))
+  }
+
+  /** The kernel's send buffer, and the one segment it may take past it (at most 64 KiB). */
+  private kernelBoundBytes(): number {
+    return this.kernelBufferBytes === 0 ? 0 : this.kernelBufferBytes + 64 * 1024
   }
 
   /**
