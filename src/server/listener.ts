@@ -124,8 +124,10 @@ const keepAliveDelayMs = 10_000
  * sharing the host name (a clone) cannot end a writer that is still writing.
  */
 export const rebootSilenceMs = 2_000
-/** A refused connection gets this long to read its error frame before it is destroyed. */
+/** A refused connection gets this long to read its error frame before it is reset. */
 const lingerMs = 5_000
+/** An error frame and little else: closed plainly (the kernel delivers it), where more would be reset. */
+const smallQueueBytes = 4096
 /** Connection log lines (refusals, bad peers) per window; the rest are counted and summarised. */
 const logLinesPerWindow = 20
 const logWindowMs = 10_000
@@ -282,11 +284,12 @@ export class Listener {
   /**
    * Makes room for a query reply of replyBytes before it is queued, so that the bytes queued for
    * peers (in user space and in the kernel's send buffers) stay within maxQueuedReplyBytes:
-   * 1. any connection whose peer took none of its queued bytes for replyStallMs is dropped (a writer
-   *    too: its small 'recorded' frames are exempt only while it reads them);
+   * 1. a connection that was sent a query reply and whose peer took none of its queued bytes for
+   *    replyStallMs is dropped (also when the reply fitted in the kernel's buffers);
    * 2. while the reply would not fit: closed connections still lingering with bytes (refused ones
-   *    waiting for their peer to read the error frame), then connections that were sent a query
-   *    reply, the one holding the most bytes first.
+   *    waiting for their peer to read the error frame), then writers stalled as long (their small
+   *    'recorded' frames are exempt only while they read them), then connections that were sent a
+   *    query reply, the one holding the most bytes first.
    * Dropped connections are reset, so the kernel frees their queues at once. False if the reply does
    * not fit even so.
    */
@@ -305,17 +308,22 @@ export class Listener {
       if (why !== undefined) this.connectionLog.line(`plugcheck: dropped a connection from ${c.peer}: ${why}`)
       c.abort()
     }
-    for (const c of holders) {
-      if (c.stalledSinceMs !== undefined && nowMs - c.stalledSinceMs > this.replyStallMs) {
-        drop(c, c.isClosed() ? undefined : `it left a reply unread for over ${this.replyStallMs / 1000} s while others waited (${c.lastQueuedBytes} bytes queued)`)
-      }
-    }
+    const stalled = (c: Connection): boolean => c.stalledSinceMs !== undefined && nowMs - c.stalledSinceMs > this.replyStallMs
+    const stalledWhy = (c: Connection): string => `it left a reply unread for over ${this.replyStallMs / 1000} s while others waited (${c.lastQueuedBytes} bytes queued)`
+    for (const c of holders) if (!c.isClosed() && c.sentQueryReply && stalled(c)) drop(c, stalledWhy(c))
     const byBytes = (a: Connection, b: Connection): number => b.lastQueuedBytes - a.lastQueuedBytes
-    const candidates = [...holders.filter((c) => c.isClosed()).sort(byBytes), ...holders.filter((c) => !c.isClosed() && c.sentQueryReply).sort(byBytes)]
-    for (const c of candidates) {
+    const candidates: [Connection, string | undefined][] = [
+      ...holders.filter((c) => c.isClosed()).sort(byBytes).map((c): [Connection, undefined] => [c, undefined]),
+      ...holders.filter((c) => !c.isClosed() && !c.sentQueryReply && stalled(c)).map((c): [Connection, string] => [c, stalledWhy(c)]),
+      ...holders
+        .filter((c) => !c.isClosed() && c.sentQueryReply)
+        .sort(byBytes)
+        .map((c): [Connection, string] => [c, `it does not read its replies and holds the most queued bytes (${c.lastQueuedBytes}) of the ${this.maxQueuedReplyBytes}-byte budget`]),
+    ]
+    for (const [c, why] of candidates) {
       if (queuedBytes + replyBytes <= this.maxQueuedReplyBytes) break
       if (c.socket.destroyed) continue
-      drop(c, c.isClosed() ? undefined : `it does not read its replies and holds the most queued bytes (${c.lastQueuedBytes}) of the ${this.maxQueuedReplyBytes}-byte budget`)
+      drop(c, why)
     }
     return queuedBytes + replyBytes <= this.maxQueuedReplyBytes
   }
@@ -984,8 +992,9 @@ class Connection {
     this.listener.authenticated.delete(this)
     this.socket.end(encodeFrame({ type: 'error', code, message }))
     if (this.listener.lingering >= maxLingering) {
-      // A flood of closes must not hold descriptors: past the bound, no waiting for the peer.
-      setImmediate(() => this.abort())
+      // A flood of closes must not hold descriptors: past the bound, no waiting for the peer. A plain
+      // close still delivers the error frame; one with more queued (a reply never read) is reset.
+      setImmediate(() => (this.queuedBytes() > smallQueueBytes ? this.abort() : this.destroy()))
       return
     }
     // Keep reading (and dropping) until the peer closes, so it sees our error frame and a FIN, not a reset.
