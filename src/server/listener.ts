@@ -83,7 +83,7 @@ import { formatEndpoint } from '../client/endpoint.js'
 import { shellQuote } from '../shell-quote.js'
 import { printable, type ListenerEvent } from './events.js'
 import { fitDescriptorLimit } from './descriptor-budget.js'
-import { ServedSockets, defaultSendBufferBytes } from './served-socket.js'
+import { ServedSockets, defaultSendBufferBytes, unsentBytes } from './served-socket.js'
 import { TokenBackoff, defaultMaxBackoffMs } from './token-backoff.js'
 
 export const defaultMaxConnections = 1024
@@ -948,9 +948,7 @@ class Connection {
    * without another reply.
    */
   queuedBytes(): number {
-    const userBytes = this.socket.writableLength
-    const kernelBytes = this.listener.served.kernelQueuedBytes(this.socket, this.kernelBufferBytes)
-    return userBytes + (userBytes > 0 ? Math.max(kernelBytes, this.kernelBoundBytes()) : kernelBytes)
+    return this.sampleQueued(performance.now())
   }
 
   /** What a reply of replyBytes adds to queuedBytes() at most: itself, and its copy in the kernel. */
@@ -969,8 +967,15 @@ class Connection {
    * peer has taken nothing since then, and bytes were waiting for it all along".
    */
   sampleQueued(nowMs: number): number {
-    const queued = this.socket.destroyed ? 0 : this.queuedBytes()
-    const taken = this.sentBytes - queued
+    if (this.socket.destroyed) {
+      this.stalledSinceMs = undefined
+      this.lastQueuedBytes = 0
+      return 0
+    }
+    const served = this.listener.served
+    const kernelBytes = served.kernelQueuedBytes(this.socket, this.kernelBufferBytes)
+    const taken = this.sentBytes - unsentBytes(this.socket) - kernelBytes
+    const queued = this.socket.writableLength + (this.socket.writableLength > 0 ? Math.max(kernelBytes, this.kernelBoundBytes()) : kernelBytes)
     if (queued === 0) this.stalledSinceMs = undefined
     else if (this.stalledSinceMs === undefined || taken > this.takenBytes) this.stalledSinceMs = nowMs
     this.takenBytes = Math.max(this.takenBytes, taken)

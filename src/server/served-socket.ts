@@ -21,6 +21,19 @@ function descriptorOf(socket: Socket): number | undefined {
   return typeof fd === 'number' && fd >= 0 ? fd : undefined
 }
 
+/**
+ * Bytes written to the socket that the kernel has not taken yet. Not writableLength: Node keeps a
+ * buffer being written whole in it until the kernel has taken its last byte, so a peer slowly
+ * reading one large reply would look stalled throughout. libuv's write queue (the handle's
+ * writeQueueSize) says what is left of the buffer in flight (_writableState.writelen).
+ */
+export function unsentBytes(socket: Socket): number {
+  const inFlight = (socket as unknown as { _writableState?: { writelen?: unknown } })._writableState?.writelen
+  const left = (socket as unknown as { _handle?: { writeQueueSize?: unknown } | null })._handle?.writeQueueSize
+  if (typeof inFlight !== 'number' || typeof left !== 'number') return socket.writableLength
+  return Math.max(0, socket.writableLength - inFlight) + left
+}
+
 export class ServedSockets {
   constructor(
     private readonly calls: ServedSocketCalls | null,

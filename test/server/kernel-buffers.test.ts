@@ -9,7 +9,7 @@ import t from 'tap'
 import { Listener } from '../../src/server/listener.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
 import { kernelQueuesOfPort } from '../fixtures/kernel-queues.js'
-import { Peer, bulkyFingerprint, runIdOf, runMeta } from './peer.js'
+import { Peer, bulkyFingerprint, bulkyGroup, runIdOf, runMeta } from './peer.js'
 
 const linux = process.platform === 'linux'
 
@@ -106,4 +106,35 @@ t.test('a reply that fitted in the kernel buffers and was never read drops its c
   t.equal(kernelQueuesOfPort(port).sendQueueBytes, 0, 'and the kernel no longer holds its reply')
   t.notOk(idle.closed, 'the idle verifier that read its reply is still served')
   for (const p of [group, stalled, idle, verifier]) p.close()
+})
+
+t.test('a verifier reading a large reply slowly is never taken for one that stalled', async (t) => {
+  const lines: string[] = []
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), replyStallMs: 1500, log: (l) => lines.push(l) })
+  t.teardown(() => listener.close())
+  const port = listener.address().port
+  const group = await bulkyGroup(port) // a ~3 MB reply: one buffer, written over many seconds
+  const slow = await Peer.open(port)
+  slow.socket.pause()
+  slow.send({ type: 'hello', protocol: 2, role: 'verifier' })
+  slow.send({ type: 'query', host: 'box', requestedPath: '/data/db' })
+  // It reads a little every 800 ms (the reply takes seconds), while others' queries keep asking for room.
+  const sip = setInterval(() => {
+    slow.socket.resume()
+    setImmediate(() => slow.socket.pause())
+  }, 800)
+  t.teardown(() => clearInterval(sip))
+  const started = Date.now()
+  while (!slow.messages.some((m) => m.type === 'runs') && Date.now() - started < 60_000) {
+    const other = await Peer.open(port)
+    other.send({ type: 'hello', protocol: 2, role: 'verifier' })
+    other.send({ type: 'query', host: 'box', requestedPath: '/data/none' })
+    await other.next('runs')
+    other.close()
+    await new Promise((resolve) => setTimeout(resolve, 300))
+  }
+  t.ok(Date.now() - started > 3000, `the reply took ${((Date.now() - started) / 1000).toFixed(1)} s to read, longer than replyStallMs`)
+  t.match(await slow.next('runs', 1000), { runs: { length: 64 } }, 'the slow reader got all of it')
+  t.same(lines, [], 'nobody was dropped')
+  for (const p of [group, slow]) p.close()
 })
