@@ -11,15 +11,19 @@
  *   connect and say nothing cannot keep out an honest client whose hello comes promptly;
  * - at most maxConnections connections past hello; the next hello gets an error frame ('limit') and
  *   the connection is closed (without --token anyone can say hello and hold these);
- * - closed connections linger (to read their error frame) only up to a bound; past it they are
- *   closed at once;
+ * - at start, the descriptor limit must hold all of the above and the store (descriptor-budget.ts):
+ *   a low soft limit is raised, a low hard limit refuses to start;
+ * - closed connections linger (to read their error frame) only up to a bound and lingerMs; past
+ *   either they are closed at once, reset when more than the error frame is queued;
  * - hello within helloTimeoutMs, or the connection is closed ('limit'); after hello a connection is
  *   never timed out for silence (a writer may sit for minutes in a slow sync): TCP keepalive finds dead
  *   peers instead;
- * - replies queued to sockets (user space) stay within maxQueuedReplyBytes: before a query reply is
- *   queued, connections that left a query reply unread for replyStallMs are dropped, then, while the
- *   reply would not fit, the one holding the most queued bytes; a connection that was only ever sent
- *   small frames (a writer's 'recorded') is never dropped for this;
+ * - replies queued to sockets stay within maxQueuedReplyBytes, counting the kernel's send buffers
+ *   (each bounded by SO_SNDBUF, served-socket.ts) with user space: before a query reply is queued,
+ *   connections whose peer took nothing of a query reply for replyStallMs are dropped, then, while
+ *   the reply would not fit, lingering closed ones, writers that stopped reading their 'recorded'
+ *   frames as long, and the query connection holding the most bytes; dropped ones are reset;
+ * - with --token, wrong tokens from one address slow that address's hellos (token-backoff.ts);
  * - a connection whose replies are not being read is not read either (pause on a full socket buffer,
  *   resume on 'drain'), nor while one of its messages waits for the disk;
  * - fairness: after each chunk a connection is paused until the next event-loop turn, so a flood of
