@@ -689,9 +689,13 @@ class Connection {
       if (turn.kind === 'refuse') {
         throw new ProtocolViolation('limit', `too many wrong tokens from ${this.peer}; the next hello from this address is answered in ${Math.ceil(turn.retryAfterMs / 1000)} s at the earliest`)
       }
-      if (turn.kind === 'now') return this.hello(message)
+      const checked = (): undefined => {
+        listener.tokenBackoff.answered(this.peer, turn, listener.tokenAccepted(message.token), performance.now())
+        return this.hello(message)
+      }
+      if (turn.kind === 'now') return checked()
       // Busy until its turn: nothing else from this connection is read meanwhile.
-      return new Promise<void>((resolve) => (this.backoffTimer = setTimeout(resolve, turn.waitMs))).then(() => (this.closed ? undefined : this.hello(message)))
+      return new Promise<void>((resolve) => (this.backoffTimer = setTimeout(resolve, turn.waitMs))).then(() => (this.closed ? undefined : checked()))
     }
     if (this.role === undefined) throw new ProtocolViolation('out-of-order', `${message.type} before hello`)
     return this.handleServed(message)
@@ -700,10 +704,7 @@ class Connection {
   /** The token (if any) is checked here, in this hello's turn. */
   private hello(message: Extract<ClientMessage, { type: 'hello' }>): undefined {
     const listener = this.listener
-    if (!listener.tokenAccepted(message.token)) {
-      if (listener.options.token !== undefined) listener.tokenBackoff.failed(this.peer, performance.now())
-      throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
-    }
+    if (!listener.tokenAccepted(message.token)) throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
     clearTimeout(this.helloTimer)
     listener.pending.delete(this)
     if (listener.authenticated.size >= listener.maxConnections) {

@@ -5,6 +5,8 @@
  * answered one at a time, each reserving the next answer backoffMs(failures) later: 250 ms, doubling
  * up to maxBackoffMs. Every hello from such an address waits its turn, a good token too: answering a
  * good token at once would tell a guesser which guess was right without waiting for the others. A
+ * hello given a turn counts as a wrong token at once (undone if its token is good), so that hellos
+ * sent in parallel space their own turns as far apart as the same guesses sent one by one would. A
  * hello whose turn is further off than maxBackoffMs is refused at once ('limit') without looking at
  * its token, so an address holds at most a couple of waiting connections.
  *
@@ -26,7 +28,11 @@ interface Entry {
   lastFailureMs: number
 }
 
-export type HelloTurn = { readonly kind: 'now' } | { readonly kind: 'wait'; readonly waitMs: number } | { readonly kind: 'refuse'; readonly retryAfterMs: number }
+/** presumed: the hello already counts as a wrong token (see turn()). */
+export type HelloTurn =
+  | { readonly kind: 'now'; readonly presumed: boolean }
+  | { readonly kind: 'wait'; readonly waitMs: number; readonly presumed: true }
+  | { readonly kind: 'refuse'; readonly retryAfterMs: number }
 
 /** The wait between two answers to an address after `failures` wrong tokens. */
 export function backoffMs(failures: number, maxMs: number): number {
@@ -57,14 +63,28 @@ export class TokenBackoff {
     readonly maxAddresses = maxBackoffAddresses,
   ) {}
 
-  /** When a hello carrying a token from peer may be answered; reserves that turn. */
+  /**
+   * When a hello carrying a token from peer may be answered; reserves that turn. A slowed address's
+   * hello counts as a wrong token from now on (presumed): report its token with answered().
+   */
   turn(peer: string, nowMs: number): HelloTurn {
     const entry = this.entry(addressGroup(peer), nowMs)
-    if (entry === undefined || entry.failures < freeWrongTokens) return { kind: 'now' }
+    if (entry === undefined || entry.failures < freeWrongTokens) return { kind: 'now', presumed: false }
     const atMs = Math.max(nowMs, entry.nextAnswerMs)
     if (atMs - nowMs > this.maxBackoffMs) return { kind: 'refuse', retryAfterMs: atMs - nowMs }
     entry.nextAnswerMs = atMs + backoffMs(entry.failures, this.maxBackoffMs)
-    return atMs === nowMs ? { kind: 'now' } : { kind: 'wait', waitMs: atMs - nowMs }
+    this.failed(peer, nowMs)
+    return atMs === nowMs ? { kind: 'now', presumed: true } : { kind: 'wait', waitMs: atMs - nowMs, presumed: true }
+  }
+
+  /** The token of a hello was checked: a wrong one counts (once), a good one undoes its presumed failure. */
+  answered(peer: string, turn: HelloTurn, good: boolean, nowMs: number): void {
+    const presumed = turn.kind !== 'refuse' && turn.presumed
+    if (!good && !presumed) this.failed(peer, nowMs)
+    if (good && presumed) {
+      const entry = this.entries.get(addressGroup(peer))
+      if (entry !== undefined && entry.failures > 0) entry.failures--
+    }
   }
 
   /** A wrong token from peer. */

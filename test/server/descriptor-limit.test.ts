@@ -11,7 +11,7 @@ import t from 'tap'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readdirSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
-import { binPath, tempDir } from '../fixtures/cli.js'
+import { binPath, runInProcess, tempDir } from '../fixtures/cli.js'
 import { nativePort } from '../../src/native/index.js'
 import { Listener, maxLingering } from '../../src/server/listener.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
@@ -130,4 +130,13 @@ t.test('3,000 connections that never say hello against a limit of 1,100: no EMFI
   t.notOk(writer.closed, "the writer's connection is still served")
   t.notMatch(started.stderr(), /EMFILE|could not record/, 'no commit failed')
   writer.close()
+})
+
+t.test('--max-pending-hellos is checked like --max-connections', async (t) => {
+  const bad = await runInProcess(['listen', '--max-pending-hellos', '0'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--max-pending-hellos must be at least 1/)
+  const fraction = await runInProcess(['listen', '--max-pending-hellos', '1.5'])
+  t.equal(fraction.code, 2)
+  t.match(fraction.stderr, /--max-pending-hellos must be a whole number/)
 })
