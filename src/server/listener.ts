@@ -192,6 +192,11 @@ export class Listener {
   readonly events = new EventEmitter<{ event: [ListenerEvent] }>()
   /** Set by close(): writers cut off by the shutdown are not reported as vanished. */
   private closing = false
+  /**
+   * Samples the connections with bytes waiting for their peer, so that a peer's progress is seen
+   * when it happens, not only at the next reply (which would restart its stall clock late).
+   */
+  private readonly stallSampler: NodeJS.Timeout
 
   private constructor(
     readonly store: AckStore,
@@ -205,6 +210,8 @@ export class Listener {
     this.replyStallMs = options.replyStallMs ?? defaultReplyStallMs
     this.served = new ServedSockets(nativePort().servedSockets, options.sendBufferBytes ?? defaultSendBufferBytes)
     this.tokenBackoff = new TokenBackoff(options.maxTokenBackoffMs ?? defaultMaxBackoffMs)
+    this.stallSampler = setInterval(() => this.sampleStalls(), Math.max(10, Math.min(1000, this.replyStallMs / 8)))
+    this.stallSampler.unref()
     this.connectionLog = new RateLimitedLog(options.log, logLinesPerWindow, logWindowMs, (n, windowS) => `plugcheck: ${n} more connection messages in the last ${windowS} s were not shown`)
     if (options.onEvent !== undefined) this.events.on('event', options.onEvent)
   }
@@ -330,6 +337,11 @@ export class Listener {
       drop(c, why)
     }
     return queuedBytes + replyBytes <= this.maxQueuedReplyBytes
+  }
+
+  private sampleStalls(): void {
+    const nowMs = performance.now()
+    for (const c of this.connections) if (c.stalledSinceMs !== undefined) c.sampleQueued(nowMs)
   }
 
   tokenAccepted(offered: string | undefined): boolean {
@@ -493,6 +505,7 @@ export class Listener {
   /** Stops serving; every run whose writer was connected gets its 'vanished' end logged before the store closes. */
   async close(): Promise<void> {
     this.closing = true
+    clearInterval(this.stallSampler)
     for (const c of this.connections) {
       c.destroy()
       for (const runId of c.ownedRuns) this.releaseRun(runId, c)
