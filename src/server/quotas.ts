@@ -10,7 +10,6 @@
 import { statfs } from 'node:fs/promises'
 import { isIPv6 } from 'node:net'
 import { performance } from 'node:perf_hooks'
-import { formatSize } from '../sizes.js'
 import type { StoreUsage } from './ack-store.js'
 
 export const defaultMaxRuns = 100_000
@@ -100,10 +99,10 @@ export function quotaRefusal(usage: StoreUsage, peer: string, limits: QuotaLimit
   return undefined
 }
 
-/** "1.5 GiB", "300 KiB", "12 bytes": a figure the operator reads (sizes.ts's formatSize shows exact multiples only). */
+/** "1.5 GiB", "300 KiB", "12 bytes": a figure the operator reads (sizes.ts's formatSize shows exact multiples only, up to GiB). */
 export function formatBytes(bytes: number): string {
   for (const [unit, size] of [['TiB', 1024 ** 4], ['GiB', 1024 ** 3], ['MiB', 1024 ** 2], ['KiB', 1024]] as const) {
-    if (bytes >= size) return bytes % size === 0 ? formatSize(bytes) : `${(bytes / size).toFixed(1)} ${unit}`
+    if (bytes >= size) return bytes % size === 0 ? `${bytes / size} ${unit}` : `${(bytes / size).toFixed(1)} ${unit}`
   }
   return `${bytes} bytes`
 }
