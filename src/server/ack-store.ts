@@ -730,10 +730,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /**
    * Runs and bytes on record, in total and per peer address (as the listener saw it; 'unknown' for
-   * runs of older listeners). Announcements under way count. A view: read it at once, do not keep it.
+   * runs of older listeners). Announcements under way count. byPeer is a view: read it at once, do not keep it.
    */
   usage(): StoreUsage {
-    return { total: this.usageTotal, byPeer: this.usageByPeer }
+    return { total: { ...this.usageTotal }, byPeer: this.usageByPeer }
   }
 
   private peerUsage(run: RunState): { runs: number; bytes: number } {
