@@ -44,7 +44,15 @@ const methodsArg = z.string().transform((text, ctx) => {
 
 /** A byte bound: a size, or none (no bound). */
 const boundArg = (flag: string) =>
-  z.union([z.literal('none'), sizeArg(flag)]).transform((v) => (v === 'none' ? null : v))
+  z.string().transform((text, ctx) => {
+    if (text.trim() === 'none') return null
+    const bytes = parseSize(text)
+    if (bytes === null || bytes <= 0) {
+      ctx.addIssue({ code: 'custom', message: `${flag} ${text} is not a size (examples: 20GiB, 512M, or none)` })
+      return z.NEVER
+    }
+    return bytes
+  })
 
 /** --reserve: a size (1GiB) or a percentage of the file system (5%). */
 const reserveArg = z.string().transform((text, ctx) => {

@@ -132,7 +132,14 @@ export class EventsFile {
         lines.unshift(Buffer.from(JSON.stringify(warning) + '\n'))
         this.dropped = 0
       }
-      await this.write(Buffer.concat(lines))
+      // Whole lines up to the room left in the file per write: rotation happens between lines.
+      while (lines.length > 0) {
+        const room = Math.max(this.maxBytes - this.sizeBytes, 0)
+        let count = 1
+        let bytes = lines[0]!.length
+        while (count < lines.length && bytes + lines[count]!.length <= room) bytes += lines[count++]!.length
+        await this.write(Buffer.concat(lines.splice(0, count)))
+      }
     }
   }
 
