@@ -4,7 +4,8 @@
  * A run is pruned only when all of these hold: it ended (a live run, or one whose writer vanished
  * with no end logged, is evidence still to judge), its end is older than the age given, its writer
  * is not connected, and it belongs to no campaign still in progress (a campaign's report reads its
- * runs; a campaign is over when its file says done or stopped; an unreadable file keeps its runs).
+ * runs; a campaign is over when its file says done or stopped; an unreadable file keeps its runs, a
+ * campaign tag with no file here keeps none).
  * The store removes each durably (ack-store.ts prune: a crash mid-prune leaves whole runs or none).
  */
 import { readFileSync } from 'node:fs'
@@ -53,9 +54,19 @@ export function selectPrunable(store: AckStore, nowMs: number, olderThanMs: numb
   return { ...selection, bytes }
 }
 
+/**
+ * A campaign with no file here is none of this listener's (a tag any writer may send: it must not
+ * keep runs for ever); a file that cannot be read keeps its runs.
+ */
 function campaignFinished(dir: string, name: string): boolean {
+  let text: string
   try {
-    const parsed = campaignFileSchema.safeParse(JSON.parse(readFileSync(campaignFilePath(dir, name), 'utf8')))
+    text = readFileSync(campaignFilePath(dir, name), 'utf8')
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT'
+  }
+  try {
+    const parsed = campaignFileSchema.safeParse(JSON.parse(text))
     return parsed.success && finishedPhases.has(parsed.data.phase)
   } catch {
     return false

@@ -124,13 +124,23 @@ t.test('runs of a campaign in progress are kept; once it is done they go', async
   const file = join(dir, 'campaigns', 'c1.json')
   const campaign = (phase: string) => ({ version: 1, name: 'c1', cycles: 2, cutCommand: 'true', cutAfterS: [1, 2], rebootTimeoutS: 60, seed: 1, createdMs: Date.now(), phase, cycle: 2, history: [] })
   writeFileSync(file, JSON.stringify(campaign('waiting-for-agent')))
-  const kept = await runCli(['runs', '--prune', '--older-than', '1s', '--dir', dir])
+  const kept = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir])
   t.match(kept.stdout, /^pruned 0 runs .*\(kept, though as old: 3 of a campaign in progress\)/)
+  writeFileSync(file, '{"version": 1, "na')
+  const damaged = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir])
+  t.match(damaged.stdout, /^pruned 0 runs .*3 of a campaign in progress/, 'a campaign file that cannot be read keeps its runs')
   t.equal(runDirs(dir).length, 3)
   writeFileSync(file, JSON.stringify(campaign('done')))
-  const gone = await runCli(['runs', '--prune', '--older-than', '1s', '--dir', dir])
+  const gone = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir])
   t.match(gone.stdout, /^pruned 3 runs/)
   t.equal(runDirs(dir).length, 0)
+
+  // A campaign tag is whatever a writer sends: one with no campaign file here keeps nothing for ever.
+  const strangers = tempDir(t)
+  await fill(strangers, 2, 'made-up')
+  await sleep(1100)
+  const tagged = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', strangers])
+  t.match(tagged.stdout, /^pruned 2 runs/)
 })
 
 t.test('a prune killed with SIGKILL at random moments leaves every run whole or gone, never damage', async (t) => {
