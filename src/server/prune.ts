@@ -14,7 +14,7 @@ import type { Io } from '../client/writer.js'
 import { formatDurationFlag } from '../durations.js'
 import { AckStore } from './ack-store.js'
 import { campaignFilePath } from './campaign.js'
-import { campaignFileSchema } from './campaign-file.js'
+import { campaignChecksumProblem, campaignFileSchema } from './campaign-file.js'
 import { formatBytes } from './quotas.js'
 
 export interface PruneSelection {
@@ -66,8 +66,9 @@ function campaignFinished(dir: string, name: string): boolean {
     return (error as NodeJS.ErrnoException).code === 'ENOENT'
   }
   try {
-    const parsed = campaignFileSchema.safeParse(JSON.parse(text))
-    return parsed.success && finishedPhases.has(parsed.data.phase)
+    const json: unknown = JSON.parse(text)
+    const parsed = campaignFileSchema.safeParse(json)
+    return campaignChecksumProblem(json) === undefined && parsed.success && finishedPhases.has(parsed.data.phase)
   } catch {
     return false
   }

@@ -12,6 +12,7 @@ import { AckStore } from '../../src/server/ack-store.js'
 import { runCli, runInProcess, sleep, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
 import type { ListenerEvent } from '../../src/server/events.js'
+import { campaignFileText, type CampaignFile } from '../../src/server/campaign-file.js'
 
 /** Fills dir with `ended` runs, run n acked 1..n and ended; `campaign` tags them. */
 async function fill(dir: string, ended: number, campaign?: string): Promise<void> {
@@ -122,15 +123,18 @@ t.test('runs of a campaign in progress are kept; once it is done they go', async
   await sleep(1100)
   mkdirSync(join(dir, 'campaigns'), { recursive: true })
   const file = join(dir, 'campaigns', 'c1.json')
-  const campaign = (phase: string) => ({ version: 1, name: 'c1', cycles: 2, cutCommand: 'true', cutAfterS: [1, 2], rebootTimeoutS: 60, seed: 1, createdMs: Date.now(), phase, cycle: 2, history: [] })
-  writeFileSync(file, JSON.stringify(campaign('waiting-for-agent')))
+  const campaign = (phase: CampaignFile['phase']): string =>
+    campaignFileText({ version: 1, name: 'c1', cycles: 2, cutCommand: 'true', cutAfterS: [1, 2], rebootTimeoutS: 60, seed: 1, createdMs: Date.now(), phase, cycle: 2, history: [] })
+  writeFileSync(file, campaign('waiting-for-agent'))
   const kept = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir])
   t.match(kept.stdout, /^pruned 0 runs .*\(kept, though as old: 3 of a campaign in progress\)/)
-  writeFileSync(file, '{"version": 1, "na')
-  const damaged = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir])
-  t.match(damaged.stdout, /^pruned 0 runs .*3 of a campaign in progress/, 'a campaign file that cannot be read keeps its runs')
+  for (const damage of ['{"version": 1, "na', campaign('done').replace('"cycles": 2', '"cycles": 3')]) {
+    writeFileSync(file, damage)
+    const damaged = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir])
+    t.match(damaged.stdout, /^pruned 0 runs .*3 of a campaign in progress/, 'a campaign file that cannot be read, or fails its checksum, keeps its runs')
+  }
   t.equal(runDirs(dir).length, 3)
-  writeFileSync(file, JSON.stringify(campaign('done')))
+  writeFileSync(file, campaign('done'))
   const gone = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir])
   t.match(gone.stdout, /^pruned 3 runs/)
   t.equal(runDirs(dir).length, 0)
