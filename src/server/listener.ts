@@ -27,7 +27,10 @@
  *   announcement) wait behind megabytes of their data;
  * - per connection: maxRunsPerConnection announcements, one end per run, maxQueriesPerConnection
  *   queries, lists and campaign queries together, maxVerdictsPerConnection verdicts; a list reply
- *   holds at most maxListedRuns runs and listReplyBudgetBytes (truncated says when more are on record).
+ *   holds at most maxListedRuns runs and listReplyBudgetBytes (truncated says when more are on record);
+ * - new runs: bounds on runs and bytes on record per peer and in total and a free-space reserve
+ *   (quotas.ts; 'limit'), and at most maxWriterEnvBytes of writer environment ('bad-frame'); a live
+ *   run is never refused anything for them.
  *
  * Protocol 3 adds steady (a writer, its own run, the first one stored), verdict (a verifier, a run on
  * record, stored durably before verdict-ok; without --token only from the address the run was
