@@ -12,6 +12,7 @@ import { campaignNameSchema, maxClaims } from './protocol/names.js'
 import { runIdSchema } from './record/run-id.js'
 import { patterns } from './record/patterns.js'
 import { parseSize } from './sizes.js'
+import { parseDuration } from './durations.js'
 
 const endpointArg = z.string().transform((text, ctx) => {
   const parsed = parseEndpoint(text)
@@ -40,6 +41,43 @@ const methodsArg = z.string().transform((text, ctx) => {
   }
   return names as MethodName[]
 })
+
+/** A byte bound: a size, or none (no bound). */
+const boundArg = (flag: string) =>
+  z.string().transform((text, ctx) => {
+    if (text.trim() === 'none') return null
+    const bytes = parseSize(text)
+    if (bytes === null || bytes <= 0) {
+      ctx.addIssue({ code: 'custom', message: `${flag} ${text} is not a size (examples: 20GiB, 512M, or none)` })
+      return z.NEVER
+    }
+    return bytes
+  })
+
+/** --reserve: a size (1GiB) or a percentage of the file system (5%). */
+const reserveArg = z.string().transform((text, ctx) => {
+  const percent = /^\s*(\d+(?:\.\d+)?)\s*%\s*$/.exec(text)
+  if (percent !== null && Number(percent[1]) <= 100) return { percent: Number(percent[1]) }
+  const bytes = percent === null ? parseSize(text) : null
+  if (bytes === null || !Number.isSafeInteger(bytes)) {
+    ctx.addIssue({ code: 'custom', message: `--reserve ${text} is not a size or a percentage (examples: 1GiB, 512M, 5%, 0)` })
+    return z.NEVER
+  }
+  return { bytes }
+})
+
+/** A duration flag: 30d, 12h, 90m, 45s. */
+const durationArg = (flag: string) =>
+  z.string().transform((text, ctx) => {
+    const ms = parseDuration(text)
+    if (ms === null) {
+      ctx.addIssue({ code: 'custom', message: `${flag} ${text} is not a duration (examples: 30d, 12h, 90m, 45s)` })
+      return z.NEVER
+    }
+    return ms
+  })
+
+const runBoundArg = (flag: string) => z.number({ message: `${flag} must be a whole number` }).int(`${flag} must be a whole number`).min(1, `${flag} must be at least 1`).max(100_000_000)
 
 /** --listener-timeout SECONDS, for write and verify: default 10. */
 const listenerTimeoutArg = z
@@ -109,6 +147,12 @@ const listenArgs = z
     token: z.string().optional(),
     maxConnections: z.number().int('--max-connections must be a whole number').min(1, '--max-connections must be at least 1').max(1_000_000),
     maxPendingHellos: z.number().int('--max-pending-hellos must be a whole number').min(1, '--max-pending-hellos must be at least 1').max(1_000_000),
+    maxRuns: runBoundArg('--max-runs'),
+    maxRunsPerPeer: runBoundArg('--max-runs-per-peer'),
+    maxStoreBytes: boundArg('--max-store-bytes'),
+    maxStoreBytesPerPeer: boundArg('--max-store-bytes-per-peer'),
+    reserve: reserveArg.optional(),
+    retain: durationArg('--retain').optional(),
     events: z.string().min(1).optional(),
     campaign: campaignNameSchema.optional(),
     cycles: z.number().int('--cycles must be a whole number').min(1, '--cycles must be at least 1').max(100_000).optional(),
@@ -125,13 +169,29 @@ const listenArgs = z
     }
   })
 
-const runsArgs = z.object({
-  server: endpointArg,
-  json: z.boolean(),
-  token: z.string().optional(),
-  campaign: campaignNameSchema.optional(),
-  listenerTimeout: listenerTimeoutArg,
-})
+const runsArgs = z
+  .object({
+    server: endpointArg.optional(),
+    json: z.boolean(),
+    token: z.string().optional(),
+    campaign: campaignNameSchema.optional(),
+    listenerTimeout: listenerTimeoutArg,
+    prune: z.boolean(),
+    olderThan: durationArg('--older-than').optional(),
+    dir: z.string().min(1).transform((p) => resolve(p)).optional(),
+    dryRun: z.boolean(),
+  })
+  .superRefine((a, ctx) => {
+    const issue = (message: string): void => ctx.addIssue({ code: 'custom', message })
+    if (!a.prune) {
+      if (a.server === undefined) issue('give --server HOST[:PORT] (or --prune --dir DIR --older-than AGE)')
+      if (a.olderThan !== undefined || a.dir !== undefined || a.dryRun) issue('--older-than, --dir and --dry-run go with --prune')
+      return
+    }
+    if (a.dir === undefined) issue("--prune needs --dir DIR, the listener's directory (pruning runs where it is, with the listener stopped)")
+    if (a.olderThan === undefined) issue('--prune needs --older-than AGE (examples: 30d, 12h): only runs that ended longer ago are pruned')
+    if (a.server !== undefined || a.token !== undefined) issue('--prune works on --dir, not through --server or --token')
+  })
 
 const reportArgs = z.object({
   dir: z.string().min(1).transform((p) => resolve(p)),

@@ -85,6 +85,12 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('token', { type: 'string', describe: 'shared secret writers and verifiers must present' })
           .option('max-connections', { type: 'number', default: 1024, describe: 'connections served at once; more are told so and closed' })
           .option('max-pending-hellos', { type: 'number', default: 1024, describe: 'connections waiting to say hello; beyond, the oldest is closed' })
+          .option('max-runs', { type: 'number', default: 100_000, describe: 'runs on record in all; beyond, new runs are refused (prune ended ones: runs --prune, --retain)' })
+          .option('max-runs-per-peer', { type: 'number', default: 10_000, describe: 'runs on record per peer address (IPv6: per /64)' })
+          .option('max-store-bytes', { type: 'string', default: 'none', describe: 'bytes of runs on record in all (e.g. 20GiB, or none); live runs keep recording past it' })
+          .option('max-store-bytes-per-peer', { type: 'string', default: 'none', describe: 'bytes of runs on record per peer address (e.g. 2GiB, or none)' })
+          .option('reserve', { type: 'string', describe: 'free space of --dir under which new runs are refused, a size or a % (default: 1GiB or 5%, the smaller)' })
+          .option('retain', { type: 'string', describe: 'prune ended runs older than this (30d, 12h, 90m, 45s) as the listener runs' })
           .option('events', { type: 'string', describe: 'also append every event as a JSON line to this file' })
           .option('campaign', { type: 'string', describe: 'run a power-cut campaign of this name (resumed if the directory holds it)' })
           .option('cycles', { type: 'number', default: undefined, describe: 'campaign: cycles to run (default 10)' })
@@ -103,6 +109,9 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
               dir: a.dir,
               maxConnections: a.maxConnections,
               maxPendingHandshakes: a.maxPendingHellos,
+              quotas: { maxRuns: a.maxRuns, maxRunsPerPeer: a.maxRunsPerPeer, maxStoreBytes: a.maxStoreBytes, maxStoreBytesPerPeer: a.maxStoreBytesPerPeer },
+              ...(a.reserve === undefined ? {} : { reserve: a.reserve }),
+              ...(a.retain === undefined ? {} : { retainMs: a.retain }),
               ...(a.token === undefined ? {} : { token: a.token }),
               ...(a.events === undefined ? {} : { eventsFile: resolve(a.events) }),
               ...(a.campaign === undefined
@@ -240,10 +249,14 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     )
     .command(
       'runs',
-      'list the runs a listener holds: host, path, method, acked, started, ended or vanished, verdict',
+      'list the runs a listener holds: host, path, method, acked, started, ended or vanished, verdict; or prune old ended runs from its --dir',
       (y) =>
         y
-          .option('server', { type: 'string', demandOption: true, describe: 'listener HOST[:PORT]' })
+          .option('server', { type: 'string', describe: 'listener HOST[:PORT]' })
+          .option('prune', { type: 'boolean', default: false, describe: "remove runs that ended over --older-than ago from the listener's --dir (listener stopped)" })
+          .option('older-than', { type: 'string', describe: 'prune: runs that ended longer ago than this (30d, 12h, 90m, 45s)' })
+          .option('dir', { type: 'string', describe: "prune: the listener's --dir" })
+          .option('dry-run', { type: 'boolean', default: false, describe: 'prune: say what would be pruned, remove nothing' })
           .option('campaign', { type: 'string', describe: 'only the runs of this campaign' })
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
           .option('token', { type: 'string', describe: "the listener's --token" })
@@ -251,9 +264,13 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
       (args) => {
         run = async () => {
           const a = (await flagSchemas()).validate('runs', args)
+          if (a.prune) {
+            const { runPrune } = await import('./server/prune.js')
+            return runPrune({ dir: a.dir!, olderThanMs: a.olderThan!, dryRun: a.dryRun, json: a.json }, io)
+          }
           const { runRuns } = await import('./client/runs.js')
           return runRuns(
-            { server: a.server, json: a.json, listenerTimeoutMs: a.listenerTimeout, ...(a.token === undefined ? {} : { token: a.token }), ...(a.campaign === undefined ? {} : { campaign: a.campaign }) },
+            { server: a.server!, json: a.json, listenerTimeoutMs: a.listenerTimeout, ...(a.token === undefined ? {} : { token: a.token }), ...(a.campaign === undefined ? {} : { campaign: a.campaign }) },
             io,
           )
         }

@@ -28,6 +28,8 @@ export function listenerRefusal(endpointText: string, code: ErrorCode, text: str
   const said = oneLine(text)
   if (usageErrorCodes.has(code)) return usageError(`the listener at ${endpointText} refused: ${said}`, hints[code])
   if (code === 'storage') return runtimeError(`the listener at ${endpointText} failed: ${said}`)
+  // A bound of the listener's store (quotas.ts): the run, not the connection, was refused.
+  if (code === 'limit' && said.startsWith('the listener takes no new runs')) return runtimeError(`the listener at ${endpointText} refused the run: ${said}`)
   if (code === 'limit') return runtimeError(`the listener at ${endpointText} refused the connection: ${said}`)
   return runtimeError(`the listener at ${endpointText} refused: ${said} (${code})`)
 }

@@ -63,6 +63,12 @@ export const writerEnvSchema = z.object({
   fingerprint: fingerprintSchema.nullable(),
 })
 export type WriterEnv = z.infer<typeof writerEnvSchema>
+/**
+ * A run announcement's writer environment, msgpack-encoded, is at most this: a real fingerprint is
+ * ~620 bytes (measured on Linux, ext4 and overlay), the writer sends none over 16 KiB, and a listener
+ * storing one per run must not take 58 KiB each from a stranger.
+ */
+export const maxWriterEnvBytes = 17 * 1024
 
 /** Which cycle of which campaign a run belongs to (the agent tags the runs it starts). */
 export const campaignTagSchema = z.object({ name: campaignNameSchema, cycle: z.number().int().positive().max(100_000) })

@@ -58,7 +58,7 @@
  */
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fdatasync, fsync, mkdirSync, openSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
-import { open, readdir, type FileHandle } from 'node:fs/promises'
+import { open, readdir, rename, rm, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../locks.js'
@@ -158,6 +158,10 @@ interface RunState {
   durableThroughSeq: number
   /** Commits in the run's log (written by this listener or replayed); the next one is numbered one more. */
   commits: number
+  /** Bytes of the run's files (acks.log, meta.msgpack, verdict.msgpack), for usage(). */
+  bytesOnDisk: number
+  /** Of those, verdict.msgpack's (replaced by each new verdict). */
+  verdictBytes: number
 }
 
 export class StorageError extends Error {}
@@ -210,6 +214,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     mkdirSync(join(dir, 'runs'), { recursive: true })
     const lock = lockDirectory(dir)
     try {
+      await removePrunedLeftovers(dir)
       const store = await AckStore.load(dir, options)
       store.lock = lock
       return store
@@ -283,9 +288,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (replayed.tornTail !== null) this.warnings.push(tornTailWarning(runId, logPath, replayed.tornTail))
     run.commits = replayed.commits
     run.durableThroughSeq = run.lastAckedSeq
+    run.bytesOnDisk = metaBytes.length + replayed.totalBytes
     // After the log: a verdict must agree with the acks it judged.
     run.verdict = await this.replayVerdict(run)
     this.runs.set(runId, run)
+    this.countRun(run, 1)
     this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
   }
 
@@ -306,6 +313,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       return null
     }
     if (bytes === 'missing') return null
+    if (Buffer.isBuffer(bytes)) {
+      run.verdictBytes = bytes.length
+      run.bytesOnDisk += bytes.length
+    }
     let problem: string
     if (bytes === 'not-a-directory' || bytes === 'not-a-file') problem = 'not a regular file'
     else if (bytes === 'too-large') problem = `it is over ${maxVerdictFileBytes} bytes, more than any verdict`
@@ -374,6 +385,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.announcedPerfMs = performance.now()
     run.creating = true
     this.runs.set(meta.runId, run) // reserve the id at once: a second announcement must not race us
+    this.countRun(run, 1) // counted at once too: announcements under way count against the bounds
     const dir = this.runDir(meta.runId)
     const logPath = join(dir, 'acks.log')
     const tmpPath = join(dir, 'meta.msgpack.tmp')
@@ -387,7 +399,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.openLogs++
       try {
         // The header names the run (a log copied into another run's directory is refused) and the format.
-        writeAllSync(log, logHeader(meta.runId), logPath)
+        const header = logHeader(meta.runId)
+        writeAllSync(log, header, logPath)
+        this.countBytes(run, header.length)
         await fsyncAsync(log)
       } finally {
         closeSync(log)
@@ -396,7 +410,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const file = openSync(tmpPath, 'wx')
       step = 'tmp'
       try {
-        writeAllSync(file, seal('meta', packr.pack({ meta, announcedMs, announceIndex, ...origin })), tmpPath)
+        const sealed = seal('meta', packr.pack({ meta, announcedMs, announceIndex, ...origin }))
+        writeAllSync(file, sealed, tmpPath)
+        this.countBytes(run, sealed.length)
         await fsyncAsync(file)
       } finally {
         closeSync(file)
@@ -408,6 +424,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       await Promise.all([syncDirectoryAsync(dir), syncDirectoryAsync(join(this.dir, 'runs'))])
     } catch (error) {
       this.runs.delete(meta.runId)
+      this.countRun(run, -1)
       removeCreated(step, { dir, logPath, tmpPath, metaPath })
       throw new StorageError(`could not store run ${meta.runId}: ${describeSystemError(error)}`)
     }
@@ -496,13 +513,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const path = join(dir, 'verdict.msgpack')
       try {
         const file = openSync(tmpPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, 0o644)
+        const sealed = seal('verdict', packr.pack({ runId, result }))
         try {
-          writeAllSync(file, seal('verdict', packr.pack({ runId, result })), tmpPath)
+          writeAllSync(file, sealed, tmpPath)
           await fsyncAsync(file)
         } finally {
           closeSync(file)
         }
         renameSync(tmpPath, path)
+        this.countBytes(run, sealed.length - run.verdictBytes)
+        run.verdictBytes = sealed.length
         await syncDirectoryAsync(dir)
       } catch (error) {
         throw new StorageError(`could not store the verdict of run ${runId}: ${describeSystemError(error)}`)
@@ -582,6 +602,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.openLogs++
       // write() lands in the page cache (synchronous: one event-loop trip fewer); fdatasync in the threadpool.
       writeAllSync(log, entry, path)
+      this.countBytes(run, entry.length)
       await fdatasyncAsync(log)
     } catch (error) {
       // Never retried: after a failed write or fdatasync the log's durability is unknown.
@@ -698,6 +719,100 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     while (this.committing !== undefined) await this.committing
     this.lock?.release()
     this.lock = undefined
+  }
+
+  // --- usage and prune (retention and quotas: quotas.ts, prune.ts) --------------------------------
+  // Kept together so the store's rewrite can take them over as they are: usage() is counted as runs
+  // are reserved and files written (never by walking the runs), prune() removes ended runs durably.
+
+  private readonly usageTotal = { runs: 0, bytes: 0 }
+  private readonly usageByPeer = new Map<string, { runs: number; bytes: number }>()
+
+  /**
+   * Runs and bytes on record, in total and per peer address (as the listener saw it; 'unknown' for
+   * runs of older listeners). Announcements under way count. byPeer is a view: read it at once, do not keep it.
+   */
+  usage(): StoreUsage {
+    return { total: { ...this.usageTotal }, byPeer: this.usageByPeer }
+  }
+
+  private peerUsage(run: RunState): { runs: number; bytes: number } {
+    const peer = run.origin.peer ?? unknownPeer
+    let entry = this.usageByPeer.get(peer)
+    if (entry === undefined) this.usageByPeer.set(peer, (entry = { runs: 0, bytes: 0 }))
+    return entry
+  }
+
+  /** Adds (sign 1) or removes (sign -1) a run and its bytes from the tallies. */
+  private countRun(run: RunState, sign: 1 | -1): void {
+    const peer = this.peerUsage(run)
+    for (const tally of [this.usageTotal, peer]) {
+      tally.runs += sign
+      tally.bytes += sign * run.bytesOnDisk
+    }
+    if (peer.runs === 0) this.usageByPeer.delete(run.origin.peer ?? unknownPeer)
+  }
+
+  private countBytes(run: RunState, bytes: number): void {
+    run.bytesOnDisk += bytes
+    this.usageTotal.bytes += bytes
+    this.peerUsage(run).bytes += bytes
+  }
+
+  /** What pruning the run would free, or why it may not be pruned. */
+  pruneCandidate(runId: string): { bytes: number } | { refused: string } {
+    const run = this.runs.get(runId)
+    if (run === undefined || run.creating === true) return { refused: `run ${runId} is not on record` }
+    if (run.end === undefined) return { refused: `run ${runId} has not ended (its writer may be live, or vanished with no end logged)` }
+    if (!run.retired || run.pendingEntries.length > 0 || this.dirty.has(run)) return { refused: `run ${runId} still has entries to write` }
+    if (this.verdictWrites.has(runId)) return { refused: `run ${runId} has a verdict being stored` }
+    return { bytes: run.bytesOnDisk }
+  }
+
+  /**
+   * Removes ended runs for good, all or none refused (a live or unended run is never removed). Each
+   * run's directory is first renamed to runs/.pruned-<id> and runs/ fsynced: a crash before that
+   * leaves the run whole, after it a directory replay skips and open() deletes. Only then is the run
+   * forgotten and its directory deleted. Never a run with some files gone, which replay calls damage.
+   */
+  async prune(runIds: readonly string[]): Promise<void> {
+    const refusals = runIds.map((id) => this.pruneCandidate(id)).filter((c): c is { refused: string } => 'refused' in c)
+    if (refusals.length > 0) throw new StorageError(`not pruned: ${refusals.map((r) => r.refused).join('; ')}`)
+    const runsDir = join(this.dir, 'runs')
+    const moved: string[] = []
+    try {
+      for (const runId of new Set(runIds)) {
+        await rename(this.runDir(runId), join(runsDir, `${prunedPrefix}${runId}`))
+        moved.push(runId)
+      }
+    } finally {
+      // Whatever was renamed is gone from replay's view: forget it here too, durably.
+      for (const runId of moved) {
+        const run = this.runs.get(runId)!
+        this.runs.delete(runId)
+        this.countRun(run, -1)
+      }
+      if (moved.length > 0) await syncDirectoryAsync(runsDir)
+    }
+    for (const runId of moved) await rm(join(runsDir, `${prunedPrefix}${runId}`), { recursive: true, force: true })
+  }
+}
+
+export interface StoreUsage {
+  readonly total: { readonly runs: number; readonly bytes: number }
+  readonly byPeer: ReadonlyMap<string, { readonly runs: number; readonly bytes: number }>
+}
+
+/** The peer key of runs stored without a peer address (older listeners). */
+const unknownPeer = 'unknown'
+/** A run directory being pruned: replay skips it (not a run id), open() deletes it. */
+const prunedPrefix = '.pruned-'
+
+/** Deletes run directories a crash left mid-prune (renamed, so already gone from every run's view). */
+async function removePrunedLeftovers(dir: string): Promise<void> {
+  const runsDir = join(dir, 'runs')
+  for (const name of await readdir(runsDir)) {
+    if (name.startsWith(prunedPrefix)) await rm(join(runsDir, name), { recursive: true, force: true })
   }
 }
 
@@ -938,7 +1053,7 @@ function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown; r
 }
 
 function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin): RunState {
-  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0 }
+  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0, bytesOnDisk: 0, verdictBytes: 0 }
 }
 
 function summaryOf(run: RunState): RunSummary {

@@ -15,6 +15,7 @@ export type ListenerEvent =
   | { kind: 'verdict'; runId: string; groupId: string; host: string; path: string; campaign: CampaignTag | null; result: StoredVerdict; atMs: number }
   | { kind: 'warning'; message: string; atMs: number }
   | { kind: 'campaign'; name: string; message: string; atMs: number }
+  | { kind: 'pruned'; runs: number; bytes: number; olderThan: string; atMs: number }
 
 /** HH:MM:SS in the listener's local time: the operator reads it next to a wall clock. */
 function clock(atMs: number): string {
@@ -68,5 +69,7 @@ function describeBody(e: ListenerEvent): string {
       return `warning: ${e.message}`
     case 'campaign':
       return `campaign ${e.name}: ${e.message}`
+    case 'pruned':
+      return `pruned ${count(e.runs)} runs that ended over ${e.olderThan} ago (${count(e.bytes)} bytes; --retain)`
   }
 }

@@ -2,10 +2,12 @@
  * `plugcheck listen`: runs the listener until SIGINT/SIGTERM, then closes cleanly. Every listener event
  * is one line on stderr (at most eventLinesPerWindow per eventWindowMs, then a line counting the rest:
  * a flood of strangers must not bury the operator's log) and, with --events FILE, one JSON line
- * appended to FILE (every event; a failing file is a warning, never the listener's end).
+ * appended to FILE (every event the disk keeps up with, rotated at eventsFileMaxBytes: EventsFile; a
+ * failing file is a warning, never the listener's end). --retain prunes old ended runs on a timer.
  */
 import { RateLimitedLog } from './rate-limited-log.js'
-import { closeSync, openSync, readFileSync, writeSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
+import { open, rename, type FileHandle } from 'node:fs/promises'
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import { PlugcheckError, describeSystemError, exitCodes, runtimeError } from '../errors.js'
@@ -15,6 +17,9 @@ import { describeEvent, type ListenerEvent } from './events.js'
 import { Listener } from './listener.js'
 import { Campaign, campaignFilePath } from './campaign.js'
 import { campaignFileSchema } from './campaign-file.js'
+import type { QuotaLimits, Reserve } from './quotas.js'
+import { selectPrunable } from './prune.js'
+import { formatDurationFlag } from '../durations.js'
 
 const eventLinesPerWindow = 50
 const eventWindowMs = 10_000
@@ -40,6 +45,10 @@ export interface ListenOptions {
   readonly maxPendingHandshakes?: number
   /** Also append every event as a JSON line here. */
   readonly eventsFile?: string
+  readonly quotas?: Partial<QuotaLimits>
+  readonly reserve?: Reserve
+  /** Prune ended runs older than this, on a timer (--retain). */
+  readonly retainMs?: number
   readonly campaign?: CampaignOptions
 }
 
@@ -69,40 +78,156 @@ function eventPrinter(io: Io): (event: ListenerEvent) => void {
   return (event) => log.line(describeEvent(event))
 }
 
+/** The events file is rotated past this size: events -> events.1 -> events.2 (the oldest dropped). */
+export const eventsFileMaxBytes = 64 * 1024 * 1024
+/** Rotated files kept besides the current one. */
+export const eventsFilesKept = 2
+/** Lines waiting for a slow or frozen disk; beyond this they are dropped and counted. */
+export const eventsQueueMaxBytes = 4 * 1024 * 1024
+
 /**
- * Appends each event to path as one JSON line, written by one write() in append mode so that lines
- * never interleave or tear in the middle (a reader sees whole lines). A failure is reported once
- * (until a write succeeds again) and never stops the listener.
+ * Appends each event to path as one JSON line. Asynchronous: lines wait in a bounded queue and one
+ * writer appends them in order, so a frozen or slow disk never blocks the thread that answers
+ * hellos and acks; when the queue is full lines are dropped, and the next line written is a warning
+ * counting them. Each batch is one write() in append mode of whole lines, so a reader never sees a
+ * torn line. Past maxBytes the file is rotated (path.1, path.2; the oldest dropped). A failure is
+ * reported once (until a write succeeds again) and never stops the listener.
  */
-class EventsFile {
-  private fd: number | undefined
+export class EventsFile {
+  private file: FileHandle | undefined
+  private sizeBytes = 0
+  private queue: Buffer[] = []
+  private queuedBytes = 0
+  private dropped = 0
+  private writing: Promise<void> | undefined
   private failing = false
   constructor(
     private readonly path: string,
     private readonly io: Io,
+    private readonly maxBytes = eventsFileMaxBytes,
+    private readonly queueMaxBytes = eventsQueueMaxBytes,
   ) {}
+
   append(event: ListenerEvent): void {
     const line = Buffer.from(JSON.stringify(event) + '\n')
+    if (this.queuedBytes + line.length > this.queueMaxBytes) {
+      this.dropped++
+      return
+    }
+    this.queue.push(line)
+    this.queuedBytes += line.length
+    this.writing ??= this.writeAll().finally(() => (this.writing = undefined))
+  }
+
+  /** Lines dropped since the last one written (for tests). */
+  droppedCount(): number {
+    return this.dropped
+  }
+
+  private async writeAll(): Promise<void> {
+    while (this.queue.length > 0) {
+      const lines = this.queue
+      this.queue = []
+      this.queuedBytes = 0
+      if (this.dropped > 0) {
+        const warning: ListenerEvent = { kind: 'warning', message: `${this.dropped} events were not written to ${this.path}: its disk did not keep up`, atMs: Date.now() }
+        lines.unshift(Buffer.from(JSON.stringify(warning) + '\n'))
+        this.dropped = 0
+      }
+      // Whole lines up to the room left in the file per write: rotation happens between lines.
+      while (lines.length > 0) {
+        const room = Math.max(this.maxBytes - this.sizeBytes, 0)
+        let count = 1
+        let bytes = lines[0]!.length
+        while (count < lines.length && bytes + lines[count]!.length <= room) bytes += lines[count++]!.length
+        await this.write(Buffer.concat(lines.splice(0, count)))
+      }
+    }
+  }
+
+  private async write(bytes: Buffer): Promise<void> {
     try {
-      this.fd ??= openSync(this.path, 'a', 0o644)
-      const written = writeSync(this.fd, line)
-      if (written !== line.length) throw Object.assign(new Error(`short write: ${written} of ${line.length} bytes (disk full?)`), { code: 'ENOSPC' })
+      let file = await this.openFile()
+      if (this.sizeBytes > 0 && this.sizeBytes + bytes.length > this.maxBytes) {
+        await this.rotate()
+        file = await this.openFile()
+      }
+      const { bytesWritten } = await file.write(bytes)
+      this.sizeBytes += bytesWritten
+      if (bytesWritten !== bytes.length) throw Object.assign(new Error(`short write: ${bytesWritten} of ${bytes.length} bytes (disk full?)`), { code: 'ENOSPC' })
       this.failing = false
     } catch (error) {
       if (!this.failing) this.io.err(`plugcheck: warning: could not append to the events file ${this.path}: ${describeSystemError(error)}; the listener goes on (events still go to stderr)\n`)
       this.failing = true
       // Opened afresh next time: the file may have been moved, or its file system remounted.
-      this.close()
+      await this.closeFile()
     }
   }
-  close(): void {
-    if (this.fd === undefined) return
-    try {
-      closeSync(this.fd)
-    } catch {
-      // nothing to do: every line was written by then
+
+  private async openFile(): Promise<FileHandle> {
+    if (this.file !== undefined) return this.file
+    const file = await open(this.path, 'a', 0o644)
+    this.file = file
+    this.sizeBytes = (await file.stat()).size
+    return file
+  }
+
+  /** path.1 -> path.2, path -> path.1, then a new path; the oldest is replaced. */
+  private async rotate(): Promise<void> {
+    await this.closeFile()
+    for (let n = eventsFilesKept; n >= 1; n--) {
+      const from = n === 1 ? this.path : `${this.path}.${n - 1}`
+      await rename(from, `${this.path}.${n}`).catch((error: NodeJS.ErrnoException) => {
+        if (error.code !== 'ENOENT') throw error
+      })
     }
-    this.fd = undefined
+  }
+
+  private async closeFile(): Promise<void> {
+    const file = this.file
+    this.file = undefined
+    this.sizeBytes = 0
+    await file?.close().catch(() => undefined) // every line was written by then
+  }
+
+  /** Writes what is queued (waiting at most waitMs for a frozen disk), then closes. */
+  async close(waitMs = 2000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))
+    await Promise.race([(async () => {
+      while (this.writing !== undefined) await this.writing
+    })(), timeout])
+    clearTimeout(timer)
+    await this.closeFile()
+  }
+}
+
+/** How often --retain looks for runs to prune: a tenth of the age, within [1 s, 1 h]. */
+function retainIntervalMs(retainMs: number): number {
+  return Math.min(3_600_000, Math.max(1_000, Math.floor(retainMs / 10)))
+}
+
+/** Prunes the listener's ended runs older than retainMs on a timer; a failure is a warning event. */
+function startRetention(listener: Listener, retainMs: number): () => Promise<void> {
+  let running: Promise<void> | undefined
+  const tick = (): void => {
+    if (running !== undefined) return
+    running = (async () => {
+      const selection = selectPrunable(listener.store, Date.now(), retainMs, (runId) => listener.isLive(runId))
+      if (selection.runIds.length === 0) return
+      try {
+        await listener.store.prune(selection.runIds)
+        listener.emit({ kind: 'pruned', runs: selection.runIds.length, bytes: selection.bytes, olderThan: formatDurationFlag(retainMs), atMs: Date.now() })
+      } catch (error) {
+        listener.emit({ kind: 'warning', message: `could not prune ${selection.runIds.length} runs older than ${formatDurationFlag(retainMs)}: ${(error as Error).message}`, atMs: Date.now() })
+      }
+    })().finally(() => (running = undefined))
+  }
+  tick()
+  const timer = setInterval(tick, retainIntervalMs(retainMs))
+  return async () => {
+    clearInterval(timer)
+    await running
   }
 }
 
@@ -149,19 +274,21 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
     } catch (error) {
       // A damaged campaign file (exit 3) or other options than the stored campaign's (exit 2): no listener.
       await listener.close()
-      eventsFile?.close()
+      await eventsFile?.close()
       throw error
     }
     const opened = campaign
     campaignState = () => opened.state()
   }
+  const stopRetention = options.retainMs === undefined ? undefined : startRetention(listener, options.retainMs)
   await new Promise<void>((done) => {
     process.once('SIGINT', done)
     process.once('SIGTERM', done)
   })
+  await stopRetention?.()
   await campaign?.close()
   await listener.close()
-  eventsFile?.close()
+  await eventsFile?.close()
   io.err('plugcheck: listener stopped; every ack it reported as recorded is on disk\n')
   return 0
 }

@@ -31,7 +31,10 @@
  *   announcement) wait behind megabytes of their data;
  * - per connection: maxRunsPerConnection announcements, one end per run, maxQueriesPerConnection
  *   queries, lists and campaign queries together, maxVerdictsPerConnection verdicts; a list reply
- *   holds at most maxListedRuns runs and listReplyBudgetBytes (truncated says when more are on record).
+ *   holds at most maxListedRuns runs and listReplyBudgetBytes (truncated says when more are on record);
+ * - new runs: bounds on runs and bytes on record per peer and in total and a free-space reserve
+ *   (quotas.ts; 'limit'), and at most maxWriterEnvBytes of writer environment ('bad-frame'); a live
+ *   run is never refused anything for them.
  *
  * Protocol 3 adds steady (a writer, its own run, the first one stored), verdict (a verifier, a run on
  * record, stored durably before verdict-ok; without --token only from the address the run was
@@ -59,7 +62,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import { createServer, isIPv4, type AddressInfo, type Server, type Socket } from 'node:net'
-import { FrameDecoder, FrameError, encodeFrame, maxClientFrameBytes } from '../protocol/framing.js'
+import { FrameDecoder, FrameError, encodeFrame, frameHeaderBytes, maxClientFrameBytes } from '../protocol/framing.js'
 import { ackFastDecoder } from '../protocol/ack-frame.js'
 import {
   clientMessageSchema,
@@ -69,6 +72,7 @@ import {
   maxPlausibleSeq,
   maxSpansPerPage,
   maxStoredSpans,
+  maxWriterEnvBytes,
   protocolVersion,
   type CampaignState,
   type Claim,
@@ -89,6 +93,7 @@ import { printable, type ListenerEvent } from './events.js'
 import { fitDescriptorLimit } from './descriptor-budget.js'
 import { ServedSockets, defaultSendBufferBytes, unsentBytes } from './served-socket.js'
 import { TokenBackoff, defaultMaxBackoffMs } from './token-backoff.js'
+import { defaultMaxRuns, defaultMaxRunsPerPeer, quotaRefusal, ReserveCheck, type QuotaLimits, type Reserve } from './quotas.js'
 
 export const defaultMaxConnections = 1024
 export const defaultHelloTimeoutMs = 10_000
@@ -159,6 +164,10 @@ export interface ListenerOptions {
   readonly campaignState?: () => CampaignState | null
   /** Subscribed to events before the listener starts, so that the warnings at start reach it. */
   readonly onEvent?: (event: ListenerEvent) => void
+  /** Bounds on runs and bytes on record (quotas.ts); absent fields take the defaults. */
+  readonly quotas?: Partial<QuotaLimits>
+  /** Free space of --dir below which new runs are refused (default: 1 GiB or 5 %, the smaller). */
+  readonly reserve?: Reserve
 }
 
 class ProtocolViolation extends Error {
@@ -189,6 +198,8 @@ export class Listener {
   readonly served: ServedSockets
   readonly tokenBackoff: TokenBackoff
   readonly connectionLog: RateLimitedLog
+  readonly quotaLimits: QuotaLimits
+  readonly reserveCheck: ReserveCheck
   readonly events = new EventEmitter<{ event: [ListenerEvent] }>()
   /** Set by close(): writers cut off by the shutdown are not reported as vanished. */
   private closing = false
@@ -212,6 +223,8 @@ export class Listener {
     this.tokenBackoff = new TokenBackoff(options.maxTokenBackoffMs ?? defaultMaxBackoffMs)
     this.stallSampler = setInterval(() => this.sampleStalls(), Math.max(10, Math.min(1000, this.replyStallMs / 8)))
     this.stallSampler.unref()
+    this.quotaLimits = { maxRuns: defaultMaxRuns, maxRunsPerPeer: defaultMaxRunsPerPeer, maxStoreBytes: null, maxStoreBytesPerPeer: null, ...options.quotas }
+    this.reserveCheck = new ReserveCheck(options.dir, options.reserve)
     this.connectionLog = new RateLimitedLog(options.log, logLinesPerWindow, logWindowMs, (n, windowS) => `plugcheck: ${n} more connection messages in the last ${windowS} s were not shown`)
     if (options.onEvent !== undefined) this.events.on('event', options.onEvent)
   }
@@ -230,6 +243,7 @@ export class Listener {
     const store = await AckStore.open(options.dir, options.maxStoredSpans === undefined ? {} : { maxSpans: options.maxStoredSpans })
     const server = createServer()
     const listener = new Listener(store, server, options)
+    await listener.reserveCheck.refresh() // the first announcement is judged against a real answer
     // What replay found (torn tails, damaged verdicts, skipped announcements) is said at start.
     for (const message of store.warnings) listener.emit({ kind: 'warning', message, atMs: Date.now() })
     // Nothing on tmpfs or ramfs survives a power cut of the listener's machine: every ack it stores is lost with it.
@@ -449,6 +463,21 @@ export class Listener {
     }
     this.options.log?.(`plugcheck: run ${ended.join(', ') || [...runIds].join(', ')} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
     owner.abort()
+  }
+
+  /**
+   * Refuses a new run over a bound ('limit': quotas.ts, naming the bound and its flag) or with a
+   * writer environment over maxWriterEnvBytes ('bad-frame'). Live runs are never affected.
+   */
+  admitRun(peer: string, writer: object | undefined): void {
+    const envBytes = writer === undefined ? 0 : encodeFrame(writer).length - frameHeaderBytes
+    if (envBytes > maxWriterEnvBytes) {
+      throw new ProtocolViolation('bad-frame', `the run's writer environment (fingerprint) is ${envBytes} bytes, over the bound of ${maxWriterEnvBytes} bytes a run's announcement may carry`)
+    }
+    const refusal = quotaRefusal(this.store.usage(), peer, this.quotaLimits) ?? this.reserveCheck.refusal()
+    if (refusal === undefined) return
+    this.connectionLog.line(`plugcheck: refused a run from ${peer}: ${refusal}`)
+    throw new ProtocolViolation('limit', refusal)
   }
 
   claimRun(runId: string, owner: Connection): void {
@@ -744,6 +773,7 @@ class Connection {
         const { meta } = message
         if (store.hasRun(meta.runId)) throw new ProtocolViolation('out-of-order', `run ${meta.runId} was already announced`)
         if (++this.announcedRuns > maxRunsPerConnection) throw new ProtocolViolation('limit', `more than ${maxRunsPerConnection} runs announced on one connection`)
+        listener.admitRun(this.peer, message.writer)
         // A run joining another connection's group would be judged with that group by verify: only
         // another job of the same `write --jobs` may, with the group's key.
         if (!this.ownedGroups.has(meta.groupId) && store.hasGroup(meta.groupId) && !listener.mayJoinGroup(meta.groupId, message.groupKey, this.peer)) {

@@ -101,6 +101,8 @@ t.test('an ack directory on tmpfs is a warning at start, on stderr and in the ev
   const listener = await startListener(shm, ['--events', eventsFile])
   t.teardown(() => listener.kill())
   t.match(listener.stderr(), /^\d\d:\d\d:\d\d warning: the ack directory \/dev\/shm\/plugcheck-test-\w+ is on a file system in memory \(tmpfs or ramfs\)/m)
+  // The events file is appended asynchronously: the line lands a moment after stderr's.
+  await waitFor('the warning in the events file', () => eventsIn(eventsFile).length > 0)
   t.match(eventsIn(eventsFile), [{ kind: 'warning', message: /in memory/ }])
 
   const disk = await startListener(join(dir, 'acks'))

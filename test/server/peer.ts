@@ -94,16 +94,23 @@ export const bulkyFingerprint = {
   device: null,
 }
 
+/** ~16.5 KB: the largest writer environment a run announcement may carry (maxWriterEnvBytes). */
+export const largestFingerprint = {
+  ...bulkyFingerprint,
+  target: { ...bulkyFingerprint.target, fileSystem: { ...bulkyFingerprint.target.fileSystem, mountOptions: Array.from({ length: 4 }, (_, i) => `option-${i}-`.padEnd(4000, 'x')) } },
+}
+
 /**
  * One group of 64 ended runs on box:/data/db, announced on one connection (a group belongs to the
- * connection that announced it), each with the bulky fingerprint: every runs reply is ~3 MB.
+ * connection that announced it), each with the largest fingerprint an announcement may carry: every
+ * runs reply is ~1 MB.
  * Returns the writer's connection, still open.
  */
 export async function bulkyGroup(port: number): Promise<Peer> {
   const writer = await Peer.open(port)
   writer.send({ type: 'hello', protocol: 2, role: 'writer' })
   for (let i = 0; i < 64; i++) {
-    writer.send({ type: 'run', meta: runMeta(runIdOf(0x700 + i), { groupId: runIdOf(0x700), host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }), writer: { bootId: null, fingerprint: bulkyFingerprint } })
+    writer.send({ type: 'run', meta: runMeta(runIdOf(0x700 + i), { groupId: runIdOf(0x700), host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }), writer: { bootId: null, fingerprint: largestFingerprint } })
   }
   for (let i = 0; i < 64; i++) await writer.next('run-ok')
   // Ended; the query's reply says the ends were handled.
