@@ -17,6 +17,7 @@
  * Usage: npm i --prefix /tmp/lmdb-scratch lmdb@3.5.6
  *        node --import tsx bench/store-choice.ts --lmdb /tmp/lmdb-scratch [--dir /tmp] [--runs 100000]
  *        [--spans 100] [--rounds 100] [--trials 200] [--damage-runs 2000] [--seed N] [--quick]
+ *        [--parts rounds,reopen,damage]
  */
 import { spawn } from 'node:child_process'
 import { closeSync, copyFileSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeSync } from 'node:fs'
@@ -43,6 +44,7 @@ async function main(): Promise<number> {
       'damage-runs': { type: 'string', default: '2000' },
       seed: { type: 'string', default: String(Date.now() % 1_000_000) },
       quick: { type: 'boolean', default: false },
+      parts: { type: 'string', default: 'rounds,reopen,damage' },
       child: { type: 'string' },
       path: { type: 'string' },
     },
@@ -61,12 +63,13 @@ async function main(): Promise<number> {
   const work = mkdtempSync(join(resolve(values.dir), 'plugcheck-store-choice-'))
   console.log(`store choice: ${loadLmdb(scratch).version.versionString} (lmdb-js from ${scratch}) vs a journal, on ${work} (${fileSystemName(work)}), seed ${seed}`)
   try {
+    const parts = new Set(values.parts.split(','))
     const rows: string[][] = [['measure', 'lmdb', 'journal']]
-    for (const n of [1024, 24_576]) rows.push(await commitRounds(scratch, work, n, n > 1024 ? Math.max(5, rounds / 5) : rounds))
-    rows.push(...(await reopen(scratch, work, runs, spans)))
+    if (parts.has('rounds')) for (const n of [1024, 24_576]) rows.push(await commitRounds(scratch, work, n, n > 1024 ? Math.max(5, rounds / 5) : rounds))
+    if (parts.has('reopen')) rows.push(...(await reopen(scratch, work, runs, spans)))
     const damageRuns = Number(values['damage-runs'])
     const tallies: Array<[string, Tally]> = []
-    for (const where of ['anywhere', 'structure'] as const) {
+    for (const where of parts.has('damage') ? (['anywhere', 'structure'] as const) : []) {
       const lmdbTally = await damage(scratch, work, 'lmdb', where, damageRuns, spans, trials, seed)
       const journalTally = await damage(scratch, work, 'journal', where, damageRuns, spans, trials, seed)
       tallies.push([`lmdb, flips ${where}`, lmdbTally], [`journal, flips ${where}`, journalTally])
