@@ -22,6 +22,7 @@
  *
  * Usage: node --import tsx bench/fleet-week.ts [--listener-tree PATH] [--quick] [--dir DIR]
  *        [--runs 100000] [--live 1024,24576] [--trickle-seconds 20] [--span-writers 256] [--span-seconds 60]
+ *        [--listen-args '--flag value ...']
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -41,6 +42,8 @@ const fakeClockFactor = 1000
 const spansPerWriterWeek = 7 * 24 * 3600 * 10
 const waitMs = 120_000
 const crowdWidth = 16
+/** --listen-args: flags added to every `plugcheck listen` (a tree with quotas may need them raised for 100,000 runs from one address). */
+let listenExtraArgs: string[] = []
 
 interface Scale {
   readonly runs: number
@@ -70,8 +73,10 @@ async function main(): Promise<number> {
       'trickle-seconds': { type: 'string' },
       'span-writers': { type: 'string' },
       'span-seconds': { type: 'string' },
+      'listen-args': { type: 'string', default: '' },
     },
   })
+  listenExtraArgs = values['listen-args'].split(' ').filter((a) => a !== '')
   const base = values.quick ? quickScale : fullScale
   const scale: Scale = {
     runs: Number(values.runs ?? base.runs),
@@ -191,13 +196,20 @@ async function trickle(port: number, live: number, seconds: number, note: (m: st
   const sink = new LatencySink()
   await withHonest(port, `${live} live runs`, note, async () => {
     const startMs = Date.now()
-    const connections = await inParallel(Array.from({ length: Math.ceil(live / runsPerConnection) }, (_, i) => Math.min(runsPerConnection, live - i * runsPerConnection)), crowdWidth, async (count, b) => {
-      const connection = await FleetConnection.open(port, sink, waitMs)
+    const opened = await inParallel(Array.from({ length: Math.ceil(live / runsPerConnection) }, (_, i) => Math.min(runsPerConnection, live - i * runsPerConnection)), crowdWidth, async (count, b) => {
       const runIds: string[] = []
-      for (let i = 0; i < count; i++) runIds.push(await connection.announce(`/fleet/live/${live}/${b}/${i}.dat`, waitMs))
-      return { connection, runIds }
+      let connection: FleetConnection | undefined
+      try {
+        connection = await FleetConnection.open(port, sink, waitMs)
+        for (let i = 0; i < count; i++) runIds.push(await connection.announce(`/fleet/live/${live}/${b}/${i}.dat`, waitMs))
+      } catch (error) {
+        console.log(`  connection ${b}: ${(error as Error).message}`) // a refused run (a quota, a limit) is a figure, not the end of the bench
+      }
+      return connection === undefined ? undefined : { connection, runIds }
     })
-    note(`${live} live runs: announcing`, `${((Date.now() - startMs) / 1000).toFixed(1)} s`)
+    const connections = opened.filter((c) => c !== undefined)
+    const announced = connections.reduce((n, c) => n + c.runIds.length, 0)
+    note(`${live} live runs: announcing`, `${((Date.now() - startMs) / 1000).toFixed(1)} s${announced === live ? '' : ` (${announced} announced)`}`)
     const timers: NodeJS.Timeout[] = []
     for (const { connection, runIds } of connections) {
       for (const runId of runIds) {
@@ -280,7 +292,7 @@ async function withHonest(port: number, phase: string, note: (m: string, v: stri
 }
 
 function spawnListener(bin: string, dir: string, port: number, env: Record<string, string>): ChildProcess {
-  const args = [bin, 'listen', '--host', '127.0.0.1', '--port', String(port), '--dir', dir, '--max-connections', '2048']
+  const args = [bin, 'listen', '--host', '127.0.0.1', '--port', String(port), '--dir', dir, '--max-connections', '2048', ...listenExtraArgs]
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
   // Its log lines (one per connection and run) would drown the table: keep the last few for a failure.
   const tail: string[] = []
