@@ -23,6 +23,7 @@
  * Usage: node --import tsx bench/fleet-week.ts [--listener-tree PATH] [--quick] [--dir DIR]
  *        [--runs 100000] [--live 1024,24576] [--trickle-seconds 20] [--span-writers 256] [--span-seconds 60]
  *        [--listen-args '--flag value ...']
+ * A phase is left out with --runs 0 (ended and restart), --live none, --span-writers 0.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -80,7 +81,7 @@ async function main(): Promise<number> {
   const base = values.quick ? quickScale : fullScale
   const scale: Scale = {
     runs: Number(values.runs ?? base.runs),
-    live: values.live === undefined ? base.live : values.live.split(',').map(Number),
+    live: values.live === undefined ? base.live : values.live.split(',').filter((n) => n !== '' && n !== 'none').map(Number),
     trickleSeconds: Number(values['trickle-seconds'] ?? base.trickleSeconds),
     spanWriters: Number(values['span-writers'] ?? base.spanWriters),
     spanSeconds: Number(values['span-seconds'] ?? base.spanSeconds),
@@ -118,21 +119,23 @@ async function measureTree(tree: string, parentDir: string, scale: Scale): Promi
     await untilWelcomed(listener.child, listener.port)
     // What any start costs (Node, and tsx compiling a tree that has no dist/ build): restart's floor.
     note('start on an empty --dir: spawn to first welcome', `${(Number(process.hrtime.bigint() - startNs) / 1e9).toFixed(2)} s`)
-    await withHonest(listener.port, `${scale.runs} ended runs`, note, async () => {
-      const startMs = Date.now()
-      const failures = await announceEnded(listener.port, scale.runs)
-      note(`${scale.runs} runs announced+ended: time`, `${((Date.now() - startMs) / 1000).toFixed(1)} s${failures === 0 ? '' : ` (${failures} connections failed)`}`)
-    })
-    await new Promise((done) => setTimeout(done, 2000)) // the last ends' commit round
-    note(`RSS after ${scale.runs} ended runs (VmRSS / VmHWM)`, rssText(listener.child.pid!))
-    listener = await restart(bin, dir, listener, note, scale.runs)
+    if (scale.runs > 0) {
+      await withHonest(listener.port, `${scale.runs} ended runs`, note, async () => {
+        const startMs = Date.now()
+        const failures = await announceEnded(listener.port, scale.runs)
+        note(`${scale.runs} runs announced+ended: time`, `${((Date.now() - startMs) / 1000).toFixed(1)} s${failures === 0 ? '' : ` (${failures} connections failed)`}`)
+      })
+      await new Promise((done) => setTimeout(done, 2000)) // the last ends' commit round
+      note(`RSS after ${scale.runs} ended runs (VmRSS / VmHWM)`, rssText(listener.child.pid!))
+      listener = await restart(bin, dir, listener, note, scale.runs)
+    }
     for (const live of scale.live) await trickle(listener.port, live, scale.trickleSeconds, note)
     note(`RSS after the live phases (VmRSS / VmHWM)`, rssText(listener.child.pid!))
     await stopListener(listener)
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
-  await spanWeek(bin, parentDir, scale, note)
+  if (scale.spanWriters > 0) await spanWeek(bin, parentDir, scale, note)
   return results
 }
 
