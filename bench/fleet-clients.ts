@@ -89,6 +89,11 @@ export class FleetConnection {
     this.socket.write(Buffer.from(run.encoder.encode(seq, seq)))
   }
 
+  /** The last seq sent for the run. */
+  sentSeq(runId: string): number {
+    return this.runs.get(runId)!.sentSeq
+  }
+
   end(runId: string): void {
     this.socket.write(encodeFrame({ type: 'end', runId, reason: 'duration' }))
   }
@@ -166,4 +171,51 @@ export async function inParallel<T, R>(items: readonly T[], width: number, fn: (
   }
   await Promise.all(Array.from({ length: Math.min(width, items.length) }, lane))
   return results
+}
+
+/**
+ * The spans the listener holds for a run through seq throughSeq, read as verify reads them (a verifier
+ * connection, spans -> span-page, page by page): how many acks became a span of their own.
+ */
+export async function countSpans(port: number, runId: string, throughSeq: number, timeoutMs: number): Promise<number> {
+  const socket = connect({ host: '127.0.0.1', port })
+  const decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
+  let next: ((m: ServerMessage | Error) => void) | undefined
+  const inbox: Array<ServerMessage | Error> = []
+  const deliver = (m: ServerMessage | Error): void => (next === undefined ? void inbox.push(m) : next(m))
+  socket.on('data', (chunk) => {
+    try {
+      for (const m of decoder.push(chunk)) deliver(m)
+    } catch (error) {
+      deliver(error as Error)
+    }
+  })
+  socket.on('error', (error) => deliver(error))
+  socket.on('close', () => deliver(new Error('the listener closed the connection')))
+  const receive = (): Promise<ServerMessage> =>
+    bounded(
+      new Promise<ServerMessage>((resolve, reject) => {
+        const take = (m: ServerMessage | Error): void => ((next = undefined), m instanceof Error ? reject(m) : m.type === 'error' ? reject(new Error(`${m.code}: ${m.message}`)) : resolve(m))
+        if (inbox.length > 0) take(inbox.shift()!)
+        else next = take
+      }),
+      timeoutMs,
+      'no answer to a span page',
+    )
+  try {
+    socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier' }))
+    await receive() // welcome
+    let spans = 0
+    for (let afterSeq = 0; afterSeq < throughSeq; ) {
+      socket.write(encodeFrame({ type: 'spans', runId, afterSeq, throughSeq }))
+      const page = await receive()
+      if (page.type !== 'span-page' || page.spans.length === 0) throw new Error(`no spans after seq ${afterSeq}`)
+      const count = page.spans.length / 24
+      spans += count
+      afterSeq = Buffer.from(page.spans.buffer, page.spans.byteOffset, page.spans.length).readDoubleLE((count - 1) * 24)
+    }
+    return spans
+  } finally {
+    socket.destroy()
+  }
 }

@@ -33,7 +33,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { fileSystemName, quantileSorted, repoRoot, table } from './common.js'
-import { FleetConnection, LatencySink, bounded, inParallel, runsPerConnection } from './fleet-clients.js'
+import { FleetConnection, LatencySink, bounded, countSpans, inParallel, runsPerConnection } from './fleet-clients.js'
 import type { HonestReport } from './fleet-honest.js'
 
 const honestFile = fileURLToPath(new URL('./fleet-honest.ts', import.meta.url))
@@ -236,7 +236,7 @@ async function trickle(port: number, live: number, seconds: number, note: (m: st
 /** Writers on a listener whose wall clock runs fakeClockFactor x fast: every ack a span; RSS per span. */
 async function spanWeek(bin: string, parentDir: string, scale: Scale, note: (m: string, v: string) => void): Promise<void> {
   const dir = mkdtempSync(join(parentDir, 'plugcheck-fleet-spans-'))
-  const env = { LD_PRELOAD: fakeTimeLibrary, FAKETIME: `+0 x${fakeClockFactor}`, FAKETIME_DONT_FAKE_MONOTONIC: '1' }
+  const env = { LD_PRELOAD: fakeTimeLibrary, FAKETIME: `+0 x${fakeClockFactor}` }
   const listener = await startListener(bin, dir, 0, env)
   try {
     await withHonest(listener.port, `${scale.spanWriters} span writers`, note, async () => {
@@ -262,9 +262,20 @@ async function spanWeek(bin: string, parentDir: string, scale: Scale, note: (m: 
       await new Promise((done) => setTimeout(done, 1000))
       const after = rssKiB(listener.child.pid!)
       samples.push([spans, after.rss * 1024])
-      const perSpanBytes = slope(samples)
+      // What the listener holds, read back as verify reads it: did every ack become a span of its own?
+      const probed = writers.slice(0, 4)
+      let heldSpans = 0
+      let probedAcks = 0
+      for (const w of probed) {
+        probedAcks += w.connection.sentSeq(w.runId)
+        heldSpans += await countSpans(listener.port, w.runId, w.connection.sentSeq(w.runId), waitMs)
+      }
+      const spansPerAck = heldSpans / Math.max(1, probedAcks)
+      note(`${scale.spanWriters} writers: spans held per ack sent (${probed.length} runs read back by span pages)`, `${spansPerAck.toFixed(3)} (${heldSpans} / ${probedAcks})`)
+      // The slope per span held, not per ack sent.
+      const perSpanBytes = slope(samples.map(([acks, rss]) => [acks * spansPerAck, rss] as const))
       const failed = writers.filter((w) => w.connection.error !== undefined).length
-      note(`${scale.spanWriters} writers: spans made (1 per ack)`, `${spans.toLocaleString('en-US')} in ${scale.spanSeconds} s${failed === 0 ? '' : ` (${failed} writers failed)`}`)
+      note(`${scale.spanWriters} writers: acks sent (1 every 10 ms a writer)`, `${spans.toLocaleString('en-US')} in ${scale.spanSeconds} s${failed === 0 ? '' : ` (${failed} writers failed)`}`)
       note(`${scale.spanWriters} writers: RSS before / after spans`, `${mib(before.rss)} / ${mib(after.rss)} (VmHWM ${mib(after.hwm)})`)
       note(`RSS per span (least-squares slope of RSS over spans)`, `${perSpanBytes.toFixed(1)} B`)
       const weekSpans = scale.spanWriters * spansPerWriterWeek
