@@ -11,14 +11,15 @@
  *             phase) for --trickle-seconds: per-ack ack->recorded latency on the writers' side, p50/p99/max.
  *             A commit round holds every run's queued acks, so these are the commit-round times as a
  *             writer sees them (the listener exposes no round timer of its own).
- *   spans     --span-writers live writers on a fresh listener whose wall clock runs 1000x fast
- *             (libfaketime, FAKETIME="+0 x1000" with FAKETIME_DONT_FAKE_MONOTONIC=1: Date.now() is fast,
- *             timers, hello and reply deadlines keep real time). Each writer acks one seq every 10 ms
- *             real = 10 s on the listener's clock, far past spanWindowMs (100 ms), so every ack is a span
- *             of its own, made by the listener's own code. RSS growth / spans made = bytes per span in
- *             memory; a week of a continuously acking writer is 10 spans/s (maxStoredSpans, 6,048,000),
- *             so the week's RSS for 256 writers is extrapolated from it. Generating a real week is not
- *             possible: the spans come from acks, at most ~10^5 a second here.
+ *   spans     --span-writers live writers on a fresh listener whose clocks run 1000x fast (libfaketime,
+ *             FAKETIME="+0 x1000", wall and monotonic: the listener stamps acks with announcement time +
+ *             monotonic elapsed). Each writer acks one seq every 10 ms real = 10 s on the listener's clock,
+ *             far past spanWindowMs (100 ms), so every ack is a span of its own, made by the listener's own
+ *             code; 4 runs are read back by span pages to show it. The listener's timers run fast too
+ *             (hello, reply deadlines): the writers say hello at once and read every reply. RSS slope over
+ *             spans held = bytes per span in memory; a week of a continuously acking writer is 10 spans/s
+ *             (maxStoredSpans, 6,048,000), so the week's RSS for 256 writers is extrapolated from it.
+ *             A real week cannot be generated: spans come from acks, at most ~10^5 a second here.
  *
  * Usage: node --import tsx bench/fleet-week.ts [--listener-tree PATH] [--quick] [--dir DIR]
  *        [--runs 100000] [--live 1024,24576] [--trickle-seconds 20] [--span-writers 256] [--span-seconds 60]
