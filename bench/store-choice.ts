@@ -148,7 +148,7 @@ async function reopen(scratch: string, work: string, runs: number, spans: number
   return [
     [`store of ${runs.toLocaleString('en-US')} runs x ${spans} spans: size on disk`, size(join(dir, 'lmdb', 'data.mdb')), size(join(dir, 'journal'))],
     ['reopen until every run is known (warm cache)', field(lmdb, 'time'), field(journal, 'time')],
-    ['reopen: child VmRSS / VmHWM after', field(lmdb, 'rss'), field(journal, 'rss')],
+    ['reopen: child VmRSS / VmHWM after (RssAnon, RssFile: mapped store pages)', field(lmdb, 'rss'), field(journal, 'rss')],
   ]
 }
 
@@ -292,7 +292,7 @@ async function child(mode: string, scratch: string, path: string, runs: number, 
   const kib = (f: string): number => Number(new RegExp(`^${f}:\\s+(\\d+)`, 'm').exec(status)![1])
   const outcome: Outcome = named !== null ? 'named' : wrong.length > 0 ? 'silently wrong' : 'correct'
   const detail = named ?? wrong.slice(0, 2).join(', ')
-  process.stdout.write(`${JSON.stringify({ outcome, detail, known, time: `${(timeMs / 1000).toFixed(2)} s`, rss: `${(kib('VmRSS') / 1024).toFixed(0)} / ${(kib('VmHWM') / 1024).toFixed(0)} MiB` })}\n`)
+  process.stdout.write(`${JSON.stringify({ outcome, detail, known, time: `${(timeMs / 1000).toFixed(2)} s`, rss: `${(kib('VmRSS') / 1024).toFixed(0)} / ${(kib('VmHWM') / 1024).toFixed(0)} MiB (anon ${(kib('RssAnon') / 1024).toFixed(0)}, file ${(kib('RssFile') / 1024).toFixed(0)})` })}\n`)
   return 0
 }
 
