@@ -57,13 +57,13 @@
  * gets a long run's spans page by page (spanPage), never all in one reply.
  */
 import { EventEmitter } from 'node:events'
-import { closeSync, constants as fsConstants, fdatasync, fsync, mkdirSync, openSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
-import { open, readdir, type FileHandle } from 'node:fs/promises'
+import { closeSync, constants as fsConstants, fsync, mkdirSync, openSync, renameSync, stat as statCallback, writeSync } from 'node:fs'
+import { mkdir, open, readdir, unlink, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../locks.js'
 import { type FileLock } from '../native/index.js'
-import { syncDirectory, syncDirectoryAsync } from '../directory-sync.js'
+import { syncDirectoryAsync } from '../directory-sync.js'
 import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
@@ -87,7 +87,9 @@ import {
 } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
-import { frameCommit, logHeader, maxCommitBytes, maxEndDetailBytes, maxItemsPerCommit, replayLog, type LogItem, type LogReplay } from './ack-log.js'
+import { frameCommit, logHeader, maxCommitBytes, maxEndDetailBytes, maxItemsPerCommit, parseCommitFrame, replayLog, type LogItem, type LogReplay } from './ack-log.js'
+import { damagedSegment, frameRound, listSegments, readSegment, roundTargetBytes, segmentHeader, segmentName, type JournalRound } from './journal.js'
+import { foldRuns, logShorterThanJournal, type FoldRun } from './fold.js'
 import { seal, unseal, type SealedKind } from './sealed-file.js'
 import { SpanTable } from './span-table.js'
 
@@ -95,8 +97,9 @@ export { frameCommit, frameLogEntry, logHeader } from './ack-log.js'
 export { spanWindowMs } from './span-table.js'
 /** meta.msgpack is a few KiB (a fingerprint included); anything over this is damage. */
 const maxMetaFileBytes = 1024 * 1024
-/** Runs whose write+fdatasync may be in the threadpool at once (it has 4 threads). */
-export const commitLanes = 2
+/** A journal segment is folded into the run files once it holds this many bytes, or is this old. */
+const defaultSegmentBytes = 16 * 1024 * 1024
+const defaultFoldAgeMs = 5_000
 /** A run's acks may be stamped up to this long before its announcement (clock steps). */
 const clockSkewMs = 60_000
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
@@ -158,6 +161,31 @@ interface RunState {
   durableThroughSeq: number
   /** Commits in the run's log (written by this listener or replayed); the next one is numbered one more. */
   commits: number
+  /** The run's log size once every commit given so far is folded: where its next commit goes (`at`). */
+  logBytes: number
+  /** Its announcement waits for a journal round (createRun's promise settles with that round). */
+  announce?: { readonly metaBytes: Buffer; readonly resolve: () => void; readonly reject: (error: Error) => void }
+}
+
+/** The journal segment rounds are appended to, and what its fold will write. */
+interface Segment {
+  readonly segment: number
+  readonly path: string
+  readonly handle: FileHandle
+  bytes: number
+  rounds: number
+  readonly openedMs: number
+  readonly fold: Map<string, FoldRun>
+}
+
+/** The journal as read at start: its segments and, per run, what it holds. */
+interface JournalRead {
+  readonly segments: Array<{ segment: number; path: string; rounds: JournalRound[] }>
+  /** The first commit of each run in the journal: where the durable part of its log ends. */
+  readonly firstAt: Map<string, { at: number; path: string }>
+  readonly announced: Set<string>
+  readonly lastRound: number
+  readonly lastSegment: number
 }
 
 export class StorageError extends Error {}
@@ -165,6 +193,9 @@ export class StorageError extends Error {}
 export interface AckStoreOptions {
   /** Spans kept in memory per run (default and most: maxStoredSpans, what a reply may carry); lower for tests. */
   readonly maxSpans?: number
+  /** A journal segment is folded at this size (default 16 MiB) or age (default 5 s); lower for tests. */
+  readonly segmentBytes?: number
+  readonly foldAgeMs?: number
 }
 
 export interface AckStoreEvents {
@@ -181,8 +212,21 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private committing: Promise<void> | undefined
   /** The highest announceIndex on record; the next announcement gets one more. */
   private lastAnnounceIndex = 0
-  /** Ack logs open right now (only inside a commit or an announcement). */
-  private openLogs = 0
+  /** Files open right now in a fold (ack logs and meta files; never between folds). */
+  private readonly foldFiles = { openLogs: 0 }
+  /** Announcements waiting for the next round, in order. */
+  private readonly announceQueue: RunState[] = []
+  private segment: Segment | undefined
+  private lastRound = 0
+  /** The fold of the previous segment, under way in the background. */
+  private folding: Promise<void> | undefined
+  private foldTimer: NodeJS.Timeout | undefined
+  /** Set when a round's write or fdatasync, or a fold, failed: the journal takes nothing more. */
+  private broken: Error | undefined
+  /** fdatasyncs of journal rounds so far (one per round, whatever the number of runs in it). */
+  roundSyncCount = 0
+  private readonly segmentBytesMax: number
+  private readonly foldAgeMs: number
   /** Verdict writes under way, per run: one run's verdicts are stored in order. */
   private readonly verdictWrites = new Map<string, Promise<void>>()
   /** The descriptor holding <dir>/lock, for the store's life (the listener's, not verify's). */
@@ -198,6 +242,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   ) {
     super()
     this.maxSpans = options.maxSpans ?? maxStoredSpans
+    this.segmentBytesMax = options.segmentBytes ?? defaultSegmentBytes
+    this.foldAgeMs = options.foldAgeMs ?? defaultFoldAgeMs
     if (!Number.isInteger(this.maxSpans) || this.maxSpans < 2 || this.maxSpans > maxStoredSpans) throw new RangeError(`maxSpans must be 2..${maxStoredSpans}`)
   }
 
@@ -208,10 +254,20 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   static async open(dir: string, options: AckStoreOptions = {}): Promise<AckStore> {
     mkdirSync(join(dir, 'runs'), { recursive: true })
+    mkdirSync(join(dir, 'journal'), { recursive: true })
     const lock = lockDirectory(dir)
     try {
-      const store = await AckStore.load(dir, options)
+      const { store, journal } = await AckStore.read(dir, options)
       store.lock = lock
+      // Recovery: every remaining segment folded into the run files (bytes past each run's first `at`
+      // cut off and written again: fold.ts says why this loses nothing), then deleted; a new one started.
+      for (const { path, rounds } of journal.segments) {
+        await foldRuns(join(dir, 'runs'), foldPlan(rounds), store.foldFiles)
+        await unlink(path)
+        await syncDirectoryAsync(join(dir, 'journal'))
+      }
+      store.lastRound = journal.lastRound
+      store.segment = await store.newSegment(journal.lastSegment + 1)
       return store
     } catch (error) {
       lock.release()
@@ -220,16 +276,106 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /**
-   * Reads a store directory without changing it (verify --acks); throws ENOENT when it has no runs/,
-   * and a runtime PlugcheckError naming the file when a run's files cannot be read.
+   * Reads a store directory without changing it (verify --acks, report; no lock: on a copy of a live
+   * directory too): the run files, with the journal's rounds applied in memory (a torn last round
+   * ignored); throws ENOENT when it has no runs/, and a runtime PlugcheckError naming the file when a
+   * run's files or the journal cannot be read.
    */
   static async load(dir: string, options: AckStoreOptions = {}): Promise<AckStore> {
+    return (await AckStore.read(dir, options)).store
+  }
+
+  private static async read(dir: string, options: AckStoreOptions): Promise<{ store: AckStore; journal: JournalRead }> {
     const store = new AckStore(dir, options)
-    for (const runId of (await readdir(join(dir, 'runs'))).sort()) {
+    const runIds = (await readdir(join(dir, 'runs'))).sort()
+    const journal = await store.readJournal()
+    for (const runId of runIds) {
       if (!/^[0-9a-f]{16}$/.test(runId)) continue
-      await store.replay(runId)
+      // Announced in the journal: its files may be a fold cut short; the journal has all of it.
+      if (journal.announced.has(runId)) continue
+      await store.replay(runId, journal.firstAt.get(runId))
     }
-    return store
+    for (const { path, rounds } of journal.segments) for (const round of rounds) store.applyRound(round, path)
+    // After the journal: a verdict must agree with every recorded ack.
+    for (const run of store.runs.values()) run.verdict = await store.replayVerdict(run)
+    return { store, journal }
+  }
+
+  /** Every segment, oldest first; only the last one's last round may be torn (ignored with a warning). */
+  private async readJournal(): Promise<JournalRead> {
+    const listed = await listSegments(join(this.dir, 'journal'))
+    const segments: JournalRead['segments'] = []
+    const firstAt: JournalRead['firstAt'] = new Map()
+    const announced = new Set<string>()
+    let lastRound = 0
+    for (const [i, { segment, path }] of listed.entries()) {
+      const read = await readSegment(path, segment, i === listed.length - 1, lastRound === 0 ? 0 : lastRound + 1)
+      if (read.tornTail !== null) {
+        this.warnings.push(`ignored ${read.tornTail.bytes} bytes of a torn journal round at byte ${read.tornTail.atByte} of ${path}: the last round, cut short by a crash, was never reported as recorded`)
+      }
+      for (const round of read.rounds) {
+        lastRound = round.r
+        for (const a of round.a) announced.add(a.id)
+        for (const c of round.c) if (!firstAt.has(c.id) && !announced.has(c.id)) firstAt.set(c.id, { at: c.at, path })
+      }
+      segments.push({ segment, path, rounds: read.rounds })
+    }
+    return { segments, firstAt, announced, lastRound, lastSegment: listed.at(-1)?.segment ?? 0 }
+  }
+
+  /** One journal round applied in memory: its announcements, then its commits (checked as a log's). */
+  private applyRound(round: JournalRound, path: string): void {
+    for (const { id, m } of round.a) {
+      if (this.runs.has(id)) throw damagedSegment(path, 0, `round ${round.r} announces run ${id} a second time`)
+      const metaFile = this.metaOf(m, `${path} (round ${round.r})`, id)
+      const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, originOf(metaFile))
+      run.retired = true
+      run.logBytes = logHeader(id).length
+      this.runs.set(id, run)
+      this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
+    }
+    for (const { id, at, f } of round.c) {
+      const run = this.runs.get(id)
+      const where = `round ${round.r} holds a commit of run ${id}`
+      if (run === undefined) throw damagedSegment(path, 0, `${where}, which is not on record (its directory in runs/ is gone)`)
+      const commit = parseCommitFrame(f)
+      if ('problem' in commit) throw damagedSegment(path, 0, `${where} that ${commit.problem}`)
+      if (commit.n !== run.commits + 1 || at !== run.logBytes) throw damagedSegment(path, 0, `${where} numbered ${commit.n} for byte ${at}, where commit ${run.commits + 1} at byte ${run.logBytes} was expected`)
+      for (const item of commit.items) {
+        const problem = applyItem(run, item, this.maxSpans)
+        if (problem !== undefined) throw damagedSegment(path, 0, `${where} that ${problem}`)
+      }
+      run.commits = commit.n
+      run.logBytes += f.length
+      run.durableThroughSeq = run.lastAckedSeq
+    }
+  }
+
+  /** meta.msgpack's bytes checked (checksum, schema, run id), or a refusal naming where they were read. */
+  private metaOf(bytes: Buffer, where: string, runId: string): z.infer<typeof metaFileSchema> {
+    const decoded = unsealed('meta', bytes)
+    if ('problem' in decoded) throw damagedMeta(where, decoded.problem)
+    const parsed = metaFileSchema.safeParse(decoded.value)
+    if (!parsed.success) throw damagedMeta(where, describeInvalid(parsed.error))
+    if (parsed.data.meta.runId !== runId) throw damagedMeta(where, `it describes run ${parsed.data.meta.runId}, not run ${runId} of its directory`)
+    return parsed.data
+  }
+
+  /** A new, empty segment: its header fsynced and its directory entry too, before any round goes there. */
+  private async newSegment(segment: number): Promise<Segment> {
+    const path = join(this.dir, 'journal', segmentName(segment))
+    const handle = await open(path, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL, 0o644)
+    try {
+      const header = segmentHeader(segment)
+      const { bytesWritten } = await handle.write(header, 0, header.length, 0)
+      if (bytesWritten !== header.length) throw Object.assign(new Error(`short write to ${path} (disk full?)`), { code: 'ENOSPC' })
+      await handle.sync()
+      await syncDirectoryAsync(join(this.dir, 'journal'))
+      return { segment, path, handle, bytes: header.length, rounds: 0, openedMs: performance.now(), fold: new Map() }
+    } catch (error) {
+      await handle.close().catch(() => undefined)
+      throw error
+    }
   }
 
   private runDir(runId: string): string {
@@ -243,7 +389,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * acks; or sealed while acks.log lacks the header written before it): a refusal naming the file.
    * Judging the rest of a group, or an older run of the path, without this one could turn a FAIL into a PASS.
    */
-  private async replay(runId: string): Promise<void> {
+  private async replay(runId: string, journaled?: { at: number; path: string }): Promise<void> {
     const metaPath = join(this.runDir(runId), 'meta.msgpack')
     const logPath = join(this.runDir(runId), 'acks.log')
     const metaBytes = await readBounded(metaPath, maxMetaFileBytes)
@@ -269,22 +415,25 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (!parsed.success) throw damagedMeta(metaPath, describeInvalid(parsed.error))
     const metaFile = parsed.data
     if (metaFile.meta.runId !== runId) throw damagedMeta(metaPath, `it describes run ${metaFile.meta.runId}, not run ${runId} of its directory`)
-    const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, {
-      ...(metaFile.peer === undefined ? {} : { peer: metaFile.peer }),
-      ...(metaFile.writer === undefined ? {} : { writer: metaFile.writer }),
-      ...(metaFile.authenticated === undefined ? {} : { authenticated: metaFile.authenticated }),
-      ...(metaFile.campaign === undefined ? {} : { campaign: metaFile.campaign }),
-    })
+    const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, originOf(metaFile))
     run.retired = true
-    const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans))
+    // With commits in the journal, only the log's first `at` bytes are durable (fold.ts): the rest is
+    // not read (a fold cut short), and a log shorter than that lost fsynced bytes.
+    if (journaled !== undefined) {
+      const sizeBytes = await fileSize(logPath)
+      if (sizeBytes < journaled.at) throw logShorterThanJournal(logPath, sizeBytes, journaled.at)
+    }
+    const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans), journaled?.at)
     // A sealed meta.msgpack was written by this version, after the log's header was fsynced: no crash
     // leaves it without that header. (Older listeners created an empty log: a legacy run may have one.)
     if (decoded.sealed && replayed.format !== 2) throw damagedLog(logPath, logWithoutHeader(replayed))
+    if (journaled !== undefined && (replayed.tornTail !== null || replayed.validBytes !== journaled.at)) {
+      throw damagedLog(logPath, `its first ${journaled.at} bytes, fsynced before ${journaled.path} was written, do not end in a whole commit (whole entries end at byte ${replayed.validBytes})`)
+    }
     if (replayed.tornTail !== null) this.warnings.push(tornTailWarning(runId, logPath, replayed.tornTail))
     run.commits = replayed.commits
+    run.logBytes = replayed.validBytes
     run.durableThroughSeq = run.lastAckedSeq
-    // After the log: a verdict must agree with the acks it judged.
-    run.verdict = await this.replayVerdict(run)
     this.runs.set(runId, run)
     this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
   }
@@ -356,11 +505,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /**
-   * Makes the run durable before the writer is told to start. meta.msgpack is what makes a run exist
-   * at replay, so it appears last: the empty log first (created, fsynced), then the metadata (temp
-   * file, fsync, rename), then both directories fsynced. If any step fails the announcement is
-   * refused and what was created is removed, meta.msgpack first, so a restart cannot bring back a
-   * run its writer was told was refused.
+   * Makes the run durable before the writer is told to start: its announcement (meta.msgpack's bytes)
+   * goes into the next journal round, and the promise settles when that round's fdatasync returned (a
+   * run exists once its announcement is durable; no fsync of its own). The fold later creates its
+   * directory, log and meta.msgpack. If the round fails, the announcement is refused and the run forgotten.
    */
   async createRun(meta: RunMeta, announcedMs: number, origin: RunOrigin = {}): Promise<void> {
     if (this.runs.has(meta.runId)) throw new StorageError(`run ${meta.runId} already exists`)
@@ -368,49 +516,20 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       // Replay and verify refuse such times; storing them would lose the run's acks later.
       throw new StorageError(`the listener's clock reads ${new Date(announcedMs).toISOString()}, not a real date: set it before announcing runs`)
     }
+    if (this.broken !== undefined) throw new StorageError(`could not store run ${meta.runId}: ${this.broken.message}`)
     // The order is taken now, in announcement order, whatever the clock says.
     const announceIndex = ++this.lastAnnounceIndex
     const run = newRunState(meta, announcedMs, announceIndex, origin)
     run.announcedPerfMs = performance.now()
     run.creating = true
+    run.logBytes = logHeader(meta.runId).length
     this.runs.set(meta.runId, run) // reserve the id at once: a second announcement must not race us
-    const dir = this.runDir(meta.runId)
-    const logPath = join(dir, 'acks.log')
-    const tmpPath = join(dir, 'meta.msgpack.tmp')
-    const metaPath = join(dir, 'meta.msgpack')
-    let step: 'start' | 'dir' | 'log' | 'tmp' | 'meta' = 'start'
-    try {
-      mkdirSync(dir)
-      step = 'dir'
-      const log = openSync(logPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_APPEND, 0o644)
-      step = 'log'
-      this.openLogs++
-      try {
-        // The header names the run (a log copied into another run's directory is refused) and the format.
-        writeAllSync(log, logHeader(meta.runId), logPath)
-        await fsyncAsync(log)
-      } finally {
-        closeSync(log)
-        this.openLogs--
-      }
-      const file = openSync(tmpPath, 'wx')
-      step = 'tmp'
-      try {
-        writeAllSync(file, seal('meta', packr.pack({ meta, announcedMs, announceIndex, ...origin })), tmpPath)
-        await fsyncAsync(file)
-      } finally {
-        closeSync(file)
-      }
-      // From here on meta.msgpack may exist (a rename can fail after taking effect).
-      step = 'meta'
-      renameSync(tmpPath, metaPath)
-      // Both directory entries (meta.msgpack and acks.log; the run's directory) at once.
-      await Promise.all([syncDirectoryAsync(dir), syncDirectoryAsync(join(this.dir, 'runs'))])
-    } catch (error) {
-      this.runs.delete(meta.runId)
-      removeCreated(step, { dir, logPath, tmpPath, metaPath })
-      throw new StorageError(`could not store run ${meta.runId}: ${describeSystemError(error)}`)
-    }
+    const metaBytes = seal('meta', packr.pack({ meta, announcedMs, announceIndex, ...origin }))
+    await new Promise<void>((resolve, reject) => {
+      run.announce = { metaBytes, resolve, reject }
+      this.announceQueue.push(run)
+      this.startCommit()
+    })
     run.creating = false
     // Acks or an end may have come while the announcement was being stored.
     if (run.pendingEntries.length > 0) this.markDirty(run)
@@ -495,6 +614,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const tmpPath = join(dir, 'verdict.msgpack.tmp')
       const path = join(dir, 'verdict.msgpack')
       try {
+        // A run not folded yet has no directory: made here (the fold leaves verdict.msgpack alone).
+        if ((await mkdir(dir, { recursive: true })) !== undefined) await syncDirectoryAsync(join(this.dir, 'runs'))
         const file = openSync(tmpPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, 0o644)
         try {
           writeAllSync(file, seal('verdict', packr.pack({ runId, result })), tmpPath)
@@ -535,73 +656,176 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   private markDirty(run: RunState): void {
     this.dirty.add(run)
-    // commit() clears this.committing in the same tick in which it finds nothing dirty, so a run
-    // marked dirty afterwards always starts a new commit.
+    this.startCommit()
+  }
+
+  private startCommit(): void {
+    // commit() clears this.committing in the same tick in which it finds nothing to do, so work
+    // queued afterwards always starts a new commit.
     if (this.committing === undefined) this.committing = this.commit()
   }
 
   /**
    * Group commit: while one round is written and fdatasynced, the next one accumulates; a round takes
-   * every run with queued entries, so nothing queued waits more than one round.
+   * every queued announcement and every run with queued entries (up to roundTargetBytes; the rest waits
+   * one round), as ONE journal entry: one write, one fdatasync, however many runs.
    */
   private async commit(): Promise<void> {
     try {
       await Promise.resolve() // let acks of the same tick join the first round
       for (;;) {
-        const batch = [...this.dirty]
-        this.dirty.clear()
-        if (batch.length === 0) return
-        await inLanes(batch, commitLanes, (run) => this.commitRun(run))
+        if (this.broken !== undefined || this.segment === undefined) return
+        if (this.foldDue()) await this.rotate()
+        const round = this.buildRound()
+        if (round === undefined) return
+        await this.writeRound(round)
       }
     } finally {
       this.committing = undefined
     }
   }
 
-  private async commitRun(run: RunState): Promise<void> {
-    if (run.creating) return // createRun marks it dirty again when its files are in place
-    if (run.failed !== undefined || run.pendingEntries.length === 0) return
-    // One commit is one log entry (numbered, checksummed): a crash can tear only the entry being
-    // written, so replay can take any other bad entry for the damage it is. The items that fit in
-    // maxCommitBytes (which bounds a torn tail at replay), at most maxItemsPerCommit (in practice: ack,
-    // steady, ack, end); the rest waits for the next round.
-    const commit = run.commits + 1
-    const { items, entry } = framedCommit(commit, run.pendingEntries)
-    let throughSeq = run.durableThroughSeq
-    for (const item of items) if (item.k === 'ack') throughSeq = item.toSeq
-    run.commits = commit
-    // An ack arriving during the write extends the last item left here, never one being written.
-    run.pendingEntries = run.pendingEntries.slice(items.length)
-    if (run.pendingEntries.length > 0) this.markDirty(run)
-    const path = join(this.runDir(run.meta.runId), 'acks.log')
-    // Opened and closed within the commit: live runs hold no descriptor between commits. No O_CREAT:
-    // the log was created with the run, and a log that vanished since is a failure, not a fresh start.
-    let log: number | undefined
+  private buildRound(): { round: JournalRound; announced: RunState[]; committed: Array<{ run: RunState; throughSeq: number }> } | undefined {
+    const announced: RunState[] = []
+    const committed: Array<{ run: RunState; throughSeq: number }> = []
+    const round: JournalRound = { k: 'round', r: this.lastRound + 1, a: [], c: [] }
+    let bytes = 0
+    while (this.announceQueue.length > 0 && (bytes === 0 || bytes + this.announceQueue[0]!.announce!.metaBytes.length <= roundTargetBytes)) {
+      const run = this.announceQueue.shift()!
+      round.a.push({ id: run.meta.runId, m: run.announce!.metaBytes })
+      bytes += run.announce!.metaBytes.length + 32
+      announced.push(run)
+    }
+    for (const run of this.dirty) {
+      if (bytes >= roundTargetBytes) break
+      // Its announcement is not durable and not in this round: its entries wait (createRun marks it again).
+      if (run.creating === true && !announced.includes(run)) continue
+      this.dirty.delete(run)
+      if (run.failed !== undefined || run.pendingEntries.length === 0) continue
+      // One commit is one log entry (numbered, checksummed), as before: the items that fit in
+      // maxCommitBytes (which bounds a torn log tail at replay); the rest waits for the next round.
+      const commit = run.commits + 1
+      const { items, entry } = framedCommit(commit, run.pendingEntries)
+      let throughSeq = run.durableThroughSeq
+      for (const item of items) if (item.k === 'ack') throughSeq = item.toSeq
+      run.commits = commit
+      // An ack arriving during the write extends the last item left here, never one being written.
+      run.pendingEntries = run.pendingEntries.slice(items.length)
+      if (run.pendingEntries.length > 0) this.dirty.add(run)
+      round.c.push({ id: run.meta.runId, at: run.logBytes, f: entry })
+      run.logBytes += entry.length
+      bytes += entry.length + 32
+      committed.push({ run, throughSeq })
+    }
+    if (round.a.length === 0 && round.c.length === 0) return undefined
+    this.lastRound = round.r
+    return { round, announced, committed }
+  }
+
+  /** One write and one fdatasync of the round, in the threadpool; 'recorded' only after the fdatasync returned. */
+  private async writeRound({ round, announced, committed }: NonNullable<ReturnType<AckStore['buildRound']>>): Promise<void> {
+    const segment = this.segment!
+    const entry = frameRound(round)
     try {
-      log = openSync(path, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_NONBLOCK)
-      this.openLogs++
-      // write() lands in the page cache (synchronous: one event-loop trip fewer); fdatasync in the threadpool.
-      writeAllSync(log, entry, path)
-      await fdatasyncAsync(log)
+      const { bytesWritten } = await segment.handle.write(entry, 0, entry.length, segment.bytes)
+      if (bytesWritten !== entry.length) throw Object.assign(new Error(`short write to ${segment.path}: ${bytesWritten} of ${entry.length} bytes (disk full?)`), { code: 'ENOSPC' })
+      await segment.handle.datasync()
+      this.roundSyncCount++
     } catch (error) {
-      // Never retried: after a failed write or fdatasync the log's durability is unknown.
-      run.failed = error as Error
+      this.breakJournal(new Error(`${describeSystemError(error)} (writing journal round ${round.r} to ${segment.path}; the listener records nothing more: after a failed write or fdatasync the journal cannot be trusted, restart it)`), announced, committed.map((c) => c.run))
+      return
+    }
+    segment.bytes += entry.length
+    segment.rounds++
+    for (const { id, m } of round.a) segment.fold.set(id, { runId: id, meta: m, at: logHeader(id).length, frames: [] })
+    for (const { id, at, f } of round.c) {
+      const fold = segment.fold.get(id)
+      if (fold === undefined) segment.fold.set(id, { runId: id, at, frames: [f] })
+      else fold.frames.push(f)
+    }
+    this.armFoldTimer()
+    for (const run of announced) {
+      const settle = run.announce!
+      delete run.announce
+      settle.resolve()
+    }
+    for (const { run, throughSeq } of committed) {
+      run.durableThroughSeq = throughSeq
+      this.emit('recorded', run.meta.runId, throughSeq)
+    }
+  }
+
+  /**
+   * A round that failed (or a fold): every run with acks not yet recorded fails (its acks in that round
+   * were never reported recorded, and never will be), every queued announcement is refused, and nothing
+   * more is written (never retried: PostgreSQL's fsync lesson).
+   */
+  private breakJournal(error: Error, announced: RunState[], inRound: RunState[]): void {
+    this.broken ??= error
+    for (const run of [...announced, ...this.announceQueue.splice(0)]) {
+      this.runs.delete(run.meta.runId)
+      const settle = run.announce
+      delete run.announce
+      settle?.reject(new StorageError(`could not store run ${run.meta.runId}: ${error.message}`))
+    }
+    for (const run of this.runs.values()) {
+      if (run.failed !== undefined || run.creating === true) continue
+      if (run.retired && run.pendingEntries.length === 0 && !inRound.includes(run)) continue
+      run.failed = error
+      run.retired = true
       run.pendingEntries = []
-      // The acks of this commit and those queued after it were never recorded (the writer is told it
+      // The acks of this round and those queued after it were never recorded (the writer is told it
       // failed): the run answers with the acks it recorded, so a verdict counts only those, as a
-      // restart's replay of the log will.
+      // restart's replay will.
       run.spans.truncate(run.durableThroughSeq)
       run.lastAckedSeq = run.durableThroughSeq
-      this.emit('failed', run.meta.runId, error as Error)
-      return
-    } finally {
-      if (log !== undefined) {
-        closeQuietly(log)
-        this.openLogs--
-      }
+      this.emit('failed', run.meta.runId, error)
     }
-    run.durableThroughSeq = throughSeq
-    this.emit('recorded', run.meta.runId, throughSeq)
+    this.dirty.clear()
+  }
+
+  private foldDue(): boolean {
+    const segment = this.segment!
+    if (segment.rounds === 0 || this.folding !== undefined) return false
+    return segment.bytes >= this.segmentBytesMax || performance.now() - segment.openedMs >= this.foldAgeMs
+  }
+
+  /** An idle listener folds too: a timer starts a commit pass once the segment is old enough. */
+  private armFoldTimer(): void {
+    if (this.foldTimer !== undefined) return
+    this.foldTimer = setTimeout(() => {
+      this.foldTimer = undefined
+      this.startCommit()
+      if (this.segment !== undefined && this.segment.rounds > 0) this.armFoldTimer()
+    }, this.foldAgeMs)
+    this.foldTimer.unref()
+  }
+
+  /** Starts a new segment (between rounds) and folds the old one in the background. */
+  private async rotate(): Promise<void> {
+    const old = this.segment!
+    try {
+      this.segment = await this.newSegment(old.segment + 1)
+    } catch (error) {
+      this.breakJournal(new Error(`${describeSystemError(error)} (starting journal segment ${old.segment + 1}; the listener records nothing more, restart it)`), [], [])
+      return
+    }
+    await old.handle.close().catch(() => undefined)
+    this.folding = this.fold(old).finally(() => {
+      this.folding = undefined
+    })
+  }
+
+  /** The segment's commits into the run files, fsynced, then the segment deleted (fold.ts). */
+  private async fold(segment: Segment): Promise<void> {
+    try {
+      await foldRuns(join(this.dir, 'runs'), [...segment.fold.values()], this.foldFiles)
+      await unlink(segment.path)
+      await syncDirectoryAsync(join(this.dir, 'journal'))
+    } catch (error) {
+      // The journal still holds every recorded ack (the segment stays); a restart folds it again.
+      this.breakJournal(new Error(`${describeSystemError(error)} (folding journal segment ${segment.path} into runs/; the listener records nothing more, restart it)`), [], [])
+    }
   }
 
   isWritable(runId: string): boolean {
@@ -609,9 +833,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return run !== undefined && isWritable(run)
   }
 
-  /** Ack logs open right now (for tests of the descriptor bound). */
+  /** Run files open right now (in a fold; for tests of the descriptor bound). */
   openLogCount(): number {
-    return this.openLogs
+    return this.foldFiles.openLogs
   }
 
   /**
@@ -695,7 +919,15 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   async close(): Promise<void> {
     while (this.verdictWrites.size > 0) await Promise.all(this.verdictWrites.values())
-    while (this.committing !== undefined) await this.committing
+    while (this.committing !== undefined || this.folding !== undefined) await Promise.all([this.committing, this.folding])
+    clearTimeout(this.foldTimer)
+    const segment = this.segment
+    this.segment = undefined
+    if (segment !== undefined) {
+      await segment.handle.close().catch(() => undefined)
+      // A clean stop leaves every run in runs/ and an empty journal (a failed journal stays for the restart).
+      if (this.broken === undefined) await this.fold(segment)
+    }
     this.lock?.release()
     this.lock = undefined
   }
@@ -727,38 +959,8 @@ function lockDirectory(dir: string): FileLock {
   )!
 }
 
-/**
- * Undoes a failed announcement, best effort: meta.msgpack first (it alone makes the run exist at
- * replay), made durable, then the rest.
- */
-function removeCreated(step: 'start' | 'dir' | 'log' | 'tmp' | 'meta', paths: { dir: string; logPath: string; tmpPath: string; metaPath: string }): void {
-  const attempt = (fn: () => void): void => {
-    try {
-      fn()
-    } catch {
-      // best effort: what is left without meta.msgpack is skipped at replay
-    }
-  }
-  if (step === 'meta') {
-    attempt(() => unlinkSync(paths.metaPath))
-    attempt(() => syncDirectory(paths.dir))
-  }
-  if (step === 'tmp' || step === 'meta') attempt(() => unlinkSync(paths.tmpPath))
-  if (step !== 'start' && step !== 'dir') attempt(() => unlinkSync(paths.logPath))
-  if (step !== 'start') attempt(() => rmdirSync(paths.dir))
-}
-
 function isWritable(run: RunState): boolean {
   return run.failed === undefined && run.end === undefined && !run.retired
-}
-
-/** Runs fn over items with at most lanes calls in flight. */
-async function inLanes<T>(items: readonly T[], lanes: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0
-  const lane = async (): Promise<void> => {
-    while (next < items.length) await fn(items[next++]!)
-  }
-  await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane))
 }
 
 /**
@@ -792,15 +994,6 @@ function cutToBytes(text: string, maxBytes: number): string {
 }
 
 const fsyncAsync = promisify(fsync)
-const fdatasyncAsync = promisify(fdatasync)
-
-function closeQuietly(fd: number): void {
-  try {
-    closeSync(fd)
-  } catch {
-    // a close error after fsync/fdatasync returned changes nothing that was reported
-  }
-}
 
 /** Writes every byte or throws: a short write (the disk filled) is a failure, not a success. */
 function writeAllSync(fd: number, bytes: Buffer, path: string): void {
@@ -938,8 +1131,42 @@ function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown; r
 }
 
 function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin): RunState {
-  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0 }
+  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0, logBytes: 0 }
 }
+
+function originOf(metaFile: z.infer<typeof metaFileSchema>): RunOrigin {
+  return {
+    ...(metaFile.peer === undefined ? {} : { peer: metaFile.peer }),
+    ...(metaFile.writer === undefined ? {} : { writer: metaFile.writer }),
+    ...(metaFile.authenticated === undefined ? {} : { authenticated: metaFile.authenticated }),
+    ...(metaFile.campaign === undefined ? {} : { campaign: metaFile.campaign }),
+  }
+}
+
+/** What folding a segment's rounds writes, per run (fold.ts). */
+function foldPlan(rounds: readonly JournalRound[]): FoldRun[] {
+  const plan = new Map<string, FoldRun>()
+  for (const round of rounds) {
+    for (const { id, m } of round.a) plan.set(id, { runId: id, meta: m, at: logHeader(id).length, frames: [] })
+    for (const { id, at, f } of round.c) {
+      const run = plan.get(id)
+      if (run === undefined) plan.set(id, { runId: id, at, frames: [f] })
+      else run.frames.push(f)
+    }
+  }
+  return [...plan.values()]
+}
+
+/** A run log's size (0 when missing: replay then says what is wrong). */
+async function fileSize(path: string): Promise<number> {
+  try {
+    return (await statAsync(path)).size
+  } catch (error) {
+    if ((error as { code?: string }).code === 'ENOENT') return 0
+    throw unreadable(path, error)
+  }
+}
+const statAsync = promisify(statCallback)
 
 function summaryOf(run: RunState): RunSummary {
   return {
