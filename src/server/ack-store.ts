@@ -261,13 +261,21 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       store.lock = lock
       // Recovery: every remaining segment folded into the run files (bytes past each run's first `at`
       // cut off and written again: fold.ts says why this loses nothing), then deleted; a new one started.
-      for (const { path, rounds } of journal.segments) {
-        await foldRuns(join(dir, 'runs'), foldPlan(rounds), store.foldFiles)
-        await unlink(path)
-        await syncDirectoryAsync(join(dir, 'journal'))
-      }
       store.lastRound = journal.lastRound
-      store.segment = await store.newSegment(journal.lastSegment + 1)
+      try {
+        for (const { path, rounds } of journal.segments) {
+          await foldRuns(join(dir, 'runs'), foldPlan(rounds), store.foldFiles)
+          await unlink(path)
+          await syncDirectoryAsync(join(dir, 'journal'))
+        }
+        store.segment = await store.newSegment(journal.lastSegment + 1)
+      } catch (error) {
+        if ((error as { exitCode?: number }).exitCode !== undefined) throw error
+        // A full or failing disk: what is recorded stays readable (the journal keeps what was not
+        // folded), and queries are answered; nothing new can be recorded.
+        store.broken = new Error(`${describeSystemError(error)} (folding the journal into runs/ at start; the listener records nothing more: free space or fix the disk, then restart it)`)
+        store.warnings.push(`could not fold the journal at start: ${store.broken.message}; runs already recorded are answered, new runs are refused`)
+      }
       return store
     } catch (error) {
       lock.release()
