@@ -740,6 +740,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       await segment.handle.datasync()
       this.roundSyncCount++
     } catch (error) {
+      await voidRound(segment)
       this.breakJournal(new Error(`${describeSystemError(error)} (writing journal round ${round.r} to ${segment.path}; the listener records nothing more: after a failed write or fdatasync the journal cannot be trusted, restart it)`), announced, committed.map((c) => c.run))
       return
     }
@@ -822,6 +823,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     this.folding = this.fold(old).finally(() => {
       this.folding = undefined
     })
+  }
+
+  /** Folds everything recorded so far into the run files now (tests; the store folds on its own by size and age). */
+  async foldNow(): Promise<void> {
+    while (this.committing !== undefined || this.folding !== undefined) await Promise.all([this.committing, this.folding])
+    if (this.broken !== undefined || this.segment === undefined || this.segment.rounds === 0) return
+    await this.rotate()
+    await this.folding
   }
 
   /** The segment's commits into the run files, fsynced, then the segment deleted (fold.ts). */
@@ -969,6 +978,21 @@ function lockDirectory(dir: string): FileLock {
 
 function isWritable(run: RunState): boolean {
   return run.failed === undefined && run.end === undefined && !run.retired
+}
+
+/**
+ * Cuts a failed round off its segment, best effort: its bytes may have reached the disk whole, and a
+ * restart would then bring back announcements refused to their writers (the newest run on a path
+ * with none of its acks). The segment's size made durable at the end of the last good round removes
+ * it; if that fails too, the disk is failing and the error already says the listener stopped.
+ */
+async function voidRound(segment: Segment): Promise<void> {
+  try {
+    await segment.handle.truncate(segment.bytes)
+    await segment.handle.sync()
+  } catch {
+    // the round may come back at restart: acks it holds were sent by their writers, so they are true
+  }
 }
 
 /**

@@ -1,0 +1,153 @@
+/**
+ * The store's journal: one fdatasync per round however many runs, a torn last round ignored, any other
+ * damage refused naming file and byte, a log shorter than the journal's `at` refused, bytes past it
+ * rewritten, and a real child store SIGKILLed at random moments (mid-round, mid-fold) never loses an
+ * ack it reported recorded.
+ */
+import t, { type Test } from 'tap'
+import { spawn } from 'node:child_process'
+import { appendFileSync, cpSync, existsSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { AckStore } from '../../src/server/ack-store.js'
+import { tempDir } from '../fixtures/cli.js'
+import { runMeta, runIdOf } from './peer.js'
+
+const childPath = fileURLToPath(new URL('./journal-child.ts', import.meta.url))
+
+const recordedOnce = (store: AckStore, runId: string, throughSeq: number): Promise<void> =>
+  new Promise((resolve) => {
+    const on = (id: string, seq: number): void => {
+      if (id !== runId || seq < throughSeq) return
+      store.off('recorded', on)
+      resolve()
+    }
+    store.on('recorded', on)
+  })
+
+const segments = (dir: string): string[] => readdirSync(join(dir, 'journal')).filter((n) => n.endsWith('.wal')).sort()
+
+t.test('one round, one fdatasync, for acks of 300 runs', async (t) => {
+  const dir = tempDir(t, 'plugcheck-journal-')
+  const store = await AckStore.open(dir)
+  t.teardown(() => store.close())
+  const runIds = Array.from({ length: 300 }, (_, i) => runIdOf(i + 1))
+  const before = store.roundSyncCount
+  await Promise.all(runIds.map((id) => store.createRun(runMeta(id), Date.now())))
+  t.equal(store.roundSyncCount - before, 1, '300 announcements cost one fdatasync')
+  const recorded = Promise.all(runIds.map((id) => recordedOnce(store, id, 3)))
+  for (const id of runIds) store.appendAck(id, 1, 3, Date.now())
+  await recorded
+  t.equal(store.roundSyncCount - before, 2, 'acks of 300 runs in one round: one more fdatasync')
+  await store.close()
+  const loaded = await AckStore.load(dir)
+  t.same(runIds.map((id) => loaded.lastAckedSeq(id)), runIds.map(() => 3), 'every run folded into runs/ with its acks')
+  t.same(segments(dir), [], 'a clean close leaves no segment')
+})
+
+/** A directory whose journal holds: run 1 folded (in runs/) with commits after it, run 2 announced and acked in the journal only. */
+async function liveCopy(t: Test): Promise<{ copy: string; run1: string; run2: string }> {
+  const dir = tempDir(t, 'plugcheck-journal-')
+  const [run1, run2] = [runIdOf(0xa1), runIdOf(0xa2)]
+  const store = await AckStore.open(dir)
+  await store.createRun(runMeta(run1), Date.now())
+  store.appendAck(run1, 1, 10, Date.now())
+  await recordedOnce(store, run1, 10)
+  await store.foldNow()
+  t.ok(existsSync(join(dir, 'runs', run1, 'meta.msgpack')), 'run 1 was folded')
+  // Run 1 is in runs/; its later commits and all of run 2 are in the journal only (folded after 5 s).
+  await store.createRun(runMeta(run2), Date.now())
+  for (let seq = 11; seq <= 14; seq++) {
+    store.appendAck(run1, seq, seq, Date.now())
+    store.appendAck(run2, seq - 10, seq - 10, Date.now())
+    await recordedOnce(store, run2, seq - 10)
+  }
+  const copy = tempDir(t, 'plugcheck-journal-copy-')
+  cpSync(dir, copy, { recursive: true })
+  await store.close()
+  return { copy, run1, run2 }
+}
+
+t.test('a copy of a live directory: journal applied in memory, read-only', async (t) => {
+  const { copy, run1, run2 } = await liveCopy(t)
+  const before = segments(copy)
+  t.equal(before.length, 1, 'one segment in the copy')
+  const loaded = await AckStore.load(copy)
+  t.equal(loaded.lastAckedSeq(run1), 14, 'run 1: acks from its log and the journal')
+  t.equal(loaded.lastAckedSeq(run2), 4, 'run 2: announced and acked in the journal only')
+  t.notOk(existsSync(join(copy, 'runs', run2)), 'load wrote nothing')
+  const reopened = await AckStore.open(copy)
+  t.equal(reopened.lastAckedSeq(run1), 14)
+  t.equal(reopened.lastAckedSeq(run2), 4)
+  await reopened.close()
+  const folded = await AckStore.load(copy)
+  t.equal(folded.lastAckedSeq(run2), 4, 'recovery folded run 2 into runs/')
+  t.same(segments(copy), [], 'and deleted the old segment')
+})
+
+t.test('a torn last round is ignored with a warning; a flipped byte in an earlier one is refused', async (t) => {
+  const { copy, run2 } = await liveCopy(t)
+  const segment = join(copy, 'journal', segments(copy)[0]!)
+  const bytes = readFileSync(segment)
+  const torn = tempDir(t, 'plugcheck-journal-torn-')
+  cpSync(copy, torn, { recursive: true })
+  truncateSync(join(torn, 'journal', segments(copy)[0]!), bytes.length - 7)
+  const loaded = await AckStore.load(torn)
+  t.equal(loaded.lastAckedSeq(run2), 3, 'the torn last round (ack 4) is not there, every earlier one is')
+  t.match(loaded.warnings.join('\n'), /ignored \d+ bytes of a torn journal round at byte \d+ of .*\.wal/)
+  const zeroed = tempDir(t, 'plugcheck-journal-zero-')
+  cpSync(copy, zeroed, { recursive: true })
+  appendFileSync(join(zeroed, 'journal', segments(copy)[0]!), Buffer.alloc(300))
+  t.equal((await AckStore.load(zeroed)).lastAckedSeq(run2), 4, 'zeros after the last round: a torn tail, nothing lost')
+  // The header is 12 + ~40 bytes; byte 80 is inside the first round, which is not the last.
+  const flipped = Buffer.from(bytes)
+  flipped[80] = flipped[80]! ^ 0x10
+  writeFileSync(segment, flipped)
+  await t.rejects(AckStore.load(copy), { exitCode: 3, message: new RegExp(`could not read ${segment}: damaged at byte \\d+: the entry there (does not match its checksum|has a length no entry has), and \\d+ bytes of data follow its end`) })
+})
+
+t.test("a log shorter than the journal's first commit of it is refused; bytes past it are rewritten", async (t) => {
+  const { copy, run1 } = await liveCopy(t)
+  const log = join(copy, 'runs', run1, 'acks.log')
+  const size = statSync(log).size
+  const longer = tempDir(t, 'plugcheck-journal-longer-')
+  cpSync(copy, longer, { recursive: true })
+  // A fold cut short by a crash: unfsynced bytes past `at` (here garbage); read-only load ignores them.
+  appendFileSync(join(longer, 'runs', run1, 'acks.log'), Buffer.from('not a commit at all, a fold cut short'))
+  t.equal((await AckStore.load(longer)).lastAckedSeq(run1), 14, 'bytes past the durable part are not read')
+  const reopened = await AckStore.open(longer)
+  await reopened.close()
+  t.equal((await AckStore.load(longer)).lastAckedSeq(run1), 14, 'recovery cut them off and wrote the commits again')
+  truncateSync(log, size - 5)
+  await t.rejects(AckStore.load(copy), { exitCode: 3, message: `could not read ${log}: it is ${size - 5} bytes, but the journal holds the run's next commit for byte ${size}: fsynced acks are missing from the log` })
+  await t.rejects(AckStore.open(copy), { exitCode: 3, message: /fsynced acks are missing from the log/ })
+})
+
+t.test('SIGKILL at random moments (mid-round, mid-fold): every ack reported recorded survives', async (t) => {
+  for (let trial = 0; trial < 20; trial++) {
+    const dir = tempDir(t, 'plugcheck-journal-kill-')
+    const base = trial * 100
+    // Each trial restarts on the directory of the previous kill too (recovery, then more rounds).
+    for (const phase of [0, 1]) {
+      const child = spawn(process.execPath, ['--import', 'tsx', childPath, dir, String(base + phase * 50)], { stdio: ['ignore', 'pipe', 'pipe'] })
+      let out = ''
+      let err = ''
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+      const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()))
+      for (let i = 0; i < 500 && !out.includes('announced\n') && child.exitCode === null; i++) await new Promise((r) => setTimeout(r, 20))
+      await new Promise((r) => setTimeout(r, 20 + Math.random() * 300))
+      child.kill('SIGKILL')
+      await exited
+      t.notOk(err.includes('Error'), `trial ${trial}.${phase}: the child ran (${err.slice(0, 300)})`)
+      const recorded = new Map<string, number>()
+      for (const [, runId, seq] of out.matchAll(/^recorded ([0-9a-f]{16}) (\d+)$/gm)) recorded.set(runId!, Math.max(recorded.get(runId!) ?? 0, Number(seq)))
+      const loaded = await AckStore.load(dir)
+      const lost = [...recorded].filter(([runId, seq]) => loaded.lastAckedSeq(runId) < seq)
+      t.same(lost, [], `trial ${trial}.${phase}: ${recorded.size} runs, ${[...recorded.values()].reduce((a, b) => a + b, 0)} acks reported recorded, none lost (read-only load)`)
+    }
+    const reopened = await AckStore.open(dir)
+    await reopened.close()
+    t.same(segments(dir), [], `trial ${trial}: recovery folded every segment`)
+  }
+})
