@@ -58,7 +58,7 @@
  */
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fsync, mkdirSync, openSync, renameSync, stat as statCallback, writeSync } from 'node:fs'
-import { mkdir, open, readdir, unlink, type FileHandle } from 'node:fs/promises'
+import { mkdir, open, readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../locks.js'
@@ -163,6 +163,8 @@ interface RunState {
   commits: number
   /** The run's log size once every commit given so far is folded: where its next commit goes (`at`). */
   logBytes: number
+  /** meta.msgpack's size (for usage()). */
+  metaBytes: number
   /** Its announcement waits for a journal round (createRun's promise settles with that round). */
   announce?: { readonly metaBytes: Buffer; readonly resolve: () => void; readonly reject: (error: Error) => void }
 }
@@ -262,6 +264,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       // Recovery: every remaining segment folded into the run files (bytes past each run's first `at`
       // cut off and written again: fold.ts says why this loses nothing), then deleted; a new one started.
       store.lastRound = journal.lastRound
+      await removePruned(join(dir, 'runs'))
       try {
         for (const { path, rounds } of journal.segments) {
           await foldRuns(join(dir, 'runs'), foldPlan(rounds), store.foldFiles)
@@ -339,6 +342,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, originOf(metaFile))
       run.retired = true
       run.logBytes = logHeader(id).length
+      run.metaBytes = m.length
       this.runs.set(id, run)
       this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
     }
@@ -441,6 +445,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (replayed.tornTail !== null) this.warnings.push(tornTailWarning(runId, logPath, replayed.tornTail))
     run.commits = replayed.commits
     run.logBytes = replayed.validBytes
+    run.metaBytes = metaBytes.length
     run.durableThroughSeq = run.lastAckedSeq
     this.runs.set(runId, run)
     this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
@@ -533,6 +538,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.logBytes = logHeader(meta.runId).length
     this.runs.set(meta.runId, run) // reserve the id at once: a second announcement must not race us
     const metaBytes = seal('meta', packr.pack({ meta, announcedMs, announceIndex, ...origin }))
+    run.metaBytes = metaBytes.length
     await new Promise<void>((resolve, reject) => {
       run.announce = { metaBytes, resolve, reject }
       this.announceQueue.push(run)
@@ -823,6 +829,47 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     this.folding = this.fold(old).finally(() => {
       this.folding = undefined
     })
+  }
+
+  /**
+   * Runs on record and their bytes on disk (ack log and meta.msgpack; a run not folded yet counts what
+   * its fold will write), in all and per peer address ('unknown' for runs of older listeners), for quotas.
+   */
+  usage(): { total: Usage; byPeer: Map<string, Usage> } {
+    const total = { runs: 0, bytes: 0 }
+    const byPeer = new Map<string, { runs: number; bytes: number }>()
+    for (const run of this.runs.values()) {
+      const bytes = run.logBytes + run.metaBytes
+      const peer = run.origin.peer ?? 'unknown'
+      const entry = byPeer.get(peer) ?? { runs: 0, bytes: 0 }
+      byPeer.set(peer, { runs: entry.runs + 1, bytes: entry.bytes + bytes })
+      total.runs++
+      total.bytes += bytes
+    }
+    return { total, byPeer }
+  }
+
+  /**
+   * Removes ended runs for good. Each run is folded first (the journal then holds none of its commits:
+   * a restart cannot find commits of a run that is gone), then its directory renamed out of the runs
+   * (runs/.pruned-<id>, which replay skips) and runs/ fsynced: the rename is atomic, so after a crash
+   * a pruned run is gone or intact, never read with fewer acks. The renamed directory is deleted
+   * after (a leftover one is deleted at the next start). Throws for a run that is unknown or not ended.
+   */
+  async prune(runIds: readonly string[]): Promise<void> {
+    for (const runId of runIds) {
+      const run = this.runs.get(runId)
+      if (run === undefined) throw new Error(`prune of run ${runId}, which is not on record`)
+      if (!run.retired || run.creating === true) throw new Error(`prune of run ${runId}, which has not ended`)
+    }
+    // Its end (queued, maybe) recorded and folded: nothing of it is left in the journal.
+    await this.foldNow()
+    if (this.broken !== undefined) throw new StorageError(`could not prune runs: ${this.broken.message}`)
+    const runsDir = join(this.dir, 'runs')
+    for (const runId of runIds) await rename(this.runDir(runId), join(runsDir, `.pruned-${runId}`))
+    await syncDirectoryAsync(runsDir)
+    for (const runId of runIds) this.runs.delete(runId)
+    await removePruned(runsDir)
   }
 
   /** Folds everything recorded so far into the run files now (tests; the store folds on its own by size and age). */
@@ -1163,7 +1210,7 @@ function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown; r
 }
 
 function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin): RunState {
-  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0, logBytes: 0 }
+  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0, logBytes: 0, metaBytes: 0 }
 }
 
 function originOf(metaFile: z.infer<typeof metaFileSchema>): RunOrigin {
@@ -1173,6 +1220,17 @@ function originOf(metaFile: z.infer<typeof metaFileSchema>): RunOrigin {
     ...(metaFile.authenticated === undefined ? {} : { authenticated: metaFile.authenticated }),
     ...(metaFile.campaign === undefined ? {} : { campaign: metaFile.campaign }),
   }
+}
+
+/** Runs on record and their bytes on disk. */
+export interface Usage {
+  readonly runs: number
+  readonly bytes: number
+}
+
+/** Directories of pruned runs, renamed out of the runs before their deletion (a crash may leave some). */
+async function removePruned(runsDir: string): Promise<void> {
+  for (const name of await readdir(runsDir)) if (name.startsWith('.pruned-')) await rm(join(runsDir, name), { recursive: true, force: true })
 }
 
 /** What folding a segment's rounds writes, per run (fold.ts). */

@@ -151,3 +151,35 @@ t.test('SIGKILL at random moments (mid-round, mid-fold): every ack reported reco
     t.same(segments(dir), [], `trial ${trial}: recovery folded every segment`)
   }
 })
+
+t.test('usage counts runs and bytes on disk per peer; prune removes ended runs for good', async (t) => {
+  const dir = tempDir(t, 'plugcheck-journal-prune-')
+  const store = await AckStore.open(dir)
+  t.teardown(() => store.close())
+  const runIds = [runIdOf(0xb1), runIdOf(0xb2), runIdOf(0xb3)]
+  const peers = ['10.0.0.1', '10.0.0.1', '10.0.0.2']
+  for (const [i, runId] of runIds.entries()) await store.createRun(runMeta(runId), Date.now(), { peer: peers[i]! })
+  for (const runId of runIds) store.appendAck(runId, 1, 5, Date.now())
+  await recordedOnce(store, runIds[2]!, 5)
+  const usage = store.usage()
+  await store.foldNow()
+  const onDisk = (runId: string): number => statSync(join(dir, 'runs', runId, 'acks.log')).size + statSync(join(dir, 'runs', runId, 'meta.msgpack')).size
+  t.same(usage.total, { runs: 3, bytes: runIds.reduce((sum, id) => sum + onDisk(id), 0) }, 'before the fold, usage counts what the fold writes')
+  t.same(usage.byPeer.get('10.0.0.1'), { runs: 2, bytes: onDisk(runIds[0]!) + onDisk(runIds[1]!) })
+  t.same(usage.byPeer.get('10.0.0.2'), { runs: 1, bytes: onDisk(runIds[2]!) })
+  await t.rejects(store.prune([runIds[0]!]), /has not ended/, 'a live run is not pruned')
+  store.endRun(runIds[0]!, 'duration', undefined, Date.now())
+  store.release(runIds[1]!, Date.now())
+  await store.prune([runIds[0]!, runIds[1]!])
+  t.same(store.usage().total.runs, 1)
+  t.notOk(existsSync(join(dir, 'runs', runIds[0]!)), 'its directory is gone')
+  t.same(readdirSync(join(dir, 'runs')), [runIds[2]], 'nothing of the pruned runs is left')
+  await store.close()
+  // A crash between the rename and the deletion leaves runs/.pruned-<id>: skipped, then deleted at start.
+  cpSync(join(dir, 'runs', runIds[2]!), join(dir, 'runs', `.pruned-${runIds[0]}`), { recursive: true })
+  const loaded = await AckStore.load(dir)
+  t.same(loaded.summaries().map((s) => s.runId), [runIds[2]], 'a renamed directory is not a run')
+  const reopened = await AckStore.open(dir)
+  await reopened.close()
+  t.same(readdirSync(join(dir, 'runs')), [runIds[2]], 'and it is deleted at the next start')
+})
