@@ -147,7 +147,7 @@ const readFlags = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
  * before creating it); a log that cannot be read in full, or that is damaged, throws a runtime error
  * naming it.
  */
-export async function replayLog(path: string, runId: string, apply: ApplyItem, limitBytes = Number.POSITIVE_INFINITY): Promise<LogReplay> {
+export async function replayLog(path: string, runId: string, apply: ApplyItem, limitBytes = Number.POSITIVE_INFINITY, chunkBytes = replayChunkBytes): Promise<LogReplay> {
   let file: FileHandle
   try {
     file = await open(path, readFlags)
@@ -160,7 +160,7 @@ export async function replayLog(path: string, runId: string, apply: ApplyItem, l
     // A FIFO or a device is not a log: refused like any log that cannot be read in full.
     if (!stats.isFile()) throw unreadable(path, new Error('not a regular file'))
     // limitBytes: only the durable part (the journal's first `at` for the run); bytes past it are not read.
-    return await readEntries(file, path, new LogReader(path, runId, apply), Math.min(stats.size, limitBytes))
+    return await readEntries(file, path, new LogReader(path, runId, apply), Math.min(stats.size, limitBytes), chunkBytes)
   } catch (error) {
     if ((error as { exitCode?: number }).exitCode !== undefined) throw error
     throw unreadable(path, error)
@@ -169,11 +169,12 @@ export async function replayLog(path: string, runId: string, apply: ApplyItem, l
   }
 }
 
-async function readEntries(file: FileHandle, path: string, reader: LogReader, sizeBytes: number): Promise<LogReplay> {
+async function readEntries(file: FileHandle, path: string, reader: LogReader, sizeBytes: number, chunkBytes: number): Promise<LogReplay> {
   let pending = Buffer.alloc(0)
   let validBytes = 0
   let position = 0
-  const chunk = Buffer.alloc(replayChunkBytes)
+  // Each chunk's entries are checked in one slice of the event loop: a smaller chunk, a shorter slice.
+  const chunk = Buffer.alloc(chunkBytes)
   const finish = async (bad: BadEntry | null): Promise<LogReplay> => {
     const tornTail = bad === null ? null : await judgeTail(file, path, bad, Math.max(sizeBytes, position))
     return { format: reader.format, validBytes, totalBytes: Math.max(sizeBytes, position), commits: reader.commits, tornTail }

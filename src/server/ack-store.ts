@@ -141,8 +141,11 @@ interface RunState {
   readonly announceIndex: number | undefined
   /** performance.now() at the announcement, for runs announced since this listener started. */
   announcedPerfMs?: number
-  readonly origin: RunOrigin
-  readonly spans: SpanTable
+  origin: RunOrigin
+  /** Its spans; an empty table once evicted (evicted says what they were: read back from its log on demand). */
+  spans: SpanTable
+  /** Set when the run's spans and writer fingerprint left memory (retired and wholly in runs/): queryAsync reads them back. */
+  evicted?: { readonly spanCount: number; readonly lastAckMs: number | undefined }
   end?: { reason: EndReason; detail?: string; atMs: number }
   /** When the writer first said it was steady (null: never). */
   steadyMs: number | null
@@ -198,7 +201,12 @@ export interface AckStoreOptions {
   /** A journal segment is folded at this size (default 16 MiB) or age (default 5 s); lower for tests. */
   readonly segmentBytes?: number
   readonly foldAgeMs?: number
+  /** Spans read back for queries kept in memory at most (LRU across runs and connections; default maxStoredSpans). */
+  readonly cachedSpansMax?: number
 }
+
+/** A query reads a run's log back in chunks of this size, yielding to the event loop in between. */
+const queryChunkBytes = 64 * 1024
 
 export interface AckStoreEvents {
   /** An ack was accepted (in memory; durable at the next 'recorded'). For instrumentation. */
@@ -229,6 +237,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   roundSyncCount = 0
   private readonly segmentBytesMax: number
   private readonly foldAgeMs: number
+  /** Spans and writers of evicted runs read back for queries, least recently used first. */
+  private readonly readBack = new Map<string, { spans: SpanTable; writer: WriterEnv | undefined }>()
+  private readonly readingBack = new Map<string, Promise<{ spans: SpanTable; writer: WriterEnv | undefined }>>()
+  private readonly cachedSpansMax: number
+  /** Only the listener's store evicts (verify --acks and report read a directory once). */
+  private evicting = false
   /** Verdict writes under way, per run: one run's verdicts are stored in order. */
   private readonly verdictWrites = new Map<string, Promise<void>>()
   /** The descriptor holding <dir>/lock, for the store's life (the listener's, not verify's). */
@@ -246,6 +260,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     this.maxSpans = options.maxSpans ?? maxStoredSpans
     this.segmentBytesMax = options.segmentBytes ?? defaultSegmentBytes
     this.foldAgeMs = options.foldAgeMs ?? defaultFoldAgeMs
+    this.cachedSpansMax = options.cachedSpansMax ?? maxStoredSpans
     if (!Number.isInteger(this.maxSpans) || this.maxSpans < 2 || this.maxSpans > maxStoredSpans) throw new RangeError(`maxSpans must be 2..${maxStoredSpans}`)
   }
 
@@ -272,6 +287,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
           await syncDirectoryAsync(join(dir, 'journal'))
         }
         store.segment = await store.newSegment(journal.lastSegment + 1)
+        // Every run is retired and wholly in runs/ now: memory holds its summary only.
+        store.evicting = true
+        for (const run of store.runs.values()) store.evict(run)
       } catch (error) {
         if ((error as { exitCode?: number }).exitCode !== undefined) throw error
         // A full or failing disk: what is recorded stays readable (the journal keeps what was not
@@ -558,7 +576,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     if (run === undefined) return nowMs
     const elapsedMs = run.announcedPerfMs === undefined ? nowMs - run.announcedMs : performance.now() - run.announcedPerfMs
-    return Math.max(Math.round(run.announcedMs + elapsedMs), run.spans.lastAckMs ?? 0, run.announcedMs)
+    return Math.max(Math.round(run.announcedMs + elapsedMs), run.evicted?.lastAckMs ?? run.spans.lastAckMs ?? 0, run.announcedMs)
   }
 
   /** Accepts an ack in order; durable after the next group commit, announced by a 'recorded' event. */
@@ -872,6 +890,75 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     await removePruned(runsDir)
   }
 
+  /**
+   * Bounded memory per run: a retired run wholly in runs/ (nothing queued, nothing in the journal)
+   * keeps its summary only; its spans and its writer's fingerprint are read back from its files when a
+   * query asks (queryAsync, spanPageAsync).
+   */
+  private evict(run: RunState): void {
+    if (!this.evicting || run.evicted !== undefined || !run.retired || run.failed !== undefined || run.creating === true || run.pendingEntries.length > 0) return
+    run.evicted = { spanCount: run.spans.length, lastAckMs: run.spans.lastAckMs }
+    run.spans = new SpanTable()
+    const writer = run.origin.writer
+    if (writer !== undefined) run.origin = { ...run.origin, writer: { bootId: writer.bootId, fingerprint: null } }
+  }
+
+  /** The run as a query sees it: its spans (and writer) read back if evicted. */
+  private async resident(run: RunState): Promise<RunState> {
+    if (run.evicted === undefined) return run
+    const runId = run.meta.runId
+    let entry = this.readBack.get(runId)
+    if (entry === undefined) {
+      let reading = this.readingBack.get(runId)
+      if (reading === undefined) {
+        reading = this.readBackRun(run).finally(() => this.readingBack.delete(runId))
+        this.readingBack.set(runId, reading)
+      }
+      entry = await reading
+    }
+    this.readBack.delete(runId)
+    this.readBack.set(runId, entry)
+    let cached = 0
+    for (const e of this.readBack.values()) cached += e.spans.length
+    for (const [id, e] of this.readBack) {
+      if (cached <= this.cachedSpansMax || id === runId) break
+      this.readBack.delete(id)
+      cached -= e.spans.length
+    }
+    return { ...run, spans: entry.spans, origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer } }
+  }
+
+  /**
+   * A run's spans streamed from its log (in small chunks, yielding between them: a long run never
+   * holds the event loop) and its writer from meta.msgpack, both checked again: a file damaged since
+   * start refuses the query naming it (damage is named at query time too, never fewer acks).
+   */
+  private async readBackRun(run: RunState): Promise<{ spans: SpanTable; writer: WriterEnv | undefined }> {
+    const runId = run.meta.runId
+    const logPath = join(this.runDir(runId), 'acks.log')
+    const copy = newRunState(run.meta, run.announcedMs, run.announceIndex, run.origin)
+    const replayed = await replayLog(logPath, runId, (item) => applyItem(copy, item, this.maxSpans), run.logBytes, queryChunkBytes)
+    if (replayed.validBytes !== run.logBytes || replayed.tornTail !== null || replayed.commits !== run.commits || copy.lastAckedSeq !== run.lastAckedSeq) {
+      throw damagedLog(logPath, `it no longer holds what it held when the listener started (acks through seq ${copy.lastAckedSeq} in ${replayed.validBytes} bytes, where ${run.lastAckedSeq} in ${run.logBytes} were read)`)
+    }
+    let writer: WriterEnv | undefined
+    if (run.origin.writer !== undefined) {
+      const metaPath = join(this.runDir(runId), 'meta.msgpack')
+      const bytes = await readBounded(metaPath, maxMetaFileBytes)
+      if (!Buffer.isBuffer(bytes)) throw damagedMeta(metaPath, `it is ${bytes} now, read at start`)
+      writer = this.metaOf(bytes, metaPath, runId).writer
+    }
+    return { spans: copy.spans, writer }
+  }
+
+  /** Spans held in memory right now, in all (tests of the memory bound). */
+  residentSpanCount(): number {
+    let count = 0
+    for (const run of this.runs.values()) count += run.spans.length
+    for (const entry of this.readBack.values()) count += entry.spans.length
+    return count
+  }
+
   /** Folds everything recorded so far into the run files now (tests; the store folds on its own by size and age). */
   async foldNow(): Promise<void> {
     while (this.committing !== undefined || this.folding !== undefined) await Promise.all([this.committing, this.folding])
@@ -886,6 +973,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       await foldRuns(join(this.dir, 'runs'), [...segment.fold.values()], this.foldFiles)
       await unlink(segment.path)
       await syncDirectoryAsync(join(this.dir, 'journal'))
+      for (const runId of segment.fold.keys()) {
+        const run = this.runs.get(runId)
+        if (run !== undefined && !this.dirty.has(run) && this.segment?.fold.has(runId) !== true) this.evict(run)
+      }
     } catch (error) {
       // The journal still holds every recorded ack (the segment stays); a restart folds it again.
       this.breakJournal(new Error(`${describeSystemError(error)} (folding journal segment ${segment.path} into runs/; the listener records nothing more, restart it)`), [], [])
@@ -907,9 +998,31 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * than inlineSpansMax spans comes without them (spanPage reads them).
    */
   query(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number } = {}): StoredRun[] {
+    const runs = this.queried(host, requestedPath, runId)
+    if (runs.some((r) => r.evicted !== undefined)) throw new Error('query() of evicted runs: the listener uses queryAsync()')
+    return runs.map((r) => storedRun(r, options.inlineSpansMax))
+  }
+
+  /** query() for the listener: evicted runs' spans are read back first (without blocking the event loop). */
+  async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number } = {}): Promise<StoredRun[]> {
+    const runs: RunState[] = []
+    for (const run of this.queried(host, requestedPath, runId)) runs.push(await this.resident(run))
+    return runs.map((r) => storedRun(r, options.inlineSpansMax))
+  }
+
+  /** spanPage() for the listener (see queryAsync). */
+  async spanPageAsync(runId: string, afterSeq: number, throughSeq: number, maxCount: number): Promise<Buffer | undefined> {
+    const run = this.runs.get(runId)
+    if (run === undefined || run.creating === true || throughSeq > run.lastAckedSeq) return undefined
+    const view = await this.resident(run)
+    if (throughSeq > view.spans.throughSeq) return undefined
+    return view.spans.page(afterSeq, throughSeq, maxCount)
+  }
+
+  private queried(host: string, requestedPath: string, runId?: string): RunState[] {
     if (runId !== undefined) {
       const run = this.runs.get(runId)
-      return run === undefined ? [] : [storedRun(run, options.inlineSpansMax)]
+      return run === undefined ? [] : [run]
     }
     let latest: RunState | undefined
     for (const run of this.runs.values()) {
@@ -922,12 +1035,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       .filter((r) => r.meta.groupId === groupId && r.meta.host === host && r.meta.requestedPath === requestedPath)
       .sort((a, b) => a.meta.method.localeCompare(b.meta.method))
       .slice(0, maxClaims)
-      .map((r) => storedRun(r, options.inlineSpansMax))
   }
 
   /** Spans the run holds in memory (0 for a run not on record). */
   spanCount(runId: string): number {
-    return this.runs.get(runId)?.spans.length ?? 0
+    const run = this.runs.get(runId)
+    return run?.evicted?.spanCount ?? run?.spans.length ?? 0
   }
 
   /**
@@ -936,6 +1049,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   spanPage(runId: string, afterSeq: number, throughSeq: number, maxCount: number): Buffer | undefined {
     const run = this.runs.get(runId)
+    if (run?.evicted !== undefined) throw new Error('spanPage() of an evicted run: the listener uses spanPageAsync()')
     if (run === undefined || run.creating === true || throughSeq > run.spans.throughSeq) return undefined
     return run.spans.page(afterSeq, throughSeq, maxCount)
   }

@@ -6,13 +6,15 @@
  */
 import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
-import { appendFileSync, cpSync, existsSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs'
+import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { AckStore } from '../../src/server/ack-store.js'
+import { Packr } from 'msgpackr'
+import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
 import { runMeta, runIdOf } from './peer.js'
 
+const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 const childPath = fileURLToPath(new URL('./journal-child.ts', import.meta.url))
 
 const recordedOnce = (store: AckStore, runId: string, throughSeq: number): Promise<void> =>
@@ -182,4 +184,46 @@ t.test('usage counts runs and bytes on disk per peer; prune removes ended runs f
   const reopened = await AckStore.open(dir)
   await reopened.close()
   t.same(readdirSync(join(dir, 'runs')), [runIds[2]], 'and it is deleted at the next start')
+})
+
+t.test('ended runs keep no spans in memory; a query reads them back without holding the event loop', async (t) => {
+  const dir = tempDir(t, 'plugcheck-journal-memory-')
+  // A long run of an older listener's format (one entry per span, 200 ms apart: none merge).
+  const long = runIdOf(0xc1)
+  const spanCount = 60_000
+  const announcedMs = Date.now() - 3 * 3_600_000
+  mkdirSync(join(dir, 'runs', long), { recursive: true })
+  const entries = Array.from({ length: spanCount }, (_, i) => frameLogEntry({ k: 'ack', fromSeq: i + 1, toSeq: i + 1, firstMs: announcedMs + (i + 1) * 200, lastMs: announcedMs + (i + 1) * 200 }))
+  writeFileSync(join(dir, 'runs', long, 'acks.log'), Buffer.concat([...entries, frameLogEntry({ k: 'end', reason: 'duration', atMs: announcedMs + (spanCount + 1) * 200 })]))
+  writeFileSync(join(dir, 'runs', long, 'meta.msgpack'), packr.pack({ meta: runMeta(long, { slotCount: 1_000_000 }), announcedMs, announceIndex: 1, peer: '127.0.0.1' }))
+  const first = await AckStore.open(dir)
+  const short = Array.from({ length: 200 }, (_, i) => runIdOf(0xd000 + i))
+  for (const id of short) await first.createRun(runMeta(id), Date.now())
+  for (const id of short) first.appendAck(id, 1, 10, Date.now())
+  await Promise.all(short.map((id) => recordedOnce(first, id, 10)))
+  await first.close()
+  // What a restart reads from the log (read-only, every span resident): the reference.
+  const spansBefore = (await AckStore.load(dir)).query('testhost', `/data/${long}`, long)[0]!
+  t.equal(spansBefore.spans.length, spanCount, `the long run has ${spansBefore.spans.length} spans`)
+
+  const store = await AckStore.open(dir, { cachedSpansMax: spanCount })
+  t.teardown(() => store.close())
+  t.equal(store.residentSpanCount(), 0, 'after a restart no ended run holds spans in memory')
+  t.equal(store.spanCount(long), spansBefore.spans.length, 'its span count is kept in its summary')
+  const { monitorEventLoopDelay } = await import('node:perf_hooks')
+  const delay = monitorEventLoopDelay({ resolution: 1 })
+  delay.enable()
+  const [read] = await store.queryAsync('testhost', `/data/${long}`, long)
+  delay.disable()
+  const maxDelayMs = delay.max / 1e6
+  t.same(read!.spans, spansBefore.spans, 'the spans read back are the ones recorded')
+  t.equal(read!.ackedThroughSeq, spanCount)
+  t.ok(maxDelayMs < 100, `the event loop was never held long while ${spanCount} spans were read back (max delay ${maxDelayMs.toFixed(1)} ms)`)
+  t.equal(store.residentSpanCount(), spansBefore.spans.length, 'the read-back spans are cached')
+  await store.queryAsync('testhost', `/data/${short[0]}`, short[0])
+  t.ok(store.residentSpanCount() <= spanCount, 'and the cache stays within its budget')
+  // A log damaged after start: the query is refused naming it, never answered with fewer acks.
+  const log = join(dir, 'runs', short[1]!, 'acks.log')
+  truncateSync(log, statSync(log).size - 3)
+  await t.rejects(store.queryAsync('testhost', `/data/${short[1]}`, short[1]), { exitCode: 3, message: new RegExp(`could not read ${log}`) })
 })
