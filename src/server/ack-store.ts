@@ -728,10 +728,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       bytes += run.announce!.metaBytes.length + 32
       announced.push(run)
     }
+    const announcedIds = new Set(announced)
     for (const run of this.dirty) {
       if (bytes >= roundTargetBytes) break
       // Its announcement is not durable and not in this round: its entries wait (createRun marks it again).
-      if (run.creating === true && !announced.includes(run)) continue
+      if (run.creating === true && !announcedIds.has(run)) continue
       this.dirty.delete(run)
       if (run.failed !== undefined || run.pendingEntries.length === 0) continue
       // One commit is one log entry (numbered, checksummed), as before: the items that fit in
