@@ -1,14 +1,17 @@
 /**
- * The listener's durable memory: one directory per run under <dir>/runs/<runId>/ holding
+ * The listener's durable memory: <dir>/journal/ (journal.ts), where every group commit round of every
+ * run is written first (one write, one fdatasync per round, however many runs), and is folded every
+ * few seconds into one directory per run (fold.ts) under <dir>/runs/<runId>/ holding
  *   acks.log      the run's ack log (format and reader: ack-log.ts): a header naming the run, written
  *                 and fsynced first, then one checksummed entry per group commit (one fdatasync covers
  *                 every ack, steady and end queued while the previous fdatasync ran)
  *   meta.msgpack  the run's metadata, its announcement time and order (announceIndex), the peer
  *                 address it came from, the writer's environment and its campaign tag (absent in
  *                 older directories and for runs outside a campaign), sealed with its checksum
- *                 (sealed-file.ts); written to a temp file, fsynced, renamed into place last, then
- *                 both directories fsynced. A run exists for replay only once meta.msgpack does; a
- *                 failed announcement removes it first. No meta.msgpack and an empty log: an
+ *                 (sealed-file.ts). A run exists once the journal round holding its announcement
+ *                 (these bytes) is fdatasynced; the fold writes them to a temp file, fsyncs it and
+ *                 renames it into place after the log, then fsyncs both directories, before the
+ *                 segment goes; a failed round is cut off the journal. No meta.msgpack and an empty log: an
  *                 announcement that never completed (skipped); meta.msgpack unreadable, not matching
  *                 its checksum or invalid, or missing while the log holds acks: damage, a refusal (a run
  *                 left out, or judged by a damaged record size or slot count, could turn a PASS into
@@ -26,35 +29,42 @@
  * only reads and does not take it).
  *
  * Fault model: the listener can be killed, or its machine lose power, at any moment; its disk can fill
- * or damage what it holds. "Recorded" is sent only after a commit's write returned every byte and its
- * fdatasync returned, and each commit is one log entry, so only the last entry can be torn, and it was
- * never reported as recorded: replay ignores it with a warning. Any other bad entry is damage: a
+ * or damage what it holds. "Recorded" is sent only after the journal round holding a commit was written
+ * whole and its fdatasync returned, so only the last round can be torn, and it was never reported as
+ * recorded: ignored with a warning. A run's log gets its commits only by folds, fsynced before their
+ * segment is deleted; the journal's first commit of a run says where the log's durable part ends
+ * (fold.ts says why this never loses a recorded ack nor reads fewer). In a log, only the last entry can
+ * be torn (a log of an older listener, or a fold cut short past that point): replay ignores it with a
+ * warning. Any other bad entry is damage: a
  * refusal naming the file and the byte, never the acks after it dropped (ack-log.ts has the rules).
  * Replay streams the log in chunks (a log of any size replays) and turns any read error other than a
  * missing file into a refusal: fewer acks than were recorded would turn a FAIL into a PASS. Ack
  * times are stamped monotonic per run (never before the announcement or the previous ack), so a clock
  * stepped back cannot make a run's own log look implausible.
- * A short write, ENOSPC or a failed fdatasync stops that run's acks for good (never retried).
+ * A short write, ENOSPC or a failed fdatasync of a round fails every run with acks in that round or
+ * queued, and the journal takes nothing more (after a failed fdatasync it cannot be trusted: never
+ * retried); the listener says so, and answers queries from what was recorded until restarted.
+ * Damage is still found at start (every run's log is replayed), and also when a query reads an ended
+ * run's files back: that query is refused naming the file, never answered with fewer acks.
  *
  * Order: runs are ordered by announceIndex (one more than the highest on record, at announcement),
  * never by the listener's clock, which may step back; meta files without it (older listeners) come
  * before every run that has one, ordered by announcement time.
- * File descriptors: a run's log is opened (O_APPEND), written, fdatasynced and closed within each
- * commit, so at most commitLanes logs are open at once however many runs are live.
+ * File descriptors: the journal's segment, and at most foldLanes run files during a fold.
  * Files are opened with O_NONBLOCK and must be regular files: a FIFO or device planted in the
  * directory cannot hang startup.
- * Event loop and threadpool: the listener's main thread may be saturated by acks, and every async fs
- * call costs one trip through the event loop. So the quick metadata and page-cache calls (mkdir, open,
- * write, rename, close) are synchronous, and only the syncs go to the libuv threadpool (4 threads):
- * an announcement costs three trips (fsync the log; fsync the metadata; fsync the run directory and
- * runs/ at once), and group commit keeps at most commitLanes fdatasyncs in the threadpool, so an announcement
- * always finds a thread.
+ * Event loop and threadpool: no synchronous fs call in the ack and hello paths (a frozen disk must
+ * not stop hellos): a round's write and fdatasync, and the fold's calls, go to the libuv threadpool
+ * (4 threads; a fold takes at most foldLanes, so a round always finds one). Verdicts, rare, still
+ * write synchronously before their fsync.
  *
  * In memory a run's acks are spans, not one entry per seq (span-table.ts, 24 bytes a span): consecutive
  * seqs received within spanWindowMs of each other share a span, so the time window of any lost seq is
  * known to that precision while a run of hours stays small. Past maxSpans (maxStoredSpans, a week)
  * neighbouring spans are merged pairwise: the seqs stay exact, the merged windows coarser. A verifier
- * gets a long run's spans page by page (spanPage), never all in one reply.
+ * gets a long run's spans page by page (spanPage), never all in one reply. In the listener, an ended
+ * run wholly in runs/ keeps a summary only: its spans and its writer's fingerprint are read back from
+ * its files for a query (queryAsync, spanPageAsync: 64 KiB at a time), cached within a span budget.
  */
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fsync, mkdirSync, openSync, renameSync, stat as statCallback, writeSync } from 'node:fs'
