@@ -156,6 +156,8 @@ interface RunState {
   spans: SpanTable
   /** Set when the run's spans and writer fingerprint left memory (retired and wholly in runs/): queryAsync reads them back. */
   evicted?: { readonly spanCount: number; readonly lastAckMs: number | undefined }
+  /** Its writer's fingerprint left memory (bootId kept): read back from meta.msgpack for a query. */
+  writerTrimmed?: boolean
   end?: { reason: EndReason; detail?: string; atMs: number }
   /** When the writer first said it was steady (null: never). */
   steadyMs: number | null
@@ -906,17 +908,25 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * keeps its summary only; its spans and its writer's fingerprint are read back from its files when a
    * query asks (queryAsync, spanPageAsync).
    */
-  private evict(run: RunState): void {
-    if (!this.evicting || run.evicted !== undefined || !run.retired || run.failed !== undefined || run.creating === true || run.pendingEntries.length > 0) return
-    run.evicted = { spanCount: run.spans.length, lastAckMs: run.spans.lastAckMs }
-    run.spans = new SpanTable()
+  private evict(run: RunState, spans = true): void {
+    if (!this.evicting || !run.retired || run.failed !== undefined || run.creating === true || run.pendingEntries.length > 0) return
+    // Spans only of runs read from their logs at start: those of a run live in this listener's life
+    // were stamped ack by ack, finer than its log's per-commit items, and a reply must not change
+    // when a run ends (read back, they would be the log's: as after a restart).
+    if (spans && run.evicted === undefined) {
+      run.evicted = { spanCount: run.spans.length, lastAckMs: run.spans.lastAckMs }
+      run.spans = new SpanTable()
+    }
     const writer = run.origin.writer
-    if (writer !== undefined) run.origin = { ...run.origin, writer: { bootId: writer.bootId, fingerprint: null } }
+    if (writer !== undefined && run.writerTrimmed !== true) {
+      run.origin = { ...run.origin, writer: { bootId: writer.bootId, fingerprint: null } }
+      run.writerTrimmed = true
+    }
   }
 
   /** The run as a query sees it: its spans (and writer) read back if evicted. */
   private async resident(run: RunState): Promise<RunState> {
-    if (run.evicted === undefined) return run
+    if (run.evicted === undefined && run.writerTrimmed !== true) return run
     const runId = run.meta.runId
     let entry = this.readBack.get(runId)
     if (entry === undefined) {
@@ -936,7 +946,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.readBack.delete(id)
       cached -= e.spans.length
     }
-    return { ...run, spans: entry.spans, origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer } }
+    return { ...run, spans: run.evicted === undefined ? run.spans : entry.spans, origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer } }
   }
 
   /**
@@ -948,12 +958,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const runId = run.meta.runId
     const logPath = join(this.runDir(runId), 'acks.log')
     const copy = newRunState(run.meta, run.announcedMs, run.announceIndex, run.origin)
-    const replayed = await replayLog(logPath, runId, (item) => applyItem(copy, item, this.maxSpans), run.logBytes, queryChunkBytes)
-    if (replayed.validBytes !== run.logBytes || replayed.tornTail !== null || replayed.commits !== run.commits || copy.lastAckedSeq !== run.lastAckedSeq) {
-      throw damagedLog(logPath, `it no longer holds what it held when the listener started (acks through seq ${copy.lastAckedSeq} in ${replayed.validBytes} bytes, where ${run.lastAckedSeq} in ${run.logBytes} were read)`)
+    if (run.evicted !== undefined) {
+      const replayed = await replayLog(logPath, runId, (item) => applyItem(copy, item, this.maxSpans), run.logBytes, queryChunkBytes)
+      if (replayed.validBytes !== run.logBytes || replayed.tornTail !== null || replayed.commits !== run.commits || copy.lastAckedSeq !== run.lastAckedSeq) {
+        throw damagedLog(logPath, `it no longer holds what it held when the listener started (acks through seq ${copy.lastAckedSeq} in ${replayed.validBytes} bytes, where ${run.lastAckedSeq} in ${run.logBytes} were read)`)
+      }
     }
     let writer: WriterEnv | undefined
-    if (run.origin.writer !== undefined) {
+    if (run.writerTrimmed === true) {
       const metaPath = join(this.runDir(runId), 'meta.msgpack')
       const bytes = await readBounded(metaPath, maxMetaFileBytes)
       if (!Buffer.isBuffer(bytes)) throw damagedMeta(metaPath, `it is ${bytes} now, read at start`)
@@ -986,7 +998,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       await syncDirectoryAsync(join(this.dir, 'journal'))
       for (const runId of segment.fold.keys()) {
         const run = this.runs.get(runId)
-        if (run !== undefined && !this.dirty.has(run) && this.segment?.fold.has(runId) !== true) this.evict(run)
+        if (run !== undefined && !this.dirty.has(run) && this.segment?.fold.has(runId) !== true) this.evict(run, false)
       }
     } catch (error) {
       // The journal still holds every recorded ack (the segment stays); a restart folds it again.

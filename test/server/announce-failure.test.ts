@@ -48,7 +48,7 @@ async function refusedAnnouncementStaysRefused(t: Test, handleOverrides: (handle
   t.teardown(() => restarted.close())
   t.notOk(restarted.hasRun(refused), 'the refused run does not come back after a restart')
   t.same(
-    restarted.query('testhost', '/data/db').map((r) => r.meta.runId),
+    (await restarted.queryAsync('testhost', '/data/db')).map((r) => r.meta.runId),
     [previous],
     'the latest run on the path is still the one before the refusal',
   )
