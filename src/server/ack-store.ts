@@ -62,9 +62,10 @@
  * seqs received within spanWindowMs of each other share a span, so the time window of any lost seq is
  * known to that precision while a run of hours stays small. Past maxSpans (maxStoredSpans, a week)
  * neighbouring spans are merged pairwise: the seqs stay exact, the merged windows coarser. A verifier
- * gets a long run's spans page by page (spanPage), never all in one reply. In the listener, an ended
- * run wholly in runs/ keeps a summary only: its spans and its writer's fingerprint are read back from
- * its files for a query (queryAsync, spanPageAsync: 64 KiB at a time), cached within a span budget.
+ * gets a long run's spans page by page (spanPage), never all in one reply. In the listener, a run read
+ * from runs/ at start keeps a summary only: its spans and its writer's fingerprint are read back from
+ * its files for a query (queryAsync, spanPageAsync: 64 KiB at a time), cached within a span budget; a
+ * run ended in this listener's life drops its fingerprint once folded (see evict).
  */
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fsync, mkdirSync, openSync, renameSync, stat as statCallback, writeSync } from 'node:fs'
