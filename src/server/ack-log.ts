@@ -102,6 +102,26 @@ export function frameCommit(n: number, items: readonly object[]): Buffer {
 }
 
 /**
+ * The commit number and items of one commit frame as frameCommit made it (the journal carries them),
+ * or what is wrong with it.
+ */
+export function parseCommitFrame(frame: Buffer): { n: number; items: LogItem[] } | { problem: string } {
+  if (frame.length < entryHeaderBytes || frame.readUInt32LE(0) !== frame.length - entryHeaderBytes) return { problem: 'is not one whole commit entry' }
+  const body = frame.subarray(entryHeaderBytes)
+  if (xxh64(body) !== frame.readBigUInt64LE(4)) return { problem: 'does not match its checksum' }
+  let decoded: unknown
+  try {
+    decoded = packr.unpack(body)
+  } catch {
+    return { problem: 'matches its checksum but is not msgpack' }
+  }
+  const parsed = logEntrySchema.safeParse(decoded)
+  if (!parsed.success || parsed.data.k !== 'commit') return { problem: 'is not a commit entry' }
+  if (frame.length > maxCommitBytes) return { problem: `is ${frame.length} bytes, over the commit bound of ${maxCommitBytes}` }
+  return { n: parsed.data.n, items: parsed.data.e }
+}
+
+/**
  * Applies one item to the run being replayed; returns what makes it impossible here (completing "the
  * entry there ..."), or undefined when it is applied.
  */
@@ -127,7 +147,7 @@ const readFlags = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
  * before creating it); a log that cannot be read in full, or that is damaged, throws a runtime error
  * naming it.
  */
-export async function replayLog(path: string, runId: string, apply: ApplyItem): Promise<LogReplay> {
+export async function replayLog(path: string, runId: string, apply: ApplyItem, limitBytes = Number.POSITIVE_INFINITY, chunkBytes = replayChunkBytes): Promise<LogReplay> {
   let file: FileHandle
   try {
     file = await open(path, readFlags)
@@ -139,7 +159,8 @@ export async function replayLog(path: string, runId: string, apply: ApplyItem): 
     const stats = await file.stat()
     // A FIFO or a device is not a log: refused like any log that cannot be read in full.
     if (!stats.isFile()) throw unreadable(path, new Error('not a regular file'))
-    return await readEntries(file, path, new LogReader(path, runId, apply), stats.size)
+    // limitBytes: only the durable part (the journal's first `at` for the run); bytes past it are not read.
+    return await readEntries(file, path, new LogReader(path, runId, apply), Math.min(stats.size, limitBytes), chunkBytes)
   } catch (error) {
     if ((error as { exitCode?: number }).exitCode !== undefined) throw error
     throw unreadable(path, error)
@@ -148,11 +169,12 @@ export async function replayLog(path: string, runId: string, apply: ApplyItem): 
   }
 }
 
-async function readEntries(file: FileHandle, path: string, reader: LogReader, sizeBytes: number): Promise<LogReplay> {
+async function readEntries(file: FileHandle, path: string, reader: LogReader, sizeBytes: number, chunkBytes: number): Promise<LogReplay> {
   let pending = Buffer.alloc(0)
   let validBytes = 0
   let position = 0
-  const chunk = Buffer.alloc(replayChunkBytes)
+  // Each chunk's entries are checked in one slice of the event loop: a smaller chunk, a shorter slice.
+  const chunk = Buffer.alloc(chunkBytes)
   const finish = async (bad: BadEntry | null): Promise<LogReplay> => {
     const tornTail = bad === null ? null : await judgeTail(file, path, bad, Math.max(sizeBytes, position))
     return { format: reader.format, validBytes, totalBytes: Math.max(sizeBytes, position), commits: reader.commits, tornTail }
@@ -170,7 +192,7 @@ async function readEntries(file: FileHandle, path: string, reader: LogReader, si
       offset += entryHeaderBytes + length
       validBytes += entryHeaderBytes + length
     }
-    const { bytesRead } = await file.read(chunk, 0, chunk.length, position)
+    const { bytesRead } = position >= sizeBytes ? { bytesRead: 0 } : await file.read(chunk, 0, Math.min(chunk.length, sizeBytes - position), position)
     if (bytesRead === 0) {
       if (pending.length === offset) return finish(null)
       const length = pending.length - offset >= entryHeaderBytes ? pending.readUInt32LE(offset) : undefined

@@ -1,14 +1,17 @@
 /**
- * The listener's durable memory: one directory per run under <dir>/runs/<runId>/ holding
+ * The listener's durable memory: <dir>/journal/ (journal.ts), where every group commit round of every
+ * run is written first (one write, one fdatasync per round, however many runs), and is folded every
+ * few seconds into one directory per run (fold.ts) under <dir>/runs/<runId>/ holding
  *   acks.log      the run's ack log (format and reader: ack-log.ts): a header naming the run, written
  *                 and fsynced first, then one checksummed entry per group commit (one fdatasync covers
  *                 every ack, steady and end queued while the previous fdatasync ran)
  *   meta.msgpack  the run's metadata, its announcement time and order (announceIndex), the peer
  *                 address it came from, the writer's environment and its campaign tag (absent in
  *                 older directories and for runs outside a campaign), sealed with its checksum
- *                 (sealed-file.ts); written to a temp file, fsynced, renamed into place last, then
- *                 both directories fsynced. A run exists for replay only once meta.msgpack does; a
- *                 failed announcement removes it first. No meta.msgpack and an empty log: an
+ *                 (sealed-file.ts). A run exists once the journal round holding its announcement
+ *                 (these bytes) is fdatasynced; the fold writes them to a temp file, fsyncs it and
+ *                 renames it into place after the log, then fsyncs both directories, before the
+ *                 segment goes; a failed round is cut off the journal. No meta.msgpack and an empty log: an
  *                 announcement that never completed (skipped); meta.msgpack unreadable, not matching
  *                 its checksum or invalid, or missing while the log holds acks: damage, a refusal (a run
  *                 left out, or judged by a damaged record size or slot count, could turn a PASS into
@@ -26,44 +29,52 @@
  * only reads and does not take it).
  *
  * Fault model: the listener can be killed, or its machine lose power, at any moment; its disk can fill
- * or damage what it holds. "Recorded" is sent only after a commit's write returned every byte and its
- * fdatasync returned, and each commit is one log entry, so only the last entry can be torn, and it was
- * never reported as recorded: replay ignores it with a warning. Any other bad entry is damage: a
+ * or damage what it holds. "Recorded" is sent only after the journal round holding a commit was written
+ * whole and its fdatasync returned, so only the last round can be torn, and it was never reported as
+ * recorded: ignored with a warning. A run's log gets its commits only by folds, fsynced before their
+ * segment is deleted; the journal's first commit of a run says where the log's durable part ends
+ * (fold.ts says why this never loses a recorded ack nor reads fewer). In a log, only the last entry can
+ * be torn (a log of an older listener, or a fold cut short past that point): replay ignores it with a
+ * warning. Any other bad entry is damage: a
  * refusal naming the file and the byte, never the acks after it dropped (ack-log.ts has the rules).
  * Replay streams the log in chunks (a log of any size replays) and turns any read error other than a
  * missing file into a refusal: fewer acks than were recorded would turn a FAIL into a PASS. Ack
  * times are stamped monotonic per run (never before the announcement or the previous ack), so a clock
  * stepped back cannot make a run's own log look implausible.
- * A short write, ENOSPC or a failed fdatasync stops that run's acks for good (never retried).
+ * A short write, ENOSPC or a failed fdatasync of a round fails every run with acks in that round or
+ * queued, and the journal takes nothing more (after a failed fdatasync it cannot be trusted: never
+ * retried); the listener says so, and answers queries from what was recorded until restarted.
+ * Damage is still found at start (every run's log is replayed), and also when a query reads an ended
+ * run's files back: that query is refused naming the file, never answered with fewer acks.
  *
  * Order: runs are ordered by announceIndex (one more than the highest on record, at announcement),
  * never by the listener's clock, which may step back; meta files without it (older listeners) come
  * before every run that has one, ordered by announcement time.
- * File descriptors: a run's log is opened (O_APPEND), written, fdatasynced and closed within each
- * commit, so at most commitLanes logs are open at once however many runs are live.
+ * File descriptors: the journal's segment, and at most foldLanes run files during a fold.
  * Files are opened with O_NONBLOCK and must be regular files: a FIFO or device planted in the
  * directory cannot hang startup.
- * Event loop and threadpool: the listener's main thread may be saturated by acks, and every async fs
- * call costs one trip through the event loop. So the quick metadata and page-cache calls (mkdir, open,
- * write, rename, close) are synchronous, and only the syncs go to the libuv threadpool (4 threads):
- * an announcement costs three trips (fsync the log; fsync the metadata; fsync the run directory and
- * runs/ at once), and group commit keeps at most commitLanes fdatasyncs in the threadpool, so an announcement
- * always finds a thread.
+ * Event loop and threadpool: no synchronous fs call in the ack and hello paths (a frozen disk must
+ * not stop hellos): a round's write and fdatasync, and the fold's calls, go to the libuv threadpool
+ * (4 threads; a fold takes at most foldLanes, so a round always finds one). Verdicts, rare, still
+ * write synchronously before their fsync.
  *
  * In memory a run's acks are spans, not one entry per seq (span-table.ts, 24 bytes a span): consecutive
  * seqs received within spanWindowMs of each other share a span, so the time window of any lost seq is
  * known to that precision while a run of hours stays small. Past maxSpans (maxStoredSpans, a week)
  * neighbouring spans are merged pairwise: the seqs stay exact, the merged windows coarser. A verifier
- * gets a long run's spans page by page (spanPage), never all in one reply.
+ * gets a long run's spans page by page (spanPage), never all in one reply. In the listener, a run read
+ * from runs/ at start keeps a summary only: its spans and its writer's fingerprint are read back from
+ * its files for a query (queryAsync, spanPageAsync: 64 KiB at a time), cached within a span budget; a
+ * run ended in this listener's life drops its fingerprint once folded (see evict).
  */
 import { EventEmitter } from 'node:events'
-import { closeSync, constants as fsConstants, fdatasync, fsync, mkdirSync, openSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
-import { open, readdir, rename, rm, type FileHandle } from 'node:fs/promises'
+import { closeSync, constants as fsConstants, fsync, mkdirSync, openSync, renameSync, stat as statCallback, writeSync } from 'node:fs'
+import { mkdir, open, readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../locks.js'
 import { type FileLock } from '../native/index.js'
-import { syncDirectory, syncDirectoryAsync } from '../directory-sync.js'
+import { syncDirectoryAsync } from '../directory-sync.js'
 import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
@@ -87,7 +98,9 @@ import {
 } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
-import { frameCommit, logHeader, maxCommitBytes, maxEndDetailBytes, maxItemsPerCommit, replayLog, type LogItem, type LogReplay } from './ack-log.js'
+import { frameCommit, logHeader, maxCommitBytes, maxEndDetailBytes, maxItemsPerCommit, parseCommitFrame, replayLog, type LogItem, type LogReplay } from './ack-log.js'
+import { damagedSegment, frameRound, listSegments, readSegment, roundTargetBytes, segmentHeader, segmentName, type JournalRound } from './journal.js'
+import { foldRuns, logShorterThanJournal, type FoldRun } from './fold.js'
 import { seal, unseal, type SealedKind } from './sealed-file.js'
 import { SpanTable } from './span-table.js'
 
@@ -95,8 +108,9 @@ export { frameCommit, frameLogEntry, logHeader } from './ack-log.js'
 export { spanWindowMs } from './span-table.js'
 /** meta.msgpack is a few KiB (a fingerprint included); anything over this is damage. */
 const maxMetaFileBytes = 1024 * 1024
-/** Runs whose write+fdatasync may be in the threadpool at once (it has 4 threads). */
-export const commitLanes = 2
+/** A journal segment is folded into the run files once it holds this many bytes, or is this old. */
+const defaultSegmentBytes = 16 * 1024 * 1024
+const defaultFoldAgeMs = 5_000
 /** A run's acks may be stamped up to this long before its announcement (clock steps). */
 const clockSkewMs = 60_000
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
@@ -138,8 +152,13 @@ interface RunState {
   readonly announceIndex: number | undefined
   /** performance.now() at the announcement, for runs announced since this listener started. */
   announcedPerfMs?: number
-  readonly origin: RunOrigin
-  readonly spans: SpanTable
+  origin: RunOrigin
+  /** Its spans; an empty table once evicted (evicted says what they were: read back from its log on demand). */
+  spans: SpanTable
+  /** Set when the run's spans and writer fingerprint left memory (retired and wholly in runs/): queryAsync reads them back. */
+  evicted?: { readonly spanCount: number; readonly lastAckMs: number | undefined }
+  /** Its writer's fingerprint left memory (bootId kept): read back from meta.msgpack for a query. */
+  writerTrimmed?: boolean
   end?: { reason: EndReason; detail?: string; atMs: number }
   /** When the writer first said it was steady (null: never). */
   steadyMs: number | null
@@ -158,10 +177,35 @@ interface RunState {
   durableThroughSeq: number
   /** Commits in the run's log (written by this listener or replayed); the next one is numbered one more. */
   commits: number
-  /** Bytes of the run's files (acks.log, meta.msgpack, verdict.msgpack), for usage(). */
-  bytesOnDisk: number
-  /** Of those, verdict.msgpack's (replaced by each new verdict). */
-  verdictBytes: number
+  /** The run's log size once every commit given so far is folded: where its next commit goes (`at`). */
+  logBytes: number
+  /** meta.msgpack's size (for usage()). */
+  metaBytes: number
+  /** verdict.msgpack's size (0: none), for usage(). */
+  verdictBytes?: number
+  /** Its announcement waits for a journal round (createRun's promise settles with that round). */
+  announce?: { readonly metaBytes: Buffer; readonly resolve: () => void; readonly reject: (error: Error) => void }
+}
+
+/** The journal segment rounds are appended to, and what its fold will write. */
+interface Segment {
+  readonly segment: number
+  readonly path: string
+  readonly handle: FileHandle
+  bytes: number
+  rounds: number
+  readonly openedMs: number
+  readonly fold: Map<string, FoldRun>
+}
+
+/** The journal as read at start: its segments and, per run, what it holds. */
+interface JournalRead {
+  readonly segments: Array<{ segment: number; path: string; rounds: JournalRound[] }>
+  /** The first commit of each run in the journal: where the durable part of its log ends. */
+  readonly firstAt: Map<string, { at: number; path: string }>
+  readonly announced: Set<string>
+  readonly lastRound: number
+  readonly lastSegment: number
 }
 
 export class StorageError extends Error {}
@@ -169,7 +213,15 @@ export class StorageError extends Error {}
 export interface AckStoreOptions {
   /** Spans kept in memory per run (default and most: maxStoredSpans, what a reply may carry); lower for tests. */
   readonly maxSpans?: number
+  /** A journal segment is folded at this size (default 16 MiB) or age (default 5 s); lower for tests. */
+  readonly segmentBytes?: number
+  readonly foldAgeMs?: number
+  /** Spans read back for queries kept in memory at most (LRU across runs and connections; default maxStoredSpans). */
+  readonly cachedSpansMax?: number
 }
+
+/** A query reads a run's log back in chunks of this size, yielding to the event loop in between. */
+const queryChunkBytes = 64 * 1024
 
 export interface AckStoreEvents {
   /** An ack was accepted (in memory; durable at the next 'recorded'). For instrumentation. */
@@ -179,14 +231,36 @@ export interface AckStoreEvents {
 }
 
 export class AckStore extends EventEmitter<AckStoreEvents> {
-  private readonly runs = new Map<string, RunState>()
+  private readonly runs = new RunMap()
+  private bytesCache: { generation: number; total: number; byPeer: Map<string, number> } | undefined
+  /** Bumped whenever bytes on record change (a round, a verdict, a run added or removed): usage() recounts then. */
+  private bytesGeneration = 0
   /** Runs with entries to write or a log to close, for the next group commit round. */
   private readonly dirty = new Set<RunState>()
   private committing: Promise<void> | undefined
   /** The highest announceIndex on record; the next announcement gets one more. */
   private lastAnnounceIndex = 0
-  /** Ack logs open right now (only inside a commit or an announcement). */
-  private openLogs = 0
+  /** Files open right now in a fold (ack logs and meta files; never between folds). */
+  private readonly foldFiles = { openLogs: 0 }
+  /** Announcements waiting for the next round, in order. */
+  private readonly announceQueue: RunState[] = []
+  private segment: Segment | undefined
+  private lastRound = 0
+  /** The fold of the previous segment, under way in the background. */
+  private folding: Promise<void> | undefined
+  private foldTimer: NodeJS.Timeout | undefined
+  /** Set when a round's write or fdatasync, or a fold, failed: the journal takes nothing more. */
+  private broken: Error | undefined
+  /** fdatasyncs of journal rounds so far (one per round, whatever the number of runs in it). */
+  roundSyncCount = 0
+  private readonly segmentBytesMax: number
+  private readonly foldAgeMs: number
+  /** Spans and writers of evicted runs read back for queries, least recently used first. */
+  private readonly readBack = new Map<string, { spans: SpanTable; writer: WriterEnv | undefined }>()
+  private readonly readingBack = new Map<string, Promise<{ spans: SpanTable; writer: WriterEnv | undefined }>>()
+  private readonly cachedSpansMax: number
+  /** Only the listener's store evicts (verify --acks and report read a directory once). */
+  private evicting = false
   /** Verdict writes under way, per run: one run's verdicts are stored in order. */
   private readonly verdictWrites = new Map<string, Promise<void>>()
   /** The descriptor holding <dir>/lock, for the store's life (the listener's, not verify's). */
@@ -202,6 +276,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   ) {
     super()
     this.maxSpans = options.maxSpans ?? maxStoredSpans
+    this.segmentBytesMax = options.segmentBytes ?? defaultSegmentBytes
+    this.foldAgeMs = options.foldAgeMs ?? defaultFoldAgeMs
+    this.cachedSpansMax = options.cachedSpansMax ?? maxStoredSpans
     if (!Number.isInteger(this.maxSpans) || this.maxSpans < 2 || this.maxSpans > maxStoredSpans) throw new RangeError(`maxSpans must be 2..${maxStoredSpans}`)
   }
 
@@ -212,11 +289,32 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   static async open(dir: string, options: AckStoreOptions = {}): Promise<AckStore> {
     mkdirSync(join(dir, 'runs'), { recursive: true })
+    mkdirSync(join(dir, 'journal'), { recursive: true })
     const lock = lockDirectory(dir)
     try {
-      await removePrunedLeftovers(dir)
-      const store = await AckStore.load(dir, options)
+      const { store, journal } = await AckStore.read(dir, options)
       store.lock = lock
+      // Recovery: every remaining segment folded into the run files (bytes past each run's first `at`
+      // cut off and written again: fold.ts says why this loses nothing), then deleted; a new one started.
+      store.lastRound = journal.lastRound
+      await removePruned(join(dir, 'runs'))
+      try {
+        for (const { path, rounds } of journal.segments) {
+          await foldRuns(join(dir, 'runs'), foldPlan(rounds), store.foldFiles)
+          await unlink(path)
+          await syncDirectoryAsync(join(dir, 'journal'))
+        }
+        store.segment = await store.newSegment(journal.lastSegment + 1)
+        // Every run is retired and wholly in runs/ now: memory holds its summary only.
+        store.evicting = true
+        for (const run of store.runs.values()) store.evict(run)
+      } catch (error) {
+        if ((error as { exitCode?: number }).exitCode !== undefined) throw error
+        // A full or failing disk: what is recorded stays readable (the journal keeps what was not
+        // folded), and queries are answered; nothing new can be recorded.
+        store.broken = new Error(`${describeSystemError(error)} (folding the journal into runs/ at start; the listener records nothing more: free space or fix the disk, then restart it)`)
+        store.warnings.push(`could not fold the journal at start: ${store.broken.message}; runs already recorded are answered, new runs are refused`)
+      }
       return store
     } catch (error) {
       lock.release()
@@ -225,16 +323,107 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /**
-   * Reads a store directory without changing it (verify --acks); throws ENOENT when it has no runs/,
-   * and a runtime PlugcheckError naming the file when a run's files cannot be read.
+   * Reads a store directory without changing it (verify --acks, report; no lock: on a copy of a live
+   * directory too): the run files, with the journal's rounds applied in memory (a torn last round
+   * ignored); throws ENOENT when it has no runs/, and a runtime PlugcheckError naming the file when a
+   * run's files or the journal cannot be read.
    */
   static async load(dir: string, options: AckStoreOptions = {}): Promise<AckStore> {
+    return (await AckStore.read(dir, options)).store
+  }
+
+  private static async read(dir: string, options: AckStoreOptions): Promise<{ store: AckStore; journal: JournalRead }> {
     const store = new AckStore(dir, options)
-    for (const runId of (await readdir(join(dir, 'runs'))).sort()) {
+    const runIds = (await readdir(join(dir, 'runs'))).sort()
+    const journal = await store.readJournal()
+    for (const runId of runIds) {
       if (!/^[0-9a-f]{16}$/.test(runId)) continue
-      await store.replay(runId)
+      // Announced in the journal: its files may be a fold cut short; the journal has all of it.
+      if (journal.announced.has(runId)) continue
+      await store.replay(runId, journal.firstAt.get(runId))
     }
-    return store
+    for (const { path, rounds } of journal.segments) for (const round of rounds) store.applyRound(round, path)
+    // After the journal: a verdict must agree with every recorded ack.
+    for (const run of store.runs.values()) run.verdict = await store.replayVerdict(run)
+    return { store, journal }
+  }
+
+  /** Every segment, oldest first; only the last one's last round may be torn (ignored with a warning). */
+  private async readJournal(): Promise<JournalRead> {
+    const listed = await listSegments(join(this.dir, 'journal'))
+    const segments: JournalRead['segments'] = []
+    const firstAt: JournalRead['firstAt'] = new Map()
+    const announced = new Set<string>()
+    let lastRound = 0
+    for (const [i, { segment, path }] of listed.entries()) {
+      const read = await readSegment(path, segment, i === listed.length - 1, lastRound === 0 ? 0 : lastRound + 1)
+      if (read.tornTail !== null) {
+        this.warnings.push(`ignored ${read.tornTail.bytes} bytes of a torn journal round at byte ${read.tornTail.atByte} of ${path}: the last round, cut short by a crash, was never reported as recorded`)
+      }
+      for (const round of read.rounds) {
+        lastRound = round.r
+        for (const a of round.a) announced.add(a.id)
+        for (const c of round.c) if (!firstAt.has(c.id) && !announced.has(c.id)) firstAt.set(c.id, { at: c.at, path })
+      }
+      segments.push({ segment, path, rounds: read.rounds })
+    }
+    return { segments, firstAt, announced, lastRound, lastSegment: listed.at(-1)?.segment ?? 0 }
+  }
+
+  /** One journal round applied in memory: its announcements, then its commits (checked as a log's). */
+  private applyRound(round: JournalRound, path: string): void {
+    for (const { id, m } of round.a) {
+      if (this.runs.has(id)) throw damagedSegment(path, 0, `round ${round.r} announces run ${id} a second time`)
+      const metaFile = this.metaOf(m, `${path} (round ${round.r})`, id)
+      const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, originOf(metaFile))
+      run.retired = true
+      run.logBytes = logHeader(id).length
+      run.metaBytes = m.length
+      this.runs.set(id, run)
+      this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
+    }
+    for (const { id, at, f } of round.c) {
+      const run = this.runs.get(id)
+      const where = `round ${round.r} holds a commit of run ${id}`
+      if (run === undefined) throw damagedSegment(path, 0, `${where}, which is not on record (its directory in runs/ is gone)`)
+      const commit = parseCommitFrame(f)
+      if ('problem' in commit) throw damagedSegment(path, 0, `${where} that ${commit.problem}`)
+      if (commit.n !== run.commits + 1 || at !== run.logBytes) throw damagedSegment(path, 0, `${where} numbered ${commit.n} for byte ${at}, where commit ${run.commits + 1} at byte ${run.logBytes} was expected`)
+      for (const item of commit.items) {
+        const problem = applyItem(run, item, this.maxSpans)
+        if (problem !== undefined) throw damagedSegment(path, 0, `${where} that ${problem}`)
+      }
+      run.commits = commit.n
+      run.logBytes += f.length
+      run.durableThroughSeq = run.lastAckedSeq
+    }
+  }
+
+  /** meta.msgpack's bytes checked (checksum, schema, run id), or a refusal naming where they were read. */
+  private metaOf(bytes: Buffer, where: string, runId: string): z.infer<typeof metaFileSchema> {
+    const decoded = unsealed('meta', bytes)
+    if ('problem' in decoded) throw damagedMeta(where, decoded.problem)
+    const parsed = metaFileSchema.safeParse(decoded.value)
+    if (!parsed.success) throw damagedMeta(where, describeInvalid(parsed.error))
+    if (parsed.data.meta.runId !== runId) throw damagedMeta(where, `it describes run ${parsed.data.meta.runId}, not run ${runId} of its directory`)
+    return parsed.data
+  }
+
+  /** A new, empty segment: its header fsynced and its directory entry too, before any round goes there. */
+  private async newSegment(segment: number): Promise<Segment> {
+    const path = join(this.dir, 'journal', segmentName(segment))
+    const handle = await open(path, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL, 0o644)
+    try {
+      const header = segmentHeader(segment)
+      const { bytesWritten } = await handle.write(header, 0, header.length, 0)
+      if (bytesWritten !== header.length) throw Object.assign(new Error(`short write to ${path} (disk full?)`), { code: 'ENOSPC' })
+      await handle.sync()
+      await syncDirectoryAsync(join(this.dir, 'journal'))
+      return { segment, path, handle, bytes: header.length, rounds: 0, openedMs: performance.now(), fold: new Map() }
+    } catch (error) {
+      await handle.close().catch(() => undefined)
+      throw error
+    }
   }
 
   private runDir(runId: string): string {
@@ -248,7 +437,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * acks; or sealed while acks.log lacks the header written before it): a refusal naming the file.
    * Judging the rest of a group, or an older run of the path, without this one could turn a FAIL into a PASS.
    */
-  private async replay(runId: string): Promise<void> {
+  private async replay(runId: string, journaled?: { at: number; path: string }): Promise<void> {
     const metaPath = join(this.runDir(runId), 'meta.msgpack')
     const logPath = join(this.runDir(runId), 'acks.log')
     const metaBytes = await readBounded(metaPath, maxMetaFileBytes)
@@ -274,25 +463,27 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (!parsed.success) throw damagedMeta(metaPath, describeInvalid(parsed.error))
     const metaFile = parsed.data
     if (metaFile.meta.runId !== runId) throw damagedMeta(metaPath, `it describes run ${metaFile.meta.runId}, not run ${runId} of its directory`)
-    const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, {
-      ...(metaFile.peer === undefined ? {} : { peer: metaFile.peer }),
-      ...(metaFile.writer === undefined ? {} : { writer: metaFile.writer }),
-      ...(metaFile.authenticated === undefined ? {} : { authenticated: metaFile.authenticated }),
-      ...(metaFile.campaign === undefined ? {} : { campaign: metaFile.campaign }),
-    })
+    const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, originOf(metaFile))
     run.retired = true
-    const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans))
+    // With commits in the journal, only the log's first `at` bytes are durable (fold.ts): the rest is
+    // not read (a fold cut short), and a log shorter than that lost fsynced bytes.
+    if (journaled !== undefined) {
+      const sizeBytes = await fileSize(logPath)
+      if (sizeBytes < journaled.at) throw logShorterThanJournal(logPath, sizeBytes, journaled.at)
+    }
+    const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans), journaled?.at)
     // A sealed meta.msgpack was written by this version, after the log's header was fsynced: no crash
     // leaves it without that header. (Older listeners created an empty log: a legacy run may have one.)
     if (decoded.sealed && replayed.format !== 2) throw damagedLog(logPath, logWithoutHeader(replayed))
+    if (journaled !== undefined && (replayed.tornTail !== null || replayed.validBytes !== journaled.at)) {
+      throw damagedLog(logPath, `its first ${journaled.at} bytes, fsynced before ${journaled.path} was written, do not end in a whole commit (whole entries end at byte ${replayed.validBytes})`)
+    }
     if (replayed.tornTail !== null) this.warnings.push(tornTailWarning(runId, logPath, replayed.tornTail))
     run.commits = replayed.commits
+    run.logBytes = replayed.validBytes
+    run.metaBytes = metaBytes.length
     run.durableThroughSeq = run.lastAckedSeq
-    run.bytesOnDisk = metaBytes.length + replayed.totalBytes
-    // After the log: a verdict must agree with the acks it judged.
-    run.verdict = await this.replayVerdict(run)
     this.runs.set(runId, run)
-    this.countRun(run, 1)
     this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
   }
 
@@ -313,10 +504,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       return null
     }
     if (bytes === 'missing') return null
-    if (Buffer.isBuffer(bytes)) {
-      run.verdictBytes = bytes.length
-      run.bytesOnDisk += bytes.length
-    }
+    // A damaged verdict file still takes its bytes on disk.
+    if (typeof bytes !== 'string') run.verdictBytes = bytes.length
     let problem: string
     if (bytes === 'not-a-directory' || bytes === 'not-a-file') problem = 'not a regular file'
     else if (bytes === 'too-large') problem = `it is over ${maxVerdictFileBytes} bytes, more than any verdict`
@@ -367,11 +556,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /**
-   * Makes the run durable before the writer is told to start. meta.msgpack is what makes a run exist
-   * at replay, so it appears last: the empty log first (created, fsynced), then the metadata (temp
-   * file, fsync, rename), then both directories fsynced. If any step fails the announcement is
-   * refused and what was created is removed, meta.msgpack first, so a restart cannot bring back a
-   * run its writer was told was refused.
+   * Makes the run durable before the writer is told to start: its announcement (meta.msgpack's bytes)
+   * goes into the next journal round, and the promise settles when that round's fdatasync returned (a
+   * run exists once its announcement is durable; no fsync of its own). The fold later creates its
+   * directory, log and meta.msgpack. If the round fails, the announcement is refused and the run forgotten.
    */
   async createRun(meta: RunMeta, announcedMs: number, origin: RunOrigin = {}): Promise<void> {
     if (this.runs.has(meta.runId)) throw new StorageError(`run ${meta.runId} already exists`)
@@ -379,55 +567,21 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       // Replay and verify refuse such times; storing them would lose the run's acks later.
       throw new StorageError(`the listener's clock reads ${new Date(announcedMs).toISOString()}, not a real date: set it before announcing runs`)
     }
+    if (this.broken !== undefined) throw new StorageError(`could not store run ${meta.runId}: ${this.broken.message}`)
     // The order is taken now, in announcement order, whatever the clock says.
     const announceIndex = ++this.lastAnnounceIndex
     const run = newRunState(meta, announcedMs, announceIndex, origin)
     run.announcedPerfMs = performance.now()
     run.creating = true
+    run.logBytes = logHeader(meta.runId).length
     this.runs.set(meta.runId, run) // reserve the id at once: a second announcement must not race us
-    this.countRun(run, 1) // counted at once too: announcements under way count against the bounds
-    const dir = this.runDir(meta.runId)
-    const logPath = join(dir, 'acks.log')
-    const tmpPath = join(dir, 'meta.msgpack.tmp')
-    const metaPath = join(dir, 'meta.msgpack')
-    let step: 'start' | 'dir' | 'log' | 'tmp' | 'meta' = 'start'
-    try {
-      mkdirSync(dir)
-      step = 'dir'
-      const log = openSync(logPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_APPEND, 0o644)
-      step = 'log'
-      this.openLogs++
-      try {
-        // The header names the run (a log copied into another run's directory is refused) and the format.
-        const header = logHeader(meta.runId)
-        writeAllSync(log, header, logPath)
-        this.countBytes(run, header.length)
-        await fsyncAsync(log)
-      } finally {
-        closeSync(log)
-        this.openLogs--
-      }
-      const file = openSync(tmpPath, 'wx')
-      step = 'tmp'
-      try {
-        const sealed = seal('meta', packr.pack({ meta, announcedMs, announceIndex, ...origin }))
-        writeAllSync(file, sealed, tmpPath)
-        this.countBytes(run, sealed.length)
-        await fsyncAsync(file)
-      } finally {
-        closeSync(file)
-      }
-      // From here on meta.msgpack may exist (a rename can fail after taking effect).
-      step = 'meta'
-      renameSync(tmpPath, metaPath)
-      // Both directory entries (meta.msgpack and acks.log; the run's directory) at once.
-      await Promise.all([syncDirectoryAsync(dir), syncDirectoryAsync(join(this.dir, 'runs'))])
-    } catch (error) {
-      this.runs.delete(meta.runId)
-      this.countRun(run, -1)
-      removeCreated(step, { dir, logPath, tmpPath, metaPath })
-      throw new StorageError(`could not store run ${meta.runId}: ${describeSystemError(error)}`)
-    }
+    const metaBytes = seal('meta', packr.pack({ meta, announcedMs, announceIndex, ...origin }))
+    run.metaBytes = metaBytes.length
+    await new Promise<void>((resolve, reject) => {
+      run.announce = { metaBytes, resolve, reject }
+      this.announceQueue.push(run)
+      this.startCommit()
+    })
     run.creating = false
     // Acks or an end may have come while the announcement was being stored.
     if (run.pendingEntries.length > 0) this.markDirty(run)
@@ -442,7 +596,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     if (run === undefined) return nowMs
     const elapsedMs = run.announcedPerfMs === undefined ? nowMs - run.announcedMs : performance.now() - run.announcedPerfMs
-    return Math.max(Math.round(run.announcedMs + elapsedMs), run.spans.lastAckMs ?? 0, run.announcedMs)
+    return Math.max(Math.round(run.announcedMs + elapsedMs), run.evicted?.lastAckMs ?? run.spans.lastAckMs ?? 0, run.announcedMs)
   }
 
   /** Accepts an ack in order; durable after the next group commit, announced by a 'recorded' event. */
@@ -512,22 +666,24 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const tmpPath = join(dir, 'verdict.msgpack.tmp')
       const path = join(dir, 'verdict.msgpack')
       try {
+        // A run not folded yet has no directory: made here (the fold leaves verdict.msgpack alone).
+        if ((await mkdir(dir, { recursive: true })) !== undefined) await syncDirectoryAsync(join(this.dir, 'runs'))
         const file = openSync(tmpPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, 0o644)
-        const sealed = seal('verdict', packr.pack({ runId, result }))
         try {
+          const sealed = seal('verdict', packr.pack({ runId, result }))
           writeAllSync(file, sealed, tmpPath)
+          run.verdictBytes = sealed.length
           await fsyncAsync(file)
         } finally {
           closeSync(file)
         }
         renameSync(tmpPath, path)
-        this.countBytes(run, sealed.length - run.verdictBytes)
-        run.verdictBytes = sealed.length
         await syncDirectoryAsync(dir)
       } catch (error) {
         throw new StorageError(`could not store the verdict of run ${runId}: ${describeSystemError(error)}`)
       }
       run.verdict = result
+      this.bytesGeneration++
     })
     const settled = write.catch(() => undefined)
     this.verdictWrites.set(runId, settled)
@@ -555,74 +711,323 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   private markDirty(run: RunState): void {
     this.dirty.add(run)
-    // commit() clears this.committing in the same tick in which it finds nothing dirty, so a run
-    // marked dirty afterwards always starts a new commit.
+    this.startCommit()
+  }
+
+  private startCommit(): void {
+    // commit() clears this.committing in the same tick in which it finds nothing to do, so work
+    // queued afterwards always starts a new commit.
     if (this.committing === undefined) this.committing = this.commit()
   }
 
   /**
    * Group commit: while one round is written and fdatasynced, the next one accumulates; a round takes
-   * every run with queued entries, so nothing queued waits more than one round.
+   * every queued announcement and every run with queued entries (up to roundTargetBytes; the rest waits
+   * one round), as ONE journal entry: one write, one fdatasync, however many runs.
    */
   private async commit(): Promise<void> {
     try {
       await Promise.resolve() // let acks of the same tick join the first round
       for (;;) {
-        const batch = [...this.dirty]
-        this.dirty.clear()
-        if (batch.length === 0) return
-        await inLanes(batch, commitLanes, (run) => this.commitRun(run))
+        if (this.broken !== undefined || this.segment === undefined) return
+        if (this.foldDue()) await this.rotate()
+        const round = this.buildRound()
+        if (round === undefined) return
+        await this.writeRound(round)
       }
     } finally {
       this.committing = undefined
     }
   }
 
-  private async commitRun(run: RunState): Promise<void> {
-    if (run.creating) return // createRun marks it dirty again when its files are in place
-    if (run.failed !== undefined || run.pendingEntries.length === 0) return
-    // One commit is one log entry (numbered, checksummed): a crash can tear only the entry being
-    // written, so replay can take any other bad entry for the damage it is. The items that fit in
-    // maxCommitBytes (which bounds a torn tail at replay), at most maxItemsPerCommit (in practice: ack,
-    // steady, ack, end); the rest waits for the next round.
-    const commit = run.commits + 1
-    const { items, entry } = framedCommit(commit, run.pendingEntries)
-    let throughSeq = run.durableThroughSeq
-    for (const item of items) if (item.k === 'ack') throughSeq = item.toSeq
-    run.commits = commit
-    // An ack arriving during the write extends the last item left here, never one being written.
-    run.pendingEntries = run.pendingEntries.slice(items.length)
-    if (run.pendingEntries.length > 0) this.markDirty(run)
-    const path = join(this.runDir(run.meta.runId), 'acks.log')
-    // Opened and closed within the commit: live runs hold no descriptor between commits. No O_CREAT:
-    // the log was created with the run, and a log that vanished since is a failure, not a fresh start.
-    let log: number | undefined
+  private buildRound(): { round: JournalRound; announced: RunState[]; committed: Array<{ run: RunState; throughSeq: number }> } | undefined {
+    const announced: RunState[] = []
+    const committed: Array<{ run: RunState; throughSeq: number }> = []
+    const round: JournalRound = { k: 'round', r: this.lastRound + 1, a: [], c: [] }
+    let bytes = 0
+    while (this.announceQueue.length > 0 && (bytes === 0 || bytes + this.announceQueue[0]!.announce!.metaBytes.length <= roundTargetBytes)) {
+      const run = this.announceQueue.shift()!
+      round.a.push({ id: run.meta.runId, m: run.announce!.metaBytes })
+      bytes += run.announce!.metaBytes.length + 32
+      announced.push(run)
+    }
+    const announcedIds = new Set(announced)
+    for (const run of this.dirty) {
+      if (bytes >= roundTargetBytes) break
+      // Its announcement is not durable and not in this round: its entries wait (createRun marks it again).
+      if (run.creating === true && !announcedIds.has(run)) continue
+      this.dirty.delete(run)
+      if (run.failed !== undefined || run.pendingEntries.length === 0) continue
+      // One commit is one log entry (numbered, checksummed), as before: the items that fit in
+      // maxCommitBytes (which bounds a torn log tail at replay); the rest waits for the next round.
+      const commit = run.commits + 1
+      const { items, entry } = framedCommit(commit, run.pendingEntries)
+      let throughSeq = run.durableThroughSeq
+      for (const item of items) if (item.k === 'ack') throughSeq = item.toSeq
+      run.commits = commit
+      // An ack arriving during the write extends the last item left here, never one being written.
+      run.pendingEntries = run.pendingEntries.slice(items.length)
+      if (run.pendingEntries.length > 0) this.dirty.add(run)
+      round.c.push({ id: run.meta.runId, at: run.logBytes, f: entry })
+      run.logBytes += entry.length
+      bytes += entry.length + 32
+      committed.push({ run, throughSeq })
+    }
+    if (round.a.length === 0 && round.c.length === 0) return undefined
+    this.lastRound = round.r
+    return { round, announced, committed }
+  }
+
+  /** One write and one fdatasync of the round, in the threadpool; 'recorded' only after the fdatasync returned. */
+  private async writeRound({ round, announced, committed }: NonNullable<ReturnType<AckStore['buildRound']>>): Promise<void> {
+    const segment = this.segment!
+    const entry = frameRound(round)
     try {
-      log = openSync(path, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_NONBLOCK)
-      this.openLogs++
-      // write() lands in the page cache (synchronous: one event-loop trip fewer); fdatasync in the threadpool.
-      writeAllSync(log, entry, path)
-      this.countBytes(run, entry.length)
-      await fdatasyncAsync(log)
+      const { bytesWritten } = await segment.handle.write(entry, 0, entry.length, segment.bytes)
+      if (bytesWritten !== entry.length) throw Object.assign(new Error(`short write to ${segment.path}: ${bytesWritten} of ${entry.length} bytes (disk full?)`), { code: 'ENOSPC' })
+      await segment.handle.datasync()
+      this.roundSyncCount++
     } catch (error) {
-      // Never retried: after a failed write or fdatasync the log's durability is unknown.
-      run.failed = error as Error
+      await voidRound(segment)
+      this.breakJournal(new Error(`${describeSystemError(error)} (writing journal round ${round.r} to ${segment.path}; the listener records nothing more: after a failed write or fdatasync the journal cannot be trusted, restart it)`), announced, committed.map((c) => c.run))
+      return
+    }
+    segment.bytes += entry.length
+    segment.rounds++
+    for (const { id, m } of round.a) segment.fold.set(id, { runId: id, meta: m, at: logHeader(id).length, frames: [] })
+    for (const { id, at, f } of round.c) {
+      const fold = segment.fold.get(id)
+      if (fold === undefined) segment.fold.set(id, { runId: id, at, frames: [f] })
+      else fold.frames.push(f)
+    }
+    this.armFoldTimer()
+    for (const run of announced) {
+      const settle = run.announce!
+      delete run.announce
+      settle.resolve()
+    }
+    for (const { run, throughSeq } of committed) {
+      run.durableThroughSeq = throughSeq
+      this.bytesGeneration++
+      this.emit('recorded', run.meta.runId, throughSeq)
+    }
+  }
+
+  /**
+   * A round that failed (or a fold): every run with acks not yet recorded fails (its acks in that round
+   * were never reported recorded, and never will be), every queued announcement is refused, and nothing
+   * more is written (never retried: PostgreSQL's fsync lesson).
+   */
+  private breakJournal(error: Error, announced: RunState[], inRound: RunState[]): void {
+    this.broken ??= error
+    for (const run of [...announced, ...this.announceQueue.splice(0)]) {
+      this.runs.delete(run.meta.runId)
+      const settle = run.announce
+      delete run.announce
+      settle?.reject(new StorageError(`could not store run ${run.meta.runId}: ${error.message}`))
+    }
+    for (const run of this.runs.values()) {
+      if (run.failed !== undefined || run.creating === true) continue
+      if (run.retired && run.pendingEntries.length === 0 && !inRound.includes(run)) continue
+      run.failed = error
+      run.retired = true
       run.pendingEntries = []
-      // The acks of this commit and those queued after it were never recorded (the writer is told it
+      // The acks of this round and those queued after it were never recorded (the writer is told it
       // failed): the run answers with the acks it recorded, so a verdict counts only those, as a
-      // restart's replay of the log will.
+      // restart's replay will.
       run.spans.truncate(run.durableThroughSeq)
       run.lastAckedSeq = run.durableThroughSeq
-      this.emit('failed', run.meta.runId, error as Error)
+      this.emit('failed', run.meta.runId, error)
+    }
+    this.dirty.clear()
+  }
+
+  private foldDue(): boolean {
+    const segment = this.segment!
+    if (segment.rounds === 0 || this.folding !== undefined) return false
+    return segment.bytes >= this.segmentBytesMax || performance.now() - segment.openedMs >= this.foldAgeMs
+  }
+
+  /** An idle listener folds too: a timer starts a commit pass once the segment is old enough. */
+  private armFoldTimer(): void {
+    if (this.foldTimer !== undefined) return
+    this.foldTimer = setTimeout(() => {
+      this.foldTimer = undefined
+      this.startCommit()
+      if (this.segment !== undefined && this.segment.rounds > 0) this.armFoldTimer()
+    }, this.foldAgeMs)
+    this.foldTimer.unref()
+  }
+
+  /** Starts a new segment (between rounds) and folds the old one in the background. */
+  private async rotate(): Promise<void> {
+    const old = this.segment!
+    try {
+      this.segment = await this.newSegment(old.segment + 1)
+    } catch (error) {
+      this.breakJournal(new Error(`${describeSystemError(error)} (starting journal segment ${old.segment + 1}; the listener records nothing more, restart it)`), [], [])
       return
-    } finally {
-      if (log !== undefined) {
-        closeQuietly(log)
-        this.openLogs--
+    }
+    await old.handle.close().catch(() => undefined)
+    this.folding = this.fold(old).finally(() => {
+      this.folding = undefined
+    })
+  }
+
+  /**
+   * Runs on record and their bytes on disk (ack log and meta.msgpack; a run not folded yet counts what
+   * its fold will write), in all and per peer address ('unknown' for runs of older listeners), for quotas.
+   */
+  usage(): StoreUsage {
+    const generation = this.bytesGeneration + this.runs.changes
+    if (this.bytesCache === undefined || this.bytesCache.generation !== generation) {
+      const byPeer = new Map<string, number>()
+      let total = 0
+      for (const run of this.runs.values()) {
+        const bytes = run.logBytes + run.metaBytes + (run.verdictBytes ?? 0)
+        const peer = run.origin.peer ?? 'unknown'
+        byPeer.set(peer, (byPeer.get(peer) ?? 0) + bytes)
+        total += bytes
+      }
+      this.bytesCache = { generation, total, byPeer }
+    }
+    const bytesCache = this.bytesCache
+    const byPeer = new Map<string, Usage>()
+    for (const [peer, runs] of this.runs.runsByPeer) byPeer.set(peer, { runs, bytes: bytesCache.byPeer.get(peer) ?? 0 })
+    return { total: { runs: this.runs.size, bytes: bytesCache.total }, byPeer }
+  }
+
+  /** Whether an ended run may be pruned now, and its bytes on disk. */
+  pruneCandidate(runId: string): { bytes: number } | { refused: string } {
+    const run = this.runs.get(runId)
+    if (run === undefined || run.creating === true) return { refused: `run ${runId} is not on record` }
+    if (run.end === undefined || !run.retired) return { refused: `run ${runId} has not ended (its writer may be live, or vanished with no end logged)` }
+    if (this.verdictWrites.has(runId)) return { refused: `run ${runId} has a verdict being stored` }
+    return { bytes: run.logBytes + run.metaBytes + (run.verdictBytes ?? 0) }
+  }
+
+
+  /**
+   * Removes ended runs for good. Each run is folded first (the journal then holds none of its commits:
+   * a restart cannot find commits of a run that is gone), then its directory renamed out of the runs
+   * (runs/.pruned-<id>, which replay skips) and runs/ fsynced: the rename is atomic, so after a crash
+   * a pruned run is gone or intact, never read with fewer acks. The renamed directory is deleted
+   * after (a leftover one is deleted at the next start). Throws for a run that is unknown or not ended.
+   */
+  async prune(runIds: readonly string[]): Promise<void> {
+    const refusals = runIds.map((id) => this.pruneCandidate(id)).flatMap((c) => ('refused' in c ? [c.refused] : []))
+    if (refusals.length > 0) throw new Error(`not pruned: ${refusals.join('; ')}`)
+    // Its end (queued, maybe) recorded and folded: nothing of it is left in the journal.
+    await this.foldNow()
+    if (this.broken !== undefined) throw new StorageError(`could not prune runs: ${this.broken.message}`)
+    const runsDir = join(this.dir, 'runs')
+    for (const runId of runIds) await rename(this.runDir(runId), join(runsDir, `.pruned-${runId}`))
+    await syncDirectoryAsync(runsDir)
+    for (const runId of runIds) this.runs.delete(runId)
+    await removePruned(runsDir)
+  }
+
+  /**
+   * Bounded memory per run: a retired run wholly in runs/ (nothing queued, nothing in the journal)
+   * keeps its summary only; its spans and its writer's fingerprint are read back from its files when a
+   * query asks (queryAsync, spanPageAsync).
+   */
+  private evict(run: RunState, spans = true): void {
+    if (!this.evicting || !run.retired || run.failed !== undefined || run.creating === true || run.pendingEntries.length > 0) return
+    // Spans only of runs read from their logs at start: those of a run live in this listener's life
+    // were stamped ack by ack, finer than its log's per-commit items, and a reply must not change
+    // when a run ends (read back, they would be the log's: as after a restart).
+    if (spans && run.evicted === undefined) {
+      run.evicted = { spanCount: run.spans.length, lastAckMs: run.spans.lastAckMs }
+      run.spans = new SpanTable()
+    }
+    const writer = run.origin.writer
+    if (writer !== undefined && run.writerTrimmed !== true) {
+      run.origin = { ...run.origin, writer: { bootId: writer.bootId, fingerprint: null } }
+      run.writerTrimmed = true
+    }
+  }
+
+  /** The run as a query sees it: its spans (and writer) read back if evicted. */
+  private async resident(run: RunState): Promise<RunState> {
+    if (run.evicted === undefined && run.writerTrimmed !== true) return run
+    const runId = run.meta.runId
+    let entry = this.readBack.get(runId)
+    if (entry === undefined) {
+      let reading = this.readingBack.get(runId)
+      if (reading === undefined) {
+        reading = this.readBackRun(run).finally(() => this.readingBack.delete(runId))
+        this.readingBack.set(runId, reading)
+      }
+      entry = await reading
+    }
+    this.readBack.delete(runId)
+    this.readBack.set(runId, entry)
+    let cached = 0
+    for (const e of this.readBack.values()) cached += e.spans.length
+    for (const [id, e] of this.readBack) {
+      if (cached <= this.cachedSpansMax || id === runId) break
+      this.readBack.delete(id)
+      cached -= e.spans.length
+    }
+    return { ...run, spans: run.evicted === undefined ? run.spans : entry.spans, origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer } }
+  }
+
+  /**
+   * A run's spans streamed from its log (in small chunks, yielding between them: a long run never
+   * holds the event loop) and its writer from meta.msgpack, both checked again: a file damaged since
+   * start refuses the query naming it (damage is named at query time too, never fewer acks).
+   */
+  private async readBackRun(run: RunState): Promise<{ spans: SpanTable; writer: WriterEnv | undefined }> {
+    const runId = run.meta.runId
+    const logPath = join(this.runDir(runId), 'acks.log')
+    const copy = newRunState(run.meta, run.announcedMs, run.announceIndex, run.origin)
+    if (run.evicted !== undefined) {
+      const replayed = await replayLog(logPath, runId, (item) => applyItem(copy, item, this.maxSpans), run.logBytes, queryChunkBytes)
+      if (replayed.validBytes !== run.logBytes || replayed.tornTail !== null || replayed.commits !== run.commits || copy.lastAckedSeq !== run.lastAckedSeq) {
+        throw damagedLog(logPath, `it no longer holds what it held when the listener started (acks through seq ${copy.lastAckedSeq} in ${replayed.validBytes} bytes, where ${run.lastAckedSeq} in ${run.logBytes} were read)`)
       }
     }
-    run.durableThroughSeq = throughSeq
-    this.emit('recorded', run.meta.runId, throughSeq)
+    let writer: WriterEnv | undefined
+    if (run.writerTrimmed === true) {
+      const metaPath = join(this.runDir(runId), 'meta.msgpack')
+      const bytes = await readBounded(metaPath, maxMetaFileBytes)
+      if (!Buffer.isBuffer(bytes)) throw damagedMeta(metaPath, `it is ${bytes} now, read at start`)
+      writer = this.metaOf(bytes, metaPath, runId).writer
+    }
+    return { spans: copy.spans, writer }
+  }
+
+  /** Spans held in memory right now, in all (tests of the memory bound). */
+  residentSpanCount(): number {
+    let count = 0
+    for (const run of this.runs.values()) count += run.spans.length
+    for (const entry of this.readBack.values()) count += entry.spans.length
+    return count
+  }
+
+  /** Folds everything recorded so far into the run files now (tests; the store folds on its own by size and age). */
+  async foldNow(): Promise<void> {
+    while (this.committing !== undefined || this.folding !== undefined) await Promise.all([this.committing, this.folding])
+    if (this.broken !== undefined || this.segment === undefined || this.segment.rounds === 0) return
+    await this.rotate()
+    await this.folding
+  }
+
+  /** The segment's commits into the run files, fsynced, then the segment deleted (fold.ts). */
+  private async fold(segment: Segment): Promise<void> {
+    try {
+      await foldRuns(join(this.dir, 'runs'), [...segment.fold.values()], this.foldFiles)
+      await unlink(segment.path)
+      await syncDirectoryAsync(join(this.dir, 'journal'))
+      for (const runId of segment.fold.keys()) {
+        const run = this.runs.get(runId)
+        if (run !== undefined && !this.dirty.has(run) && this.segment?.fold.has(runId) !== true) this.evict(run, false)
+      }
+    } catch (error) {
+      // The journal still holds every recorded ack (the segment stays); a restart folds it again.
+      this.breakJournal(new Error(`${describeSystemError(error)} (folding journal segment ${segment.path} into runs/; the listener records nothing more, restart it)`), [], [])
+    }
   }
 
   isWritable(runId: string): boolean {
@@ -630,9 +1035,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return run !== undefined && isWritable(run)
   }
 
-  /** Ack logs open right now (for tests of the descriptor bound). */
+  /** Run files open right now (in a fold; for tests of the descriptor bound). */
   openLogCount(): number {
-    return this.openLogs
+    return this.foldFiles.openLogs
   }
 
   /**
@@ -640,9 +1045,31 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * than inlineSpansMax spans comes without them (spanPage reads them).
    */
   query(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number } = {}): StoredRun[] {
+    const runs = this.queried(host, requestedPath, runId)
+    if (runs.some((r) => r.evicted !== undefined)) throw new Error('query() of evicted runs: the listener uses queryAsync()')
+    return runs.map((r) => storedRun(r, options.inlineSpansMax))
+  }
+
+  /** query() for the listener: evicted runs' spans are read back first (without blocking the event loop). */
+  async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number } = {}): Promise<StoredRun[]> {
+    const runs: RunState[] = []
+    for (const run of this.queried(host, requestedPath, runId)) runs.push(await this.resident(run))
+    return runs.map((r) => storedRun(r, options.inlineSpansMax))
+  }
+
+  /** spanPage() for the listener (see queryAsync). */
+  async spanPageAsync(runId: string, afterSeq: number, throughSeq: number, maxCount: number): Promise<Buffer | undefined> {
+    const run = this.runs.get(runId)
+    if (run === undefined || run.creating === true || throughSeq > run.lastAckedSeq) return undefined
+    const view = await this.resident(run)
+    if (throughSeq > view.spans.throughSeq) return undefined
+    return view.spans.page(afterSeq, throughSeq, maxCount)
+  }
+
+  private queried(host: string, requestedPath: string, runId?: string): RunState[] {
     if (runId !== undefined) {
       const run = this.runs.get(runId)
-      return run === undefined ? [] : [storedRun(run, options.inlineSpansMax)]
+      return run === undefined ? [] : [run]
     }
     let latest: RunState | undefined
     for (const run of this.runs.values()) {
@@ -655,12 +1082,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       .filter((r) => r.meta.groupId === groupId && r.meta.host === host && r.meta.requestedPath === requestedPath)
       .sort((a, b) => a.meta.method.localeCompare(b.meta.method))
       .slice(0, maxClaims)
-      .map((r) => storedRun(r, options.inlineSpansMax))
   }
 
   /** Spans the run holds in memory (0 for a run not on record). */
   spanCount(runId: string): number {
-    return this.runs.get(runId)?.spans.length ?? 0
+    const run = this.runs.get(runId)
+    return run?.evicted?.spanCount ?? run?.spans.length ?? 0
   }
 
   /**
@@ -669,6 +1096,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   spanPage(runId: string, afterSeq: number, throughSeq: number, maxCount: number): Buffer | undefined {
     const run = this.runs.get(runId)
+    if (run?.evicted !== undefined) throw new Error('spanPage() of an evicted run: the listener uses spanPageAsync()')
     if (run === undefined || run.creating === true || throughSeq > run.spans.throughSeq) return undefined
     return run.spans.page(afterSeq, throughSeq, maxCount)
   }
@@ -716,103 +1144,17 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   async close(): Promise<void> {
     while (this.verdictWrites.size > 0) await Promise.all(this.verdictWrites.values())
-    while (this.committing !== undefined) await this.committing
+    while (this.committing !== undefined || this.folding !== undefined) await Promise.all([this.committing, this.folding])
+    clearTimeout(this.foldTimer)
+    const segment = this.segment
+    this.segment = undefined
+    if (segment !== undefined) {
+      await segment.handle.close().catch(() => undefined)
+      // A clean stop leaves every run in runs/ and an empty journal (a failed journal stays for the restart).
+      if (this.broken === undefined) await this.fold(segment)
+    }
     this.lock?.release()
     this.lock = undefined
-  }
-
-  // --- usage and prune (retention and quotas: quotas.ts, prune.ts) --------------------------------
-  // Kept together so the store's rewrite can take them over as they are: usage() is counted as runs
-  // are reserved and files written (never by walking the runs), prune() removes ended runs durably.
-
-  private readonly usageTotal = { runs: 0, bytes: 0 }
-  private readonly usageByPeer = new Map<string, { runs: number; bytes: number }>()
-
-  /**
-   * Runs and bytes on record, in total and per peer address (as the listener saw it; 'unknown' for
-   * runs of older listeners). Announcements under way count. byPeer is a view: read it at once, do not keep it.
-   */
-  usage(): StoreUsage {
-    return { total: { ...this.usageTotal }, byPeer: this.usageByPeer }
-  }
-
-  private peerUsage(run: RunState): { runs: number; bytes: number } {
-    const peer = run.origin.peer ?? unknownPeer
-    let entry = this.usageByPeer.get(peer)
-    if (entry === undefined) this.usageByPeer.set(peer, (entry = { runs: 0, bytes: 0 }))
-    return entry
-  }
-
-  /** Adds (sign 1) or removes (sign -1) a run and its bytes from the tallies. */
-  private countRun(run: RunState, sign: 1 | -1): void {
-    const peer = this.peerUsage(run)
-    for (const tally of [this.usageTotal, peer]) {
-      tally.runs += sign
-      tally.bytes += sign * run.bytesOnDisk
-    }
-    if (peer.runs === 0) this.usageByPeer.delete(run.origin.peer ?? unknownPeer)
-  }
-
-  private countBytes(run: RunState, bytes: number): void {
-    run.bytesOnDisk += bytes
-    this.usageTotal.bytes += bytes
-    this.peerUsage(run).bytes += bytes
-  }
-
-  /** What pruning the run would free, or why it may not be pruned. */
-  pruneCandidate(runId: string): { bytes: number } | { refused: string } {
-    const run = this.runs.get(runId)
-    if (run === undefined || run.creating === true) return { refused: `run ${runId} is not on record` }
-    if (run.end === undefined) return { refused: `run ${runId} has not ended (its writer may be live, or vanished with no end logged)` }
-    if (!run.retired || run.pendingEntries.length > 0 || this.dirty.has(run)) return { refused: `run ${runId} still has entries to write` }
-    if (this.verdictWrites.has(runId)) return { refused: `run ${runId} has a verdict being stored` }
-    return { bytes: run.bytesOnDisk }
-  }
-
-  /**
-   * Removes ended runs for good, all or none refused (a live or unended run is never removed). Each
-   * run's directory is first renamed to runs/.pruned-<id> and runs/ fsynced: a crash before that
-   * leaves the run whole, after it a directory replay skips and open() deletes. Only then is the run
-   * forgotten and its directory deleted. Never a run with some files gone, which replay calls damage.
-   */
-  async prune(runIds: readonly string[]): Promise<void> {
-    const refusals = runIds.map((id) => this.pruneCandidate(id)).filter((c): c is { refused: string } => 'refused' in c)
-    if (refusals.length > 0) throw new StorageError(`not pruned: ${refusals.map((r) => r.refused).join('; ')}`)
-    const runsDir = join(this.dir, 'runs')
-    const moved: string[] = []
-    try {
-      for (const runId of new Set(runIds)) {
-        await rename(this.runDir(runId), join(runsDir, `${prunedPrefix}${runId}`))
-        moved.push(runId)
-      }
-    } finally {
-      // Whatever was renamed is gone from replay's view: forget it here too, durably.
-      for (const runId of moved) {
-        const run = this.runs.get(runId)!
-        this.runs.delete(runId)
-        this.countRun(run, -1)
-      }
-      if (moved.length > 0) await syncDirectoryAsync(runsDir)
-    }
-    for (const runId of moved) await rm(join(runsDir, `${prunedPrefix}${runId}`), { recursive: true, force: true })
-  }
-}
-
-export interface StoreUsage {
-  readonly total: { readonly runs: number; readonly bytes: number }
-  readonly byPeer: ReadonlyMap<string, { readonly runs: number; readonly bytes: number }>
-}
-
-/** The peer key of runs stored without a peer address (older listeners). */
-const unknownPeer = 'unknown'
-/** A run directory being pruned: replay skips it (not a run id), open() deletes it. */
-const prunedPrefix = '.pruned-'
-
-/** Deletes run directories a crash left mid-prune (renamed, so already gone from every run's view). */
-async function removePrunedLeftovers(dir: string): Promise<void> {
-  const runsDir = join(dir, 'runs')
-  for (const name of await readdir(runsDir)) {
-    if (name.startsWith(prunedPrefix)) await rm(join(runsDir, name), { recursive: true, force: true })
   }
 }
 
@@ -842,38 +1184,23 @@ function lockDirectory(dir: string): FileLock {
   )!
 }
 
-/**
- * Undoes a failed announcement, best effort: meta.msgpack first (it alone makes the run exist at
- * replay), made durable, then the rest.
- */
-function removeCreated(step: 'start' | 'dir' | 'log' | 'tmp' | 'meta', paths: { dir: string; logPath: string; tmpPath: string; metaPath: string }): void {
-  const attempt = (fn: () => void): void => {
-    try {
-      fn()
-    } catch {
-      // best effort: what is left without meta.msgpack is skipped at replay
-    }
-  }
-  if (step === 'meta') {
-    attempt(() => unlinkSync(paths.metaPath))
-    attempt(() => syncDirectory(paths.dir))
-  }
-  if (step === 'tmp' || step === 'meta') attempt(() => unlinkSync(paths.tmpPath))
-  if (step !== 'start' && step !== 'dir') attempt(() => unlinkSync(paths.logPath))
-  if (step !== 'start') attempt(() => rmdirSync(paths.dir))
-}
-
 function isWritable(run: RunState): boolean {
   return run.failed === undefined && run.end === undefined && !run.retired
 }
 
-/** Runs fn over items with at most lanes calls in flight. */
-async function inLanes<T>(items: readonly T[], lanes: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0
-  const lane = async (): Promise<void> => {
-    while (next < items.length) await fn(items[next++]!)
+/**
+ * Cuts a failed round off its segment, best effort: its bytes may have reached the disk whole, and a
+ * restart would then bring back announcements refused to their writers (the newest run on a path
+ * with none of its acks). The segment's size made durable at the end of the last good round removes
+ * it; if that fails too, the disk is failing and the error already says the listener stopped.
+ */
+async function voidRound(segment: Segment): Promise<void> {
+  try {
+    await segment.handle.truncate(segment.bytes)
+    await segment.handle.sync()
+  } catch {
+    // the round may come back at restart: acks it holds were sent by their writers, so they are true
   }
-  await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane))
 }
 
 /**
@@ -907,15 +1234,6 @@ function cutToBytes(text: string, maxBytes: number): string {
 }
 
 const fsyncAsync = promisify(fsync)
-const fdatasyncAsync = promisify(fdatasync)
-
-function closeQuietly(fd: number): void {
-  try {
-    closeSync(fd)
-  } catch {
-    // a close error after fsync/fdatasync returned changes nothing that was reported
-  }
-}
 
 /** Writes every byte or throws: a short write (the disk filled) is a failure, not a success. */
 function writeAllSync(fd: number, bytes: Buffer, path: string): void {
@@ -1053,8 +1371,86 @@ function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown; r
 }
 
 function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin): RunState {
-  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0, bytesOnDisk: 0, verdictBytes: 0 }
+  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0, logBytes: 0, metaBytes: 0 }
 }
+
+function originOf(metaFile: z.infer<typeof metaFileSchema>): RunOrigin {
+  return {
+    ...(metaFile.peer === undefined ? {} : { peer: metaFile.peer }),
+    ...(metaFile.writer === undefined ? {} : { writer: metaFile.writer }),
+    ...(metaFile.authenticated === undefined ? {} : { authenticated: metaFile.authenticated }),
+    ...(metaFile.campaign === undefined ? {} : { campaign: metaFile.campaign }),
+  }
+}
+
+/** Runs on record and their bytes on disk. */
+export interface Usage {
+  readonly runs: number
+  readonly bytes: number
+}
+
+export interface StoreUsage {
+  readonly total: Usage
+  readonly byPeer: ReadonlyMap<string, Usage>
+}
+
+/** The runs on record, with how many each peer address holds (kept as runs come and go: quotas ask at every announcement). */
+class RunMap extends Map<string, RunState> {
+  readonly runsByPeer = new Map<string, number>()
+  /** Runs added or removed so far. */
+  changes = 0
+
+  override set(runId: string, run: RunState): this {
+    const previous = this.get(runId)
+    if (previous !== undefined) this.count(previous, -1)
+    this.count(run, 1)
+    return super.set(runId, run)
+  }
+
+  override delete(runId: string): boolean {
+    const run = this.get(runId)
+    if (run !== undefined) this.count(run, -1)
+    return super.delete(runId)
+  }
+
+  private count(run: RunState, by: number): void {
+    this.changes++
+    const peer = run.origin.peer ?? 'unknown'
+    const runs = (this.runsByPeer.get(peer) ?? 0) + by
+    if (runs === 0) this.runsByPeer.delete(peer)
+    else this.runsByPeer.set(peer, runs)
+  }
+}
+
+/** Directories of pruned runs, renamed out of the runs before their deletion (a crash may leave some). */
+async function removePruned(runsDir: string): Promise<void> {
+  for (const name of await readdir(runsDir)) if (name.startsWith('.pruned-')) await rm(join(runsDir, name), { recursive: true, force: true })
+}
+
+/** What folding a segment's rounds writes, per run (fold.ts). */
+function foldPlan(rounds: readonly JournalRound[]): FoldRun[] {
+  const plan = new Map<string, FoldRun>()
+  for (const round of rounds) {
+    for (const { id, m } of round.a) plan.set(id, { runId: id, meta: m, at: logHeader(id).length, frames: [] })
+    for (const { id, at, f } of round.c) {
+      const run = plan.get(id)
+      if (run === undefined) plan.set(id, { runId: id, at, frames: [f] })
+      else run.frames.push(f)
+    }
+  }
+  return [...plan.values()]
+}
+
+/** A run log's size (0 when missing: replay then says what is wrong). */
+async function fileSize(path: string): Promise<number> {
+  try {
+    return (await statAsync(path)).size
+  } catch (error) {
+    if ((error as { code?: string }).code === 'ENOENT') return 0
+    throw unreadable(path, error)
+  }
+}
+const statAsync = promisify(statCallback)
 
 function summaryOf(run: RunState): RunSummary {
   return {

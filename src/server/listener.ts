@@ -918,23 +918,21 @@ class Connection {
       }
       case 'query': {
         if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
-        const reply = encodeFrame({
-          type: 'runs',
-          runs: this.runsToJudge(message),
-          claims: listener.claims(message.host, message.requestedPath),
-        } satisfies ServerMessage)
-        this.sendQueryReply(reply)
-        return
+        // Async: an ended run's spans are read back from its log (ack-store.ts), a chunk at a time.
+        return this.runsToJudge(message).then((runs) => {
+          const reply = encodeFrame({ type: 'runs', runs, claims: listener.claims(message.host, message.requestedPath) } satisfies ServerMessage)
+          this.sendQueryReply(reply)
+        })
       }
       case 'spans': {
         if (this.role !== 'verifier') throw new ProtocolViolation('out-of-order', 'spans asked on a writer connection')
         if (++this.spanPages > maxSpanPagesPerConnection) throw new ProtocolViolation('limit', `more than ${maxSpanPagesPerConnection} span pages on one connection`)
         const info = store.runInfo(message.runId)
         if (info === undefined || info.creating) throw new ProtocolViolation('unknown-run', `spans of run ${message.runId}, which the listener does not hold`)
-        const page = store.spanPage(message.runId, message.afterSeq, message.throughSeq, maxSpansPerPage)
-        if (page === undefined) throw new ProtocolViolation('bad-frame', `spans of run ${message.runId} through seq ${message.throughSeq}, but its acks go to seq ${store.lastAckedSeq(message.runId)}`)
-        this.sendQueryReply(encodeFrame({ type: 'span-page', runId: message.runId, afterSeq: message.afterSeq, spans: page } satisfies ServerMessage))
-        return
+        return store.spanPageAsync(message.runId, message.afterSeq, message.throughSeq, maxSpansPerPage).then((page) => {
+          if (page === undefined) throw new ProtocolViolation('bad-frame', `spans of run ${message.runId} through seq ${message.throughSeq}, but its acks go to seq ${store.lastAckedSeq(message.runId)}`)
+          this.sendQueryReply(encodeFrame({ type: 'span-page', runId: message.runId, afterSeq: message.afterSeq, spans: page } satisfies ServerMessage))
+        })
       }
     }
   }
@@ -944,10 +942,10 @@ class Connection {
    * one takes them all in one reply, which is refused past legacyReplySpansMax rather than built (a
    * week of two methods is ~400 MB) or cut short.
    */
-  private runsToJudge(query: Extract<ClientMessage, { type: 'query' }>): StoredRun[] {
+  private async runsToJudge(query: Extract<ClientMessage, { type: 'query' }>): Promise<StoredRun[]> {
     const store = this.listener.store
-    if (this.protocol >= pagedSpansProtocol) return store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax })
-    const heads = store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax: 0 })
+    if (this.protocol >= pagedSpansProtocol) return store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax })
+    const heads = await store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax: 0 })
     const spans = heads.reduce((sum, run) => sum + store.spanCount(run.meta.runId), 0)
     if (spans > legacyReplySpansMax) {
       throw new ProtocolViolation(
@@ -955,7 +953,7 @@ class Connection {
         `the acks of ${query.host}:${query.requestedPath} are ${spans} spans, more than one reply of protocol ${this.protocol} carries (${legacyReplySpansMax}); this verifier is older than the listener: run the same plugcheck version here, whose verify reads them page by page`,
       )
     }
-    return store.query(query.host, query.requestedPath, query.runId)
+    return store.queryAsync(query.host, query.requestedPath, query.runId)
   }
 
   /** A reply that may be large: queued only if it fits the budget for replies queued to all peers. */

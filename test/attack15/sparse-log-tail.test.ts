@@ -21,7 +21,8 @@ t.test('an ack log with a terabyte hole after its entries: refused at once, not 
   const written = await runCli(['write', '--server', listener.server, '--file', file, '--size', '2MiB', '--record-size', '4096', '--duration', '1'])
   t.equal(written.code, 0, written.stderr)
   const runId = /^run ([0-9a-f]{16}):/m.exec(written.stdout)![1]!
-  await listener.kill()
+  // A clean stop: every run folded from the journal into runs/ (a SIGKILL would leave its last seconds in journal/).
+  await listener.kill('SIGTERM')
   const log = join(listenerDir, 'runs', runId, 'acks.log')
   const size = statSync(log).size
   truncateSync(log, 2 ** 40)

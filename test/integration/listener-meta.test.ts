@@ -31,7 +31,8 @@ for (const [field, bit] of [
     t.equal(written.code, 0, written.stderr)
     const runId = /^run ([0-9a-f]{16}):/m.exec(written.stdout)![1]!
     t.equal((await runInProcess(['verify', '--server', listener.server, '--file', file])).code, 0, 'intact: pass')
-    await listener.kill()
+    // A clean stop: every run folded from the journal into runs/ (a SIGKILL would leave its last seconds in journal/).
+    await listener.kill('SIGTERM')
 
     const metaPath = join(listenerDir, 'runs', runId, 'meta.msgpack')
     const sealed = unseal('meta', readFileSync(metaPath))

@@ -1,0 +1,229 @@
+/**
+ * The store's journal: one fdatasync per round however many runs, a torn last round ignored, any other
+ * damage refused naming file and byte, a log shorter than the journal's `at` refused, bytes past it
+ * rewritten, and a real child store SIGKILLed at random moments (mid-round, mid-fold) never loses an
+ * ack it reported recorded.
+ */
+import t, { type Test } from 'tap'
+import { spawn } from 'node:child_process'
+import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Packr } from 'msgpackr'
+import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { tempDir } from '../fixtures/cli.js'
+import { runMeta, runIdOf } from './peer.js'
+
+const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
+const childPath = fileURLToPath(new URL('./journal-child.ts', import.meta.url))
+
+const recordedOnce = (store: AckStore, runId: string, throughSeq: number): Promise<void> =>
+  new Promise((resolve) => {
+    const on = (id: string, seq: number): void => {
+      if (id !== runId || seq < throughSeq) return
+      store.off('recorded', on)
+      resolve()
+    }
+    store.on('recorded', on)
+  })
+
+const segments = (dir: string): string[] => readdirSync(join(dir, 'journal')).filter((n) => n.endsWith('.wal')).sort()
+
+t.test('one round, one fdatasync, for acks of 300 runs', async (t) => {
+  const dir = tempDir(t, 'plugcheck-journal-')
+  const store = await AckStore.open(dir)
+  t.teardown(() => store.close())
+  const runIds = Array.from({ length: 300 }, (_, i) => runIdOf(i + 1))
+  const before = store.roundSyncCount
+  await Promise.all(runIds.map((id) => store.createRun(runMeta(id), Date.now())))
+  t.equal(store.roundSyncCount - before, 1, '300 announcements cost one fdatasync')
+  const recorded = Promise.all(runIds.map((id) => recordedOnce(store, id, 3)))
+  for (const id of runIds) store.appendAck(id, 1, 3, Date.now())
+  await recorded
+  t.equal(store.roundSyncCount - before, 2, 'acks of 300 runs in one round: one more fdatasync')
+  await store.close()
+  const loaded = await AckStore.load(dir)
+  t.same(runIds.map((id) => loaded.lastAckedSeq(id)), runIds.map(() => 3), 'every run folded into runs/ with its acks')
+  t.same(segments(dir), [], 'a clean close leaves no segment')
+})
+
+/** A directory whose journal holds: run 1 folded (in runs/) with commits after it, run 2 announced and acked in the journal only. */
+async function liveCopy(t: Test): Promise<{ copy: string; run1: string; run2: string }> {
+  const dir = tempDir(t, 'plugcheck-journal-')
+  const [run1, run2] = [runIdOf(0xa1), runIdOf(0xa2)]
+  const store = await AckStore.open(dir)
+  await store.createRun(runMeta(run1), Date.now())
+  store.appendAck(run1, 1, 10, Date.now())
+  await recordedOnce(store, run1, 10)
+  await store.foldNow()
+  t.ok(existsSync(join(dir, 'runs', run1, 'meta.msgpack')), 'run 1 was folded')
+  // Run 1 is in runs/; its later commits and all of run 2 are in the journal only (folded after 5 s).
+  await store.createRun(runMeta(run2), Date.now())
+  for (let seq = 11; seq <= 14; seq++) {
+    store.appendAck(run1, seq, seq, Date.now())
+    store.appendAck(run2, seq - 10, seq - 10, Date.now())
+    await recordedOnce(store, run2, seq - 10)
+  }
+  const copy = tempDir(t, 'plugcheck-journal-copy-')
+  cpSync(dir, copy, { recursive: true })
+  await store.close()
+  return { copy, run1, run2 }
+}
+
+t.test('a copy of a live directory: journal applied in memory, read-only', async (t) => {
+  const { copy, run1, run2 } = await liveCopy(t)
+  const before = segments(copy)
+  t.equal(before.length, 1, 'one segment in the copy')
+  const loaded = await AckStore.load(copy)
+  t.equal(loaded.lastAckedSeq(run1), 14, 'run 1: acks from its log and the journal')
+  t.equal(loaded.lastAckedSeq(run2), 4, 'run 2: announced and acked in the journal only')
+  t.notOk(existsSync(join(copy, 'runs', run2)), 'load wrote nothing')
+  const reopened = await AckStore.open(copy)
+  t.equal(reopened.lastAckedSeq(run1), 14)
+  t.equal(reopened.lastAckedSeq(run2), 4)
+  await reopened.close()
+  const folded = await AckStore.load(copy)
+  t.equal(folded.lastAckedSeq(run2), 4, 'recovery folded run 2 into runs/')
+  t.same(segments(copy), [], 'and deleted the old segment')
+})
+
+t.test('a torn last round is ignored with a warning; a flipped byte in an earlier one is refused', async (t) => {
+  const { copy, run2 } = await liveCopy(t)
+  const segment = join(copy, 'journal', segments(copy)[0]!)
+  const bytes = readFileSync(segment)
+  const torn = tempDir(t, 'plugcheck-journal-torn-')
+  cpSync(copy, torn, { recursive: true })
+  truncateSync(join(torn, 'journal', segments(copy)[0]!), bytes.length - 7)
+  const loaded = await AckStore.load(torn)
+  t.equal(loaded.lastAckedSeq(run2), 3, 'the torn last round (ack 4) is not there, every earlier one is')
+  t.match(loaded.warnings.join('\n'), /ignored \d+ bytes of a torn journal round at byte \d+ of .*\.wal/)
+  const zeroed = tempDir(t, 'plugcheck-journal-zero-')
+  cpSync(copy, zeroed, { recursive: true })
+  appendFileSync(join(zeroed, 'journal', segments(copy)[0]!), Buffer.alloc(300))
+  t.equal((await AckStore.load(zeroed)).lastAckedSeq(run2), 4, 'zeros after the last round: a torn tail, nothing lost')
+  // The header is 12 + ~40 bytes; byte 80 is inside the first round, which is not the last.
+  const flipped = Buffer.from(bytes)
+  flipped[80] = flipped[80]! ^ 0x10
+  writeFileSync(segment, flipped)
+  await t.rejects(AckStore.load(copy), { exitCode: 3, message: new RegExp(`could not read ${segment}: damaged at byte \\d+: the entry there (does not match its checksum|has a length no entry has), and \\d+ bytes of data follow its end`) })
+})
+
+t.test("a log shorter than the journal's first commit of it is refused; bytes past it are rewritten", async (t) => {
+  const { copy, run1 } = await liveCopy(t)
+  const log = join(copy, 'runs', run1, 'acks.log')
+  const size = statSync(log).size
+  const longer = tempDir(t, 'plugcheck-journal-longer-')
+  cpSync(copy, longer, { recursive: true })
+  // A fold cut short by a crash: unfsynced bytes past `at` (here garbage); read-only load ignores them.
+  appendFileSync(join(longer, 'runs', run1, 'acks.log'), Buffer.from('not a commit at all, a fold cut short'))
+  t.equal((await AckStore.load(longer)).lastAckedSeq(run1), 14, 'bytes past the durable part are not read')
+  const reopened = await AckStore.open(longer)
+  await reopened.close()
+  t.equal((await AckStore.load(longer)).lastAckedSeq(run1), 14, 'recovery cut them off and wrote the commits again')
+  truncateSync(log, size - 5)
+  await t.rejects(AckStore.load(copy), { exitCode: 3, message: `could not read ${log}: it is ${size - 5} bytes, but the journal holds the run's next commit for byte ${size}: fsynced acks are missing from the log` })
+  await t.rejects(AckStore.open(copy), { exitCode: 3, message: /fsynced acks are missing from the log/ })
+})
+
+t.test('SIGKILL at random moments (mid-round, mid-fold): every ack reported recorded survives', async (t) => {
+  for (let trial = 0; trial < 20; trial++) {
+    const dir = tempDir(t, 'plugcheck-journal-kill-')
+    const base = trial * 100
+    // Each trial restarts on the directory of the previous kill too (recovery, then more rounds).
+    for (const phase of [0, 1]) {
+      const child = spawn(process.execPath, ['--import', 'tsx', childPath, dir, String(base + phase * 50)], { stdio: ['ignore', 'pipe', 'pipe'] })
+      let out = ''
+      let err = ''
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+      const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()))
+      for (let i = 0; i < 500 && !out.includes('announced\n') && child.exitCode === null; i++) await new Promise((r) => setTimeout(r, 20))
+      await new Promise((r) => setTimeout(r, 20 + Math.random() * 300))
+      child.kill('SIGKILL')
+      await exited
+      t.notOk(err.includes('Error'), `trial ${trial}.${phase}: the child ran (${err.slice(0, 300)})`)
+      const recorded = new Map<string, number>()
+      for (const [, runId, seq] of out.matchAll(/^recorded ([0-9a-f]{16}) (\d+)$/gm)) recorded.set(runId!, Math.max(recorded.get(runId!) ?? 0, Number(seq)))
+      const loaded = await AckStore.load(dir)
+      const lost = [...recorded].filter(([runId, seq]) => loaded.lastAckedSeq(runId) < seq)
+      t.same(lost, [], `trial ${trial}.${phase}: ${recorded.size} runs, ${[...recorded.values()].reduce((a, b) => a + b, 0)} acks reported recorded, none lost (read-only load)`)
+    }
+    const reopened = await AckStore.open(dir)
+    await reopened.close()
+    t.same(segments(dir), [], `trial ${trial}: recovery folded every segment`)
+  }
+})
+
+t.test('usage counts runs and bytes on disk per peer; prune removes ended runs for good', async (t) => {
+  const dir = tempDir(t, 'plugcheck-journal-prune-')
+  const store = await AckStore.open(dir)
+  t.teardown(() => store.close())
+  const runIds = [runIdOf(0xb1), runIdOf(0xb2), runIdOf(0xb3)]
+  const peers = ['10.0.0.1', '10.0.0.1', '10.0.0.2']
+  for (const [i, runId] of runIds.entries()) await store.createRun(runMeta(runId), Date.now(), { peer: peers[i]! })
+  for (const runId of runIds) store.appendAck(runId, 1, 5, Date.now())
+  await recordedOnce(store, runIds[2]!, 5)
+  const usage = store.usage()
+  await store.foldNow()
+  const onDisk = (runId: string): number => statSync(join(dir, 'runs', runId, 'acks.log')).size + statSync(join(dir, 'runs', runId, 'meta.msgpack')).size
+  t.same(usage.total, { runs: 3, bytes: runIds.reduce((sum, id) => sum + onDisk(id), 0) }, 'before the fold, usage counts what the fold writes')
+  t.same(usage.byPeer.get('10.0.0.1'), { runs: 2, bytes: onDisk(runIds[0]!) + onDisk(runIds[1]!) })
+  t.same(usage.byPeer.get('10.0.0.2'), { runs: 1, bytes: onDisk(runIds[2]!) })
+  await t.rejects(store.prune([runIds[0]!]), /has not ended/, 'a live run is not pruned')
+  store.endRun(runIds[0]!, 'duration', undefined, Date.now())
+  store.release(runIds[1]!, Date.now())
+  await store.prune([runIds[0]!, runIds[1]!])
+  t.same(store.usage().total.runs, 1)
+  t.notOk(existsSync(join(dir, 'runs', runIds[0]!)), 'its directory is gone')
+  t.same(readdirSync(join(dir, 'runs')), [runIds[2]], 'nothing of the pruned runs is left')
+  await store.close()
+  // A crash between the rename and the deletion leaves runs/.pruned-<id>: skipped, then deleted at start.
+  cpSync(join(dir, 'runs', runIds[2]!), join(dir, 'runs', `.pruned-${runIds[0]}`), { recursive: true })
+  const loaded = await AckStore.load(dir)
+  t.same(loaded.summaries().map((s) => s.runId), [runIds[2]], 'a renamed directory is not a run')
+  const reopened = await AckStore.open(dir)
+  await reopened.close()
+  t.same(readdirSync(join(dir, 'runs')), [runIds[2]], 'and it is deleted at the next start')
+})
+
+t.test('ended runs keep no spans in memory; a query reads them back without holding the event loop', async (t) => {
+  const dir = tempDir(t, 'plugcheck-journal-memory-')
+  // A long run of an older listener's format (one entry per span, 200 ms apart: none merge).
+  const long = runIdOf(0xc1)
+  const spanCount = 60_000
+  const announcedMs = Date.now() - 3 * 3_600_000
+  mkdirSync(join(dir, 'runs', long), { recursive: true })
+  const entries = Array.from({ length: spanCount }, (_, i) => frameLogEntry({ k: 'ack', fromSeq: i + 1, toSeq: i + 1, firstMs: announcedMs + (i + 1) * 200, lastMs: announcedMs + (i + 1) * 200 }))
+  writeFileSync(join(dir, 'runs', long, 'acks.log'), Buffer.concat([...entries, frameLogEntry({ k: 'end', reason: 'duration', atMs: announcedMs + (spanCount + 1) * 200 })]))
+  writeFileSync(join(dir, 'runs', long, 'meta.msgpack'), packr.pack({ meta: runMeta(long, { slotCount: 1_000_000 }), announcedMs, announceIndex: 1, peer: '127.0.0.1' }))
+  const first = await AckStore.open(dir)
+  const short = Array.from({ length: 200 }, (_, i) => runIdOf(0xd000 + i))
+  for (const id of short) await first.createRun(runMeta(id), Date.now())
+  for (const id of short) first.appendAck(id, 1, 10, Date.now())
+  await Promise.all(short.map((id) => recordedOnce(first, id, 10)))
+  await first.close()
+  // What a restart reads from the log (read-only, every span resident): the reference.
+  const spansBefore = (await AckStore.load(dir)).query('testhost', `/data/${long}`, long)[0]!
+  t.equal(spansBefore.spans.length, spanCount, `the long run has ${spansBefore.spans.length} spans`)
+
+  const store = await AckStore.open(dir, { cachedSpansMax: spanCount })
+  t.teardown(() => store.close())
+  t.equal(store.residentSpanCount(), 0, 'after a restart no ended run holds spans in memory')
+  t.equal(store.spanCount(long), spansBefore.spans.length, 'its span count is kept in its summary')
+  const { monitorEventLoopDelay } = await import('node:perf_hooks')
+  const delay = monitorEventLoopDelay({ resolution: 1 })
+  delay.enable()
+  const [read] = await store.queryAsync('testhost', `/data/${long}`, long)
+  delay.disable()
+  const maxDelayMs = delay.max / 1e6
+  t.same(read!.spans, spansBefore.spans, 'the spans read back are the ones recorded')
+  t.equal(read!.ackedThroughSeq, spanCount)
+  t.ok(maxDelayMs < 100, `the event loop was never held long while ${spanCount} spans were read back (max delay ${maxDelayMs.toFixed(1)} ms)`)
+  t.equal(store.residentSpanCount(), spansBefore.spans.length, 'the read-back spans are cached')
+  await store.queryAsync('testhost', `/data/${short[0]}`, short[0])
+  t.ok(store.residentSpanCount() <= spanCount, 'and the cache stays within its budget')
+  // A log damaged after start: the query is refused naming it, never answered with fewer acks.
+  const log = join(dir, 'runs', short[1]!, 'acks.log')
+  truncateSync(log, statSync(log).size - 3)
+  await t.rejects(store.queryAsync('testhost', `/data/${short[1]}`, short[1]), { exitCode: 3, message: new RegExp(`could not read ${log}`) })
+})
