@@ -1,0 +1,73 @@
+/**
+ * The journal's last segment after a SIGKILL holds hundreds of recorded rounds. A lost page zeroes
+ * the length field of one of them, 100 KiB before the end; every round after it is whole and checks
+ * out. No crash leaves that: a round is written only after the previous one's fdatasync returned, so
+ * whole rounds after a bad one prove it was recorded. Today the reader takes the zero length for a
+ * torn last round ("cut short by a crash, never reported as recorded") and drops everything from
+ * there: hundreds of recorded rounds, thousands of acks, and a FAIL becomes a PASS. It must be a
+ * refusal (exit 3) naming the segment, offline and through a listener started on the directory.
+ */
+import t from 'tap'
+import { closeSync, cpSync, openSync, readFileSync, readdirSync, statSync, writeSync } from 'node:fs'
+import { join } from 'node:path'
+import { runCli, runInProcess, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+
+t.test('a zeroed round length inside the last segment: refused, never a torn tail', async (t) => {
+  const dir = tempDir(t)
+  const listenerDir = join(dir, 'listener')
+  const listener = await startListener(listenerDir)
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data')
+  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync', '--jobs', '2', '--size', '64MiB', '--record-size', '4096', '--duration', '30'])
+  let out = ''
+  writer.stdout!.on('data', (c: Buffer) => (out += c.toString()))
+  const closed = new Promise<number>((resolve) => writer.on('close', (c) => resolve(c ?? -1)))
+  const journal = join(listenerDir, 'journal')
+  const big = (): string | undefined => readdirSync(journal).find((name) => name.endsWith('.wal') && statSync(join(journal, name)).size > 150_000)
+  await waitFor('a journal segment of 150 KB', () => big() !== undefined, 25_000, 5)
+  await listener.kill('SIGKILL')
+  await closed
+  const segments = readdirSync(journal).filter((name) => name.endsWith('.wal'))
+  const segment = join(journal, segments.at(-1)!)
+
+  // Entry offsets of the last segment: the round that starts about 100 KB before its end.
+  const bytes = readFileSync(segment)
+  const offsets: number[] = []
+  for (let at = 0; at + 12 <= bytes.length; at += 12 + bytes.readUInt32LE(at)) offsets.push(at)
+  const target = offsets.filter((at) => at > 43 && at <= bytes.length - 100_000).at(-1)
+  t.ok(target !== undefined, `a round 100 KB before the end of ${segment} (${bytes.length} bytes)`)
+
+  // The truth: the last 20 records each job was told recorded are lost.
+  const recorded = [...out.matchAll(/^run [0-9a-f]{16}: .*?, (\S+)\n {2}[\d,]+ records synced and acknowledged.*?([\d,]+) recorded by the listener/gm)]
+  t.equal(recorded.length, 2, out)
+  for (const [, path, count] of recorded) {
+    const n = Number(count!.replace(/,/g, ''))
+    const fd = openSync(path!, 'r+')
+    writeSync(fd, Buffer.alloc(20 * 4096), 0, 20 * 4096, (n - 20) * 4096)
+    closeSync(fd)
+  }
+  const intact = await runInProcess(['verify', '--acks', listenerDir, '--file', file])
+  t.equal(intact.code, 1, `the intact directory: FAIL (${intact.stdout.split('\n')[0]})`)
+
+  const copy = join(dir, 'copy')
+  cpSync(listenerDir, copy, { recursive: true })
+  const damaged = join(copy, 'journal', segments.at(-1)!)
+  const fd = openSync(damaged, 'r+')
+  writeSync(fd, Buffer.alloc(12), 0, 12, target!) // a lost page: the round's length and checksum read as zeros
+  closeSync(fd)
+
+  const offline = await runInProcess(['verify', '--acks', copy, '--file', file])
+  t.equal(offline.code, 3, `verify --acks exits 3 (${offline.stdout.split('\n')[0]})`)
+  t.notMatch(offline.stdout, /PASS/, 'never a PASS')
+  t.match(offline.stderr, damaged, 'the segment is named')
+
+  const again = await startListener(copy).catch((error: Error) => error)
+  if (again instanceof Error) {
+    t.match(again.message, damaged, 'the listener refuses its directory, naming the segment')
+  } else {
+    t.teardown(() => again.kill())
+    const online = await runCli(['verify', '--server', again.server, '--file', file])
+    t.equal(online.code, 3, `verify through the listener exits 3 (${online.stdout.split('\n')[0]})`)
+    t.notMatch(online.stdout, /PASS/, 'never a PASS')
+  }
+})
