@@ -1,6 +1,7 @@
 /**
  * The journal's last segment after a SIGKILL holds hundreds of recorded rounds. A lost page zeroes
- * the length field of one of them, 100 KiB before the end; every round after it is whole and checks
+ * the length field of one of them, 100 KiB before the end (or one bit of it flips, so it reads 2 MiB
+ * more, past the end of the file); every round after it is whole and checks
  * out. No crash leaves that: a round is written only after the previous one's fdatasync returned, so
  * whole rounds after a bad one prove it was recorded. Today the reader takes the zero length for a
  * torn last round ("cut short by a crash, never reported as recorded") and drops everything from
@@ -49,25 +50,36 @@ t.test('a zeroed round length inside the last segment: refused, never a torn tai
   const intact = await runInProcess(['verify', '--acks', listenerDir, '--file', file])
   t.equal(intact.code, 1, `the intact directory: FAIL (${intact.stdout.split('\n')[0]})`)
 
-  const copy = join(dir, 'copy')
-  cpSync(listenerDir, copy, { recursive: true })
-  const damaged = join(copy, 'journal', segments.at(-1)!)
-  const fd = openSync(damaged, 'r+')
-  writeSync(fd, Buffer.alloc(12), 0, 12, target!) // a lost page: the round's length and checksum read as zeros
-  closeSync(fd)
+  for (const [name, damage] of [
+    ['zeroed', (fd: number) => writeSync(fd, Buffer.alloc(12), 0, 12, target!)], // a lost page: length and checksum read as zeros
+    ['one bit flipped', (fd: number) => {
+      const length = Buffer.alloc(4)
+      length.writeUInt32LE(bytes.readUInt32LE(target!) | 0x200000) // bit 21 of the length: 2 MiB more, past the end of the file
+      writeSync(fd, length, 0, 4, target!)
+    }],
+  ] as const) {
+    await t.test(name, async (t) => {
+      const copy = join(dir, name.replace(/ /g, '-'))
+      cpSync(listenerDir, copy, { recursive: true })
+      const damaged = join(copy, 'journal', segments.at(-1)!)
+      const fd = openSync(damaged, 'r+')
+      damage(fd)
+      closeSync(fd)
 
-  const offline = await runInProcess(['verify', '--acks', copy, '--file', file])
-  t.equal(offline.code, 3, `verify --acks exits 3 (${offline.stdout.split('\n')[0]})`)
-  t.notMatch(offline.stdout, /PASS/, 'never a PASS')
-  t.match(offline.stderr, damaged, 'the segment is named')
+      const offline = await runInProcess(['verify', '--acks', copy, '--file', file])
+      t.equal(offline.code, 3, `verify --acks exits 3 (${offline.stdout.split('\n')[0]})`)
+      t.notMatch(offline.stdout, /PASS/, 'never a PASS')
+      t.match(offline.stderr, damaged, 'the segment is named')
 
-  const again = await startListener(copy).catch((error: Error) => error)
-  if (again instanceof Error) {
-    t.match(again.message, damaged, 'the listener refuses its directory, naming the segment')
-  } else {
-    t.teardown(() => again.kill())
-    const online = await runCli(['verify', '--server', again.server, '--file', file])
-    t.equal(online.code, 3, `verify through the listener exits 3 (${online.stdout.split('\n')[0]})`)
-    t.notMatch(online.stdout, /PASS/, 'never a PASS')
+      const again = await startListener(copy).catch((error: Error) => error)
+      if (again instanceof Error) {
+        t.match(again.message, damaged, 'the listener refuses its directory, naming the segment')
+      } else {
+        t.teardown(() => again.kill())
+        const online = await runCli(['verify', '--server', again.server, '--file', file])
+        t.equal(online.code, 3, `verify through the listener exits 3 (${online.stdout.split('\n')[0]})`)
+        t.notMatch(online.stdout, /PASS/, 'never a PASS')
+      }
+    })
   }
 })
