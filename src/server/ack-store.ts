@@ -200,7 +200,9 @@ interface Segment {
 
 /** The journal as read at start: its segments and, per run, what it holds. */
 interface JournalRead {
-  readonly segments: Array<{ segment: number; path: string; rounds: JournalRound[] }>
+  readonly segments: Array<{ segment: number; path: string; rounds: JournalRound[]; validBytes: number }>
+  /** Bytes of commits each run has in the journal (and its log header, when announced there): its log may be no longer than where they end. */
+  readonly journalEnd: Map<string, number>
   /** The first commit of each run in the journal: where the durable part of its log ends. */
   readonly firstAt: Map<string, { at: number; path: string }>
   readonly announced: Set<string>
@@ -299,12 +301,23 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       store.lastRound = journal.lastRound
       await removePruned(join(dir, 'runs'))
       try {
-        for (const { path, rounds } of journal.segments) {
+        // The newest segment is kept (the end of the chain of segments: journal.ts); the new one is
+        // started first, so that a crash during the folds below leaves a chain that still holds.
+        const last = journal.segments.at(-1)
+        const keepLast = last !== undefined && last.rounds.length === 0 && last.validBytes > 0
+        if (last !== undefined && last.validBytes === 0) {
+          // Its header was torn by a crash while it was being started: it holds nothing; started again.
+          await unlink(last.path)
+          store.segment = await store.newSegment(last.segment)
+        } else {
+          store.segment = keepLast ? await store.reopenSegment(last) : await store.newSegment(journal.lastSegment + 1)
+        }
+        const folded = journal.segments.filter((segment) => segment !== last || (!keepLast && last.validBytes > 0))
+        for (const { path, rounds } of folded) {
           await foldRuns(join(dir, 'runs'), foldPlan(rounds), store.foldFiles)
           await unlink(path)
           await syncDirectoryAsync(join(dir, 'journal'))
         }
-        store.segment = await store.newSegment(journal.lastSegment + 1)
         // Every run is retired and wholly in runs/ now: memory holds its summary only.
         store.evicting = true
         for (const run of store.runs.values()) store.evict(run)
@@ -338,7 +351,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const journal = await store.readJournal()
     for (const runId of runIds) {
       if (!/^[0-9a-f]{16}$/.test(runId)) continue
-      // Announced in the journal: its files may be a fold cut short; the journal has all of it.
+      // Announced in the journal: its files may be a fold cut short; the journal has all of it. But a
+      // log longer than the journal's commits of it is not a fold cut short: the journal is from an
+      // earlier state of the directory (it would read as fewer acks).
+      const end = journal.journalEnd.get(runId)
+      if (end !== undefined) await checkLogWithinJournal(join(dir, 'runs', runId, 'acks.log'), end, journal)
       if (journal.announced.has(runId)) continue
       await store.replay(runId, journal.firstAt.get(runId))
     }
@@ -348,26 +365,41 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return { store, journal }
   }
 
-  /** Every segment, oldest first; only the last one's last round may be torn (ignored with a warning). */
+  /**
+   * Every segment, oldest first; only the last one's last round may be torn (ignored with a warning).
+   * The segments must be numbered one after the other and chain up by their rounds (journal.ts): a
+   * segment missing, or one from another state of the directory put back, is damage.
+   */
   private async readJournal(): Promise<JournalRead> {
     const listed = await listSegments(join(this.dir, 'journal'))
     const segments: JournalRead['segments'] = []
     const firstAt: JournalRead['firstAt'] = new Map()
+    const journalEnd: JournalRead['journalEnd'] = new Map()
     const announced = new Set<string>()
-    let lastRound = 0
+    let nextRound = 0
     for (const [i, { segment, path }] of listed.entries()) {
-      const read = await readSegment(path, segment, i === listed.length - 1, lastRound === 0 ? 0 : lastRound + 1)
+      const previous = listed[i - 1]
+      if (previous !== undefined && segment !== previous.segment + 1) {
+        throw damagedSegment(path, 0, `the segment before it is ${previous.path}: segments ${previous.segment + 1} to ${segment - 1} are missing`)
+      }
+      const read = await readSegment(path, segment, i === listed.length - 1, nextRound)
       if (read.tornTail !== null) {
         this.warnings.push(`ignored ${read.tornTail.bytes} bytes of a torn journal round at byte ${read.tornTail.atByte} of ${path}: the last round, cut short by a crash, was never reported as recorded`)
       }
+      nextRound = read.rounds.length === 0 ? read.firstRound : read.rounds.at(-1)!.r + 1
       for (const round of read.rounds) {
-        lastRound = round.r
-        for (const a of round.a) announced.add(a.id)
-        for (const c of round.c) if (!firstAt.has(c.id) && !announced.has(c.id)) firstAt.set(c.id, { at: c.at, path })
+        for (const a of round.a) {
+          announced.add(a.id)
+          journalEnd.set(a.id, logHeader(a.id).length)
+        }
+        for (const c of round.c) {
+          if (!firstAt.has(c.id) && !announced.has(c.id)) firstAt.set(c.id, { at: c.at, path })
+          journalEnd.set(c.id, c.at + c.f.length)
+        }
       }
-      segments.push({ segment, path, rounds: read.rounds })
+      segments.push({ segment, path, rounds: read.rounds, validBytes: read.validBytes })
     }
-    return { segments, firstAt, announced, lastRound, lastSegment: listed.at(-1)?.segment ?? 0 }
+    return { segments, firstAt, journalEnd, announced, lastRound: nextRound === 0 ? 0 : nextRound - 1, lastSegment: listed.at(-1)?.segment ?? 0 }
   }
 
   /** One journal round applied in memory: its announcements, then its commits (checked as a log's). */
@@ -414,7 +446,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const path = join(this.dir, 'journal', segmentName(segment))
     const handle = await open(path, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL, 0o644)
     try {
-      const header = segmentHeader(segment)
+      // Its first round is the next one: the segments chain up (journal.ts).
+      const header = segmentHeader(segment, this.lastRound + 1)
       const { bytesWritten } = await handle.write(header, 0, header.length, 0)
       if (bytesWritten !== header.length) throw Object.assign(new Error(`short write to ${path} (disk full?)`), { code: 'ENOSPC' })
       await handle.sync()
@@ -424,6 +457,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       await handle.close().catch(() => undefined)
       throw error
     }
+  }
+
+  /** The newest segment, holding its header only (its rounds go on after it). */
+  private async reopenSegment(read: { segment: number; path: string; validBytes: number }): Promise<Segment> {
+    const handle = await open(read.path, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK)
+    // Bytes after the header (a torn first round, never reported as recorded) are overwritten.
+    return { segment: read.segment, path: read.path, handle, bytes: read.validBytes, rounds: 0, openedMs: performance.now(), fold: new Map() }
   }
 
   private runDir(runId: string): string {
@@ -1150,8 +1190,20 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     this.segment = undefined
     if (segment !== undefined) {
       await segment.handle.close().catch(() => undefined)
-      // A clean stop leaves every run in runs/ and an empty journal (a failed journal stays for the restart).
-      if (this.broken === undefined) await this.fold(segment)
+      // A clean stop leaves every run in runs/ and a journal of one segment holding its header only,
+      // the end of the chain of segments (journal.ts); a failed journal stays for the restart.
+      if (this.broken === undefined && segment.rounds > 0) {
+        try {
+          const next = await this.newSegment(segment.segment + 1)
+          await next.handle.close()
+        } catch (error) {
+          this.warnings.push(`could not start journal segment ${segment.segment + 1} at the stop: ${describeSystemError(error)}; the journal is folded at the next start`)
+          this.lock?.release()
+          this.lock = undefined
+          return
+        }
+        await this.fold(segment)
+      }
     }
     this.lock?.release()
     this.lock = undefined
@@ -1492,4 +1544,16 @@ function storedRun(run: RunState, inlineSpansMax = Number.POSITIVE_INFINITY): St
     ...(run.spans.lastAckMs === undefined ? {} : { lastAckMs: run.spans.lastAckMs }),
     verified: run.verdict !== null,
   }
+}
+
+/** A run's log may hold at most what the journal's commits of it end at (a fold cut short holds less). */
+async function checkLogWithinJournal(logPath: string, journalEndByte: number, journal: JournalRead): Promise<void> {
+  const sizeBytes = await fileSize(logPath)
+  if (sizeBytes <= journalEndByte) return
+  const path = journal.segments.at(-1)?.path ?? 'the journal'
+  throw damagedSegment(
+    path,
+    0,
+    `the journal's commits of run ${logPath.split('/').at(-2)} end at byte ${journalEndByte} of its log, but ${logPath} holds ${sizeBytes} bytes: the journal is older than the log (a segment from an earlier state of the directory)`,
+  )
 }

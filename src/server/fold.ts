@@ -14,7 +14,7 @@
  * than `at` lost fsynced bytes: damage, a refusal naming it.
  */
 import { constants as fsConstants } from 'node:fs'
-import { mkdir, open, rename } from 'node:fs/promises'
+import { mkdir, open, rename, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { syncDirectoryAsync } from '../directory-sync.js'
 import { logHeader } from './ack-log.js'
@@ -59,7 +59,9 @@ async function createRunFiles(dir: string, run: FoldRun, counters: FoldCounters)
   await mkdir(dir, { recursive: true })
   const header = logHeader(run.runId)
   if (run.at !== header.length) throw new Error(`run ${run.runId}: its first commit is at byte ${run.at}, not after its log's header`)
-  await writeFile(join(dir, 'acks.log'), fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, Buffer.concat([header, ...run.frames]), 0, counters)
+  const log = Buffer.concat([header, ...run.frames])
+  await checkFoldCutShort(join(dir, 'acks.log'), 0, log)
+  await writeFile(join(dir, 'acks.log'), fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, log, 0, counters)
   await writeFile(join(dir, 'meta.msgpack.tmp'), fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, run.meta!, 0, counters)
   await rename(join(dir, 'meta.msgpack.tmp'), join(dir, 'meta.msgpack'))
 }
@@ -72,8 +74,12 @@ async function appendCommits(path: string, run: FoldRun, counters: FoldCounters)
     const stats = await file.stat()
     if (!stats.isFile()) throw new Error(`${path} is not a regular file`)
     if (stats.size < run.at) throw logShorterThanJournal(path, stats.size, run.at)
-    if (stats.size > run.at) await file.truncate(run.at)
-    await writeAll(file, Buffer.concat(run.frames), run.at, path)
+    const frames = Buffer.concat(run.frames)
+    if (stats.size > run.at) {
+      await checkFoldCutShort(path, run.at, frames)
+      await file.truncate(run.at)
+    }
+    await writeAll(file, frames, run.at, path)
     await file.datasync()
   } finally {
     counters.openLogs--
@@ -105,5 +111,29 @@ export function logShorterThanJournal(path: string, sizeBytes: number, atByte: n
   return runtimeError(
     `could not read ${path}: it is ${sizeBytes} bytes, but the journal holds the run's next commit for byte ${atByte}: fsynced acks are missing from the log`,
     "the listener refuses to answer from a damaged ack log (a run judged with fewer acks than were recorded could turn a FAIL into a PASS); restore the file, or move the run's directory out of runs/ if the run does not matter",
+  )
+}
+
+/**
+ * Bytes of a log past where the fold writes can only be this fold cut short by a crash (unfsynced:
+ * whatever the file system kept of them), never more than it writes. A longer log means the journal
+ * is not the log's latest history: a refusal, never a truncation of recorded acks.
+ */
+async function checkFoldCutShort(path: string, atByte: number, writes: Buffer): Promise<void> {
+  let sizeBytes: number
+  try {
+    sizeBytes = (await stat(path)).size
+  } catch (error) {
+    if ((error as { code?: string }).code === 'ENOENT') return
+    throw error
+  }
+  if (sizeBytes > atByte + writes.length) throw logNotFromJournal(path, sizeBytes, atByte + writes.length)
+}
+
+function logNotFromJournal(path: string, sizeBytes: number, journalEndByte: number): Error {
+  const what = `it is ${sizeBytes} bytes, more than the journal's commits of the run (they end at byte ${journalEndByte})`
+  return runtimeError(
+    `could not fold the journal into ${path}: ${what}: the journal is older than the log (a segment from an earlier state of the directory)`,
+    "the listener refuses to overwrite an ack log with an older journal (recorded acks would be lost); restore the directory's journal/ from the same copy as its runs/, or move the segment out of journal/",
   )
 }

@@ -4,7 +4,11 @@
  * it carries (group commit across runs, like a database's write-ahead log).
  *
  *   entry    [u32 LE body length][u64 LE xxh64 of body][body: msgpack]   (the ack log's framing)
- *   header   { k: 'journal', version: 1, segment }                      first entry of each segment
+ *   header   { k: 'journal', version: 1, segment, firstRound }          first entry of each segment
+ *     firstRound  the number its first round gets: one more than the last round before it, so the
+ *            segments of a directory chain up (a segment from an earlier state of the directory,
+ *            put back beside later ones, breaks the chain and is refused; the newest segment is
+ *            never deleted, not even by a clean stop, so the chain always has its end)
  *   round    { k: 'round', r, a: [{ id, m }], c: [{ id, at, f }] }
  *     r      the round's number, one more than the previous round's, across segments
  *     a      announcements: the run id and the exact bytes of its sealed meta.msgpack
@@ -42,7 +46,12 @@ const maxSegmentReadBytes = 1024 * 1024 * 1024
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 
 const bytesSchema = z.instanceof(Uint8Array)
-const headerSchema = z.object({ k: z.literal('journal'), version: z.number().int().nonnegative(), segment: z.number().int().nonnegative() })
+const headerSchema = z.object({
+  k: z.literal('journal'),
+  version: z.number().int().nonnegative(),
+  segment: z.number().int().nonnegative(),
+  firstRound: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+})
 const roundSchema = z.object({
   k: z.literal('round'),
   r: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
@@ -65,8 +74,8 @@ export function frameJournalEntry(entry: object): Buffer {
   return framed
 }
 
-export function segmentHeader(segment: number): Buffer {
-  return frameJournalEntry({ k: 'journal', version: journalFormatVersion, segment })
+export function segmentHeader(segment: number, firstRound: number): Buffer {
+  return frameJournalEntry({ k: 'journal', version: journalFormatVersion, segment, firstRound })
 }
 
 export function frameRound(round: JournalRound): Buffer {
@@ -98,12 +107,15 @@ export interface SegmentRead {
   readonly validBytes: number
   /** The last round torn by a crash (last segment only), ignored. */
   readonly tornTail: { readonly atByte: number; readonly bytes: number } | null
+  /** The number of its first round (its header's word for a segment with none yet). */
+  readonly firstRound: number
 }
 
 /**
- * Reads one segment whole; expectedRound is the number its first round must have (0: any, for the
- * oldest segment). A bad entry is a torn tail only in the last segment and only when it can be
- * that last round (tornTailProblem); anything else is damage, thrown naming the file and byte.
+ * Reads one segment whole; expectedRound is the number its first round must have, which its header
+ * must say too (0: any, for the oldest segment). A bad entry is a torn tail only in the last segment
+ * and only when it can be that last round (tornTailProblem); anything else is damage, thrown naming
+ * the file and byte.
  */
 export async function readSegment(path: string, segment: number, isLast: boolean, expectedRound: number): Promise<SegmentRead> {
   const bytes = await readWhole(path)
@@ -113,17 +125,28 @@ export async function readSegment(path: string, segment: number, isLast: boolean
   while (at < bytes.length) {
     const bad = badEntryAt(bytes, at)
     if (bad !== undefined) {
-      const problem = isLast ? tornTailProblem(bytes, at) : 'only the last round of the last segment can be torn by a crash'
+      // A segment's header is fsynced before any round goes there, and the segment before it is kept
+      // until then: the newest segment's header may be torn by a crash (it holds nothing), no other's.
+      const problem = !isLast ? 'only the last round of the last segment can be torn by a crash' : at === 0 ? headerTornProblem(bytes) : tornTailProblem(bytes, at)
       if (problem !== undefined) throw damagedSegment(path, at, `the entry there ${bad}, and ${problem}`)
-      return { rounds, validBytes: at, tornTail: { atByte: at, bytes: bytes.length - at } }
+      return { rounds, validBytes: at, tornTail: { atByte: at, bytes: bytes.length - at }, firstRound: nextRound }
     }
     const length = bytes.readUInt32LE(at)
-    const problem = entryProblem(bytes.subarray(at + entryHeaderBytes, at + entryHeaderBytes + length), at, segment, nextRound, rounds)
-    if (problem !== undefined) throw damagedSegment(path, at, `the entry there ${problem}`)
-    if (at > 0) nextRound = rounds.at(-1)!.r + 1
+    const body = bytes.subarray(at + entryHeaderBytes, at + entryHeaderBytes + length)
+    if (at === 0) {
+      const header = headerProblem(body, segment, expectedRound)
+      if (typeof header === 'string') throw damagedSegment(path, at, `the entry there ${header}`)
+      nextRound = header.firstRound
+    } else {
+      const problem = roundProblem(body, nextRound, rounds)
+      if (problem !== undefined) throw damagedSegment(path, at, `the entry there ${problem}`)
+      nextRound = rounds.at(-1)!.r + 1
+    }
     at += entryHeaderBytes + length
   }
-  return { rounds, validBytes: at, tornTail: null }
+  if (at === 0 && !isLast) throw damagedSegment(path, 0, 'it is empty, where a segment starts with its header')
+  if (at === 0) return { rounds, validBytes: 0, tornTail: { atByte: 0, bytes: 0 }, firstRound: expectedRound }
+  return { rounds, validBytes: at, tornTail: null, firstRound: rounds[0]?.r ?? nextRound }
 }
 
 /** Why the entry at `at` does not check out (undefined: it does). */
@@ -138,11 +161,15 @@ function badEntryAt(bytes: Buffer, at: number): string | undefined {
 
 /**
  * When the bytes from a bad entry on cannot be the last round torn by a crash: more bytes than one
- * round, or data after the end its length field gives (a length is torn toward zero, never up).
+ * round, a whole entry that checks out after it (so it was not the last: a damaged length field,
+ * zeroed or flipped, must not hide the rounds after it), or data after the end its length field
+ * gives (a length is torn toward zero, never up).
  */
 function tornTailProblem(bytes: Buffer, at: number): string | undefined {
   const tailBytes = bytes.length - at
   if (tailBytes > entryHeaderBytes + maxRoundBodyBytes) return `${tailBytes} bytes run from there to the end of the file, more than one round: recorded rounds are missing there`
+  const after = wholeEntryAfter(bytes, at)
+  if (after !== undefined) return `a whole entry that checks out starts at byte ${after} after it: recorded rounds follow the damage`
   if (tailBytes < entryHeaderBytes) return undefined
   const length = bytes.readUInt32LE(at)
   if (length > maxRoundBodyBytes) return `its length field reads ${length} bytes, more than any round has (a crash never leaves that)`
@@ -152,23 +179,74 @@ function tornTailProblem(bytes: Buffer, at: number): string | undefined {
   return undefined
 }
 
-function entryProblem(body: Buffer, at: number, segment: number, nextRound: number, rounds: JournalRound[]): string | undefined {
-  let decoded: unknown
-  try {
-    decoded = packr.unpack(body)
-  } catch {
-    return 'matches its checksum but is not msgpack'
+/** When the bytes of a newest segment cannot be its header torn by a crash: more than a header, or a round after it. */
+function headerTornProblem(bytes: Buffer): string | undefined {
+  if (bytes.length > entryHeaderBytes + 256) return `${bytes.length} bytes where a torn header would be, more than a header`
+  const after = wholeEntryAfter(bytes, 0)
+  return after === undefined ? undefined : `a whole entry that checks out starts at byte ${after} after it: recorded rounds follow the damage`
+}
+
+/** Whether a body's first byte can start a msgpack map (every entry's body is one). */
+function startsAMap(byte: number | undefined): boolean {
+  return byte !== undefined && ((byte & 0xf0) === 0x80 || byte === 0xde || byte === 0xdf)
+}
+/** Bytes checksummed while looking for a whole entry after a bad one, at most; beyond, the tail is refused (never read as fewer rounds). */
+const maxScannedBytes = 256 * 1024 * 1024
+
+/**
+ * The first offset after `at` where a whole entry that checks out starts, if any. Only offsets whose
+ * length field fits in the file and whose body starts as a round's does are checksummed; should
+ * that take more than maxScannedBytes, the first candidate is taken as found (a refusal, the safe side).
+ * A round's own commit frames are framed like rounds: a candidate must decode as a round.
+ */
+function wholeEntryAfter(bytes: Buffer, at: number): number | undefined {
+  let scanned = 0
+  for (let next = at + 1; next + entryHeaderBytes < bytes.length; next++) {
+    const length = bytes.readUInt32LE(next)
+    if (length === 0 || length > maxRoundBodyBytes || next + entryHeaderBytes + length > bytes.length) continue
+    if (!startsAMap(bytes[next + entryHeaderBytes])) continue
+    scanned += length
+    if (scanned > maxScannedBytes) return next
+    const body = bytes.subarray(next + entryHeaderBytes, next + entryHeaderBytes + length)
+    // A round holds its runs' commit frames, framed the same way: only a whole journal round counts.
+    if (xxh64(body) === bytes.readBigUInt64LE(next + 4) && isRound(body)) return next
   }
-  if (at === 0) {
-    const header = headerSchema.safeParse(decoded)
-    if (!header.success) return 'is not a journal segment header'
-    if (header.data.version !== journalFormatVersion) return `is the header of a journal of format ${header.data.version}, which this plugcheck does not read`
-    if (header.data.segment !== segment) return `is the header of segment ${header.data.segment}, not of segment ${segment} its name says`
+  return undefined
+}
+
+function isRound(body: Buffer): boolean {
+  const decoded = decodeBody(body)
+  return decoded !== undefined && roundSchema.safeParse(decoded.value).success
+}
+
+function decodeBody(body: Buffer): { value: unknown } | undefined {
+  try {
+    return { value: packr.unpack(body) }
+  } catch {
     return undefined
   }
-  const round = roundSchema.safeParse(decoded)
+}
+
+/** The segment's header checked: its segment number and, after another segment, the round it starts at. */
+function headerProblem(body: Buffer, segment: number, expectedRound: number): string | { firstRound: number } {
+  const decoded = decodeBody(body)
+  if (decoded === undefined) return 'matches its checksum but is not msgpack'
+  const header = headerSchema.safeParse(decoded.value)
+  if (!header.success) return 'is not a journal segment header'
+  if (header.data.version !== journalFormatVersion) return `is the header of a journal of format ${header.data.version}, which this plugcheck does not read`
+  if (header.data.segment !== segment) return `is the header of segment ${header.data.segment}, not of segment ${segment} its name says`
+  if (expectedRound !== 0 && header.data.firstRound !== expectedRound) {
+    return `is the header of a segment starting at round ${header.data.firstRound}, where the segment before it ends before round ${expectedRound} (a segment from another state of the directory, or one missing)`
+  }
+  return { firstRound: header.data.firstRound }
+}
+
+function roundProblem(body: Buffer, nextRound: number, rounds: JournalRound[]): string | undefined {
+  const decoded = decodeBody(body)
+  if (decoded === undefined) return 'matches its checksum but is not msgpack'
+  const round = roundSchema.safeParse(decoded.value)
   if (!round.success) return 'matches its checksum but is not a journal round'
-  if (nextRound !== 0 && round.data.r !== nextRound) return `is round ${round.data.r}, where round ${nextRound} was expected (a round out of order, repeated or missing)`
+  if (round.data.r !== nextRound) return `is round ${round.data.r}, where round ${nextRound} was expected (a round out of order, repeated or missing)`
   rounds.push({ k: 'round', r: round.data.r, a: round.data.a.map((a) => ({ id: a.id, m: Buffer.from(a.m) })), c: round.data.c.map((c) => ({ id: c.id, at: c.at, f: Buffer.from(c.f) })) })
   return undefined
 }

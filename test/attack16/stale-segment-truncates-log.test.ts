@@ -35,7 +35,7 @@ t.test('a stale journal segment next to a folded run: refused, never fewer acks,
   await listener.kill('SIGTERM') // clean stop: everything folded into runs/, journal/ empty
   const runId = /^run ([0-9a-f]{16}):/m.exec(out)![1]!
   const acked = Number(/([\d,]+) records synced and acknowledged/.exec(out)![1]!.replace(/,/g, ''))
-  t.ok(acked > 2000, `${acked} acks`)
+  t.ok(acked > 700, `${acked} acks: more than the 650 records zeroed below reach`)
 
   // The truth: records acked late are lost.
   const fd = openSync(file, 'r+')

@@ -28,6 +28,11 @@ const recordedOnce = (store: AckStore, runId: string, throughSeq: number): Promi
   })
 
 const segments = (dir: string): string[] => readdirSync(join(dir, 'journal')).filter((n) => n.endsWith('.wal')).sort()
+/** The journal after a clean stop or a recovery: one segment holding its header only (the end of the chain of segments). */
+const headerOnly = (dir: string): boolean => {
+  const names = segments(dir)
+  return names.length === 1 && statSync(join(dir, 'journal', names[0]!)).size < 100
+}
 
 t.test('one round, one fdatasync, for acks of 300 runs', async (t) => {
   const dir = tempDir(t, 'plugcheck-journal-')
@@ -44,7 +49,7 @@ t.test('one round, one fdatasync, for acks of 300 runs', async (t) => {
   await store.close()
   const loaded = await AckStore.load(dir)
   t.same(runIds.map((id) => loaded.lastAckedSeq(id)), runIds.map(() => 3), 'every run folded into runs/ with its acks')
-  t.same(segments(dir), [], 'a clean close leaves no segment')
+  t.ok(headerOnly(dir), `a clean close leaves one segment, its header only (${segments(dir).join(', ')})`)
 })
 
 /** A directory whose journal holds: run 1 folded (in runs/) with commits after it, run 2 announced and acked in the journal only. */
@@ -84,7 +89,7 @@ t.test('a copy of a live directory: journal applied in memory, read-only', async
   await reopened.close()
   const folded = await AckStore.load(copy)
   t.equal(folded.lastAckedSeq(run2), 4, 'recovery folded run 2 into runs/')
-  t.same(segments(copy), [], 'and deleted the old segment')
+  t.ok(headerOnly(copy) && !segments(copy).includes(before[0]!), 'and deleted the old segment (a new one holds its header only)')
 })
 
 t.test('a torn last round is ignored with a warning; a flipped byte in an earlier one is refused', async (t) => {
@@ -105,7 +110,7 @@ t.test('a torn last round is ignored with a warning; a flipped byte in an earlie
   const flipped = Buffer.from(bytes)
   flipped[80] = flipped[80]! ^ 0x10
   writeFileSync(segment, flipped)
-  await t.rejects(AckStore.load(copy), { exitCode: 3, message: new RegExp(`could not read ${segment}: damaged at byte \\d+: the entry there (does not match its checksum|has a length no entry has), and \\d+ bytes of data follow its end`) })
+  await t.rejects(AckStore.load(copy), { exitCode: 3, message: new RegExp(`could not read ${segment}: damaged at byte \\d+: the entry there (does not match its checksum|has a length no entry has), and (\\d+ bytes of data follow its end|a whole entry that checks out starts at byte \\d+ after it: recorded rounds follow the damage)`) })
 })
 
 t.test("a log shorter than the journal's first commit of it is refused; bytes past it are rewritten", async (t) => {
@@ -150,7 +155,7 @@ t.test('SIGKILL at random moments (mid-round, mid-fold): every ack reported reco
     }
     const reopened = await AckStore.open(dir)
     await reopened.close()
-    t.same(segments(dir), [], `trial ${trial}: recovery folded every segment`)
+    t.ok(headerOnly(dir), `trial ${trial}: recovery folded every segment (${segments(dir).join(', ')})`)
   }
 })
 
