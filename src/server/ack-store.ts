@@ -539,8 +539,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /** True when some run on record belongs to this group (runs of one `write --method a,b`). */
   hasGroup(groupId: string): boolean {
-    for (const run of this.runs.values()) if (run.meta.groupId === groupId) return true
-    return false
+    return this.runs.runsByGroup.has(groupId)
   }
 
   lastAckedSeq(runId: string): number {
@@ -1397,6 +1396,8 @@ export interface StoreUsage {
 /** The runs on record, with how many each peer address holds (kept as runs come and go: quotas ask at every announcement). */
 class RunMap extends Map<string, RunState> {
   readonly runsByPeer = new Map<string, number>()
+  /** Runs per group id (hasGroup asks at every announcement). */
+  readonly runsByGroup = new Map<string, number>()
   /** Runs added or removed so far. */
   changes = 0
 
@@ -1419,6 +1420,9 @@ class RunMap extends Map<string, RunState> {
     const runs = (this.runsByPeer.get(peer) ?? 0) + by
     if (runs === 0) this.runsByPeer.delete(peer)
     else this.runsByPeer.set(peer, runs)
+    const groupRuns = (this.runsByGroup.get(run.meta.groupId) ?? 0) + by
+    if (groupRuns === 0) this.runsByGroup.delete(run.meta.groupId)
+    else this.runsByGroup.set(run.meta.groupId, groupRuns)
   }
 }
 

@@ -170,6 +170,34 @@ export interface ListenerOptions {
   readonly reserve?: Reserve
 }
 
+/** Run ids by a key (a host, or a host and path); empty sets are dropped, so memory follows the live runs. */
+class RunIndex {
+  private readonly byKey = new Map<string, Set<string>>()
+  private static readonly none: ReadonlySet<string> = new Set()
+
+  of(key: string): ReadonlySet<string> {
+    return this.byKey.get(key) ?? RunIndex.none
+  }
+
+  add(key: string, runId: string): void {
+    const runIds = this.byKey.get(key)
+    if (runIds === undefined) this.byKey.set(key, new Set([runId]))
+    else runIds.add(runId)
+  }
+
+  delete(key: string, runId: string): void {
+    const runIds = this.byKey.get(key)
+    if (runIds === undefined) return
+    runIds.delete(runId)
+    if (runIds.size === 0) this.byKey.delete(key)
+  }
+}
+
+/** A host and path as one key (a NUL appears in neither). */
+function pathKey(host: string, requestedPath: string): string {
+  return `${host}\0${requestedPath}`
+}
+
 class ProtocolViolation extends Error {
   constructor(
     readonly code: ErrorCode,
@@ -189,6 +217,11 @@ export class Listener {
   lingering = 0
   /** Runs whose writer connection is open, by run id (including announcements still being stored). */
   private readonly owners = new Map<string, Connection>()
+  /** The run ids of owners by host and path, and by host: an announcement or a hello looks at its own few, not at every live run. */
+  private readonly ownedOnPath = new RunIndex()
+  private readonly ownedOnHost = new RunIndex()
+  /** Where each owned run writes (the store may forget a run whose announcement failed before it is released). */
+  private readonly ownedWhere = new Map<string, { readonly host: string; readonly requestedPath: string }>()
   readonly listenerId = randomBytes(6).toString('hex')
   readonly maxConnections: number
   readonly helloTimeoutMs: number
@@ -375,8 +408,9 @@ export class Listener {
 
   /** A live run on this path from another connection, not of the group being announced (whose other jobs may be live). */
   liveRunOn(host: string, requestedPath: string, except: Connection, groupId: string): string | undefined {
-    for (const [runId, owner] of this.owners) {
-      if (owner === except) continue
+    for (const runId of this.ownedOnPath.of(pathKey(host, requestedPath))) {
+      const owner = this.owners.get(runId)
+      if (owner === undefined || owner === except) continue
       const info = this.store.runInfo(runId)
       if (info !== undefined && !info.ended && info.meta.host === host && info.meta.requestedPath === requestedPath && info.meta.groupId !== groupId) return runId
     }
@@ -420,7 +454,9 @@ export class Listener {
    */
   endRunsOfEarlierBoot(machine: Machine, peer: string): void {
     const rebooted = new Map<Connection, string>()
-    for (const [runId, owner] of this.owners) {
+    for (const runId of this.ownedOnHost.of(machine.host)) {
+      const owner = this.owners.get(runId)
+      if (owner === undefined) continue
       const info = this.store.runInfo(runId)
       if (info === undefined || info.ended || info.meta.host !== machine.host) continue
       const oldBootId = info.origin.writer?.bootId
@@ -459,7 +495,7 @@ export class Listener {
         ended.push(runId)
       }
       if (owner.ownedRuns.has(runId)) this.releaseRun(runId, owner)
-      else this.owners.delete(runId)
+      else this.disown(runId)
     }
     this.options.log?.(`plugcheck: run ${ended.join(', ') || [...runIds].join(', ')} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
     owner.abort()
@@ -480,13 +516,26 @@ export class Listener {
     throw new ProtocolViolation('limit', refusal)
   }
 
-  claimRun(runId: string, owner: Connection): void {
-    this.owners.set(runId, owner)
+  claimRun(meta: { runId: string; host: string; requestedPath: string }, owner: Connection): void {
+    this.owners.set(meta.runId, owner)
+    this.ownedWhere.set(meta.runId, { host: meta.host, requestedPath: meta.requestedPath })
+    this.ownedOnPath.add(pathKey(meta.host, meta.requestedPath), meta.runId)
+    this.ownedOnHost.add(meta.host, meta.runId)
+  }
+
+  /** The run is no longer owned by a connection (the indexes follow owners). */
+  private disown(runId: string): void {
+    this.owners.delete(runId)
+    const where = this.ownedWhere.get(runId)
+    if (where === undefined) return
+    this.ownedWhere.delete(runId)
+    this.ownedOnPath.delete(pathKey(where.host, where.requestedPath), runId)
+    this.ownedOnHost.delete(where.host, runId)
   }
 
   /** The run's writer is gone (or its announcement failed): it is no longer live. */
   releaseRun(runId: string, owner: Connection): void {
-    if (this.owners.get(runId) === owner) this.owners.delete(runId)
+    if (this.owners.get(runId) === owner) this.disown(runId)
     const before = this.store.runInfo(runId)
     const nowMs = Date.now()
     this.store.release(runId, nowMs)
@@ -749,6 +798,9 @@ class Connection {
     if (!listener.tokenAccepted(message.token)) throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
     clearTimeout(this.helloTimer)
     listener.pending.delete(this)
+    // First: a rebooted machine's earlier boot may hold the slot it needs (its dead connection lingers
+    // for many minutes of keepalive probes after a power cut); ending those runs closes that connection.
+    if (message.machine !== undefined) listener.endRunsOfEarlierBoot(message.machine, this.peer)
     if (listener.authenticated.size >= listener.maxConnections) {
       listener.connectionLog.line(`plugcheck: refused a connection from ${this.peer}: ${listener.maxConnections} connections open (--max-connections)`)
       this.reject('limit', `the listener has ${listener.maxConnections} connections open, its limit (--max-connections); try again later`, false)
@@ -759,7 +811,6 @@ class Connection {
     this.protocol = message.protocol
     this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId, nowMs: Date.now() })
     listener.emit({ kind: 'connection', peer: this.peer, atMs: Date.now() })
-    if (message.machine !== undefined) listener.endRunsOfEarlierBoot(message.machine, this.peer)
     return undefined
   }
 
@@ -793,7 +844,7 @@ class Connection {
           )
         }
         const runId = meta.runId
-        listener.claimRun(runId, this)
+        listener.claimRun(meta, this)
         const origin = {
           peer: this.peer,
           ...(message.writer === undefined ? {} : { writer: message.writer }),
