@@ -1049,11 +1049,20 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return runs.map((r) => storedRun(r, options.inlineSpansMax))
   }
 
-  /** query() for the listener: evicted runs' spans are read back first (without blocking the event loop). */
-  async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number } = {}): Promise<StoredRun[]> {
+  /**
+   * query() for the listener: evicted runs' spans are read back first (without blocking the event loop).
+   * inlineSpansTotalMax bounds the spans inline in the whole reply (a wide group's runs each under
+   * inlineSpansMax add up): a run that would go past it comes without its spans, as a long one does.
+   */
+  async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number; inlineSpansTotalMax?: number } = {}): Promise<StoredRun[]> {
     const runs: RunState[] = []
     for (const run of this.queried(host, requestedPath, runId)) runs.push(await this.resident(run))
-    return runs.map((r) => storedRun(r, options.inlineSpansMax))
+    let inlineLeft = options.inlineSpansTotalMax ?? Number.POSITIVE_INFINITY
+    return runs.map((r) => {
+      const stored = storedRun(r, Math.min(options.inlineSpansMax ?? Number.POSITIVE_INFINITY, inlineLeft))
+      inlineLeft -= stored.spans.length
+      return stored
+    })
   }
 
   /** spanPage() for the listener (see queryAsync). */

@@ -85,6 +85,7 @@ import {
 } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { AckStore } from './ack-store.js'
+import { legacyRunsReply, Turns } from './legacy-reply.js'
 import { describeSystemError } from '../errors.js'
 import { nativePort } from '../native/index.js'
 import { formatEndpoint } from '../client/endpoint.js'
@@ -120,6 +121,10 @@ export const minProtocolVersion = 2
 const pagedSpansProtocol = 4
 /** A protocol 2 or 3 verifier gets every span of the group in one reply, up to this many (~30 MB, a day of acks). */
 export const legacyReplySpansMax = 1_000_000
+/** Spans inline in one protocol 4 runs reply, over all its runs (a group of maxClaims runs each under inlineSpansMax would be ~500,000); the other runs' spans are paged. */
+export const inlineSpansPerReplyMax = inlineSpansMax
+/** Protocol 2 and 3 replies built at once (each holds its ~30 MB while built); later ones wait their turn. */
+export const legacyRepliesAtOnce = 2
 /** Span pages per connection: every page of every run of a group (maxClaims runs of maxStoredSpans spans each). */
 export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * maxClaims
 /** A list reply stays under this many bytes (verdicts carry fingerprints); older runs beyond are left out. */
@@ -234,6 +239,7 @@ export class Listener {
   readonly quotaLimits: QuotaLimits
   readonly reserveCheck: ReserveCheck
   readonly events = new EventEmitter<{ event: [ListenerEvent] }>()
+  readonly legacyReplies = new Turns(legacyRepliesAtOnce)
   /** Set by close(): writers cut off by the shutdown are not reported as vanished. */
   private closing = false
   /**
@@ -241,6 +247,9 @@ export class Listener {
    * when it happens, not only at the next reply (which would restart its stall clock late).
    */
   private readonly stallSampler: NodeJS.Timeout
+  private readonly stallSampleMs: number
+  /** When the stall clocks were last brought up to date (creditOwnBlocking). */
+  private stallCheckedMs = performance.now()
 
   private constructor(
     readonly store: AckStore,
@@ -254,7 +263,8 @@ export class Listener {
     this.replyStallMs = options.replyStallMs ?? defaultReplyStallMs
     this.served = new ServedSockets(nativePort().servedSockets, options.sendBufferBytes ?? defaultSendBufferBytes)
     this.tokenBackoff = new TokenBackoff(options.maxTokenBackoffMs ?? defaultMaxBackoffMs)
-    this.stallSampler = setInterval(() => this.sampleStalls(), Math.max(10, Math.min(1000, this.replyStallMs / 8)))
+    this.stallSampleMs = Math.max(10, Math.min(1000, this.replyStallMs / 8))
+    this.stallSampler = setInterval(() => this.sampleStalls(), this.stallSampleMs)
     this.stallSampler.unref()
     this.quotaLimits = { maxRuns: defaultMaxRuns, maxRunsPerPeer: defaultMaxRunsPerPeer, maxStoreBytes: null, maxStoreBytesPerPeer: null, ...options.quotas }
     this.reserveCheck = new ReserveCheck(options.dir, options.reserve)
@@ -353,6 +363,7 @@ export class Listener {
    */
   makeRoomForReply(reply: number, requester: Connection): boolean {
     const nowMs = performance.now() // monotonic: a clock step must not drop a reader
+    this.creditOwnBlocking(nowMs)
     const replyBytes = requester.replyCostBytes(reply)
     let queuedBytes = 0
     const holders: Connection[] = []
@@ -388,7 +399,20 @@ export class Listener {
 
   private sampleStalls(): void {
     const nowMs = performance.now()
+    this.creditOwnBlocking(nowMs)
     for (const c of this.connections) if (c.stalledSinceMs !== undefined) c.sampleQueued(nowMs)
+  }
+
+  /**
+   * The sampler runs every stallSampleMs: a longer gap is the listener's own thread held up (a long
+   * synchronous step), when it could neither feed its peers nor see them take anything. That time is
+   * not held against a reader: every running stall clock moves forward by it.
+   */
+  private creditOwnBlocking(nowMs: number): void {
+    const blockedMs = nowMs - this.stallCheckedMs - this.stallSampleMs
+    this.stallCheckedMs = nowMs
+    if (blockedMs <= 0) return
+    for (const c of this.connections) if (c.stalledSinceMs !== undefined) c.stalledSinceMs = Math.min(nowMs, c.stalledSinceMs + blockedMs)
   }
 
   tokenAccepted(offered: string | undefined): boolean {
@@ -970,6 +994,7 @@ class Connection {
       case 'query': {
         if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
         // Async: an ended run's spans are read back from its log (ack-store.ts), a chunk at a time.
+        if (this.protocol < pagedSpansProtocol) return this.legacyQuery(message)
         return this.runsToJudge(message).then((runs) => {
           const reply = encodeFrame({ type: 'runs', runs, claims: listener.claims(message.host, message.requestedPath) } satisfies ServerMessage)
           this.sendQueryReply(reply)
@@ -988,14 +1013,19 @@ class Connection {
     }
   }
 
-  /**
-   * The runs a query asks for. A verifier of protocol 4 reads a long run's spans page by page; an older
-   * one takes them all in one reply, which is refused past legacyReplySpansMax rather than built (a
-   * week of two methods is ~400 MB) or cut short.
-   */
+  /** The runs a query of protocol 4 asks for: a long run's spans are read page by page. */
   private async runsToJudge(query: Extract<ClientMessage, { type: 'query' }>): Promise<StoredRun[]> {
-    const store = this.listener.store
-    if (this.protocol >= pagedSpansProtocol) return store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax })
+    return this.listener.store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax, inlineSpansTotalMax: inlineSpansPerReplyMax })
+  }
+
+  /**
+   * A query of protocol 2 or 3: every span in one reply, which is refused past legacyReplySpansMax
+   * rather than built (a week of two methods is ~400 MB) or cut short. Built a page at a time
+   * (legacy-reply.ts), legacyRepliesAtOnce at once.
+   */
+  private async legacyQuery(query: Extract<ClientMessage, { type: 'query' }>): Promise<void> {
+    const listener = this.listener
+    const store = listener.store
     const heads = await store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax: 0 })
     const spans = heads.reduce((sum, run) => sum + store.spanCount(run.meta.runId), 0)
     if (spans > legacyReplySpansMax) {
@@ -1004,16 +1034,25 @@ class Connection {
         `the acks of ${query.host}:${query.requestedPath} are ${spans} spans, more than one reply of protocol ${this.protocol} carries (${legacyReplySpansMax}); this verifier is older than the listener: run the same plugcheck version here, whose verify reads them page by page`,
       )
     }
-    return store.queryAsync(query.host, query.requestedPath, query.runId)
+    const giveBack = await listener.legacyReplies.take()
+    try {
+      const readPage = (runId: string, afterSeq: number, throughSeq: number, maxCount: number): Promise<Buffer | undefined> => store.spanPageAsync(runId, afterSeq, throughSeq, maxCount)
+      const pieces = await legacyRunsReply(heads, () => listener.claims(query.host, query.requestedPath), readPage, () => this.closed)
+      if (pieces !== undefined && !this.closed) this.sendQueryReply(pieces)
+    } finally {
+      giveBack()
+    }
   }
 
   /** A reply that may be large: queued only if it fits the budget for replies queued to all peers. */
-  private sendQueryReply(reply: Buffer): void {
-    if (!this.listener.makeRoomForReply(reply.length, this)) {
-      throw new ProtocolViolation('limit', `the reply (${reply.length} bytes) does not fit the listener's budget for queued replies now; try again later`)
+  private sendQueryReply(reply: Buffer | readonly Buffer[]): void {
+    const pieces = Buffer.isBuffer(reply) ? [reply] : reply
+    const replyBytes = pieces.reduce((sum, piece) => sum + piece.length, 0)
+    if (!this.listener.makeRoomForReply(replyBytes, this)) {
+      throw new ProtocolViolation('limit', `the reply (${replyBytes} bytes) does not fit the listener's budget for queued replies now; try again later`)
     }
     this.sentQueryReply = true
-    this.sendFrame(reply)
+    for (const piece of pieces) this.sendFrame(piece)
   }
 
   recorded(runId: string, throughSeq: number): void {
