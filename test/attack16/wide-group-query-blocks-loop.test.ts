@@ -13,7 +13,9 @@ import t from 'tap'
 import { spawn } from 'node:child_process'
 import { connect } from 'node:net'
 import { existsSync } from 'node:fs'
+import { unpack } from 'msgpackr'
 import { encodeFrame } from '../../src/protocol/framing.js'
+import { inlineSpansMax } from '../../src/protocol/messages.js'
 import { binPath, tempDir } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from '../server/peer.js'
 
@@ -85,14 +87,18 @@ t.test('verifiers of a wide group do not stall hellos', { skip: existsSync(libfa
   }
   t.ok(Math.max(...idle) < 250, `hellos before the queries: worst ${Math.max(...idle)} ms`)
 
-  // Eight verifiers, each reading its reply as raw bytes (this process decodes nothing large).
+  // Eight verifiers, each collecting its frames as raw bytes (the welcome, then the runs reply).
   const replyBytes = [0, 0, 0, 0, 0, 0, 0, 0]
+  const received: Buffer[][] = replyBytes.map(() => [])
   const errors: string[] = []
   const verifiers = await Promise.all(
     replyBytes.map(async (_, i) => {
       const socket = connect({ host: '127.0.0.1', port })
       await new Promise((resolve) => socket.once('connect', resolve))
-      socket.on('data', (c: Buffer) => (replyBytes[i]! += c.length))
+      socket.on('data', (c: Buffer) => {
+        replyBytes[i]! += c.length
+        received[i]!.push(c)
+      })
       socket.on('error', (e) => errors.push(`verifier ${i}: ${e.message}`))
       socket.write(encodeFrame({ type: 'hello', protocol: 4, role: 'verifier' }))
       return socket
@@ -108,9 +114,28 @@ t.test('verifiers of a wide group do not stall hellos', { skip: existsSync(libfa
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
   const latencies = await Promise.all(hellos)
-  for (let waited = 0; Math.min(...replyBytes) < 1_000_000 && waited < 20_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50))
+  /** The frames complete so far: the welcome, then the runs reply. */
+  const framesOf = (chunks: Buffer[]): Array<Record<string, unknown>> => {
+    const bytes = Buffer.concat(chunks)
+    const frames: Array<Record<string, unknown>> = []
+    for (let at = 0; at + 4 <= bytes.length && at + 4 + bytes.readUInt32BE(at) <= bytes.length; at += 4 + bytes.readUInt32BE(at)) {
+      frames.push(unpack(bytes.subarray(at + 4, at + 4 + bytes.readUInt32BE(at))) as Record<string, unknown>)
+    }
+    return frames
+  }
+  for (let waited = 0; received.some((c) => framesOf(c).length < 2) && waited < 20_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50))
   t.same(errors, [], 'no verifier connection failed')
-  t.ok(Math.min(...replyBytes) > 1_000_000, `every verifier got its reply (${replyBytes.join(', ')} bytes)`)
+  // The reply carries every run, at most inlineSpansMax spans inline over all of them; the other runs come without spans, to be paged.
+  for (const [i, chunks] of received.entries()) {
+    const reply = framesOf(chunks)[1] as { type: string; runs: Array<{ spans: unknown[]; ackedThroughSeq: number }> } | undefined
+    t.equal(reply?.type, 'runs', `verifier ${i} got its reply (${replyBytes[i]} bytes)`)
+    const runs = reply?.runs ?? []
+    t.equal(runs.length, 64, 'every run of the group')
+    t.ok(runs.every((r) => r.ackedThroughSeq === rounds), 'each acknowledged through the last round')
+    const inline = runs.reduce((n, r) => n + r.spans.length, 0)
+    t.ok(inline <= inlineSpansMax, `${inline} spans inline, at most ${inlineSpansMax} in one reply`)
+    t.ok(runs.some((r) => r.spans.length === 0), 'the others are left to pages')
+  }
   const worst = Math.max(...latencies)
   t.ok(worst < 250, `every hello answered within 250 ms while the group's replies were built (worst ${worst} ms)`)
 })
