@@ -2,7 +2,7 @@
  * The 30 s unread rule (replyStallMs) drops a verifier whose peer took nothing of its reply for that
  * long. Time the listener's own thread was held up is not the peer's: it could neither be fed nor be
  * seen taking anything. Here the listener shares its thread with the reader, and the thread is held
- * for three times replyStallMs while the reader's reply waits (the reader had paused a quarter of
+ * for three times replyStallMs while the reader's reply waits (the reader had paused half of
  * replyStallMs before); another query then asks for room.
  */
 import t from 'tap'
@@ -13,7 +13,7 @@ import { encodeFrame } from '../../src/protocol/framing.js'
 import { craftLongRun } from '../fixtures/long-run-store.js'
 import { tempDir } from '../fixtures/cli.js'
 
-const replyStallMs = 400
+const replyStallMs = 1000
 
 async function verifier(port: number, protocol: number): Promise<{ socket: Socket; bytes: () => number; closed: () => boolean; frames: () => number }> {
   const socket = connect({ host: '127.0.0.1', port })
@@ -55,9 +55,9 @@ t.test("the listener's own blocking does not count as a reader's stall", async (
   for (let waited = 0; reader.bytes() === welcomeBytes && waited < 20_000; waited += 5) await new Promise((resolve) => setTimeout(resolve, 5))
   t.ok(reader.bytes() > welcomeBytes, 'the reply is being read')
   // The thread is held (a long synchronous step): the reader, on the same thread, takes nothing meanwhile.
-  // It stops reading a moment first (a verifier busy with what it has), well within replyStallMs.
+  // It stops reading a moment first (a verifier busy with what it has), well within replyStallMs (long enough for the kernel to have acknowledged what it holds for the reader).
   reader.socket.pause()
-  await new Promise((resolve) => setTimeout(resolve, replyStallMs / 4))
+  await new Promise((resolve) => setTimeout(resolve, replyStallMs / 2))
   const askerBefore = asker.bytes()
   asker.socket.write(encodeFrame({ type: 'list' }))
   listener.queuedReplyBytes() // the listener has just seen what the reader took: its stall clock starts now
