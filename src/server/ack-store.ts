@@ -579,8 +579,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /** True when some run on record belongs to this group (runs of one `write --method a,b`). */
   hasGroup(groupId: string): boolean {
-    for (const run of this.runs.values()) if (run.meta.groupId === groupId) return true
-    return false
+    return this.runs.runsByGroup.has(groupId)
   }
 
   lastAckedSeq(runId: string): number {
@@ -1090,11 +1089,20 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return runs.map((r) => storedRun(r, options.inlineSpansMax))
   }
 
-  /** query() for the listener: evicted runs' spans are read back first (without blocking the event loop). */
-  async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number } = {}): Promise<StoredRun[]> {
+  /**
+   * query() for the listener: evicted runs' spans are read back first (without blocking the event loop).
+   * inlineSpansTotalMax bounds the spans inline in the whole reply (a wide group's runs each under
+   * inlineSpansMax add up): a run that would go past it comes without its spans, as a long one does.
+   */
+  async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number; inlineSpansTotalMax?: number } = {}): Promise<StoredRun[]> {
     const runs: RunState[] = []
     for (const run of this.queried(host, requestedPath, runId)) runs.push(await this.resident(run))
-    return runs.map((r) => storedRun(r, options.inlineSpansMax))
+    let inlineLeft = options.inlineSpansTotalMax ?? Number.POSITIVE_INFINITY
+    return runs.map((r) => {
+      const stored = storedRun(r, Math.min(options.inlineSpansMax ?? Number.POSITIVE_INFINITY, inlineLeft))
+      inlineLeft -= stored.spans.length
+      return stored
+    })
   }
 
   /** spanPage() for the listener (see queryAsync). */
@@ -1449,6 +1457,8 @@ export interface StoreUsage {
 /** The runs on record, with how many each peer address holds (kept as runs come and go: quotas ask at every announcement). */
 class RunMap extends Map<string, RunState> {
   readonly runsByPeer = new Map<string, number>()
+  /** Runs per group id (hasGroup asks at every announcement). */
+  readonly runsByGroup = new Map<string, number>()
   /** Runs added or removed so far. */
   changes = 0
 
@@ -1471,6 +1481,9 @@ class RunMap extends Map<string, RunState> {
     const runs = (this.runsByPeer.get(peer) ?? 0) + by
     if (runs === 0) this.runsByPeer.delete(peer)
     else this.runsByPeer.set(peer, runs)
+    const groupRuns = (this.runsByGroup.get(run.meta.groupId) ?? 0) + by
+    if (groupRuns === 0) this.runsByGroup.delete(run.meta.groupId)
+    else this.runsByGroup.set(run.meta.groupId, groupRuns)
   }
 }
 

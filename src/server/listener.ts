@@ -85,6 +85,7 @@ import {
 } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { AckStore } from './ack-store.js'
+import { legacyRunsReply, Turns } from './legacy-reply.js'
 import { describeSystemError } from '../errors.js'
 import { nativePort } from '../native/index.js'
 import { formatEndpoint } from '../client/endpoint.js'
@@ -120,6 +121,10 @@ export const minProtocolVersion = 2
 const pagedSpansProtocol = 4
 /** A protocol 2 or 3 verifier gets every span of the group in one reply, up to this many (~30 MB, a day of acks). */
 export const legacyReplySpansMax = 1_000_000
+/** Spans inline in one protocol 4 runs reply, over all its runs (a group of maxClaims runs each under inlineSpansMax would be ~500,000); the other runs' spans are paged. */
+export const inlineSpansPerReplyMax = inlineSpansMax
+/** Protocol 2 and 3 replies built at once (each holds its ~30 MB while built); later ones wait their turn. */
+export const legacyRepliesAtOnce = 2
 /** Span pages per connection: every page of every run of a group (maxClaims runs of maxStoredSpans spans each). */
 export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * maxClaims
 /** A list reply stays under this many bytes (verdicts carry fingerprints); older runs beyond are left out. */
@@ -170,6 +175,34 @@ export interface ListenerOptions {
   readonly reserve?: Reserve
 }
 
+/** Run ids by a key (a host, or a host and path); empty sets are dropped, so memory follows the live runs. */
+class RunIndex {
+  private readonly byKey = new Map<string, Set<string>>()
+  private static readonly none: ReadonlySet<string> = new Set()
+
+  of(key: string): ReadonlySet<string> {
+    return this.byKey.get(key) ?? RunIndex.none
+  }
+
+  add(key: string, runId: string): void {
+    const runIds = this.byKey.get(key)
+    if (runIds === undefined) this.byKey.set(key, new Set([runId]))
+    else runIds.add(runId)
+  }
+
+  delete(key: string, runId: string): void {
+    const runIds = this.byKey.get(key)
+    if (runIds === undefined) return
+    runIds.delete(runId)
+    if (runIds.size === 0) this.byKey.delete(key)
+  }
+}
+
+/** A host and path as one key (a NUL appears in neither). */
+function pathKey(host: string, requestedPath: string): string {
+  return `${host}\0${requestedPath}`
+}
+
 class ProtocolViolation extends Error {
   constructor(
     readonly code: ErrorCode,
@@ -189,6 +222,11 @@ export class Listener {
   lingering = 0
   /** Runs whose writer connection is open, by run id (including announcements still being stored). */
   private readonly owners = new Map<string, Connection>()
+  /** The run ids of owners by host and path, and by host: an announcement or a hello looks at its own few, not at every live run. */
+  private readonly ownedOnPath = new RunIndex()
+  private readonly ownedOnHost = new RunIndex()
+  /** Where each owned run writes (the store may forget a run whose announcement failed before it is released). */
+  private readonly ownedWhere = new Map<string, { readonly host: string; readonly requestedPath: string }>()
   readonly listenerId = randomBytes(6).toString('hex')
   readonly maxConnections: number
   readonly helloTimeoutMs: number
@@ -201,6 +239,7 @@ export class Listener {
   readonly quotaLimits: QuotaLimits
   readonly reserveCheck: ReserveCheck
   readonly events = new EventEmitter<{ event: [ListenerEvent] }>()
+  readonly legacyReplies = new Turns(legacyRepliesAtOnce)
   /** Set by close(): writers cut off by the shutdown are not reported as vanished. */
   private closing = false
   /**
@@ -208,6 +247,9 @@ export class Listener {
    * when it happens, not only at the next reply (which would restart its stall clock late).
    */
   private readonly stallSampler: NodeJS.Timeout
+  private readonly stallSampleMs: number
+  /** When the stall clocks were last brought up to date (creditOwnBlocking). */
+  private stallCheckedMs = performance.now()
 
   private constructor(
     readonly store: AckStore,
@@ -221,7 +263,8 @@ export class Listener {
     this.replyStallMs = options.replyStallMs ?? defaultReplyStallMs
     this.served = new ServedSockets(nativePort().servedSockets, options.sendBufferBytes ?? defaultSendBufferBytes)
     this.tokenBackoff = new TokenBackoff(options.maxTokenBackoffMs ?? defaultMaxBackoffMs)
-    this.stallSampler = setInterval(() => this.sampleStalls(), Math.max(10, Math.min(1000, this.replyStallMs / 8)))
+    this.stallSampleMs = Math.max(10, Math.min(1000, this.replyStallMs / 8))
+    this.stallSampler = setInterval(() => this.sampleStalls(), this.stallSampleMs)
     this.stallSampler.unref()
     this.quotaLimits = { maxRuns: defaultMaxRuns, maxRunsPerPeer: defaultMaxRunsPerPeer, maxStoreBytes: null, maxStoreBytesPerPeer: null, ...options.quotas }
     this.reserveCheck = new ReserveCheck(options.dir, options.reserve)
@@ -320,6 +363,7 @@ export class Listener {
    */
   makeRoomForReply(reply: number, requester: Connection): boolean {
     const nowMs = performance.now() // monotonic: a clock step must not drop a reader
+    this.creditOwnBlocking(nowMs)
     const replyBytes = requester.replyCostBytes(reply)
     let queuedBytes = 0
     const holders: Connection[] = []
@@ -355,7 +399,20 @@ export class Listener {
 
   private sampleStalls(): void {
     const nowMs = performance.now()
+    this.creditOwnBlocking(nowMs)
     for (const c of this.connections) if (c.stalledSinceMs !== undefined) c.sampleQueued(nowMs)
+  }
+
+  /**
+   * The sampler runs every stallSampleMs: a longer gap is the listener's own thread held up (a long
+   * synchronous step), when it could neither feed its peers nor see them take anything. That time is
+   * not held against a reader: every running stall clock moves forward by it.
+   */
+  private creditOwnBlocking(nowMs: number): void {
+    const blockedMs = nowMs - this.stallCheckedMs - this.stallSampleMs
+    this.stallCheckedMs = nowMs
+    if (blockedMs <= 0) return
+    for (const c of this.connections) if (c.stalledSinceMs !== undefined) c.stalledSinceMs = Math.min(nowMs, c.stalledSinceMs + blockedMs)
   }
 
   tokenAccepted(offered: string | undefined): boolean {
@@ -375,8 +432,9 @@ export class Listener {
 
   /** A live run on this path from another connection, not of the group being announced (whose other jobs may be live). */
   liveRunOn(host: string, requestedPath: string, except: Connection, groupId: string): string | undefined {
-    for (const [runId, owner] of this.owners) {
-      if (owner === except) continue
+    for (const runId of this.ownedOnPath.of(pathKey(host, requestedPath))) {
+      const owner = this.owners.get(runId)
+      if (owner === undefined || owner === except) continue
       const info = this.store.runInfo(runId)
       if (info !== undefined && !info.ended && info.meta.host === host && info.meta.requestedPath === requestedPath && info.meta.groupId !== groupId) return runId
     }
@@ -420,7 +478,9 @@ export class Listener {
    */
   endRunsOfEarlierBoot(machine: Machine, peer: string): void {
     const rebooted = new Map<Connection, string>()
-    for (const [runId, owner] of this.owners) {
+    for (const runId of this.ownedOnHost.of(machine.host)) {
+      const owner = this.owners.get(runId)
+      if (owner === undefined) continue
       const info = this.store.runInfo(runId)
       if (info === undefined || info.ended || info.meta.host !== machine.host) continue
       const oldBootId = info.origin.writer?.bootId
@@ -459,7 +519,7 @@ export class Listener {
         ended.push(runId)
       }
       if (owner.ownedRuns.has(runId)) this.releaseRun(runId, owner)
-      else this.owners.delete(runId)
+      else this.disown(runId)
     }
     this.options.log?.(`plugcheck: run ${ended.join(', ') || [...runIds].join(', ')} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
     owner.abort()
@@ -480,13 +540,26 @@ export class Listener {
     throw new ProtocolViolation('limit', refusal)
   }
 
-  claimRun(runId: string, owner: Connection): void {
-    this.owners.set(runId, owner)
+  claimRun(meta: { runId: string; host: string; requestedPath: string }, owner: Connection): void {
+    this.owners.set(meta.runId, owner)
+    this.ownedWhere.set(meta.runId, { host: meta.host, requestedPath: meta.requestedPath })
+    this.ownedOnPath.add(pathKey(meta.host, meta.requestedPath), meta.runId)
+    this.ownedOnHost.add(meta.host, meta.runId)
+  }
+
+  /** The run is no longer owned by a connection (the indexes follow owners). */
+  private disown(runId: string): void {
+    this.owners.delete(runId)
+    const where = this.ownedWhere.get(runId)
+    if (where === undefined) return
+    this.ownedWhere.delete(runId)
+    this.ownedOnPath.delete(pathKey(where.host, where.requestedPath), runId)
+    this.ownedOnHost.delete(where.host, runId)
   }
 
   /** The run's writer is gone (or its announcement failed): it is no longer live. */
   releaseRun(runId: string, owner: Connection): void {
-    if (this.owners.get(runId) === owner) this.owners.delete(runId)
+    if (this.owners.get(runId) === owner) this.disown(runId)
     const before = this.store.runInfo(runId)
     const nowMs = Date.now()
     this.store.release(runId, nowMs)
@@ -749,6 +822,9 @@ class Connection {
     if (!listener.tokenAccepted(message.token)) throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
     clearTimeout(this.helloTimer)
     listener.pending.delete(this)
+    // First: a rebooted machine's earlier boot may hold the slot it needs (its dead connection lingers
+    // for many minutes of keepalive probes after a power cut); ending those runs closes that connection.
+    if (message.machine !== undefined) listener.endRunsOfEarlierBoot(message.machine, this.peer)
     if (listener.authenticated.size >= listener.maxConnections) {
       listener.connectionLog.line(`plugcheck: refused a connection from ${this.peer}: ${listener.maxConnections} connections open (--max-connections)`)
       this.reject('limit', `the listener has ${listener.maxConnections} connections open, its limit (--max-connections); try again later`, false)
@@ -759,7 +835,6 @@ class Connection {
     this.protocol = message.protocol
     this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId, nowMs: Date.now() })
     listener.emit({ kind: 'connection', peer: this.peer, atMs: Date.now() })
-    if (message.machine !== undefined) listener.endRunsOfEarlierBoot(message.machine, this.peer)
     return undefined
   }
 
@@ -793,7 +868,7 @@ class Connection {
           )
         }
         const runId = meta.runId
-        listener.claimRun(runId, this)
+        listener.claimRun(meta, this)
         const origin = {
           peer: this.peer,
           ...(message.writer === undefined ? {} : { writer: message.writer }),
@@ -919,6 +994,7 @@ class Connection {
       case 'query': {
         if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
         // Async: an ended run's spans are read back from its log (ack-store.ts), a chunk at a time.
+        if (this.protocol < pagedSpansProtocol) return this.legacyQuery(message)
         return this.runsToJudge(message).then((runs) => {
           const reply = encodeFrame({ type: 'runs', runs, claims: listener.claims(message.host, message.requestedPath) } satisfies ServerMessage)
           this.sendQueryReply(reply)
@@ -937,14 +1013,19 @@ class Connection {
     }
   }
 
-  /**
-   * The runs a query asks for. A verifier of protocol 4 reads a long run's spans page by page; an older
-   * one takes them all in one reply, which is refused past legacyReplySpansMax rather than built (a
-   * week of two methods is ~400 MB) or cut short.
-   */
+  /** The runs a query of protocol 4 asks for: a long run's spans are read page by page. */
   private async runsToJudge(query: Extract<ClientMessage, { type: 'query' }>): Promise<StoredRun[]> {
-    const store = this.listener.store
-    if (this.protocol >= pagedSpansProtocol) return store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax })
+    return this.listener.store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax, inlineSpansTotalMax: inlineSpansPerReplyMax })
+  }
+
+  /**
+   * A query of protocol 2 or 3: every span in one reply, which is refused past legacyReplySpansMax
+   * rather than built (a week of two methods is ~400 MB) or cut short. Built a page at a time
+   * (legacy-reply.ts), legacyRepliesAtOnce at once.
+   */
+  private async legacyQuery(query: Extract<ClientMessage, { type: 'query' }>): Promise<void> {
+    const listener = this.listener
+    const store = listener.store
     const heads = await store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax: 0 })
     const spans = heads.reduce((sum, run) => sum + store.spanCount(run.meta.runId), 0)
     if (spans > legacyReplySpansMax) {
@@ -953,16 +1034,25 @@ class Connection {
         `the acks of ${query.host}:${query.requestedPath} are ${spans} spans, more than one reply of protocol ${this.protocol} carries (${legacyReplySpansMax}); this verifier is older than the listener: run the same plugcheck version here, whose verify reads them page by page`,
       )
     }
-    return store.queryAsync(query.host, query.requestedPath, query.runId)
+    const giveBack = await listener.legacyReplies.take()
+    try {
+      const readPage = (runId: string, afterSeq: number, throughSeq: number, maxCount: number): Promise<Buffer | undefined> => store.spanPageAsync(runId, afterSeq, throughSeq, maxCount)
+      const pieces = await legacyRunsReply(heads, () => listener.claims(query.host, query.requestedPath), readPage, () => this.closed)
+      if (pieces !== undefined && !this.closed) this.sendQueryReply(pieces)
+    } finally {
+      giveBack()
+    }
   }
 
   /** A reply that may be large: queued only if it fits the budget for replies queued to all peers. */
-  private sendQueryReply(reply: Buffer): void {
-    if (!this.listener.makeRoomForReply(reply.length, this)) {
-      throw new ProtocolViolation('limit', `the reply (${reply.length} bytes) does not fit the listener's budget for queued replies now; try again later`)
+  private sendQueryReply(reply: Buffer | readonly Buffer[]): void {
+    const pieces = Buffer.isBuffer(reply) ? [reply] : reply
+    const replyBytes = pieces.reduce((sum, piece) => sum + piece.length, 0)
+    if (!this.listener.makeRoomForReply(replyBytes, this)) {
+      throw new ProtocolViolation('limit', `the reply (${replyBytes} bytes) does not fit the listener's budget for queued replies now; try again later`)
     }
     this.sentQueryReply = true
-    this.sendFrame(reply)
+    for (const piece of pieces) this.sendFrame(piece)
   }
 
   recorded(runId: string, throughSeq: number): void {
