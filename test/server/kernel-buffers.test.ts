@@ -9,16 +9,16 @@ import t from 'tap'
 import { Listener } from '../../src/server/listener.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
 import { kernelQueuesOfPort } from '../fixtures/kernel-queues.js'
-import { Peer, bulkyFingerprint, bulkyGroup, runIdOf, runMeta } from './peer.js'
+import { Peer, largestFingerprint, bulkyGroup, runIdOf, runMeta } from './peer.js'
 
 const linux = process.platform === 'linux'
 
-/** A group of `runs` ended runs on box:/data/db, each with the ~49 KB fingerprint: a query's reply is ~runs x 50 KB. */
+/** A group of `runs` ended runs on box:/data/db, each with the largest fingerprint an announcement may carry (~16.5 KB): a query's reply is ~runs x 17 KB. */
 async function bulkyRuns(port: number, runs: number): Promise<Peer> {
   const writer = await Peer.open(port)
   writer.send({ type: 'hello', protocol: 2, role: 'writer' })
   for (let i = 0; i < runs; i++) {
-    writer.send({ type: 'run', meta: runMeta(runIdOf(0x900 + i), { groupId: runIdOf(0x900), host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }), writer: { bootId: null, fingerprint: bulkyFingerprint } })
+    writer.send({ type: 'run', meta: runMeta(runIdOf(0x900 + i), { groupId: runIdOf(0x900), host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }), writer: { bootId: null, fingerprint: largestFingerprint } })
   }
   for (let i = 0; i < runs; i++) await writer.next('run-ok')
   for (let i = 0; i < runs; i++) writer.send({ type: 'end', runId: runIdOf(0x900 + i), reason: 'duration' })
@@ -42,7 +42,7 @@ t.test('500 clients that query and never read: the kernel queues stay within the
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), maxQueuedReplyBytes: budgetBytes, log: (l) => lines.push(l) })
   t.teardown(() => listener.close())
   const port = listener.address().port
-  const group = await bulkyRuns(port, 12) // replies of ~600 KB
+  const group = await bulkyRuns(port, 36) // replies of ~600 KB
   const writer = await Peer.writer(port, runMeta(runIdOf(0x7ff)))
   let seq = 0
   const ackOnce = async (): Promise<void> => {
@@ -86,7 +86,7 @@ t.test('a reply that fitted in the kernel buffers and was never read drops its c
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), replyStallMs: 300, log: (l) => lines.push(l) })
   t.teardown(() => listener.close())
   const port = listener.address().port
-  const group = await bulkyRuns(port, 6) // a reply of ~300 KB: more than the peer's receive buffer, less than the kernel's send buffer
+  const group = await bulkyRuns(port, 18) // a reply of ~300 KB: more than the peer's receive buffer, less than the kernel's send buffer
   const stalled = await nonReadingQuerier(port, 1)
   await waitFor('its reply queued in the kernel', () => kernelQueuesOfPort(port).sendQueueBytes > 0)
   t.equal(listener.queuedReplyBytes(), kernelQueuesOfPort(port).sendQueueBytes, 'all of it in the kernel, none in user space')
