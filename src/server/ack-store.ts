@@ -539,7 +539,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * acks; or sealed while acks.log lacks the header written before it): a refusal naming the file.
    * Judging the rest of a group, or an older run of the path, without this one could turn a FAIL into a PASS.
    */
-  private async replay(runId: string, journaled?: { at: number; path: string }): Promise<void> {
+  private async replay(runId: string, journaled?: { at: number; path: string }, chunkBytes?: number): Promise<void> {
     const metaPath = join(this.runDir(runId), 'meta.msgpack')
     const logPath = join(this.runDir(runId), 'acks.log')
     const metaBytes = await readBounded(metaPath, maxMetaFileBytes)
@@ -573,7 +573,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const sizeBytes = await fileSize(logPath)
       if (sizeBytes < journaled.at) throw logShorterThanJournal(logPath, sizeBytes, journaled.at)
     }
-    const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans), journaled?.at)
+    const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans), journaled?.at, chunkBytes)
     // A sealed meta.msgpack was written by this version, after the log's header was fsynced: no crash
     // leaves it without that header. (Older listeners created an empty log: a legacy run may have one.)
     if (decoded.sealed && replayed.format !== 2) throw damagedLog(logPath, logWithoutHeader(replayed))
@@ -1168,32 +1168,22 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
   }
 
+  /** The run replayed from its files by the rules of a start (a store of its own), then held against what was recorded. */
   private async scrubRun(run: RunState): Promise<void> {
     const runId = run.meta.runId
-    const metaPath = join(this.runDir(runId), 'meta.msgpack')
-    const logPath = join(this.runDir(runId), 'acks.log')
-    const metaBytes = await readBounded(metaPath, maxMetaFileBytes)
-    if (!Buffer.isBuffer(metaBytes)) throw damagedMeta(metaPath, metaBytes === 'missing' ? 'it is missing' : metaBytes === 'too-large' ? `it is over ${maxMetaFileBytes} bytes` : 'not a regular file')
-    this.metaOf(metaBytes, metaPath, runId)
-    const copy = newRunState(run.meta, run.announcedMs, run.announceIndex, run.origin)
-    const replayed = await replayLog(logPath, runId, (item) => applyItem(copy, item, this.maxSpans), Number.POSITIVE_INFINITY, queryChunkBytes)
-    copy.commits = replayed.commits
-    copy.logBytes = replayed.validBytes
+    const scratch = new AckStore(this.dir, { maxSpans: this.maxSpans })
+    await scratch.replay(runId, undefined, queryChunkBytes)
+    const copy = scratch.runs.get(runId)
+    if (copy === undefined) throw runDirGone(this.runDir(runId), catalogEntryOf(run))
     const problem = lessThanRecorded(copy, catalogEntryOf(run))
-    if (problem !== undefined) throw damagedLog(logPath, problem)
-    if (replayed.tornTail !== null) this.warn(tornTailWarning(runId, logPath, replayed.tornTail))
-    if (run.evicted !== undefined && run.evicted.spanCount === undefined) {
-      run.evicted.spanCount = copy.spans.length
-      this.catalogDirty = true
-    }
+    if (problem !== undefined) throw damagedLog(join(this.runDir(runId), 'acks.log'), problem)
     // A verdict stored after the catalog was written, before a crash, is in its file only.
-    const warningsBefore = this.warnings.length
-    const verdictBytes = run.verdictBytes
-    run.verdictBytes = undefined
-    const verdict = await this.replayVerdict(run)
-    for (const message of this.warnings.slice(warningsBefore)) this.emit('warning', message)
-    if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || verdictBytes !== run.verdictBytes) this.catalogDirty = true
+    const verdict = await scratch.replayVerdict(copy)
+    for (const message of scratch.warnings) this.warn(message)
+    if (run.evicted !== undefined) run.evicted.spanCount = copy.spans.length
+    if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) this.catalogDirty = true
     run.verdict = verdict
+    run.verdictBytes = copy.verdictBytes
   }
 
   /** Spans held in memory right now, in all (tests of the memory bound). */
