@@ -125,6 +125,8 @@ t.test('an announcement that never completed (no meta.msgpack, empty log) is ski
   // What createRun leaves when it dies before the rename: the log, empty, and no meta.msgpack.
   rmSync(join(dir, 'runs', runIdOf(0xd4), 'meta.msgpack'))
   truncateSync(join(dir, 'runs', runIdOf(0xd4), 'acks.log'), 0)
+  // Such a run never reached a catalog (only runs folded whole do): the catalog of the clean stop goes too.
+  rmSync(join(dir, 'catalog.msgpack'))
   const store = await AckStore.load(dir)
   t.match(store.warnings, [`run ${runIdOf(0xd4)}: no metadata and an empty ack log (its announcement never completed), skipped`])
   t.equal(store.lastAckedSeq(runIdOf(0xd3)), 5, 'the other run is served')
