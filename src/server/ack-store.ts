@@ -44,8 +44,12 @@
  * A short write, ENOSPC or a failed fdatasync of a round fails every run with acks in that round or
  * queued, and the journal takes nothing more (after a failed fdatasync it cannot be trusted: never
  * retried); the listener says so, and answers queries from what was recorded until restarted.
- * Damage is still found at start (every run's log is replayed), and also when a query reads an ended
- * run's files back: that query is refused naming the file, never answered with fewer acks.
+ * Start reads <dir>/catalog.msgpack (catalog.ts): the runs retired and wholly in runs/ are taken
+ * from it, unread; the rest (live at the last catalog, an older listener's, in the journal) are replayed.
+ * Damage in a replayed run refuses the start; damage in a catalogued run is found by the scrub after
+ * start (startScrub: every catalogued run replayed by the same rules, in the background), or a
+ * catalogued run's directory missing at start: a warning, and that run's queries are refused naming
+ * the file, never answered with fewer acks. A query reading an ended run's files back checks them too.
  *
  * Order: runs are ordered by announceIndex (one more than the highest on record, at announcement),
  * never by the listener's clock, which may step back; meta files without it (older listeners) come
