@@ -1185,7 +1185,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const verdict = await scratch.replayVerdict(copy)
     for (const message of scratch.warnings) this.warn(message)
     if (run.evicted !== undefined) run.evicted.spanCount = copy.spans.length
-    if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) this.catalogDirty = true
+    if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) {
+      this.catalogDirty = true
+      this.bytesGeneration++
+    }
     run.verdict = verdict
     run.verdictBytes = copy.verdictBytes
   }
