@@ -287,6 +287,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** Catalog writes, one after the other. */
   private catalogWrite: Promise<boolean> = Promise.resolve(true)
   private scrubbing: Promise<void> | undefined
+  private readonly checking = new Map<RunState, Promise<void>>()
   private closing = false
 
   /** Spans kept per run; beyond it neighbours are merged (see coarsen). */
@@ -1159,17 +1160,29 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if (this.closing) return
       if (run.catalogued !== true) continue
       await yieldToLoop()
-      const runId = run.meta.runId
-      if (this.runs.get(runId) !== run || run.damaged !== undefined) continue
-      try {
-        await this.scrubRun(run)
-      } catch (error) {
-        if (this.closing) return
-        run.damaged = error instanceof Error ? error : new Error(String(error))
-        this.warn(`run ${runId}: ${run.damaged.message}; its queries are refused`)
-      }
-      run.catalogued = false
+      if (this.runs.get(run.meta.runId) !== run) continue
+      await this.checked(run)
     }
+  }
+
+  /** The catalogued run's files checked once (by the scrub, or first by a query that cannot wait for it). */
+  private checked(run: RunState): Promise<void> {
+    if (run.catalogued !== true || run.damaged !== undefined) return Promise.resolve()
+    let checking = this.checking.get(run)
+    if (checking === undefined) {
+      checking = this.scrubRun(run)
+        .catch((error: unknown) => {
+          if (this.closing) return
+          run.damaged = error instanceof Error ? error : new Error(String(error))
+          this.warn(`run ${run.meta.runId}: ${run.damaged.message}; its queries are refused`)
+        })
+        .finally(() => {
+          run.catalogued = false
+          this.checking.delete(run)
+        })
+      this.checking.set(run, checking)
+    }
+    return checking
   }
 
   /** The run replayed from its files by the rules of a start (a store of its own), then held against what was recorded. */
@@ -1252,6 +1265,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number } = {}): Promise<StoredRun[]> {
     const runs: RunState[] = []
     for (const run of this.queried(host, requestedPath, runId)) {
+      await this.checked(run)
       if (run.damaged !== undefined) throw run.damaged
       runs.push(await this.resident(run))
     }
@@ -1262,6 +1276,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   async spanPageAsync(runId: string, afterSeq: number, throughSeq: number, maxCount: number): Promise<Buffer | undefined> {
     const run = this.runs.get(runId)
     if (run === undefined || run.creating === true || throughSeq > run.lastAckedSeq) return undefined
+    await this.checked(run)
     if (run.damaged !== undefined) throw run.damaged
     const view = await this.resident(run)
     if (throughSeq > view.spans.throughSeq) return undefined
