@@ -1192,6 +1192,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     await scratch.replay(runId, undefined, queryChunkBytes)
     const copy = scratch.runs.get(runId)
     if (copy === undefined) throw runDirGone(this.runDir(runId), catalogEntryOf(run))
+    // meta.msgpack of an older listener has no checksum: held against what the catalog recorded.
+    const changed = (Object.keys(run.meta) as Array<keyof RunMeta>).filter((key) => JSON.stringify(run.meta[key]) !== JSON.stringify(copy.meta[key]))
+    if (copy.announcedMs !== run.announcedMs) changed.push('announcedMs' as keyof RunMeta)
+    if (changed.length > 0) {
+      const metaPath = join(this.runDir(runId), 'meta.msgpack')
+      throw damagedMeta(metaPath, `it says ${changed.map((key) => `${key} ${JSON.stringify(copy.meta[key] ?? copy.announcedMs)}`).join(', ')}, where the listener recorded ${changed.map((key) => JSON.stringify(run.meta[key] ?? run.announcedMs)).join(', ')} (its catalog, ${join(this.dir, catalogName)})`)
+    }
     const problem = lessThanRecorded(copy, catalogEntryOf(run))
     if (problem !== undefined) throw damagedLog(join(this.runDir(runId), 'acks.log'), problem)
     // A verdict stored after the catalog was written, before a crash, is in its file only.
