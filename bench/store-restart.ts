@@ -1,7 +1,8 @@
 /**
  * Restart of the listener's ack store on a directory of many ended runs: N runs announced, each
  * acked (10 records) and ended, the store closed (every run folded into runs/), then opened again:
- * prints the time to open, and heap and RSS after it (ended runs keep a summary only).
+ * prints the time to open (from catalog.msgpack), heap and RSS after it (ended runs keep a summary
+ * only), then the time of the background check of every run's files and its longest event-loop stall.
  *
  *   node --expose-gc --import tsx bench/store-restart.ts --runs 100000 [--dir /var/tmp]
  */
@@ -36,5 +37,16 @@ const openMs = performance.now() - openStartMs
 globalThis.gc?.()
 const usage = process.memoryUsage()
 console.log(`runs=${reopened.summaries().length} open=${(openMs / 1000).toFixed(1)}s heapUsed=${mb(usage.heapUsed)} rss=${mb(usage.rss)} residentSpans=${(reopened as { residentSpanCount?: () => number }).residentSpanCount?.() ?? "n/a"}`)
+console.log(`logs replayed at open=${reopened.replayedLogCount} (the rest from catalog.msgpack)`)
+const scrubStartMs = performance.now()
+let longestTickMs = 0
+let lastTickMs = performance.now()
+const ticker = setInterval(() => {
+  longestTickMs = Math.max(longestTickMs, performance.now() - lastTickMs - 1)
+  lastTickMs = performance.now()
+}, 1)
+await reopened.startScrub()
+clearInterval(ticker)
+console.log(`background check of every run's files: ${((performance.now() - scrubStartMs) / 1000).toFixed(1)} s, longest event-loop stall ${longestTickMs.toFixed(1)} ms, warnings ${reopened.warnings.length}`)
 await reopened.close()
 if (!values.keep) rmSync(dir, { recursive: true, force: true })

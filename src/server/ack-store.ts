@@ -44,8 +44,12 @@
  * A short write, ENOSPC or a failed fdatasync of a round fails every run with acks in that round or
  * queued, and the journal takes nothing more (after a failed fdatasync it cannot be trusted: never
  * retried); the listener says so, and answers queries from what was recorded until restarted.
- * Damage is still found at start (every run's log is replayed), and also when a query reads an ended
- * run's files back: that query is refused naming the file, never answered with fewer acks.
+ * Start reads <dir>/catalog.msgpack (catalog.ts): the runs retired and wholly in runs/ are taken
+ * from it, unread; the rest (live at the last catalog, an older listener's, in the journal) are replayed.
+ * Damage in a replayed run refuses the start; damage in a catalogued run is found by the scrub after
+ * start (startScrub: every catalogued run replayed by the same rules, in the background), or a
+ * catalogued run's directory missing at start: a warning, and that run's queries are refused naming
+ * the file, never answered with fewer acks. A query reading an ended run's files back checks them too.
  *
  * Order: runs are ordered by announceIndex (one more than the highest on record, at announcement),
  * never by the listener's clock, which may step back; meta files without it (older listeners) come
@@ -103,6 +107,8 @@ import { damagedSegment, frameRound, listSegments, readSegment, roundTargetBytes
 import { foldRuns, logShorterThanJournal, type FoldRun } from './fold.js'
 import { seal, unseal, type SealedKind } from './sealed-file.js'
 import { SpanTable } from './span-table.js'
+import { catalogName, encodeCatalog, readCatalog, writeCatalog, type Catalog, type CatalogEntry } from './catalog.js'
+import { setImmediate as yieldToLoop } from 'node:timers/promises'
 
 export { frameCommit, frameLogEntry, logHeader } from './ack-log.js'
 export { spanWindowMs } from './span-table.js'
@@ -156,7 +162,11 @@ interface RunState {
   /** Its spans; an empty table once evicted (evicted says what they were: read back from its log on demand). */
   spans: SpanTable
   /** Set when the run's spans and writer fingerprint left memory (retired and wholly in runs/): queryAsync reads them back. */
-  evicted?: { readonly spanCount: number; readonly lastAckMs: number | undefined }
+  evicted?: { spanCount: number | undefined; readonly lastAckMs: number | undefined }
+  /** Read from the catalog at start, its files not checked yet (the scrub checks them). */
+  catalogued?: boolean
+  /** Its files do not hold what is on record for it (found after start): its queries are refused with this. */
+  damaged?: Error
   /** Its writer's fingerprint left memory (bootId kept): read back from meta.msgpack for a query. */
   writerTrimmed?: boolean
   end?: { reason: EndReason; detail?: string; atMs: number }
@@ -230,6 +240,8 @@ export interface AckStoreEvents {
   accepted: [runId: string, fromSeq: number, toSeq: number]
   recorded: [runId: string, throughSeq: number]
   failed: [runId: string, error: Error]
+  /** Something found after start (the scrub's damage, a catalog that could not be written): said to the user. */
+  warning: [message: string]
 }
 
 export class AckStore extends EventEmitter<AckStoreEvents> {
@@ -268,6 +280,17 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** The descriptor holding <dir>/lock, for the store's life (the listener's, not verify's). */
   private lock: FileLock | undefined
   readonly warnings: string[] = []
+  /** Run logs replayed at start (those not in the catalog): a start from the catalog replays few. */
+  replayedLogCount = 0
+  /** Catalogs written so far. */
+  catalogWriteCount = 0
+  /** Something the catalog holds changed since it was written (a run retired and folded, a verdict, a prune). */
+  private catalogDirty = false
+  /** Catalog writes, one after the other. */
+  private catalogWrite: Promise<boolean> = Promise.resolve(true)
+  private scrubbing: Promise<void> | undefined
+  private readonly checking = new Map<RunState, Promise<void>>()
+  private closing = false
 
   /** Spans kept per run; beyond it neighbours are merged (see coarsen). */
   readonly maxSpans: number
@@ -294,12 +317,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     mkdirSync(join(dir, 'journal'), { recursive: true })
     const lock = lockDirectory(dir)
     try {
-      const { store, journal } = await AckStore.read(dir, options)
+      const { store, journal } = await AckStore.read(dir, options, 'use')
       store.lock = lock
       // Recovery: every remaining segment folded into the run files (bytes past each run's first `at`
       // cut off and written again: fold.ts says why this loses nothing), then deleted; a new one started.
       store.lastRound = journal.lastRound
-      await removePruned(join(dir, 'runs'))
       try {
         // The newest segment is kept (the end of the chain of segments: journal.ts); the new one is
         // started first, so that a crash during the folds below leaves a chain that still holds.
@@ -328,6 +350,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         store.broken = new Error(`${describeSystemError(error)} (folding the journal into runs/ at start; the listener records nothing more: free space or fix the disk, then restart it)`)
         store.warnings.push(`could not fold the journal at start: ${store.broken.message}; runs already recorded are answered, new runs are refused`)
       }
+      // Pruned directories go only once a catalog without their runs is written (else they would read as runs gone).
+      if (store.broken === undefined && (!store.catalogDirty || (await store.saveCatalog()))) await removePruned(join(dir, 'runs'))
       return store
     } catch (error) {
       lock.release()
@@ -342,13 +366,30 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * run's files or the journal cannot be read.
    */
   static async load(dir: string, options: AckStoreOptions = {}): Promise<AckStore> {
-    return (await AckStore.read(dir, options)).store
+    return (await AckStore.read(dir, options, 'check')).store
   }
 
-  private static async read(dir: string, options: AckStoreOptions): Promise<{ store: AckStore; journal: JournalRead }> {
+  /**
+   * The runs of a directory. 'use' (the listener): runs in the catalog are taken from it (their files
+   * checked later by the scrub; a directory gone is damage named for the run's queries), the others
+   * replayed. 'check' (verify --acks, report): every run replayed, and one the catalog holds more of
+   * than its files (its directory gone, its log shorter) refused, as the listener refuses its queries.
+   */
+  private static async read(dir: string, options: AckStoreOptions, catalogUse: 'use' | 'check'): Promise<{ store: AckStore; journal: JournalRead }> {
     const store = new AckStore(dir, options)
-    const runIds = (await readdir(join(dir, 'runs'))).sort()
+    const names = await readdir(join(dir, 'runs'))
+    const runIds = names.filter((name) => /^[0-9a-f]{16}$/.test(name)).sort()
+    const pruned = new Set(names.filter((name) => name.startsWith('.pruned-')).map((name) => name.slice('.pruned-'.length)))
     const journal = await store.readJournal()
+    const catalog = await store.readCatalogAtStart(catalogUse, runIds.length)
+    store.catalogDirty = catalog === undefined || journal.segments.length > 0
+    const catalogued = new Map<string, CatalogEntry>()
+    for (const entry of catalog?.entries ?? []) {
+      // In the journal: its files may be a fold cut short, replayed the old way; pruned: gone for good.
+      if (journal.announced.has(entry.id) || journal.firstAt.has(entry.id) || pruned.has(entry.id)) store.catalogDirty = true
+      else catalogued.set(entry.id, entry)
+    }
+    store.lastAnnounceIndex = catalog?.lastAnnounceIndex ?? 0
     for (const runId of runIds) {
       if (!/^[0-9a-f]{16}$/.test(runId)) continue
       // Announced in the journal: its files may be a fold cut short; the journal has all of it. But a
@@ -357,14 +398,82 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const end = journal.journalEnd.get(runId)
       if (end !== undefined) await checkLogWithinJournal(join(dir, 'runs', runId, 'acks.log'), end, journal)
       if (journal.announced.has(runId)) continue
+      const entry = catalogued.get(runId)
+      catalogued.delete(runId)
+      if (entry !== undefined && catalogUse === 'use') {
+        store.restore(entry)
+        continue
+      }
       await store.replay(runId, journal.firstAt.get(runId))
+      store.replayedLogCount++
+      if (entry === undefined) store.catalogDirty = true
+      else store.checkAgainstCatalog(runId, entry)
+    }
+    // Left: runs the catalog holds whose directory is gone.
+    for (const entry of catalogued.values()) {
+      const error = runDirGone(store.runDir(entry.id), entry)
+      if (catalogUse === 'check') throw error
+      store.restore(entry).damaged = error
+      store.warnings.push(`run ${entry.id}: ${error.message}; its queries are refused`)
     }
     for (const { path, rounds } of journal.segments) for (const round of rounds) store.applyRound(round, path)
-    // After the journal: a verdict must agree with every recorded ack.
-    for (const run of store.runs.values()) run.verdict = await store.replayVerdict(run)
+    // After the journal: a verdict must agree with every recorded ack (catalogued runs: the scrub).
+    for (const run of store.runs.values()) if (run.catalogued !== true) run.verdict = await store.replayVerdict(run)
     return { store, journal }
   }
 
+  /** The catalog, or undefined (with a warning when it should have been usable) for a full replay. */
+  private async readCatalogAtStart(catalogUse: 'use' | 'check', runDirs: number): Promise<Catalog | undefined> {
+    const catalog = await readCatalog(this.dir)
+    const path = join(this.dir, catalogName)
+    if (catalog === 'missing') {
+      // An older listener's directory has none; a run directory without it is replayed, nothing lost.
+      if (catalogUse === 'use' && runDirs > 0) this.warnings.push(`${path} is missing: every run's log is replayed (this start takes longer), and a new catalog is written`)
+      return undefined
+    }
+    if ('problem' in catalog) {
+      this.warnings.push(`${path} is not usable (${catalog.problem}): every run's log is replayed (this start takes longer)${catalogUse === 'use' ? ', and a new catalog is written' : ''}`)
+      return undefined
+    }
+    return catalog
+  }
+
+  /** A run from its catalog entry: its summary only (spans and writer read back for a query, like an evicted run's). */
+  private restore(entry: CatalogEntry): RunState {
+    const origin: RunOrigin = {
+      ...(entry.peer === undefined ? {} : { peer: entry.peer }),
+      ...(entry.writer === undefined ? {} : { writer: entry.writer }),
+      ...(entry.authenticated === undefined ? {} : { authenticated: entry.authenticated }),
+      ...(entry.campaign === undefined ? {} : { campaign: entry.campaign }),
+    }
+    const run = newRunState(entry.meta, entry.announcedMs, entry.announceIndex, origin)
+    run.retired = true
+    if (entry.end !== undefined) run.end = entry.end
+    run.steadyMs = entry.steadyMs
+    run.lastAckedSeq = entry.lastAckedSeq
+    run.durableThroughSeq = entry.lastAckedSeq
+    run.commits = entry.commits
+    run.logBytes = entry.logBytes
+    run.metaBytes = entry.metaBytes
+    run.verdict = entry.verdict
+    if (entry.verdictBytes !== undefined) run.verdictBytes = entry.verdictBytes
+    run.evicted = { spanCount: entry.spanCount, lastAckMs: entry.lastAckMs }
+    run.writerTrimmed = entry.writer !== undefined
+    run.catalogued = true
+    this.runs.set(entry.id, run)
+    this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, entry.announceIndex ?? 0)
+    return run
+  }
+
+  /** A run replayed from its files against what the catalog recorded of it: fewer commits, bytes or acks is damage. */
+  private checkAgainstCatalog(runId: string, entry: CatalogEntry): void {
+    const run = this.runs.get(runId)
+    if (run === undefined) throw runDirGone(this.runDir(runId), entry)
+    const problem = lessThanRecorded(run, entry)
+    if (problem !== undefined) throw damagedLog(join(this.runDir(runId), 'acks.log'), problem)
+  }
+
+  /** Every segment, oldest first; only the last one's last round may be torn (ignored with a warning). */
   /**
    * Every segment, oldest first; only the last one's last round may be torn (ignored with a warning).
    * The segments must be numbered one after the other and chain up by their rounds (journal.ts): a
@@ -477,7 +586,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * acks; or sealed while acks.log lacks the header written before it): a refusal naming the file.
    * Judging the rest of a group, or an older run of the path, without this one could turn a FAIL into a PASS.
    */
-  private async replay(runId: string, journaled?: { at: number; path: string }): Promise<void> {
+  private async replay(runId: string, journaled?: { at: number; path: string }, chunkBytes?: number): Promise<void> {
     const metaPath = join(this.runDir(runId), 'meta.msgpack')
     const logPath = join(this.runDir(runId), 'acks.log')
     const metaBytes = await readBounded(metaPath, maxMetaFileBytes)
@@ -511,7 +620,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const sizeBytes = await fileSize(logPath)
       if (sizeBytes < journaled.at) throw logShorterThanJournal(logPath, sizeBytes, journaled.at)
     }
-    const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans), journaled?.at)
+    const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans), journaled?.at, chunkBytes)
     // A sealed meta.msgpack was written by this version, after the log's header was fsynced: no crash
     // leaves it without that header. (Older listeners created an empty log: a legacy run may have one.)
     if (decoded.sealed && replayed.format !== 2) throw damagedLog(logPath, logWithoutHeader(replayed))
@@ -723,6 +832,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       }
       run.verdict = result
       this.bytesGeneration++
+      // Written with the next fold (a crash before it: the scrub reads verdict.msgpack again).
+      this.catalogDirty = true
     })
     const settled = write.catch(() => undefined)
     this.verdictWrites.set(runId, settled)
@@ -963,7 +1074,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     for (const runId of runIds) await rename(this.runDir(runId), join(runsDir, `.pruned-${runId}`))
     await syncDirectoryAsync(runsDir)
     for (const runId of runIds) this.runs.delete(runId)
-    await removePruned(runsDir)
+    this.catalogDirty = true
+    // A catalog still holding them would read them as runs whose directory is gone: the renamed
+    // directories go once it is written (else at the next start, after the catalog written there).
+    if (await this.saveCatalog()) await removePruned(runsDir)
   }
 
   /**
@@ -1026,6 +1140,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if (replayed.validBytes !== run.logBytes || replayed.tornTail !== null || replayed.commits !== run.commits || copy.lastAckedSeq !== run.lastAckedSeq) {
         throw damagedLog(logPath, `it no longer holds what it held when the listener started (acks through seq ${copy.lastAckedSeq} in ${replayed.validBytes} bytes, where ${run.lastAckedSeq} in ${run.logBytes} were read)`)
       }
+      run.evicted.spanCount ??= copy.spans.length
     }
     let writer: WriterEnv | undefined
     if (run.writerTrimmed === true) {
@@ -1035,6 +1150,108 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       writer = this.metaOf(bytes, metaPath, runId).writer
     }
     return { spans: copy.spans, writer }
+  }
+
+  /**
+   * Writes the catalog of every run retired and wholly in runs/ (after the one under way, if any).
+   * False when it could not be written: a warning; the runs it lacks are replayed at the next start.
+   */
+  private saveCatalog(): Promise<boolean> {
+    this.catalogWrite = this.catalogWrite.then(async () => {
+      if (!this.catalogDirty) return true
+      this.catalogDirty = false
+      const runs = [...this.runs.values()].filter((run) => this.inCatalog(run))
+      try {
+        await writeCatalog(this.dir, await encodeCatalog(this.lastAnnounceIndex, runs, catalogEntryOf))
+        this.catalogWriteCount++
+        return true
+      } catch (error) {
+        this.catalogDirty = true
+        this.warn(`could not write ${join(this.dir, catalogName)}: ${describeSystemError(error)}; the runs it lacks are replayed from their logs at the next start (it takes longer, nothing is lost)`)
+        return false
+      }
+    })
+    return this.catalogWrite
+  }
+
+  /** A run the catalog holds: retired, nothing of it queued or in the journal's current segment. */
+  private inCatalog(run: RunState): boolean {
+    return run.retired && run.failed === undefined && run.creating !== true && run.pendingEntries.length === 0 && !this.dirty.has(run) && this.segment?.fold.has(run.meta.runId) !== true
+  }
+
+  private warn(message: string): void {
+    this.warnings.push(message)
+    this.emit('warning', message)
+  }
+
+  /**
+   * Checks, in the background after start, every run taken from the catalog against its files, by
+   * the rules of a replay at start (meta.msgpack, the whole log, verdict.msgpack), a run at a time, a
+   * log 64 KiB at a time (never more than a few ms of the event loop). A damaged run is named in a
+   * warning and its queries are refused with the damage (file and byte); a verdict stored after the
+   * catalog was written is taken from its file. Resolves when done (never rejects).
+   */
+  startScrub(): Promise<void> {
+    this.scrubbing ??= this.scrub()
+    return this.scrubbing
+  }
+
+  private async scrub(): Promise<void> {
+    for (const run of [...this.runs.values()]) {
+      if (this.closing) return
+      if (run.catalogued !== true) continue
+      await yieldToLoop()
+      if (this.runs.get(run.meta.runId) !== run) continue
+      await this.checked(run)
+    }
+  }
+
+  /** The catalogued run's files checked once (by the scrub, or first by a query that cannot wait for it). */
+  private checked(run: RunState): Promise<void> {
+    if (run.catalogued !== true || run.damaged !== undefined) return Promise.resolve()
+    let checking = this.checking.get(run)
+    if (checking === undefined) {
+      checking = this.scrubRun(run)
+        .catch((error: unknown) => {
+          if (this.closing) return
+          run.damaged = error instanceof Error ? error : new Error(String(error))
+          this.warn(`run ${run.meta.runId}: ${run.damaged.message}; its queries are refused`)
+        })
+        .finally(() => {
+          run.catalogued = false
+          this.checking.delete(run)
+        })
+      this.checking.set(run, checking)
+    }
+    return checking
+  }
+
+  /** The run replayed from its files by the rules of a start (a store of its own), then held against what was recorded. */
+  private async scrubRun(run: RunState): Promise<void> {
+    const runId = run.meta.runId
+    const scratch = new AckStore(this.dir, { maxSpans: this.maxSpans })
+    await scratch.replay(runId, undefined, queryChunkBytes)
+    const copy = scratch.runs.get(runId)
+    if (copy === undefined) throw runDirGone(this.runDir(runId), catalogEntryOf(run))
+    // meta.msgpack of an older listener has no checksum: held against what the catalog recorded.
+    const changed = (Object.keys(run.meta) as Array<keyof RunMeta>).filter((key) => JSON.stringify(run.meta[key]) !== JSON.stringify(copy.meta[key]))
+    if (copy.announcedMs !== run.announcedMs) changed.push('announcedMs' as keyof RunMeta)
+    if (changed.length > 0) {
+      const metaPath = join(this.runDir(runId), 'meta.msgpack')
+      throw damagedMeta(metaPath, `it says ${changed.map((key) => `${key} ${JSON.stringify(copy.meta[key] ?? copy.announcedMs)}`).join(', ')}, where the listener recorded ${changed.map((key) => JSON.stringify(run.meta[key] ?? run.announcedMs)).join(', ')} (its catalog, ${join(this.dir, catalogName)})`)
+    }
+    const problem = lessThanRecorded(copy, catalogEntryOf(run))
+    if (problem !== undefined) throw damagedLog(join(this.runDir(runId), 'acks.log'), problem)
+    // A verdict stored after the catalog was written, before a crash, is in its file only.
+    const verdict = await scratch.replayVerdict(copy)
+    for (const message of scratch.warnings) this.warn(message)
+    if (run.evicted !== undefined) run.evicted.spanCount = copy.spans.length
+    if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) {
+      this.catalogDirty = true
+      this.bytesGeneration++
+    }
+    run.verdict = verdict
+    run.verdictBytes = copy.verdictBytes
   }
 
   /** Spans held in memory right now, in all (tests of the memory bound). */
@@ -1057,6 +1274,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private async fold(segment: Segment): Promise<void> {
     try {
       await foldRuns(join(this.dir, 'runs'), [...segment.fold.values()], this.foldFiles)
+      // The catalog before the segment goes: a run folded here and retired is in it, or still in the journal.
+      for (const runId of segment.fold.keys()) if (this.runs.get(runId)?.retired === true) this.catalogDirty = true
+      if (this.catalogDirty) await this.saveCatalog()
       await unlink(segment.path)
       await syncDirectoryAsync(join(this.dir, 'journal'))
       for (const runId of segment.fold.keys()) {
@@ -1096,7 +1316,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number; inlineSpansTotalMax?: number } = {}): Promise<StoredRun[]> {
     const runs: RunState[] = []
-    for (const run of this.queried(host, requestedPath, runId)) runs.push(await this.resident(run))
+    for (const run of this.queried(host, requestedPath, runId)) {
+      await this.checked(run)
+      if (run.damaged !== undefined) throw run.damaged
+      runs.push(await this.resident(run))
+    }
     let inlineLeft = options.inlineSpansTotalMax ?? Number.POSITIVE_INFINITY
     return runs.map((r) => {
       const stored = storedRun(r, Math.min(options.inlineSpansMax ?? Number.POSITIVE_INFINITY, inlineLeft))
@@ -1109,6 +1333,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   async spanPageAsync(runId: string, afterSeq: number, throughSeq: number, maxCount: number): Promise<Buffer | undefined> {
     const run = this.runs.get(runId)
     if (run === undefined || run.creating === true || throughSeq > run.lastAckedSeq) return undefined
+    await this.checked(run)
+    if (run.damaged !== undefined) throw run.damaged
     const view = await this.resident(run)
     if (throughSeq > view.spans.throughSeq) return undefined
     return view.spans.page(afterSeq, throughSeq, maxCount)
@@ -1135,7 +1361,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** Spans the run holds in memory (0 for a run not on record). */
   spanCount(runId: string): number {
     const run = this.runs.get(runId)
-    return run?.evicted?.spanCount ?? run?.spans.length ?? 0
+    if (run?.evicted !== undefined) return run.evicted.spanCount ?? this.readBack.get(runId)?.spans.length ?? 0
+    return run?.spans.length ?? 0
   }
 
   /**
@@ -1191,6 +1418,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   async close(): Promise<void> {
+    this.closing = true
+    await this.scrubbing
     while (this.verdictWrites.size > 0) await Promise.all(this.verdictWrites.values())
     while (this.committing !== undefined || this.folding !== undefined) await Promise.all([this.committing, this.folding])
     clearTimeout(this.foldTimer)
@@ -1213,6 +1442,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         await this.fold(segment)
       }
     }
+    if (this.broken === undefined && this.catalogDirty) await this.saveCatalog()
+    await this.catalogWrite
     this.lock?.release()
     this.lock = undefined
   }
@@ -1568,5 +1799,50 @@ async function checkLogWithinJournal(logPath: string, journalEndByte: number, jo
     path,
     0,
     `the journal's commits of run ${logPath.split('/').at(-2)} end at byte ${journalEndByte} of its log, but ${logPath} holds ${sizeBytes} bytes: the journal is older than the log (a segment from an earlier state of the directory)`,
+  )
+}
+/** What the catalog holds of a run (its writer without the fingerprint, which meta.msgpack keeps). */
+function catalogEntryOf(run: RunState): CatalogEntry {
+  const writer = run.origin.writer
+  const lastAckMs = run.evicted !== undefined ? run.evicted.lastAckMs : run.spans.lastAckMs
+  return {
+    id: run.meta.runId,
+    meta: run.meta,
+    announcedMs: run.announcedMs,
+    ...(run.announceIndex === undefined ? {} : { announceIndex: run.announceIndex }),
+    ...(run.origin.peer === undefined ? {} : { peer: run.origin.peer }),
+    ...(writer === undefined ? {} : { writer: { bootId: writer.bootId, fingerprint: null } }),
+    ...(run.origin.authenticated === undefined ? {} : { authenticated: run.origin.authenticated }),
+    ...(run.origin.campaign === undefined ? {} : { campaign: run.origin.campaign }),
+    ...(run.end === undefined ? {} : { end: run.end }),
+    steadyMs: run.steadyMs,
+    lastAckedSeq: run.lastAckedSeq,
+    ...(lastAckMs === undefined ? {} : { lastAckMs }),
+    // Spans as its log replays them: known for a run read from its log, not for one whose spans were live.
+    ...(run.evicted?.spanCount === undefined ? {} : { spanCount: run.evicted.spanCount }),
+    commits: run.commits,
+    logBytes: run.logBytes,
+    metaBytes: run.metaBytes,
+    verdict: run.verdict,
+    ...(run.verdictBytes === undefined ? {} : { verdictBytes: run.verdictBytes }),
+  }
+}
+
+/** What a run read from its files lacks of what the catalog recorded (undefined: it holds all of it). */
+function lessThanRecorded(run: Pick<RunState, 'commits' | 'logBytes' | 'lastAckedSeq' | 'end' | 'steadyMs'>, entry: CatalogEntry): string | undefined {
+  if (run.logBytes === entry.logBytes && run.commits === entry.commits && run.lastAckedSeq === entry.lastAckedSeq && (run.end === undefined) === (entry.end === undefined) && run.steadyMs === entry.steadyMs) {
+    return undefined
+  }
+  return (
+    `its whole commits end at byte ${run.logBytes} (${run.commits} commits, acks through seq ${run.lastAckedSeq}${run.end === undefined ? ', no end' : ''}), ` +
+    `but the listener recorded ${entry.commits} commits in ${entry.logBytes} bytes (acks through seq ${entry.lastAckedSeq}${entry.end === undefined ? '' : ', and its end'}) in its catalog: recorded acks are missing from the log`
+  )
+}
+
+/** A run the catalog holds whose directory is gone from runs/. */
+function runDirGone(dir: string, entry: CatalogEntry): Error {
+  return runtimeError(
+    `could not read ${dir}: the run's directory is gone, but the listener recorded ${entry.lastAckedSeq} acknowledged records of it (${entry.logBytes} bytes of log; its catalog, ${join(dir, '..', '..', catalogName)}, holds it)`,
+    `a run left out could turn a FAIL into a PASS, so its queries are refused; restore the directory, or, if the run does not matter, stop the listener and delete ${join(dir, '..', '..', catalogName)} too (it is rebuilt from runs/ at the next start)`,
   )
 }

@@ -299,6 +299,9 @@ export class Listener {
     }
     server.on('connection', (socket) => listener.accept(socket))
     store.on('recorded', (runId, throughSeq) => listener.owners.get(runId)?.recorded(runId, throughSeq))
+    // Damage the background check of catalogued runs finds after start, named as it is found.
+    store.on('warning', (message) => listener.emit({ kind: 'warning', message, atMs: Date.now() }))
+    void store.startScrub()
     store.on('failed', (runId, error) => {
       options.log?.(`plugcheck: could not record acks of run ${runId}: ${error.message}`)
       listener.owners.get(runId)?.storageFailed(runId, error)

@@ -1,5 +1,6 @@
 /**
- * The listener's small files, stored whole and checksummed: a run's meta.msgpack and verdict.msgpack.
+ * The listener's files stored whole and checksummed: a run's meta.msgpack and verdict.msgpack, and
+ * <dir>/catalog.msgpack (catalog.ts).
  *
  *   [8 bytes magic: 0xc1, "PC", 4 letters of the file's kind, format 0x02][u64 LE xxh64 of body][body: msgpack]
  *
@@ -18,9 +19,9 @@ const headerBytes = magicBytes + 8
 const sealedFormat = 0x02
 const firstByte = 0xc1
 
-export type SealedKind = 'meta' | 'verdict'
-const kindLetters: Record<SealedKind, string> = { meta: 'META', verdict: 'VRDT' }
-const kindNames: Record<SealedKind, string> = { meta: "a run's metadata", verdict: 'a verdict' }
+export type SealedKind = 'meta' | 'verdict' | 'catalog'
+const kindLetters: Record<SealedKind, string> = { meta: 'META', verdict: 'VRDT', catalog: 'CTLG' }
+const kindNames: Record<SealedKind, string> = { meta: "a run's metadata", verdict: 'a verdict', catalog: "the listener's catalog of runs" }
 
 function magicOf(kind: SealedKind): Buffer {
   return Buffer.concat([Buffer.from([firstByte]), Buffer.from(`PC${kindLetters[kind]}`, 'latin1'), Buffer.from([sealedFormat])])

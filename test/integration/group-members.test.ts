@@ -32,8 +32,14 @@ t.test('--jobs 3, job 2\'s run directory removed at the listener: exit 3 naming 
   t.match(job2, /^[0-9a-f]{16}$/)
   t.equal((await runInProcess(['verify', '--server', listener.server, '--file', file])).code, 0, 'the whole group passes')
 
-  await listener.kill()
+  await listener.kill('SIGTERM') // a clean stop: every run folded into runs/ and catalogued
   rmSync(join(listenerDir, 'runs', job2), { recursive: true })
+  // The catalog recorded the run: its directory gone is damage named as such.
+  const gone = await runInProcess(['verify', '--acks', listenerDir, '--file', file])
+  t.equal(gone.code, 3, gone.stdout)
+  t.match(gone.stderr, `could not read ${join(listenerDir, 'runs', job2)}: the run's directory is gone, but the listener recorded`)
+  // Without the catalog (what its hint says to delete to drop the run), the group's plan names the missing member.
+  rmSync(join(listenerDir, 'catalog.msgpack'))
   const offline = await runInProcess(['verify', '--acks', listenerDir, '--file', file])
   t.equal(offline.code, 3, offline.stdout)
   t.equal(offline.stdout, '')
@@ -64,8 +70,9 @@ t.test('--method fdatasync,none --jobs 2: the missing member is named by job and
   t.equal(written.code, 0, written.stderr)
   const ids = runIds(written.stdout)
   t.equal(ids.size, 4)
-  await listener.kill()
+  await listener.kill('SIGTERM') // a clean stop: every run folded into runs/
   for (const path of [`${file}.none.job1`, `${file}.fdatasync.job2`]) rmSync(join(listenerDir, 'runs', ids.get(path)!), { recursive: true })
+  rmSync(join(listenerDir, 'catalog.msgpack')) // else the runs are named as directories gone (test above)
   listener = await startListener(listenerDir)
   const withFiles = await runInProcess(['verify', '--server', listener.server, '--file', file])
   t.equal(withFiles.code, 3)

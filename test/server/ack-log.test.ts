@@ -13,6 +13,7 @@ import { closeSync, cpSync, mkdirSync, openSync, readFileSync, readSync, statSyn
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { Listener } from '../../src/server/listener.js'
+import { listenerRefuses } from './damage-refusal.js'
 import { AckStore, frameCommit, frameLogEntry, logHeader } from '../../src/server/ack-store.js'
 import { maxCommitBytes } from '../../src/server/ack-log.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
@@ -75,13 +76,7 @@ const verifyAcks = (dir: string, file: string) => runInProcess(['verify', '--ack
 /** The listener refuses to start, AckStore.load rejects and verify --acks exits 3 with no verdict: all naming the log and the byte. */
 async function refusedAt(t: Test, dir: string, file: string, log: string, atByte: number, what: RegExp): Promise<void> {
   const message = new RegExp(`could not read ${log}: damaged at byte ${atByte}: the entry there ${what.source}`)
-  const outcome = await Listener.start({ host: '127.0.0.1', port: 0, dir }).catch((error: unknown) => error)
-  if (outcome instanceof Listener) {
-    await outcome.close()
-    t.fail(`the listener started (it holds ${outcome.store.lastAckedSeq(runId)} acks)`)
-  } else {
-    t.match(outcome, { exitCode: 3, message }, 'the listener refuses to start')
-  }
+  await listenerRefuses(t, dir, message)
   await t.rejects(AckStore.load(dir), { exitCode: 3, message }, 'the store refuses to load: no fewer acks')
   const verify = await verifyAcks(dir, file)
   t.equal(verify.code, 3, `verify --acks exits 3 (${verify.stderr.split('\n')[0]}; stdout: ${verify.stdout.slice(0, 80)})`)

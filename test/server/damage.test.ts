@@ -17,6 +17,7 @@ import { seal, unseal } from '../../src/server/sealed-file.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
+import { listenerRefuses } from './damage-refusal.js'
 
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 
@@ -61,17 +62,6 @@ async function storeWithGroup(dir: string, runIds: string[], seqs: number, every
 }
 
 const verifyAcks = (dir: string) => runInProcess(['verify', '--acks', dir, '--file', join(dir, 'data')])
-
-/** Listener.start rejects with exit code 3 and the message; a listener that starts anyway is closed. */
-async function listenerRefuses(t: Test, dir: string, message: string | RegExp): Promise<void> {
-  const outcome = await Listener.start({ host: '127.0.0.1', port: 0, dir }).catch((error: unknown) => error)
-  if (outcome instanceof Listener) {
-    await outcome.close()
-    t.fail('the listener started')
-    return
-  }
-  t.match(outcome, { exitCode: 3, message }, 'the listener refuses to start')
-}
 
 /** The listener refuses to start and verify --acks exits 3, both naming the file, no stack trace. */
 async function refused(t: Test, dir: string, message: string | RegExp): Promise<void> {
@@ -135,6 +125,8 @@ t.test('an announcement that never completed (no meta.msgpack, empty log) is ski
   // What createRun leaves when it dies before the rename: the log, empty, and no meta.msgpack.
   rmSync(join(dir, 'runs', runIdOf(0xd4), 'meta.msgpack'))
   truncateSync(join(dir, 'runs', runIdOf(0xd4), 'acks.log'), 0)
+  // Such a run never reached a catalog (only runs folded whole do): the catalog of the clean stop goes too.
+  rmSync(join(dir, 'catalog.msgpack'))
   const store = await AckStore.load(dir)
   t.match(store.warnings, [`run ${runIdOf(0xd4)}: no metadata and an empty ack log (its announcement never completed), skipped`])
   t.equal(store.lastAckedSeq(runIdOf(0xd3)), 5, 'the other run is served')

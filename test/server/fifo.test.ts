@@ -9,6 +9,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { Listener } from '../../src/server/listener.js'
+import { listenerRefuses } from './damage-refusal.js'
 import { runCli, tempDir } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
 
@@ -42,6 +43,10 @@ t.test('a FIFO as acks.log is refused as an unreadable log', async (t) => {
   const log = join(dir, 'runs', runIdOf(0xe3), 'acks.log')
   rmSync(log)
   execFileSync('mkfifo', [log])
+  // In the catalog: the listener starts, its check of the run's files does not hang on the FIFO.
+  await listenerRefuses(t, dir, `could not read ${log}: not a regular file`)
+  // Without the catalog, replayed at start: listen refuses to start.
+  rmSync(join(dir, 'catalog.msgpack'))
   const listen = await runCli(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir], 60_000)
   t.equal(listen.code, 3, `the listener refuses to start (${listen.stderr.trim()})`)
   t.match(listen.stderr, `could not read ${log}: not a regular file`)

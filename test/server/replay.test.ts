@@ -7,6 +7,7 @@ import t from 'tap'
 import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync, truncateSync } from 'node:fs'
 import { join } from 'node:path'
 import { Listener } from '../../src/server/listener.js'
+import { listenerRefuses } from './damage-refusal.js'
 import { AckStore, frameCommit } from '../../src/server/ack-store.js'
 import { maxCommitBytes, maxEndDetailBytes } from '../../src/server/ack-log.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
@@ -44,8 +45,8 @@ t.test('an ack log sparse-extended past 2 GiB is refused at once, naming where i
   const started = performance.now()
   await t.rejects(AckStore.load(dir), { exitCode: 3, message }, 'the store refuses to load')
   t.ok(performance.now() - started < 2000, 'at once: the hole is not read')
-  // The listener refuses to start on it too.
-  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message })
+  // The listener refuses the run too (at once: the check reads the file's size first).
+  await listenerRefuses(t, dir, message)
 })
 
 t.test('checksummed entries that cannot be true are damage: a refusal, never the acks after them dropped', async (t) => {
@@ -95,12 +96,14 @@ t.test('an ack log that cannot be read is a refusal, never fewer acks', async (t
   const log = join(dir, 'runs', runId, 'acks.log')
   rmSync(log)
   mkdirSync(log) // not a regular file: refused like a log whose read fails (EIO)
-  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message: new RegExp(`could not read ${log}: not a regular file`) })
+  await listenerRefuses(t, dir, new RegExp(`could not read ${log}: not a regular file`))
   const verify = await runInProcess(['verify', '--acks', dir, '--file', `/data/${runId}`, '--host', 'testhost'])
   t.equal(verify.code, 3, verify.stderr)
   t.match(verify.stderr, `plugcheck: could not read ${log}: not a regular file`)
   t.notMatch(verify.stderr, /\n\s+at /, 'no stack trace')
 
+  // Without its catalog every log is replayed at start: listen refuses to start.
+  rmSync(join(dir, 'catalog.msgpack'))
   const listen = await runInProcess(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir])
   t.equal(listen.code, 3, 'listen refuses to start')
   t.match(listen.stderr, `could not read ${log}: not a regular file`)

@@ -270,7 +270,8 @@ t.test('a damaged verdict.msgpack is reported at start and the run shows no verd
     // The listener starts on it, says so, and takes a new verdict in its place.
     const events: string[] = []
     const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, onEvent: (e) => e.kind === 'warning' && events.push(e.message) })
-    t.match(events, [why], `${name}: the listener warns at start`)
+    // (An older listener's directory has no catalog: said first, every log replayed.)
+    t.match(events, [/catalog\.msgpack is missing/, why], `${name}: the listener warns at start`)
     await listener.close()
   }
 })

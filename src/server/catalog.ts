@@ -1,0 +1,125 @@
+/**
+ * <dir>/catalog.msgpack: every run that is retired and wholly in runs/, as a summary (what the store
+ * keeps in memory for such a run), so that a listener starts without replaying every run's log.
+ *
+ *   sealed-file.ts framing, kind 'catalog' (magic, xxh64 of the body), body: a sequence of msgpack values
+ *   header   { k: 'catalog', version: 1, lastAnnounceIndex, runs }     runs: how many entries follow
+ *   entry    { id, meta, announcedMs, announceIndex?, peer?, writer?, authenticated?, campaign?, end?,
+ *              steadyMs, lastAckedSeq, lastAckMs?, spanCount?, commits, logBytes, metaBytes, verdict,
+ *              verdictBytes? }   writer without its fingerprint ({ bootId, fingerprint: null })
+ *
+ * The per-run files are the authority; the catalog is derived data. It is written (temp file, fsync,
+ * rename, directory fsync) after a fold and before the fold's segment is deleted, so a run folded
+ * is in the catalog, or still in the journal (replayed the old way), or was live when the catalog was
+ * written (replayed the old way). A catalog missing, unreadable or damaged: a warning and a full
+ * replay. What the catalog says of a run is checked against its files after start (the store's scrub).
+ */
+import { constants as fsConstants } from 'node:fs'
+import { open, readFile, rename, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import { setImmediate as yieldToLoop } from 'node:timers/promises'
+import { Packr } from 'msgpackr'
+import { z } from 'zod'
+import { runMetaSchema } from '../record/format.js'
+import { campaignTagSchema, endReasons, epochMsSchema, storedVerdictSchema, writerEnvSchema } from '../protocol/messages.js'
+import { syncDirectoryAsync } from '../directory-sync.js'
+import { describeSystemError } from '../errors.js'
+import { seal, unseal } from './sealed-file.js'
+
+export const catalogFormatVersion = 1
+export const catalogName = 'catalog.msgpack'
+/** Entries encoded between two yields to the event loop while the catalog is built. */
+const entriesPerSlice = 2_000
+/** A catalog of 100,000 runs is ~30 MiB; one larger than this is not one this listener wrote. */
+const maxCatalogBytes = 1024 * 1024 * 1024
+const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
+
+const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)
+const headerSchema = z.object({ k: z.literal('catalog'), version: z.number().int().nonnegative(), lastAnnounceIndex: count, runs: count })
+export const catalogEntrySchema = z.object({
+  id: z.string().regex(/^[0-9a-f]{16}$/),
+  meta: runMetaSchema,
+  announcedMs: epochMsSchema,
+  announceIndex: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+  peer: z.string().max(64).optional(),
+  writer: writerEnvSchema.optional(),
+  authenticated: z.boolean().optional(),
+  campaign: campaignTagSchema.optional(),
+  end: z.object({ reason: z.enum([...endReasons, 'vanished']), detail: z.string().max(4096).optional(), atMs: epochMsSchema }).optional(),
+  steadyMs: epochMsSchema.nullable(),
+  lastAckedSeq: count,
+  lastAckMs: epochMsSchema.optional(),
+  /** Spans its log replays to (absent for a run ended in a listener's life: its spans were live ones). */
+  spanCount: count.optional(),
+  commits: count,
+  logBytes: count,
+  metaBytes: count,
+  verdict: storedVerdictSchema.nullable(),
+  verdictBytes: count.optional(),
+})
+export type CatalogEntry = z.infer<typeof catalogEntrySchema>
+
+export interface Catalog {
+  readonly lastAnnounceIndex: number
+  readonly entries: CatalogEntry[]
+}
+
+/** The catalog's bytes, encoded a slice of entries at a time (yielding between slices: 100,000 runs never hold the event loop in one go). */
+export async function encodeCatalog<T>(lastAnnounceIndex: number, runs: readonly T[], entryOf: (run: T) => CatalogEntry): Promise<Buffer> {
+  const parts: Buffer[] = [packr.pack({ k: 'catalog', version: catalogFormatVersion, lastAnnounceIndex, runs: runs.length })]
+  for (let i = 0; i < runs.length; i += entriesPerSlice) {
+    for (const run of runs.slice(i, i + entriesPerSlice)) parts.push(packr.pack(entryOf(run)))
+    if (i + entriesPerSlice < runs.length) await yieldToLoop()
+  }
+  return seal('catalog', Buffer.concat(parts))
+}
+
+/** The catalog read back and checked (checksum, schema of every entry), 'missing', or what is wrong with it. */
+export async function readCatalog(dir: string): Promise<Catalog | 'missing' | { readonly problem: string }> {
+  const path = join(dir, catalogName)
+  let bytes: Buffer
+  try {
+    const stats = await stat(path)
+    if (!stats.isFile()) return { problem: 'it is not a regular file' }
+    if (stats.size > maxCatalogBytes) return { problem: `it is ${stats.size} bytes, more than any catalog` }
+    bytes = await readFile(path, { flag: fsConstants.O_RDONLY | fsConstants.O_NONBLOCK })
+  } catch (error) {
+    if ((error as { code?: string }).code === 'ENOENT') return 'missing'
+    return { problem: describeSystemError(error) }
+  }
+  const file = unseal('catalog', bytes)
+  if (file.kind === 'damaged') return { problem: `${file.problem} (damaged)` }
+  if (file.kind === 'legacy') return { problem: 'it does not start with a catalog header (damaged)' }
+  let values: unknown[]
+  try {
+    values = packr.unpackMultiple(file.body) as unknown[]
+  } catch {
+    return { problem: 'its body is not valid msgpack (damaged)' }
+  }
+  const header = headerSchema.safeParse(values[0])
+  if (!header.success) return { problem: 'its header is not valid' }
+  if (header.data.version !== catalogFormatVersion) return { problem: `it is of format ${header.data.version}, not ${catalogFormatVersion}` }
+  if (values.length !== header.data.runs + 1) return { problem: `its header says ${header.data.runs} runs, but it holds ${values.length - 1}` }
+  const entries: CatalogEntry[] = []
+  for (let i = 1; i < values.length; i++) {
+    const entry = catalogEntrySchema.safeParse(values[i])
+    if (!entry.success || entry.data.meta.runId !== entry.data.id) return { problem: `its entry ${i} is not valid` }
+    entries.push(entry.data)
+  }
+  return { lastAnnounceIndex: header.data.lastAnnounceIndex, entries }
+}
+
+/** The catalog written whole: temp file, fsync, rename, directory fsync (a crash leaves the old one or the new one). */
+export async function writeCatalog(dir: string, bytes: Buffer): Promise<void> {
+  const tmpPath = join(dir, `${catalogName}.tmp`)
+  const file = await open(tmpPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, 0o644)
+  try {
+    const { bytesWritten } = await file.write(bytes, 0, bytes.length, 0)
+    if (bytesWritten !== bytes.length) throw Object.assign(new Error(`short write to ${tmpPath}: ${bytesWritten} of ${bytes.length} bytes (disk full?)`), { code: 'ENOSPC' })
+    await file.sync()
+  } finally {
+    await file.close().catch(() => undefined)
+  }
+  await rename(tmpPath, join(dir, catalogName))
+  await syncDirectoryAsync(dir)
+}

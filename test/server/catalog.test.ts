@@ -1,0 +1,180 @@
+/**
+ * <dir>/catalog.msgpack: a listener restarts from it without replaying every run's log; a catalog
+ * missing or damaged is a warning and a full replay (the run files are the authority); a catalogued
+ * run whose files lost what was recorded is named by the background check and its queries refused,
+ * as verify --acks refuses it; a crash at any point between a fold, the catalog and the deletion of
+ * the fold's segment loses no recorded ack.
+ */
+import t from 'tap'
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { Packr } from 'msgpackr'
+import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { tempDir } from '../fixtures/cli.js'
+import { runIdOf, runMeta } from './peer.js'
+import { verdictOf } from './verdict-fixture.js'
+
+const packr = new Packr({ useRecords: false, mapsAsObjects: true })
+
+/** count ended runs crafted as an older listener stored them (no catalog), run i acked 1..i%7+1. */
+function craftRuns(dir: string, count: number): void {
+  const nowMs = Date.now()
+  for (let i = 0; i < count; i++) {
+    const runId = runIdOf(0x20000 + i)
+    const runDir = join(dir, 'runs', runId)
+    mkdirSync(runDir, { recursive: true })
+    const acked = (i % 7) + 1
+    writeFileSync(
+      join(runDir, 'acks.log'),
+      Buffer.concat([
+        frameLogEntry({ k: 'ack', fromSeq: 1, toSeq: acked, firstMs: nowMs - 50_000, lastMs: nowMs - 40_000 }),
+        frameLogEntry({ k: 'end', reason: 'duration', atMs: nowMs - 39_000 }),
+      ]),
+    )
+    writeFileSync(join(runDir, 'meta.msgpack'), packr.pack({ meta: runMeta(runId, { createdMs: nowMs - 60_000, requestedPath: `/data/${runId}` }), announcedMs: nowMs - 60_000, announceIndex: i + 1, peer: '127.0.0.1' }))
+  }
+}
+
+async function openTimed(dir: string): Promise<{ store: AckStore; ms: number }> {
+  const started = performance.now()
+  const store = await AckStore.open(dir)
+  return { store, ms: performance.now() - started }
+}
+
+/** Every run's summary and stored acks, as a verifier would get them. */
+async function everything(store: AckStore): Promise<unknown[]> {
+  const all: unknown[] = []
+  for (const summary of store.summaries()) all.push(summary, await store.queryAsync(summary.host, summary.path, summary.runId))
+  return all
+}
+
+t.test('a restart on 5,000 runs reads the catalog, not their logs, and answers the same', async (t) => {
+  const dir = tempDir(t)
+  const runs = 5_000
+  craftRuns(dir, runs)
+  const first = await openTimed(dir)
+  t.equal(first.store.replayedLogCount, runs, 'no catalog: every log replayed')
+  t.match(first.store.warnings.join('\n'), /catalog\.msgpack is missing: every run's log is replayed/, 'the missing catalog is said')
+  const before = await everything(first.store)
+  await first.store.close()
+  const second = await openTimed(dir)
+  t.teardown(() => second.store.close())
+  t.equal(second.store.replayedLogCount, 0, 'from the catalog: no log replayed')
+  t.same(second.store.warnings, [], 'no warning')
+  t.ok(second.ms * 3 < first.ms, `start from the catalog ${second.ms.toFixed(0)} ms, full replay ${first.ms.toFixed(0)} ms`)
+  t.same(await everything(second.store), before, 'every run answered as before the restart')
+  await second.store.startScrub()
+  t.same(second.store.warnings, [], 'the background check finds every run as catalogued')
+  t.equal(second.store.residentSpanCount() <= runs, true, 'spans read back for the queries only, within the cache')
+})
+
+t.test('a damaged or unreadable catalog: a warning naming it, a full replay, then a new catalog', async (t) => {
+  const cases: Array<[string, (path: string) => void, RegExp]> = [
+    ['a bit flipped', (p) => { const bytes = readFileSync(p); bytes[bytes.length - 3]! ^= 0x10; writeFileSync(p, bytes) }, /does not match its checksum/],
+    ['cut short', (p) => truncateSync(p, 40), /does not match its checksum|not valid/],
+    ['empty', (p) => truncateSync(p, 0), /does not start with a catalog header/],
+  ]
+  for (const [name, damage, problem] of cases) {
+    await t.test(name, async (t) => {
+      const dir = tempDir(t)
+      craftRuns(dir, 30)
+      const first = await AckStore.open(dir)
+      const before = await everything(first)
+      await first.close()
+      const catalog = join(dir, 'catalog.msgpack')
+      damage(catalog)
+      const second = await AckStore.open(dir)
+      t.equal(second.replayedLogCount, 30, 'every log replayed')
+      t.match(second.warnings.join('\n'), new RegExp(`${catalog} is not usable \\(.*(${problem.source})`), 'a warning names the catalog and what is wrong')
+      t.same(await everything(second), before, 'the same runs and acks')
+      await second.close()
+      const third = await AckStore.open(dir)
+      t.equal(third.replayedLogCount, 0, 'a new catalog was written')
+      await third.close()
+    })
+  }
+})
+
+t.test('a catalogued run whose log lost bytes, or whose directory is gone: named, its queries refused, verify --acks refuses', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 10)
+  await (await AckStore.open(dir)).close()
+  const shortRun = runIdOf(0x20006) // acked 1..7
+  const goneRun = runIdOf(0x20005)
+  const log = join(dir, 'runs', shortRun, 'acks.log')
+  const logBytes = readFileSync(log).length
+  const copy = tempDir(t)
+  truncateSync(log, logBytes - frameLogEntry({ k: 'end', reason: 'duration', atMs: Date.now() }).length)
+  rmSync(join(dir, 'runs', goneRun), { recursive: true })
+  for (const name of ['runs', 'journal']) mkdirSync(join(copy, name), { recursive: true })
+  // verify --acks reads a copy: every run replayed, and held against the catalog.
+  copyFileSync(join(dir, 'catalog.msgpack'), join(copy, 'catalog.msgpack'))
+  for (const runId of readdirSync(join(dir, 'runs'))) {
+    mkdirSync(join(copy, 'runs', runId))
+    for (const file of readdirSync(join(dir, 'runs', runId))) copyFileSync(join(dir, 'runs', runId, file), join(copy, 'runs', runId, file))
+  }
+
+  const store = await AckStore.open(dir)
+  t.teardown(() => store.close())
+  t.equal(store.replayedLogCount, 0)
+  const gone = new RegExp(`could not read ${join(dir, 'runs', goneRun)}: the run's directory is gone, but the listener recorded 6 acknowledged records of it`)
+  t.match(store.warnings.join('\n'), gone, 'the gone directory is named at start')
+  await t.rejects(store.queryAsync('testhost', `/data/${goneRun}`, goneRun), { exitCode: 3, message: gone }, "the gone run's queries are refused")
+  await store.startScrub()
+  const short = new RegExp(`could not read ${log}: its whole commits end at byte ${readFileSync(log).length} \\(.*acks through seq 7, no end\\), but the listener recorded .* in ${logBytes} bytes \\(acks through seq 7, and its end\\)`)
+  t.match(store.warnings.join('\n'), short, 'the background check names the short log and its byte')
+  await t.rejects(store.queryAsync('testhost', `/data/${shortRun}`, shortRun), { exitCode: 3, message: short }, "the short run's queries are refused")
+  const other = runIdOf(0x20001)
+  t.match(await store.queryAsync('testhost', `/data/${other}`, other), [{ ackedThroughSeq: 2 }], 'other runs are answered')
+  await t.rejects(AckStore.load(copy), { exitCode: 3, message: /could not read .*: (the run's directory is gone|its whole commits end at byte)/ }, 'verify --acks refuses too')
+})
+
+t.test('a crash between a fold, its catalog and the deletion of its segment loses no recorded ack', async (t) => {
+  for (const point of ['after the fold, before the catalog', 'after the catalog, before the segment goes'] as const) {
+    await t.test(point, async (t) => {
+      const dir = tempDir(t)
+      craftRuns(dir, 3)
+      const store = await AckStore.open(dir)
+      const runId = runIdOf(0x30000)
+      const nowMs = Date.now()
+      await store.createRun(runMeta(runId, { createdMs: nowMs - 1000, requestedPath: `/data/${runId}` }), nowMs - 1000)
+      for (let seq = 1; seq <= 40; seq++) store.appendAck(runId, seq, seq, Date.now())
+      store.endRun(runId, 'duration', undefined, Date.now())
+      await new Promise<void>((resolve) => store.on('recorded', (id, through) => void (id === runId && through === 40 && resolve())))
+      // The state on disk at the crash point: the segment (not deleted yet) and, before the catalog, the old catalog.
+      const journal = join(dir, 'journal')
+      const saved = readdirSync(journal).map((name) => [name, readFileSync(join(journal, name))] as const)
+      const oldCatalog = readFileSync(join(dir, 'catalog.msgpack'))
+      await store.foldNow()
+      const expected = await everything(store)
+      await store.close()
+      for (const name of readdirSync(journal)) rmSync(join(journal, name))
+      for (const [name, bytes] of saved) writeFileSync(join(journal, name), bytes)
+      if (point === 'after the fold, before the catalog') writeFileSync(join(dir, 'catalog.msgpack'), oldCatalog)
+      const restarted = await AckStore.open(dir)
+      t.teardown(() => restarted.close())
+      t.match(await restarted.queryAsync('testhost', `/data/${runId}`, runId), [{ ackedThroughSeq: 40, end: { reason: 'duration' } }], 'every recorded ack answered')
+      t.same((await everything(restarted)).filter((_, i) => i % 2 === 0), expected.filter((_, i) => i % 2 === 0), 'the same runs')
+      await restarted.startScrub()
+      t.same(restarted.warnings.filter((w) => !/torn/.test(w)), [], 'nothing found damaged')
+    })
+  }
+})
+
+t.test('a verdict stored after the catalog was written is read from its file by the background check', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 3)
+  const first = await AckStore.open(dir)
+  await first.close()
+  const oldCatalog = readFileSync(join(dir, 'catalog.msgpack'))
+  const runId = runIdOf(0x20002) // acked 1..3
+  const second = await AckStore.open(dir)
+  await second.recordVerdict(runId, verdictOf({ acked: 3, intact: 3, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }))
+  await second.close()
+  writeFileSync(join(dir, 'catalog.msgpack'), oldCatalog) // a crash before the next catalog
+  const third = await AckStore.open(dir)
+  t.teardown(() => third.close())
+  await third.startScrub()
+  t.match(third.summaries().find((s) => s.runId === runId), { verdict: { verdict: 'pass', acked: 3 } }, 'the stored verdict is shown')
+})
