@@ -179,12 +179,12 @@ t.test('peer keys and the decision table', async (t) => {
   t.equal(peerKey('2001:db8:1:2:aaaa::1'), '2001:db8:1:2::/64')
   t.equal(peerKey('2001:db8:1:2:bbbb:cccc:dddd:eeee'), '2001:db8:1:2::/64')
   t.equal(peerKey('::1'), '0:0:0:0::/64')
+  // The store keeps usage by peer key (every address of a /64 together: the store test below).
   const byPeer = new Map([
-    ['2001:db8:1:2::1', { runs: 3, bytes: 10 }],
-    ['2001:db8:1:2::2', { runs: 3, bytes: 10 }],
+    ['2001:db8:1:2::/64', { runs: 6, bytes: 20 }],
     ['10.0.0.1', { runs: 1, bytes: 10 }],
   ])
-  const usage = { total: { runs: 7, bytes: 30 }, byPeer }
+  const usage = { total: { runs: 7, bytes: 30 }, byPeer, ofPeer: (key: string) => byPeer.get(key) ?? { runs: 0, bytes: 0 } }
   const limits = { maxRuns: 100, maxRunsPerPeer: 6, maxStoreBytes: null, maxStoreBytesPerPeer: null }
   t.match(quotaRefusal(usage, '2001:db8:1:2::3', limits), /it holds 6 runs from 2001:db8:1:2::\/64, its bound per peer is 6/, 'every address of a /64 counts together')
   t.equal(quotaRefusal(usage, '10.0.0.1', limits), undefined)
