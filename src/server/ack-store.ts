@@ -909,9 +909,28 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     await this.foldNow()
     if (this.broken !== undefined) throw new StorageError(`could not prune runs: ${this.broken.message}`)
     const runsDir = join(this.dir, 'runs')
-    for (const runId of runIds) await rename(this.runDir(runId), join(runsDir, `.pruned-${runId}`))
-    await syncDirectoryAsync(runsDir)
+    const renamed: string[] = []
+    try {
+      for (const runId of runIds) {
+        await rename(this.runDir(runId), join(runsDir, `.pruned-${runId}`))
+        renamed.push(runId)
+      }
+    } catch (error) {
+      // Whole or not at all (the runs of a group go together): those renamed come back; one that
+      // cannot come back is gone (deleted below), and so no longer on record.
+      for (const runId of renamed) {
+        await rename(join(runsDir, `.pruned-${runId}`), this.runDir(runId)).then(
+          () => undefined,
+          () => this.runs.delete(runId),
+        )
+      }
+      await syncDirectoryAsync(runsDir).catch(() => undefined)
+      await removePruned(runsDir).catch(() => undefined)
+      throw error
+    }
+    // Renamed out of runs/: no longer on record, whether or not the fsync below succeeds.
     for (const runId of runIds) this.runs.delete(runId)
+    await syncDirectoryAsync(runsDir)
     await removePruned(runsDir)
   }
 
@@ -1166,8 +1185,8 @@ function lockDirectory(dir: string): FileLock {
   const path = join(dir, 'lock')
   return holdExclusiveLock(path, true, () =>
     usageError(
-      `another listener is already using ${dir} (it holds ${path})`,
-      'stop that listener, or give this one a --dir of its own; verify --acks can read the directory meanwhile',
+      `another plugcheck (a listener or a prune) holds ${dir}'s lock (${path})`,
+      'stop that listener or wait for that prune, or give this one a --dir of its own; verify --acks can read the directory meanwhile',
     ),
   )!
 }

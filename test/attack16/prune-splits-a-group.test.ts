@@ -29,17 +29,19 @@ t.test('a prune whose age falls between the ends of one group keeps the whole gr
     await peer.next('run-ok')
     peer.send({ type: 'ack', runId: meta.runId, fromSeq: 1, toSeq: 50 })
   }
-  // Job 1 ends, job 2 a moment later (jobs end on their own, a slow sync apart).
+  // Job 1 ends, job 2 a moment later (jobs end on their own, a slow sync apart). The gap leaves room
+  // for closing the listener and starting the prune on a slow machine (~1 s seen): job 2 must still
+  // be younger than the age given when the prune looks.
   peer.send({ type: 'end', runId: metas[0]!.runId, reason: 'duration' })
-  await sleep(1500)
+  await sleep(4000)
   peer.send({ type: 'end', runId: metas[1]!.runId, reason: 'duration' })
   while (((await peer.next('recorded')) as { runId: string }).runId !== metas[1]!.runId);
   peer.close()
   await sleep(200)
   await listener.close()
 
-  // Job 1 ended over 1 s ago, job 2 not yet.
-  const prune = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir])
+  // Job 1 ended over 3 s ago, job 2 not yet.
+  const prune = await runInProcess(['runs', '--prune', '--older-than', '3s', '--dir', dir])
   t.equal(prune.code, 0, prune.stderr)
   t.match(prune.stdout, /^pruned 0 runs/, `no member of a group whose other member is too recent is pruned (${prune.stdout.trim()})`)
 
