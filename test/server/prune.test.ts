@@ -80,7 +80,7 @@ t.test('runs --prune is refused while a listener holds the directory, and bad fl
   t.teardown(() => listener.kill())
   const held = await runCli(['runs', '--prune', '--older-than', '30d', '--dir', dir])
   t.equal(held.code, 2)
-  t.match(held.stderr, /a listener is running on .* \(it holds its lock\): runs are pruned with the listener stopped\nhint: stop the listener and prune again, or let it prune as it runs: plugcheck listen --retain AGE/)
+  t.match(held.stderr, /another plugcheck \(a listener or a prune\) holds .*'s lock: runs are pruned with the listener stopped\nhint: stop the listener \(or wait for the other prune\) and prune again, or let the listener prune as it runs: plugcheck listen --retain AGE/)
   for (const [args, message] of [
     [['--prune', '--dir', dir], /--prune needs --older-than AGE/],
     [['--prune', '--older-than', '30d'], /--prune needs --dir DIR/],
