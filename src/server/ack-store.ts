@@ -879,7 +879,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * Runs on record and their bytes on disk (ack log and meta.msgpack; a run not folded yet counts what
    * its fold will write), in all and per peer (quotas.ts peerKey; 'unknown' for runs of older
    * listeners), for quotas: kept as runs come, grow and go (RunMap), so asking costs O(1) whatever
-   * the number of runs and peers. A live view: read it at once.
+   * the number of runs and peers.
    */
   usage(): StoreUsage {
     return this.runs.usage
@@ -1420,7 +1420,15 @@ class RunMap extends Map<string, RunState> {
   private readonly byPeer = new Map<string, { runs: number; bytes: number }>()
   /** What each run was counted as (its peer key and bytes), to take back exactly that. */
   private readonly counted = new Map<RunState, { key: string; bytes: number }>()
-  readonly usage: StoreUsage = { total: this.total, byPeer: this.byPeer, ofPeer: (key) => this.byPeer.get(key) ?? noUsage }
+  private readonly ofPeer = (key: string): Usage => {
+    const peer = this.byPeer.get(key)
+    return peer === undefined ? noUsage : { runs: peer.runs, bytes: peer.bytes }
+  }
+
+  /** The totals as they are now (byPeer is the live map: read it at once). */
+  get usage(): StoreUsage {
+    return { total: { runs: this.total.runs, bytes: this.total.bytes }, byPeer: this.byPeer, ofPeer: this.ofPeer }
+  }
 
   override set(runId: string, run: RunState): this {
     const previous = this.get(runId)
