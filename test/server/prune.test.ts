@@ -259,31 +259,31 @@ t.test('a run that ended as vanished with no verdict is kept 7 days whatever the
 
 t.test('listen --retain prunes a group only whole: not while a member is too recent, then both; "1 run" said in the singular', async (t) => {
   const dir = tempDir(t)
-  const listener = await startListener(dir, ['--retain', '5s'])
+  const listener = await startListener(dir, ['--retain', '6s'])
   t.teardown(() => listener.kill())
   const group = runIdOf(0x88)
   const members = [runIdOf(4), runIdOf(5)]
   const writer = await Peer.writer(listener.port, runMeta(members[0]!, { groupId: group }))
   writer.send({ type: 'run', meta: runMeta(members[1]!, { groupId: group }) })
   await writer.next('run-ok')
-  // Member 1 ends, member 2 3 s later (jobs end on their own); checked when member 1 is past the
-  // age and member 2 not yet: member 1 alone would have gone.
+  // Member 1 ends, member 2 4 s later (jobs end on their own); checked when member 1 is past the
+  // age by over a tick (1 s) and member 2 not yet: member 1 alone would have gone.
   writer.send({ type: 'end', runId: members[0]!, reason: 'duration' })
   await writer.next('recorded')
-  await sleep(3000)
+  await sleep(4000)
   writer.send({ type: 'end', runId: members[1]!, reason: 'duration' })
   while (((await writer.next('recorded')) as { runId: string }).runId !== members[1]);
   writer.close()
-  await sleep(2500)
+  await sleep(3500)
   t.ok(existsSync(join(dir, 'runs', members[0]!)), 'the older member is kept while the other is too recent')
   t.notMatch(listener.stderr(), /pruned/)
-  await waitFor('the group pruned', () => /pruned 2 runs that ended over 5s ago/.test(listener.stderr()), 15_000)
+  await waitFor('the group pruned', () => /pruned 2 runs that ended over 6s ago/.test(listener.stderr()), 15_000)
   t.same(runDirs(dir), [], 'both members gone together')
   const single = await Peer.writer(listener.port, runMeta(runIdOf(6)))
   single.send({ type: 'end', runId: runIdOf(6), reason: 'duration' })
   await single.next('recorded')
   single.close()
-  await waitFor('one run pruned', () => /pruned 1 run that ended over 5s ago/.test(listener.stderr()), 15_000)
+  await waitFor('one run pruned', () => /pruned 1 run that ended over 6s ago/.test(listener.stderr()), 15_000)
 })
 
 t.test('runs --prune --dry-run reads only: it works while a listener runs, and folds, locks or writes nothing', async (t) => {
