@@ -56,11 +56,12 @@ const boundArg = (flag: string) =>
 
 /** --reserve: a size (1GiB) or a percentage of the file system (5%). */
 const reserveArg = z.string().transform((text, ctx) => {
-  const percent = /^\s*(\d+(?:\.\d+)?)\s*%\s*$/.exec(text)
-  if (percent !== null && Number(percent[1]) <= 100) return { percent: Number(percent[1]) }
+  const percent = /^\s*(-?\d+(?:\.\d+)?)\s*%\s*$/.exec(text)
+  if (percent !== null && Number(percent[1]) >= 0 && Number(percent[1]) <= 100) return { percent: Number(percent[1]) }
   const bytes = percent === null ? parseSize(text) : null
   if (bytes === null || !Number.isSafeInteger(bytes)) {
-    ctx.addIssue({ code: 'custom', message: `--reserve ${text} is not a size or a percentage (examples: 1GiB, 512M, 5%, 0)` })
+    const why = /^\s*-/.test(text) ? 'is negative: give' : percent !== null ? 'is over 100%: give' : 'is not'
+    ctx.addIssue({ code: 'custom', message: `--reserve ${text} ${why} a size or a percentage from 0 to 100% (examples: 1GiB, 512M, 5%, 0)` })
     return z.NEVER
   }
   return { bytes }
@@ -77,7 +78,14 @@ const durationArg = (flag: string) =>
     return ms
   })
 
-const runBoundArg = (flag: string) => z.number({ message: `${flag} must be a whole number` }).int(`${flag} must be a whole number`).min(1, `${flag} must be at least 1`).max(100_000_000)
+/** The largest --max-runs and --max-runs-per-peer. */
+const runBoundMax = 100_000_000
+const runBoundArg = (flag: string) =>
+  z
+    .number({ message: `${flag} must be a whole number` })
+    .int(`${flag} must be a whole number`)
+    .min(1, `${flag} must be at least 1`)
+    .max(runBoundMax, `${flag} is at most ${runBoundMax.toLocaleString('en-US')}`)
 
 /** --listener-timeout SECONDS, for write and verify: default 10. */
 const listenerTimeoutArg = z

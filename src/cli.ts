@@ -63,9 +63,26 @@ function writeOptions<T>(y: Argv<T>) {
     .option('jobs', { type: 'number', default: 1, describe: 'writer threads, each with its own data file (PATH.jobK), run and connection; verify judges them together' })
 }
 
+/**
+ * `--reserve -1%` as `--reserve=-1%`: yargs reads a value that starts with a dash and is not a number
+ * as more flags ("Unknown arguments: 1, %"); joined, the flag's own check names what is wrong.
+ */
+function joinDashValues(argv: readonly string[]): string[] {
+  const out: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    const next = argv[i + 1]
+    if (/^--[a-z][a-z-]*$/.test(arg) && next !== undefined && /^-\d/.test(next) && !Number.isFinite(Number(next))) {
+      out.push(`${arg}=${next}`)
+      i++
+    } else out.push(arg)
+  }
+  return out
+}
+
 export async function main(argv: readonly string[], io: Io = processIo): Promise<number> {
   let run: (() => Promise<number>) | undefined
-  const parser = yargs([...argv])
+  const parser = yargs(joinDashValues(argv))
     .scriptName('plugcheck')
     .usage('$0 <command> [options]\n\nProves whether a storage stack keeps what fsync acknowledged, across a real power cut.')
     .strict()

@@ -77,6 +77,7 @@ import { mkdir, open, readdir, rename, rm, unlink, type FileHandle } from 'node:
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../locks.js'
+import { peerKey } from './quotas.js'
 import { type FileLock } from '../native/index.js'
 import { syncDirectoryAsync } from '../directory-sync.js'
 import { performance } from 'node:perf_hooks'
@@ -246,9 +247,6 @@ export interface AckStoreEvents {
 
 export class AckStore extends EventEmitter<AckStoreEvents> {
   private readonly runs = new RunMap()
-  private bytesCache: { generation: number; total: number; byPeer: Map<string, number> } | undefined
-  /** Bumped whenever bytes on record change (a round, a verdict, a run added or removed): usage() recounts then. */
-  private bytesGeneration = 0
   /** Runs with entries to write or a log to close, for the next group commit round. */
   private readonly dirty = new Set<RunState>()
   private committing: Promise<void> | undefined
@@ -419,6 +417,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     for (const { path, rounds } of journal.segments) for (const round of rounds) store.applyRound(round, path)
     // After the journal: a verdict must agree with every recorded ack (catalogued runs: the scrub).
     for (const run of store.runs.values()) if (run.catalogued !== true) run.verdict = await store.replayVerdict(run)
+    // Journal rounds and verdicts changed sizes after the runs were added: counted once, here.
+    for (const run of store.runs.values()) store.runs.recount(run)
     return { store, journal }
   }
 
@@ -831,9 +831,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         throw new StorageError(`could not store the verdict of run ${runId}: ${describeSystemError(error)}`)
       }
       run.verdict = result
-      this.bytesGeneration++
       // Written with the next fold (a crash before it: the scrub reads verdict.msgpack again).
       this.catalogDirty = true
+      this.runs.recount(run)
     })
     const settled = write.catch(() => undefined)
     this.verdictWrites.set(runId, settled)
@@ -954,11 +954,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     for (const run of announced) {
       const settle = run.announce!
       delete run.announce
+      this.runs.recount(run)
       settle.resolve()
     }
     for (const { run, throughSeq } of committed) {
       run.durableThroughSeq = throughSeq
-      this.bytesGeneration++
+      this.runs.recount(run)
       this.emit('recorded', run.meta.runId, throughSeq)
     }
   }
@@ -1026,25 +1027,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /**
    * Runs on record and their bytes on disk (ack log and meta.msgpack; a run not folded yet counts what
-   * its fold will write), in all and per peer address ('unknown' for runs of older listeners), for quotas.
+   * its fold will write), in all and per peer (quotas.ts peerKey; 'unknown' for runs of older
+   * listeners), for quotas: kept as runs come, grow and go (RunMap), so asking costs O(1) whatever
+   * the number of runs and peers.
    */
   usage(): StoreUsage {
-    const generation = this.bytesGeneration + this.runs.changes
-    if (this.bytesCache === undefined || this.bytesCache.generation !== generation) {
-      const byPeer = new Map<string, number>()
-      let total = 0
-      for (const run of this.runs.values()) {
-        const bytes = run.logBytes + run.metaBytes + (run.verdictBytes ?? 0)
-        const peer = run.origin.peer ?? 'unknown'
-        byPeer.set(peer, (byPeer.get(peer) ?? 0) + bytes)
-        total += bytes
-      }
-      this.bytesCache = { generation, total, byPeer }
-    }
-    const bytesCache = this.bytesCache
-    const byPeer = new Map<string, Usage>()
-    for (const [peer, runs] of this.runs.runsByPeer) byPeer.set(peer, { runs, bytes: bytesCache.byPeer.get(peer) ?? 0 })
-    return { total: { runs: this.runs.size, bytes: bytesCache.total }, byPeer }
+    return this.runs.usage
   }
 
   /** Whether an ended run may be pruned now, and its bytes on disk. */
@@ -1071,8 +1059,26 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     await this.foldNow()
     if (this.broken !== undefined) throw new StorageError(`could not prune runs: ${this.broken.message}`)
     const runsDir = join(this.dir, 'runs')
-    for (const runId of runIds) await rename(this.runDir(runId), join(runsDir, `.pruned-${runId}`))
-    await syncDirectoryAsync(runsDir)
+    const renamed: string[] = []
+    try {
+      for (const runId of runIds) {
+        await rename(this.runDir(runId), join(runsDir, `.pruned-${runId}`))
+        renamed.push(runId)
+      }
+    } catch (error) {
+      // Whole or not at all (the runs of a group go together): those renamed come back; one that
+      // cannot come back is gone (deleted below), and so no longer on record.
+      for (const runId of renamed) {
+        await rename(join(runsDir, `.pruned-${runId}`), this.runDir(runId)).then(
+          () => undefined,
+          () => this.runs.delete(runId),
+        )
+      }
+      await syncDirectoryAsync(runsDir).catch(() => undefined)
+      await removePruned(runsDir).catch(() => undefined)
+      throw error
+    }
+    // Renamed out of runs/: no longer on record, whether or not the fsync below succeeds.
     for (const runId of runIds) this.runs.delete(runId)
     this.catalogDirty = true
     // A catalog still holding them would read them as runs whose directory is gone: the renamed
@@ -1246,12 +1252,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const verdict = await scratch.replayVerdict(copy)
     for (const message of scratch.warnings) this.warn(message)
     if (run.evicted !== undefined) run.evicted.spanCount = copy.spans.length
-    if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) {
-      this.catalogDirty = true
-      this.bytesGeneration++
-    }
+    if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) this.catalogDirty = true
     run.verdict = verdict
     run.verdictBytes = copy.verdictBytes
+    this.runs.recount(run)
   }
 
   /** Spans held in memory right now, in all (tests of the memory bound). */
@@ -1469,8 +1473,8 @@ function lockDirectory(dir: string): FileLock {
   const path = join(dir, 'lock')
   return holdExclusiveLock(path, true, () =>
     usageError(
-      `another listener is already using ${dir} (it holds ${path})`,
-      'stop that listener, or give this one a --dir of its own; verify --acks can read the directory meanwhile',
+      `another plugcheck (a listener or a prune) holds ${dir}'s lock (${path})`,
+      'stop that listener or wait for that prune, or give this one a --dir of its own; verify --acks can read the directory meanwhile',
     ),
   )!
 }
@@ -1682,39 +1686,86 @@ export interface Usage {
 
 export interface StoreUsage {
   readonly total: Usage
+  /** By peer key (quotas.ts peerKey: an IPv4 address, also when mapped into IPv6; an IPv6 /64). */
   readonly byPeer: ReadonlyMap<string, Usage>
+  /** One peer key's usage (zero when it holds no run). */
+  ofPeer(key: string): Usage
 }
 
-/** The runs on record, with how many each peer address holds (kept as runs come and go: quotas ask at every announcement). */
+const noUsage: Usage = { runs: 0, bytes: 0 }
+
+function bytesOf(run: RunState): number {
+  return run.logBytes + run.metaBytes + (run.verdictBytes ?? 0)
+}
+
+/**
+ * The runs on record, with runs and bytes in all and per peer key, kept as runs are added, removed
+ * or recounted (after their bytes changed): quotas ask at every announcement, which must cost the
+ * same with 20 runs or 100,000.
+ */
 class RunMap extends Map<string, RunState> {
-  readonly runsByPeer = new Map<string, number>()
+  private readonly total = { runs: 0, bytes: 0 }
+  private readonly byPeer = new Map<string, { runs: number; bytes: number }>()
+  /** What each run was counted as (its peer key and bytes), to take back exactly that. */
+  private readonly counted = new Map<RunState, { key: string; bytes: number }>()
   /** Runs per group id (hasGroup asks at every announcement). */
   readonly runsByGroup = new Map<string, number>()
-  /** Runs added or removed so far. */
-  changes = 0
+  private readonly ofPeer = (key: string): Usage => {
+    const peer = this.byPeer.get(key)
+    return peer === undefined ? noUsage : { runs: peer.runs, bytes: peer.bytes }
+  }
+
+  /** The totals as they are now (byPeer is the live map: read it at once). */
+  get usage(): StoreUsage {
+    return { total: { runs: this.total.runs, bytes: this.total.bytes }, byPeer: this.byPeer, ofPeer: this.ofPeer }
+  }
 
   override set(runId: string, run: RunState): this {
     const previous = this.get(runId)
-    if (previous !== undefined) this.count(previous, -1)
-    this.count(run, 1)
+    if (previous !== undefined) this.uncount(previous)
+    this.count(run)
     return super.set(runId, run)
   }
 
   override delete(runId: string): boolean {
     const run = this.get(runId)
-    if (run !== undefined) this.count(run, -1)
+    if (run !== undefined) this.uncount(run)
     return super.delete(runId)
   }
 
-  private count(run: RunState, by: number): void {
-    this.changes++
-    const peer = run.origin.peer ?? 'unknown'
-    const runs = (this.runsByPeer.get(peer) ?? 0) + by
-    if (runs === 0) this.runsByPeer.delete(peer)
-    else this.runsByPeer.set(peer, runs)
-    const groupRuns = (this.runsByGroup.get(run.meta.groupId) ?? 0) + by
-    if (groupRuns === 0) this.runsByGroup.delete(run.meta.groupId)
+  /** The run's bytes changed (a round, a verdict): counted again. */
+  recount(run: RunState): void {
+    if (!this.counted.has(run)) return
+    this.uncount(run)
+    this.count(run)
+  }
+
+  private count(run: RunState): void {
+    const key = peerKey(run.origin.peer ?? 'unknown')
+    const bytes = bytesOf(run)
+    this.counted.set(run, { key, bytes })
+    this.add(key, 1, bytes)
+    this.runsByGroup.set(run.meta.groupId, (this.runsByGroup.get(run.meta.groupId) ?? 0) + 1)
+  }
+
+  private uncount(run: RunState): void {
+    const counted = this.counted.get(run)
+    if (counted === undefined) return
+    this.counted.delete(run)
+    this.add(counted.key, -1, -counted.bytes)
+    const groupRuns = (this.runsByGroup.get(run.meta.groupId) ?? 0) - 1
+    if (groupRuns <= 0) this.runsByGroup.delete(run.meta.groupId)
     else this.runsByGroup.set(run.meta.groupId, groupRuns)
+  }
+
+  private add(key: string, runs: number, bytes: number): void {
+    this.total.runs += runs
+    this.total.bytes += bytes
+    const peer = this.byPeer.get(key) ?? { runs: 0, bytes: 0 }
+    peer.runs += runs
+    peer.bytes += bytes
+    if (peer.runs === 0) this.byPeer.delete(key)
+    else this.byPeer.set(key, peer)
   }
 }
 

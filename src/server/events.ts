@@ -70,6 +70,6 @@ function describeBody(e: ListenerEvent): string {
     case 'campaign':
       return `campaign ${e.name}: ${e.message}`
     case 'pruned':
-      return `pruned ${count(e.runs)} runs that ended over ${e.olderThan} ago (${count(e.bytes)} bytes; --retain)`
+      return `pruned ${count(e.runs)} ${e.runs === 1 ? 'run' : 'runs'} that ended over ${e.olderThan} ago (${count(e.bytes)} bytes; --retain)`
   }
 }

@@ -7,6 +7,7 @@
  */
 import { RateLimitedLog } from './rate-limited-log.js'
 import { readFileSync } from 'node:fs'
+import { constants } from 'node:fs'
 import { open, rename, type FileHandle } from 'node:fs/promises'
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
@@ -89,9 +90,11 @@ export const eventsQueueMaxBytes = 4 * 1024 * 1024
  * Appends each event to path as one JSON line. Asynchronous: lines wait in a bounded queue and one
  * writer appends them in order, so a frozen or slow disk never blocks the thread that answers
  * hellos and acks; when the queue is full lines are dropped, and the next line written is a warning
- * counting them. Each batch is one write() in append mode of whole lines, so a reader never sees a
- * torn line. Past maxBytes the file is rotated (path.1, path.2; the oldest dropped). A failure is
- * reported once (until a write succeeds again) and never stops the listener.
+ * counting them. Each batch is one write() in append mode of whole lines, and a write cut short (a
+ * full disk) is truncated back off, its lines dropped and counted, so a reader never sees a torn
+ * line. The file is opened non-blocking: a FIFO nobody reads is a failure, never a hang. Past
+ * maxBytes the file is rotated (path.1, path.2; the oldest dropped). A failure is reported once
+ * (until a write succeeds again) and never stops the listener.
  */
 export class EventsFile {
   private file: FileHandle | undefined
@@ -101,6 +104,9 @@ export class EventsFile {
   private dropped = 0
   private writing: Promise<void> | undefined
   private failing = false
+  private regular = true
+  /** A line was left in part (it could not be cut back): the next write starts with a newline. */
+  private newlineFirst = false
   constructor(
     private readonly path: string,
     private readonly io: Io,
@@ -130,7 +136,7 @@ export class EventsFile {
       this.queue = []
       this.queuedBytes = 0
       if (this.dropped > 0) {
-        const warning: ListenerEvent = { kind: 'warning', message: `${this.dropped} events were not written to ${this.path}: its disk did not keep up`, atMs: Date.now() }
+        const warning: ListenerEvent = { kind: 'warning', message: `${this.dropped} events were not written to ${this.path}: its disk did not keep up, was full or failed`, atMs: Date.now() }
         lines.unshift(Buffer.from(JSON.stringify(warning) + '\n'))
         this.dropped = 0
       }
@@ -140,23 +146,32 @@ export class EventsFile {
         let count = 1
         let bytes = lines[0]!.length
         while (count < lines.length && bytes + lines[count]!.length <= room) bytes += lines[count++]!.length
-        await this.write(Buffer.concat(lines.splice(0, count)))
+        const batch = lines.splice(0, count)
+        if (this.newlineFirst) batch.unshift(Buffer.from('\n'))
+        this.newlineFirst = false
+        await this.write(Buffer.concat(batch), count)
       }
     }
   }
 
-  private async write(bytes: Buffer): Promise<void> {
+  /** Writes whole lines or none: a short write is cut back off (a disk that fills mid-line), its lines counted as dropped. */
+  private async write(bytes: Buffer, lines: number): Promise<void> {
     try {
       let file = await this.openFile()
-      if (this.sizeBytes > 0 && this.sizeBytes + bytes.length > this.maxBytes) {
+      if (this.regular && this.sizeBytes > 0 && this.sizeBytes + bytes.length > this.maxBytes) {
         await this.rotate()
         file = await this.openFile()
       }
+      const before = this.sizeBytes
       const { bytesWritten } = await file.write(bytes)
+      if (bytesWritten !== bytes.length) {
+        await this.cutBack(file, before, bytesWritten)
+        throw Object.assign(new Error(`short write: ${bytesWritten} of ${bytes.length} bytes (disk full?)`), { code: 'ENOSPC' })
+      }
       this.sizeBytes += bytesWritten
-      if (bytesWritten !== bytes.length) throw Object.assign(new Error(`short write: ${bytesWritten} of ${bytes.length} bytes (disk full?)`), { code: 'ENOSPC' })
       this.failing = false
     } catch (error) {
+      this.dropped += lines
       if (!this.failing) this.io.err(`plugcheck: warning: could not append to the events file ${this.path}: ${describeSystemError(error)}; the listener goes on (events still go to stderr)\n`)
       this.failing = true
       // Opened afresh next time: the file may have been moved, or its file system remounted.
@@ -164,11 +179,28 @@ export class EventsFile {
     }
   }
 
+  /**
+   * Takes a line cut in part back off the file (truncated to its size before the write), so the next
+   * line is not glued onto half of one; when that fails too, the next write starts on a new line.
+   */
+  private async cutBack(file: FileHandle, sizeBytes: number, written: number): Promise<void> {
+    if (written === 0) return
+    try {
+      if (!this.regular) throw new Error('not a regular file')
+      await file.truncate(sizeBytes)
+    } catch {
+      this.newlineFirst = true
+    }
+  }
+
   private async openFile(): Promise<FileHandle> {
     if (this.file !== undefined) return this.file
-    const file = await open(this.path, 'a', 0o644)
+    // O_NONBLOCK: a FIFO nobody reads must fail now, not hold a threadpool thread (and the process) for ever.
+    const file = await open(this.path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK, 0o644)
     this.file = file
-    this.sizeBytes = (await file.stat()).size
+    const stat = await file.stat()
+    this.regular = stat.isFile()
+    this.sizeBytes = stat.size
     return file
   }
 
@@ -207,19 +239,34 @@ function retainIntervalMs(retainMs: number): number {
   return Math.min(3_600_000, Math.max(1_000, Math.floor(retainMs / 10)))
 }
 
-/** Prunes the listener's ended runs older than retainMs on a timer; a failure is a warning event. */
+/**
+ * Prunes the listener's ended runs older than retainMs on a timer, group by group (each whole or not
+ * at all: one group that cannot go keeps no other back); a failure is a warning event.
+ */
 function startRetention(listener: Listener, retainMs: number): () => Promise<void> {
   let running: Promise<void> | undefined
   const tick = (): void => {
     if (running !== undefined) return
     running = (async () => {
       const selection = selectPrunable(listener.store, Date.now(), retainMs, (runId) => listener.isLive(runId))
-      if (selection.runIds.length === 0) return
-      try {
-        await listener.store.prune(selection.runIds)
-        listener.emit({ kind: 'pruned', runs: selection.runIds.length, bytes: selection.bytes, olderThan: formatDurationFlag(retainMs), atMs: Date.now() })
-      } catch (error) {
-        listener.emit({ kind: 'warning', message: `could not prune ${selection.runIds.length} runs older than ${formatDurationFlag(retainMs)}: ${(error as Error).message}`, atMs: Date.now() })
+      const age = formatDurationFlag(retainMs)
+      let runs = 0
+      let bytes = 0
+      const failed: string[] = []
+      for (const group of selection.groups) {
+        const groupBytes = group.reduce((sum, runId) => sum + pruneBytes(listener, runId), 0)
+        try {
+          await listener.store.prune(group)
+          runs += group.length
+          bytes += groupBytes
+        } catch (error) {
+          failed.push(`${group.join(', ')}: ${(error as Error).message}`)
+        }
+      }
+      if (runs > 0) listener.emit({ kind: 'pruned', runs, bytes, olderThan: age, atMs: Date.now() })
+      if (failed.length > 0) {
+        const what = failed.length === 1 ? 'one group of runs' : `${failed.length} groups of runs`
+        listener.emit({ kind: 'warning', message: `could not prune ${what} older than ${age} (each kept whole; tried again in ${formatDurationFlag(retainIntervalMs(retainMs))}): ${failed.join('; ')}`, atMs: Date.now() })
       }
     })().finally(() => (running = undefined))
   }
@@ -229,6 +276,11 @@ function startRetention(listener: Listener, retainMs: number): () => Promise<voi
     clearInterval(timer)
     await running
   }
+}
+
+function pruneBytes(listener: Listener, runId: string): number {
+  const candidate = listener.store.pruneCandidate(runId)
+  return 'bytes' in candidate ? candidate.bytes : 0
 }
 
 export async function runListen(options: ListenOptions, io: Io): Promise<number> {

@@ -287,6 +287,9 @@ export class Listener {
     const server = createServer()
     const listener = new Listener(store, server, options)
     await listener.reserveCheck.refresh() // the first announcement is judged against a real answer
+    listener.reserveCheck.watch()
+    const refusesAll = listener.reserveCheck.refusesAll()
+    if (refusesAll !== undefined) listener.emit({ kind: 'warning', message: `${refusesAll} (lower --reserve)`, atMs: Date.now() })
     // What replay found (torn tails, damaged verdicts, skipped announcements) is said at start.
     for (const message of store.warnings) listener.emit({ kind: 'warning', message, atMs: Date.now() })
     // Nothing on tmpfs or ramfs survives a power cut of the listener's machine: every ack it stores is lost with it.
@@ -611,6 +614,7 @@ export class Listener {
   async close(): Promise<void> {
     this.closing = true
     clearInterval(this.stallSampler)
+    this.reserveCheck.stop()
     for (const c of this.connections) {
       c.destroy()
       for (const runId of c.ownedRuns) this.releaseRun(runId, c)

@@ -8,50 +8,93 @@
  * campaign tag with no file here keeps none).
  * The store removes each durably (ack-store.ts prune: a crash mid-prune leaves whole runs or none).
  */
-import { readFileSync } from 'node:fs'
-import { PlugcheckError, exitCodes, usageError } from '../errors.js'
+import { readFileSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { PlugcheckError, describeSystemError, exitCodes, runtimeError, usageError } from '../errors.js'
 import type { Io } from '../client/writer.js'
 import { formatDurationFlag } from '../durations.js'
 import { AckStore } from './ack-store.js'
+import type { RunSummary } from '../protocol/messages.js'
 import { campaignFilePath } from './campaign.js'
 import { campaignChecksumProblem, campaignFileSchema } from './campaign-file.js'
 import { formatBytes } from './quotas.js'
 
 export interface PruneSelection {
   readonly runIds: string[]
+  /** runIds by group, each pruned whole (AckStore.prune of one group at a time). */
+  readonly groups: string[][]
   readonly bytes: number
   /** Runs old enough but kept, by reason. */
-  readonly kept: { notEnded: number; live: number; campaign: number }
+  readonly kept: Kept
 }
+
+interface Kept {
+  notEnded: number
+  live: number
+  campaign: number
+  /** Ended as vanished (a cut, maybe) with no verdict stored, within unjudgedKeepMs of its end. */
+  unjudged: number
+  /** Prunable alone, kept with a member of its group that is kept (too recent too). */
+  group: number
+}
+
+/**
+ * A run whose writer vanished (a cut, maybe) and that no verifier judged yet is evidence still to
+ * judge: kept this long after its end whatever --older-than or --retain says (the machine cut may be
+ * back only after a long weekend).
+ */
+export const unjudgedKeepMs = 7 * 24 * 3_600_000
 
 /** Campaign phases after which its runs are no longer needed by the campaign itself. */
 const finishedPhases: ReadonlySet<string> = new Set(['done', 'stopped'])
 
-/** The ended runs older than olderThanMs that may be pruned now, and what was kept. */
+type Judged = { prunable: true; bytes: number } | { prunable: false; kept: keyof Kept | null }
+
+/**
+ * The ended runs older than olderThanMs that may be pruned now, and what was kept. Groups go whole or
+ * not at all (verify judges a group's runs together: one member gone and the rest cannot be judged),
+ * so a group is pruned only when every member may be.
+ */
 export function selectPrunable(store: AckStore, nowMs: number, olderThanMs: number, isLive: (runId: string) => boolean = () => false): PruneSelection {
-  const selection: PruneSelection = { runIds: [], bytes: 0, kept: { notEnded: 0, live: 0, campaign: 0 } }
   const campaignOver = new Map<string, boolean>()
   const over = (name: string): boolean => {
     if (!campaignOver.has(name)) campaignOver.set(name, campaignFinished(store.dir, name))
     return campaignOver.get(name)!
   }
-  let bytes = 0
+  const groups = new Map<string, Array<{ runId: string; judged: Judged }>>()
   for (const run of store.summaries()) {
-    if (nowMs - (run.end?.atMs ?? run.announcedMs) < olderThanMs) continue
-    if (run.end === undefined) selection.kept.notEnded++
-    else if (isLive(run.runId)) selection.kept.live++
-    else if (run.campaign !== null && !over(run.campaign.name)) selection.kept.campaign++
-    else {
-      const candidate = store.pruneCandidate(run.runId)
-      if ('refused' in candidate) {
-        selection.kept.live++
-        continue
-      }
-      selection.runIds.push(run.runId)
-      bytes += candidate.bytes
+    const members = groups.get(run.groupId) ?? []
+    members.push({ runId: run.runId, judged: judgeRun(store, run, nowMs, olderThanMs, isLive, over) })
+    groups.set(run.groupId, members)
+  }
+  const selection: PruneSelection = { runIds: [], groups: [], bytes: 0, kept: { notEnded: 0, live: 0, campaign: 0, unjudged: 0, group: 0 } }
+  let bytes = 0
+  for (const members of groups.values()) {
+    const whole = members.every((m) => m.judged.prunable)
+    for (const { judged } of members) {
+      if (!judged.prunable && judged.kept !== null) selection.kept[judged.kept]++
+      else if (judged.prunable && !whole) selection.kept.group++
+    }
+    if (!whole) continue
+    selection.groups.push(members.map((m) => m.runId))
+    for (const { runId, judged } of members) {
+      selection.runIds.push(runId)
+      bytes += judged.prunable ? judged.bytes : 0
     }
   }
   return { ...selection, bytes }
+}
+
+/** Whether one run may go now, or why it stays (null: too recent, not counted as kept). */
+function judgeRun(store: AckStore, run: RunSummary, nowMs: number, olderThanMs: number, isLive: (runId: string) => boolean, over: (name: string) => boolean): Judged {
+  if (nowMs - (run.end?.atMs ?? run.announcedMs) < olderThanMs) return { prunable: false, kept: null }
+  if (run.end === undefined) return { prunable: false, kept: 'notEnded' }
+  if (isLive(run.runId)) return { prunable: false, kept: 'live' }
+  if (run.end.reason === 'vanished' && run.verdict === null && nowMs - run.end.atMs < unjudgedKeepMs) return { prunable: false, kept: 'unjudged' }
+  if (run.campaign !== null && !over(run.campaign.name)) return { prunable: false, kept: 'campaign' }
+  const candidate = store.pruneCandidate(run.runId)
+  if ('refused' in candidate) return { prunable: false, kept: 'live' }
+  return { prunable: true, bytes: candidate.bytes }
 }
 
 /**
@@ -74,14 +117,21 @@ function campaignFinished(dir: string, name: string): boolean {
   }
 }
 
-/** "3 runs not ended, 1 of a campaign in progress" or '' */
-export function describeKept(kept: PruneSelection['kept']): string {
+/** "3 not ended, 1 of a campaign in progress" or '' */
+export function describeKept(kept: Kept): string {
   const parts = [
     kept.notEnded > 0 ? `${kept.notEnded} not ended` : '',
     kept.live > 0 ? `${kept.live} with a writer still connected or entries being written` : '',
+    kept.unjudged > 0 ? `${kept.unjudged} vanished (a cut?) and not judged yet, kept ${unjudgedKeepMs / 86_400_000} days` : '',
     kept.campaign > 0 ? `${kept.campaign} of a campaign in progress` : '',
+    kept.group > 0 ? `${kept.group} of a group with a run kept (a group is pruned whole)` : '',
   ].filter(Boolean)
   return parts.join(', ')
+}
+
+/** "1 run", "2 runs" */
+export function runsCount(n: number): string {
+  return `${n.toLocaleString('en-US')} ${n === 1 ? 'run' : 'runs'}`
 }
 
 export interface PruneOptions {
@@ -91,16 +141,21 @@ export interface PruneOptions {
   readonly json: boolean
 }
 
-/** `plugcheck runs --prune`: opens the directory as the listener would (its lock), prunes, says what. */
+/**
+ * `plugcheck runs --prune`: opens the directory as the listener would (its lock), prunes group by
+ * group, says what. --dry-run only reads (AckStore.load, no lock, nothing folded or written), so it
+ * works while a listener runs.
+ */
 export async function runPrune(options: PruneOptions, io: Io): Promise<number> {
+  checkListenerDir(options.dir)
   let store: AckStore
   try {
-    store = await AckStore.open(options.dir)
+    store = options.dryRun ? await AckStore.load(options.dir) : await AckStore.open(options.dir)
   } catch (error) {
-    if (error instanceof PlugcheckError && error.exitCode === exitCodes.usage && /another listener/.test(error.message)) {
+    if (error instanceof PlugcheckError && error.exitCode === exitCodes.usage && /holds .*'s lock/.test(error.message)) {
       throw usageError(
-        `a listener is running on ${options.dir} (it holds its lock): runs are pruned with the listener stopped`,
-        'stop the listener and prune again, or let it prune as it runs: plugcheck listen --retain AGE',
+        `another plugcheck (a listener or a prune) holds ${options.dir}'s lock: runs are pruned with the listener stopped`,
+        'stop the listener (or wait for the other prune) and prune again, or let the listener prune as it runs: plugcheck listen --retain AGE; --dry-run works meanwhile',
       )
     }
     throw error
@@ -108,18 +163,44 @@ export async function runPrune(options: PruneOptions, io: Io): Promise<number> {
   try {
     for (const warning of store.warnings) io.err(`plugcheck: warning: ${warning}\n`)
     const selection = selectPrunable(store, Date.now(), options.olderThanMs)
-    if (!options.dryRun) await store.prune(selection.runIds)
-    const age = formatDurationFlag(options.olderThanMs)
-    if (options.json) {
-      io.out(JSON.stringify({ dryRun: options.dryRun, olderThan: age, pruned: selection.runIds, runs: selection.runIds.length, bytes: selection.bytes, kept: selection.kept }, null, 2) + '\n')
-    } else {
-      const verb = options.dryRun ? 'would prune' : 'pruned'
-      const kept = describeKept(selection.kept)
-      io.out(`${verb} ${selection.runIds.length} runs that ended over ${age} ago, ${formatBytes(selection.bytes)}${kept === '' ? '' : ` (kept, though as old: ${kept})`}\n`)
-      for (const runId of selection.runIds) io.out(`  ${runId}\n`)
+    const failed: string[] = []
+    if (!options.dryRun) {
+      for (const group of selection.groups) {
+        await store.prune(group).catch((error: unknown) => failed.push(`${group.join(', ')}: ${describeSystemError(error)}`))
+      }
     }
-    return exitCodes.ok
+    report(options, selection, io)
+    if (failed.length === 0) return exitCodes.ok
+    throw runtimeError(`could not prune ${failed.length === 1 ? 'one group' : `${failed.length} groups`} of runs (each kept whole): ${failed.join('; ')}`, 'fix the cause (permissions, an immutable or busy directory, a failing disk) and prune again')
   } finally {
     await store.close()
   }
+}
+
+/** What was (or would be) pruned, on stdout. */
+function report(options: PruneOptions, selection: PruneSelection, io: Io): void {
+  const age = formatDurationFlag(options.olderThanMs)
+  if (options.json) {
+    io.out(JSON.stringify({ dryRun: options.dryRun, olderThan: age, pruned: selection.runIds, runs: selection.runIds.length, bytes: selection.bytes, kept: selection.kept }, null, 2) + '\n')
+    return
+  }
+  const verb = options.dryRun ? 'would prune' : 'pruned'
+  const kept = describeKept(selection.kept)
+  io.out(`${verb} ${runsCount(selection.runIds.length)} that ended over ${age} ago, ${formatBytes(selection.bytes)}${kept === '' ? '' : ` (kept, though as old: ${kept})`}\n`)
+  for (const runId of selection.runIds) io.out(`  ${runId}\n`)
+}
+
+/** A listener's directory (runs/ in it) or a usage error naming it: nothing is created anywhere else. */
+function checkListenerDir(dir: string): void {
+  const kind = (path: string): 'missing' | 'directory' | 'other' => {
+    try {
+      return statSync(path).isDirectory() ? 'directory' : 'other'
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 'missing'
+      throw usageError(`could not read ${path}: ${describeSystemError(error)}`, 'give --dir the directory of a listener (plugcheck listen --dir)')
+    }
+  }
+  const problem = { missing: `${dir} does not exist`, other: `${dir} is not a directory`, directory: undefined }[kind(dir)]
+    ?? (kind(join(dir, 'runs')) === 'directory' ? undefined : `${dir} is not a listener's directory (it has no runs/)`)
+  if (problem !== undefined) throw usageError(`nothing to prune: ${problem}`, 'give --dir the directory of a listener (plugcheck listen --dir), which holds runs/ and journal/')
 }

@@ -49,17 +49,9 @@ function expandIPv6(address: string): string[] {
   return groups.map((g) => (g.includes('.') ? g : Number.parseInt(g, 16).toString(16)))
 }
 
-/** Runs and bytes on record for the peer's key (every address of an IPv6 /64 together). */
+/** Runs and bytes on record for the peer's key (every address of an IPv6 /64 together): one lookup. */
 function usageOfPeer(usage: StoreUsage, peer: string): { runs: number; bytes: number } {
-  const key = peerKey(peer)
-  if (key === peer) return usage.byPeer.get(peer) ?? { runs: 0, bytes: 0 }
-  const sum = { runs: 0, bytes: 0 }
-  for (const [address, used] of usage.byPeer) {
-    if (peerKey(address) !== key) continue
-    sum.runs += used.runs
-    sum.bytes += used.bytes
-  }
-  return sum
+  return usage.ofPeer(peerKey(peer))
 }
 
 interface Bound {
@@ -122,6 +114,7 @@ export class ReserveCheck {
   private checkedPerfMs = -Infinity
   private last: { freeBytes: number; sizeBytes: number } | undefined
   private inFlight: Promise<void> | undefined
+  private timer: NodeJS.Timeout | undefined
 
   constructor(
     private readonly dir: string,
@@ -143,6 +136,27 @@ export class ReserveCheck {
     const reserve = this.reserveBytes(sizeBytes)
     if (freeBytes >= reserve) return undefined
     return `the listener takes no new runs: its disk has ${formatBytes(freeBytes)} free, under the reserve of ${formatBytes(reserve)} (--reserve); live runs keep recording. Ask its operator to free space (plugcheck runs --prune) or lower --reserve`
+  }
+
+  /**
+   * Refreshes the answer every statfsMaxAgeMs from now on (until stop): the first announcement after
+   * a quiet spell is judged on the free space of now, not on a reading taken before the disk filled.
+   */
+  watch(): void {
+    this.timer ??= setInterval(() => void this.refresh(), statfsMaxAgeMs).unref()
+  }
+
+  stop(): void {
+    clearInterval(this.timer)
+    this.timer = undefined
+  }
+
+  /** Why every new run will be refused whatever is freed (a reserve of the whole disk or more), or undefined. */
+  refusesAll(): string | undefined {
+    if (this.last === undefined) return undefined
+    const reserve = this.reserveBytes(this.last.sizeBytes)
+    if (reserve < this.last.sizeBytes) return undefined
+    return `--reserve ${formatBytes(reserve)} is the whole of ${this.dir}'s file system (${formatBytes(this.last.sizeBytes)}) or more: every new run will be refused`
   }
 
   /** One statfs at a time; resolves when the answer is in. */

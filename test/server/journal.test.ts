@@ -13,6 +13,7 @@ import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
 import { runMeta, runIdOf } from './peer.js'
+import { verdictOf } from './verdict-fixture.js'
 
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 const childPath = fileURLToPath(new URL('./journal-child.ts', import.meta.url))
@@ -190,6 +191,48 @@ t.test('usage counts runs and bytes on disk per peer; prune removes ended runs f
   await reopened.close()
   t.same(readdirSync(join(dir, 'runs')), [runIds[2]], 'and it is deleted at the next start')
 })
+
+t.test('usage is kept per peer key as runs come, grow, get a verdict and go, and read back the same at load', async (t) => {
+  const dir = tempDir(t, 'plugcheck-journal-usage-')
+  const store = await AckStore.open(dir)
+  t.teardown(() => store.close())
+  const runIds = [runIdOf(0xc1), runIdOf(0xc2), runIdOf(0xc3), runIdOf(0xc4), runIdOf(0xc5)]
+  // A mapped IPv4 address is that address; every address of an IPv6 /64 is one peer.
+  const peers = ['::ffff:10.0.0.1', '10.0.0.1', '2001:db8:1:2::1', '2001:db8:1:2:ffff::9', '2001:db8:1:3::1']
+  for (const [i, runId] of runIds.entries()) await store.createRun(runMeta(runId), Date.now(), { peer: peers[i]! })
+  for (const runId of runIds) store.appendAck(runId, 1, 5, Date.now())
+  await recordedOnce(store, runIds[4]!, 5)
+  await store.foldNow()
+  const onDisk = (runId: string): number =>
+    ['acks.log', 'meta.msgpack', 'verdict.msgpack'].reduce((sum, name) => sum + (existsSync(join(dir, 'runs', runId, name)) ? statSync(join(dir, 'runs', runId, name)).size : 0), 0)
+  const expected = (): Record<string, { runs: number; bytes: number }> => {
+    const byKey: Record<string, { runs: number; bytes: number }> = {}
+    const keyOf = ['10.0.0.1', '10.0.0.1', '2001:db8:1:2::/64', '2001:db8:1:2::/64', '2001:db8:1:3::/64']
+    for (const [i, runId] of runIds.entries()) {
+      if (!existsSync(join(dir, 'runs', runId))) continue
+      const entry = (byKey[keyOf[i]!] ??= { runs: 0, bytes: 0 })
+      entry.runs++
+      entry.bytes += onDisk(runId)
+    }
+    return byKey
+  }
+  const seen = (s: AckStore): Record<string, { runs: number; bytes: number }> => Object.fromEntries([...s.usage().byPeer].map(([k, u]) => [k, { runs: u.runs, bytes: u.bytes }]))
+  t.same(seen(store), expected(), 'per peer key, what is on disk')
+  t.same(store.usage().ofPeer('2001:db8:1:2::/64').runs, 2)
+  t.same(store.usage().ofPeer('10.9.9.9'), { runs: 0, bytes: 0 })
+  store.endRun(runIds[0]!, 'duration', undefined, Date.now())
+  await store.recordVerdict(runIds[0]!, verdictOf({ verdict: 'pass', acked: 5, intact: 5, lost: 0, lostRanges: [], lossWindowMs: null }))
+  await store.foldNow()
+  t.same(seen(store), expected(), 'a verdict and an end counted')
+  await store.prune([runIds[0]!])
+  t.same(seen(store), expected(), 'a pruned run no longer counted')
+  t.equal(store.usage().total.runs, 4)
+  t.equal(store.usage().total.bytes, Object.values(expected()).reduce((sum, u) => sum + u.bytes, 0))
+  await store.close()
+  const loaded = await AckStore.load(dir)
+  t.same(seen(loaded), expected(), 'the same when read back')
+})
+
 
 t.test('ended runs keep no spans in memory; a query reads them back without holding the event loop', async (t) => {
   const dir = tempDir(t, 'plugcheck-journal-memory-')

@@ -13,6 +13,8 @@ import { runCli, runInProcess, sleep, spawnCli, startListener, tempDir, waitFor 
 import { Peer, runIdOf, runMeta } from './peer.js'
 import type { ListenerEvent } from '../../src/server/events.js'
 import { campaignFileText, type CampaignFile } from '../../src/server/campaign-file.js'
+import { describeKept, selectPrunable } from '../../src/server/prune.js'
+import { verdictOf } from './verdict-fixture.js'
 
 /** Fills dir with `ended` runs, run n acked 1..n and ended; `campaign` tags them. */
 async function fill(dir: string, ended: number, campaign?: string): Promise<void> {
@@ -80,7 +82,7 @@ t.test('runs --prune is refused while a listener holds the directory, and bad fl
   t.teardown(() => listener.kill())
   const held = await runCli(['runs', '--prune', '--older-than', '30d', '--dir', dir])
   t.equal(held.code, 2)
-  t.match(held.stderr, /a listener is running on .* \(it holds its lock\): runs are pruned with the listener stopped\nhint: stop the listener and prune again, or let it prune as it runs: plugcheck listen --retain AGE/)
+  t.match(held.stderr, /another plugcheck \(a listener or a prune\) holds .*'s lock: runs are pruned with the listener stopped\nhint: stop the listener \(or wait for the other prune\) and prune again, or let the listener prune as it runs: plugcheck listen --retain AGE/)
   for (const [args, message] of [
     [['--prune', '--dir', dir], /--prune needs --older-than AGE/],
     [['--prune', '--older-than', '30d'], /--prune needs --dir DIR/],
@@ -210,10 +212,106 @@ t.test('listen --retain prunes ended runs as it runs, never a live one, and says
       .filter((e) => e.kind === 'pruned')
   await waitFor('the pruned event', () => pruned().length > 0)
   t.match(pruned(), [{ kind: 'pruned', runs: 1, olderThan: '2s' }])
-  await waitFor('the stderr line', () => /pruned 1 runs that ended over 2s ago \([\d,]+ bytes; --retain\)/.test(listener.stderr()))
+  await waitFor('the stderr line', () => /pruned 1 run that ended over 2s ago \([\d,]+ bytes; --retain\)/.test(listener.stderr()))
   await sleep(2500)
   t.ok(existsSync(join(dir, 'acks', 'runs', runIdOf(2))), 'the live run stays')
   live.send({ type: 'ack', runId: runIdOf(2), fromSeq: 1, toSeq: 2 })
   t.match(await live.next('recorded'), { throughSeq: 2 })
+  live.close()
+})
+
+t.test('a run that ended as vanished with no verdict is kept 7 days whatever the age; with a verdict it goes; a group goes whole', async (t) => {
+  const dir = tempDir(t)
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
+  t.teardown(() => listener.close())
+  const port = listener.address().port
+  const vanished = await Peer.writer(port, runMeta(runIdOf(1)))
+  vanished.send({ type: 'ack', runId: runIdOf(1), fromSeq: 1, toSeq: 5 })
+  await vanished.next('recorded')
+  vanished.close() // the writer's machine cut: no end
+  const group = runIdOf(0x77)
+  const members = [runIdOf(2), runIdOf(3)]
+  const writers = [await Peer.writer(port, runMeta(members[0]!, { groupId: group }))]
+  writers.push(writers[0]!) // a group's runs come on one connection
+  writers[0]!.send({ type: 'run', meta: runMeta(members[1]!, { groupId: group }) })
+  await writers[0]!.next('run-ok')
+  writers[0]!.send({ type: 'end', runId: members[0]!, reason: 'duration' })
+  await writers[0]!.next('recorded')
+  await waitFor('run 1 vanished', () => listener.store.summaries().find((s) => s.runId === runIdOf(1))?.end?.reason === 'vanished')
+  const day = 86_400_000
+  // As if the group's writer were gone: member 2 is kept for not having ended, member 1 with it.
+  const isLive = (): boolean => false
+  const sixDays = selectPrunable(listener.store, Date.now() + 6 * day, 1_000, isLive)
+  t.same(sixDays.runIds, [], 'nothing: the vanished run is not judged, the group has a live member')
+  t.same(sixDays.kept, { notEnded: 1, live: 0, campaign: 0, unjudged: 1, group: 1 })
+  t.match(describeKept(sixDays.kept), /1 vanished \(a cut\?\) and not judged yet, kept 7 days.*1 of a group with a run kept \(a group is pruned whole\)/)
+  t.same(selectPrunable(listener.store, Date.now() + 8 * day, 1_000, isLive).runIds, [runIdOf(1)], 'after 7 days an unjudged vanished run goes')
+  await listener.store.recordVerdict(runIdOf(1), verdictOf({ verdict: 'pass', acked: 5, intact: 5, lost: 0, lostRanges: [], lossWindowMs: null }))
+  await waitFor('the verdict write settled', () => 'bytes' in listener.store.pruneCandidate(runIdOf(1)))
+  t.same(selectPrunable(listener.store, Date.now() + 2_000, 1_000, isLive).runIds, [runIdOf(1)], 'judged: it goes at the age given')
+  writers[1]!.send({ type: 'end', runId: members[1]!, reason: 'duration' })
+  await writers[1]!.next('recorded')
+  writers[0]!.close()
+  await waitFor('writers gone', () => members.every((id) => !listener.isLive(id)))
+  const all = selectPrunable(listener.store, Date.now() + 3_000, 1_000, isLive)
+  t.same(all.groups.map((g) => [...g].sort().join(' ')).sort(), [runIdOf(1), members.join(' ')].sort(), 'the group whole, once every member may go')
+})
+
+t.test('listen --retain prunes a group only whole: not while a member is too recent, then both; "1 run" said in the singular', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(dir, ['--retain', '6s'])
+  t.teardown(() => listener.kill())
+  const group = runIdOf(0x88)
+  const members = [runIdOf(4), runIdOf(5)]
+  const writer = await Peer.writer(listener.port, runMeta(members[0]!, { groupId: group }))
+  writer.send({ type: 'run', meta: runMeta(members[1]!, { groupId: group }) })
+  await writer.next('run-ok')
+  // Member 1 ends, member 2 4 s later (jobs end on their own); checked when member 1 is past the
+  // age by over a tick (1 s) and member 2 not yet: member 1 alone would have gone.
+  writer.send({ type: 'end', runId: members[0]!, reason: 'duration' })
+  await writer.next('recorded')
+  await sleep(4000)
+  writer.send({ type: 'end', runId: members[1]!, reason: 'duration' })
+  while (((await writer.next('recorded')) as { runId: string }).runId !== members[1]);
+  writer.close()
+  await sleep(3500)
+  t.ok(existsSync(join(dir, 'runs', members[0]!)), 'the older member is kept while the other is too recent')
+  t.notMatch(listener.stderr(), /pruned/)
+  await waitFor('the group pruned', () => /pruned 2 runs that ended over 6s ago/.test(listener.stderr()), 15_000)
+  t.same(runDirs(dir), [], 'both members gone together')
+  const single = await Peer.writer(listener.port, runMeta(runIdOf(6)))
+  single.send({ type: 'end', runId: runIdOf(6), reason: 'duration' })
+  await single.next('recorded')
+  single.close()
+  await waitFor('one run pruned', () => /pruned 1 run that ended over 6s ago/.test(listener.stderr()), 15_000)
+})
+
+t.test('runs --prune --dry-run reads only: it works while a listener runs, and folds, locks or writes nothing', async (t) => {
+  const dir = tempDir(t)
+  await fill(dir, 2)
+  const listener = await startListener(dir)
+  t.teardown(() => listener.kill())
+  const live = await Peer.writer(listener.port, runMeta(runIdOf(9)))
+  live.send({ type: 'ack', runId: runIdOf(9), fromSeq: 1, toSeq: 3 })
+  await live.next('recorded')
+  const snapshot = (): string[] => {
+    const out: string[] = []
+    const walk = (d: string): void => {
+      for (const name of readdirSync(d, { withFileTypes: true })) {
+        const path = join(d, name.name)
+        if (name.isDirectory()) walk(path)
+        else out.push(`${path} ${readFileSync(path).length}`)
+      }
+    }
+    walk(dir)
+    return out.sort()
+  }
+  const before = snapshot()
+  const dry = await runCli(['runs', '--prune', '--older-than', '1s', '--dir', dir, '--dry-run'])
+  t.equal(dry.code, 0, dry.stderr)
+  t.match(dry.stdout, /^would prune 2 runs that ended over 1s ago, .*\(kept, though as old: 1 not ended\)/)
+  t.same(snapshot(), before, 'every file as it was (the journal not folded)')
+  live.send({ type: 'ack', runId: runIdOf(9), fromSeq: 4, toSeq: 6 })
+  t.match(await live.next('recorded'), { throughSeq: 6 }, 'the listener records on')
   live.close()
 })

@@ -14,7 +14,7 @@ import { peerKey, quotaRefusal } from '../../src/server/quotas.js'
 import { maxWriterEnvBytes } from '../../src/protocol/messages.js'
 import { collectFingerprint } from '../../src/bench/fingerprint.js'
 import { nativePort } from '../../src/native/index.js'
-import { tempDir } from '../fixtures/cli.js'
+import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { verdictOf } from './verdict-fixture.js'
 import { Peer, bulkyFingerprint, largestFingerprint, runIdOf, runMeta } from './peer.js'
 
@@ -147,8 +147,10 @@ t.test('the free-space reserve refuses new runs with the free space and the rese
   const { peer, reply } = await announce(listener.address().port, 1, honest)
   t.match(reply, { code: 'limit', message: /takes no new runs: its disk has [\d.]+ [KMGT]iB free, under the reserve of 1024 TiB \(--reserve\); live runs keep recording/ })
   peer.close()
-  const all = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), reserve: { percent: 100 } })
+  const warnings: string[] = []
+  const all = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), reserve: { percent: 100 }, onEvent: (e) => void (e.kind === 'warning' && warnings.push(e.message)) })
   t.teardown(() => all.close())
+  t.match(warnings, [/^--reserve .* is the whole of .*'s file system \(.*\) or more: every new run will be refused \(lower --reserve\)$/], 'said at start')
   t.match((await announce(all.address().port, 1, honest)).reply, { code: 'limit', message: /under the reserve of/ }, 'a reserve of 100 % refuses every new run')
   const none = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), reserve: { bytes: 0 } })
   t.teardown(() => none.close())
@@ -179,12 +181,12 @@ t.test('peer keys and the decision table', async (t) => {
   t.equal(peerKey('2001:db8:1:2:aaaa::1'), '2001:db8:1:2::/64')
   t.equal(peerKey('2001:db8:1:2:bbbb:cccc:dddd:eeee'), '2001:db8:1:2::/64')
   t.equal(peerKey('::1'), '0:0:0:0::/64')
+  // The store keeps usage by peer key (every address of a /64 together: the store test below).
   const byPeer = new Map([
-    ['2001:db8:1:2::1', { runs: 3, bytes: 10 }],
-    ['2001:db8:1:2::2', { runs: 3, bytes: 10 }],
+    ['2001:db8:1:2::/64', { runs: 6, bytes: 20 }],
     ['10.0.0.1', { runs: 1, bytes: 10 }],
   ])
-  const usage = { total: { runs: 7, bytes: 30 }, byPeer }
+  const usage = { total: { runs: 7, bytes: 30 }, byPeer, ofPeer: (key: string) => byPeer.get(key) ?? { runs: 0, bytes: 0 } }
   const limits = { maxRuns: 100, maxRunsPerPeer: 6, maxStoreBytes: null, maxStoreBytesPerPeer: null }
   t.match(quotaRefusal(usage, '2001:db8:1:2::3', limits), /it holds 6 runs from 2001:db8:1:2::\/64, its bound per peer is 6/, 'every address of a /64 counts together')
   t.equal(quotaRefusal(usage, '10.0.0.1', limits), undefined)
@@ -192,4 +194,38 @@ t.test('peer keys and the decision table', async (t) => {
   t.match(quotaRefusal(usage, '10.0.0.9', { ...limits, maxRuns: 7 }), /--max-runs\)/)
   t.match(quotaRefusal(usage, '10.0.0.9', { ...limits, maxStoreBytes: 30 }), /--max-store-bytes\)/)
   t.equal(quotaRefusal(usage, '10.0.0.9', { ...limits, maxStoreBytes: 31 }), undefined)
+})
+
+t.test('--reserve: a negative size or percentage, or one over 100 %, is a usage error naming it', async (t) => {
+  for (const [value, says] of [
+    ['-1%', /^plugcheck: --reserve -1% is negative: give a size or a percentage from 0 to 100%/],
+    ['-5GiB', /^plugcheck: --reserve -5GiB is negative/],
+    ['101%', /^plugcheck: --reserve 101% is over 100%/],
+  ] as const) {
+    const r = await runInProcess(['listen', '--port', '0', '--dir', tempDir(t), '--reserve', value])
+    t.equal(r.code, 2, value)
+    t.match(r.stderr, says, value)
+  }
+})
+
+t.test('quota checks cost the same per announcement with 1,000 runs on record as with 100 (usage kept, not rebuilt)', async (t) => {
+  /** Seconds for `checks` quota checks (the best of 3) on a store of `runs` runs from distinct addresses. */
+  async function cost(runs: number, checks: number): Promise<number> {
+    const store = await AckStore.open(tempDir(t))
+    t.teardown(() => store.close())
+    await Promise.all(Array.from({ length: runs }, (_, n) => store.createRun(runMeta(runIdOf(n + 1)), Date.now(), { peer: `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}` })))
+    const limits = { maxRuns: 10 ** 8, maxRunsPerPeer: 10, maxStoreBytes: 2 ** 50, maxStoreBytesPerPeer: 2 ** 40 }
+    let best = Infinity
+    for (let trial = 0; trial < 3; trial++) {
+      const started = performance.now()
+      for (let i = 0; i < checks; i++) quotaRefusal(store.usage(), `::ffff:10.9.${(i >> 8) & 255}.${i & 255}`, limits)
+      best = Math.min(best, performance.now() - started)
+    }
+    t.equal(store.usage().total.runs, runs)
+    return best / 1000
+  }
+  // 1,000 and 100 runs (each closed store folds every run into runs/, ~7 ms a run here).
+  const small = await cost(100, 20_000)
+  const large = await cost(1_000, 20_000)
+  t.ok(large < small * 4, `20,000 checks with 1,000 runs took ${large.toFixed(3)} s, with 100 runs ${small.toFixed(3)} s (10x the runs must not cost 10x)`)
 })
