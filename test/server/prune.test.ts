@@ -294,13 +294,16 @@ t.test('runs --prune --dry-run reads only: it works while a listener runs, and f
   const live = await Peer.writer(listener.port, runMeta(runIdOf(9)))
   live.send({ type: 'ack', runId: runIdOf(9), fromSeq: 1, toSeq: 3 })
   await live.next('recorded')
+  // The live run is over 1 s old when the dry run looks at it (so it is one kept, though as old).
+  await new Promise((resolve) => setTimeout(resolve, 1100))
   const snapshot = (): string[] => {
     const out: string[] = []
     const walk = (d: string): void => {
       for (const name of readdirSync(d, { withFileTypes: true })) {
         const path = join(d, name.name)
         if (name.isDirectory()) walk(path)
-        else out.push(`${path} ${readFileSync(path).length}`)
+        // The catalog is the listener's own to rewrite as it runs; the dry run writes none.
+        else if (name.name !== 'catalog.msgpack') out.push(`${path} ${readFileSync(path).length}`)
       }
     }
     walk(dir)
