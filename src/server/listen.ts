@@ -5,6 +5,7 @@
  * appended to FILE (every event the disk keeps up with, rotated at eventsFileMaxBytes: EventsFile; a
  * failing file is a warning, never the listener's end). --retain prunes old ended runs on a timer.
  */
+import { performance } from 'node:perf_hooks'
 import { RateLimitedLog } from './rate-limited-log.js'
 import { readFileSync } from 'node:fs'
 import { constants } from 'node:fs'
@@ -245,10 +246,16 @@ function retainIntervalMs(retainMs: number): number {
  */
 function startRetention(listener: Listener, retainMs: number): () => Promise<void> {
   let running: Promise<void> | undefined
+  // Ages are measured against the earlier of the wall clock and the wall clock at start plus the
+  // monotonic time since: a clock stepped forward (NTP at boot) cannot make a run that just ended
+  // look old, and one stepped back makes runs look younger (kept longer), never older.
+  const wallAtStartMs = Date.now()
+  const perfAtStartMs = performance.now()
+  const nowForAgesMs = (): number => Math.min(Date.now(), wallAtStartMs + (performance.now() - perfAtStartMs))
   const tick = (): void => {
     if (running !== undefined) return
     running = (async () => {
-      const selection = selectPrunable(listener.store, Date.now(), retainMs, (runId) => listener.isLive(runId))
+      const selection = selectPrunable(listener.store, nowForAgesMs(), retainMs, (runId) => listener.isLive(runId))
       const age = formatDurationFlag(retainMs)
       let runs = 0
       let bytes = 0
