@@ -223,6 +223,9 @@ interface JournalRead {
 
 export class StorageError extends Error {}
 
+/** Spans kept read back from logs, in all: two runs of a week (a `write --method a,b` group), ~290 MB. */
+const cachedSpansDefault = 2 * maxStoredSpans
+
 export interface AckStoreOptions {
   /** Spans kept in memory per run (default and most: maxStoredSpans, what a reply may carry); lower for tests. */
   readonly maxSpans?: number
@@ -301,7 +304,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     this.maxSpans = options.maxSpans ?? maxStoredSpans
     this.segmentBytesMax = options.segmentBytes ?? defaultSegmentBytes
     this.foldAgeMs = options.foldAgeMs ?? defaultFoldAgeMs
-    this.cachedSpansMax = options.cachedSpansMax ?? maxStoredSpans
+    this.cachedSpansMax = options.cachedSpansMax ?? cachedSpansDefault
     if (!Number.isInteger(this.maxSpans) || this.maxSpans < 2 || this.maxSpans > maxStoredSpans) throw new RangeError(`maxSpans must be 2..${maxStoredSpans}`)
   }
 
@@ -340,7 +343,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         }
         // Every run is retired and wholly in runs/ now: memory holds its summary only.
         store.evicting = true
-        for (const run of store.runs.values()) store.evict(run)
+        for (const run of [...store.runs.values()].sort((a, b) => announceOrder(b, a))) store.evict(run)
       } catch (error) {
         if ((error as { exitCode?: number }).exitCode !== undefined) throw error
         // A full or failing disk: what is recorded stays readable (the journal keeps what was not
@@ -1098,6 +1101,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     // when a run ends (read back, they would be the log's: as after a restart).
     if (spans && run.evicted === undefined) {
       run.evicted = { spanCount: run.spans.length, lastAckMs: run.spans.lastAckMs }
+      // Kept in the read-back cache while it has room (newest runs first): the first
+      // query after a restart, the verify after a cut, needs no second read of a long log.
+      this.cacheSpans(run.meta.runId, run.spans, run.origin.writer, true)
       run.spans = new SpanTable()
     }
     const writer = run.origin.writer
@@ -1120,8 +1126,19 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       }
       entry = await reading
     }
+    this.cacheSpans(runId, entry.spans, entry.writer)
+    return { ...run, spans: run.evicted === undefined ? run.spans : entry.spans, origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer } }
+  }
+
+  /** A run's spans read back (or just replayed) kept as the most recently used, the least recently used dropped past cachedSpansMax. */
+  private cacheSpans(runId: string, spans: SpanTable, writer: WriterEnv | undefined, onlyIfRoom = false): void {
+    if (onlyIfRoom) {
+      let cached = spans.length
+      for (const e of this.readBack.values()) cached += e.spans.length
+      if (cached > this.cachedSpansMax) return
+    }
     this.readBack.delete(runId)
-    this.readBack.set(runId, entry)
+    this.readBack.set(runId, { spans, writer })
     let cached = 0
     for (const e of this.readBack.values()) cached += e.spans.length
     for (const [id, e] of this.readBack) {
@@ -1129,7 +1146,6 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.readBack.delete(id)
       cached -= e.spans.length
     }
-    return { ...run, spans: run.evicted === undefined ? run.spans : entry.spans, origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer } }
   }
 
   /**
@@ -1203,7 +1219,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   private async scrub(): Promise<void> {
-    for (const run of [...this.runs.values()]) {
+    // Newest first: the runs a verify after a cut asks for are checked (and cached) first.
+    for (const run of [...this.runs.values()].sort((a, b) => announceOrder(b, a))) {
       if (this.closing) return
       if (run.catalogued !== true) continue
       await yieldToLoop()
@@ -1251,7 +1268,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     // A verdict stored after the catalog was written, before a crash, is in its file only.
     const verdict = await scratch.replayVerdict(copy)
     for (const message of scratch.warnings) this.warn(message)
-    if (run.evicted !== undefined) run.evicted.spanCount = copy.spans.length
+    if (run.evicted !== undefined) {
+      run.evicted.spanCount = copy.spans.length
+      // What a query would read back: kept while the cache has room (the newest runs are checked first).
+      if (!this.readBack.has(runId)) this.cacheSpans(runId, copy.spans, copy.origin.writer, true)
+    }
     if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) this.catalogDirty = true
     run.verdict = verdict
     run.verdictBytes = copy.verdictBytes
