@@ -21,7 +21,8 @@ import { Peer, runIdOf, runMeta } from '../server/peer.js'
 
 const libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
 
-t.test('verifiers of a wide group do not stall hellos', { skip: existsSync(libfaketime) ? false : 'libfaketime' }, async (t) => {
+t.test('verifiers of a wide group do not stall hellos', async (t) => {
+  t.ok(existsSync(libfaketime), `${libfaketime} is installed (apt-get install faketime)`)
   const dir = tempDir(t)
   const start = async (env: NodeJS.ProcessEnv): Promise<{ port: number; stop: (signal: NodeJS.Signals) => Promise<void> }> => {
     const child = spawn(process.execPath, [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir], { stdio: ['ignore', 'pipe', 'pipe'], env })

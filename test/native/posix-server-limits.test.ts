@@ -21,9 +21,8 @@ t.test('the numbers of every system, from their headers', async (t) => {
   t.same(serverLimitConstants('openbsd'), { RLIMIT_NOFILE: 8, RLIM_INFINITY: 0x7fffffffffffffffn, SO_SNDBUF: 0x1001, SO_LINGER: 0x80, queuedBytes: null })
 })
 
-const linux = process.platform === 'linux'
 
-t.test('the descriptor limit is read and its soft half set', { skip: linux ? false : 'reads /proc/self/limits' }, async (t) => {
+t.test('the descriptor limit is read and its soft half set', async (t) => {
   const port = nativePort()
   const before = port.descriptorLimit()!
   const line = /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m.exec(readFileSync('/proc/self/limits', 'utf8'))!
@@ -37,7 +36,7 @@ t.test('the descriptor limit is read and its soft half set', { skip: linux ? fal
   if (before.hard !== Infinity) t.throws(() => port.setDescriptorSoftLimit(before.hard + 1), { code: 'EINVAL', syscall: 'setrlimit' }, 'never past the hard limit')
 })
 
-t.test('a served socket: bounded send buffer, queued bytes, abortive close', { skip: linux ? false : 'Linux numbers' }, async (t) => {
+t.test('a served socket: bounded send buffer, queued bytes, abortive close', async (t) => {
   const calls = nativePort().servedSockets!
   let served: Socket | undefined
   const server = createServer((s) => (served = s))

@@ -16,7 +16,6 @@ import { nativePort } from '../../src/native/index.js'
 import { Listener, maxLingering } from '../../src/server/listener.js'
 import { Peer, runIdOf, runMeta } from './peer.js'
 
-const linux = process.platform === 'linux'
 
 interface Started {
   readonly child: ChildProcess
@@ -55,7 +54,7 @@ function stop(started: Started): Promise<void> {
   return exited
 }
 
-t.test('a hard limit below the bounds: refused with exit 2, naming both numbers and the flags', { skip: linux ? false : 'prlimit' }, async (t) => {
+t.test('a hard limit below the bounds: refused with exit 2, naming both numbers and the flags', async (t) => {
   const started = await listenUnder(1000, 1000, tempDir(t))
   t.teardown(() => stop(started))
   t.equal(started.code, 2)
@@ -70,7 +69,7 @@ t.test('a hard limit below the bounds: refused with exit 2, naming both numbers 
   t.notMatch(fitting.stderr(), /descriptor limit/, 'nothing to raise')
 })
 
-t.test('a soft limit below the bounds under a high hard limit is raised, and said so', { skip: linux ? false : 'setrlimit' }, async (t) => {
+t.test('a soft limit below the bounds under a high hard limit is raised, and said so', async (t) => {
   // Node itself raises the soft limit to the hard one as it starts, so a child listener never sees a
   // low soft limit: the soft limit is lowered here, in this process, before a listener starts in it.
   const port = nativePort()
@@ -92,7 +91,7 @@ t.test('a soft limit below the bounds under a high hard limit is raised, and sai
   peer.close()
 })
 
-t.test('3,000 connections that never say hello against a limit of 1,100: no EMFILE, the honest run records every ack', { skip: linux ? false : 'prlimit' }, async (t) => {
+t.test('3,000 connections that never say hello against a limit of 1,100: no EMFILE, the honest run records every ack', async (t) => {
   // This process holds the 3,000 sockets of the flood.
   const own = nativePort().descriptorLimit()!
   if (own.soft < 4000) nativePort().setDescriptorSoftLimit(Math.min(own.hard, 4000))
