@@ -29,6 +29,7 @@ import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
 import { xxh64 } from '../record/checksum.js'
+import { frameLogEntry } from './ack-log.js'
 import { runIdSchema } from '../record/format.js'
 import { describeSystemError, runtimeError } from '../errors.js'
 
@@ -65,14 +66,8 @@ export interface JournalRound {
   readonly c: Array<{ readonly id: string; readonly at: number; readonly f: Buffer }>
 }
 
-export function frameJournalEntry(entry: object): Buffer {
-  const body = packr.pack(entry)
-  const framed = Buffer.allocUnsafe(entryHeaderBytes + body.length)
-  framed.writeUInt32LE(body.length, 0)
-  framed.writeBigUInt64LE(xxh64(body), 4)
-  body.copy(framed, entryHeaderBytes)
-  return framed
-}
+/** A journal entry is framed as an ack log's entry: length, xxh64, msgpack body. */
+export const frameJournalEntry = frameLogEntry
 
 export function segmentHeader(segment: number, firstRound: number): Buffer {
   return frameJournalEntry({ k: 'journal', version: journalFormatVersion, segment, firstRound })
