@@ -392,8 +392,30 @@ function startNodeExe(nodeArgs: readonly string[], capture: FileCapture, options
 
 const relayPollMs = 50
 
-/** node.exe under Wine with these arguments, its output captured (60 s unless timeoutMs says otherwise). */
+/**
+ * node.exe under Wine with these arguments, its output captured (60 s unless timeoutMs says otherwise).
+ * A start that lost the race with the prefix's wineserver (which exits a few seconds after its last
+ * client: the new client's connection is reset and Wine prints "wine client error" before node.exe has
+ * run) is started again, at most twice; any other failure is the result.
+ */
 export async function runWineNode(nodeArgs: readonly string[], options: WineRunOptions = {}): Promise<WineRunResult> {
+  for (let attempt = 1; ; attempt += 1) {
+    const result = await runWineNodeOnce(nodeArgs, options)
+    if (attempt > wineServerRaceRetries || !lostWineServerRace(result)) return result
+    await new Promise((resolvePromise) => setTimeout(resolvePromise, wineServerRaceBackoffMs))
+  }
+}
+
+const wineServerRaceRetries = 2
+/** Long enough for the exiting wineserver to be gone, so the next client starts a new one. */
+const wineServerRaceBackoffMs = 1_000
+
+/** Wine's own client failed before node.exe wrote anything: the program never ran. */
+export function lostWineServerRace(result: WineRunResult): boolean {
+  return result.code !== 0 && !result.timedOut && result.stdout === '' && /^wine client error:/m.test(result.stderr)
+}
+
+async function runWineNodeOnce(nodeArgs: readonly string[], options: WineRunOptions): Promise<WineRunResult> {
   const capture = new FileCapture()
   try {
     const { done } = startNodeExe(nodeArgs, capture, { timeoutMs: 60_000, ...options })
