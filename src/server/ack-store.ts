@@ -66,10 +66,18 @@
  * seqs received within spanWindowMs of each other share a span, so the time window of any lost seq is
  * known to that precision while a run of hours stays small. Past maxSpans (maxStoredSpans, a week)
  * neighbouring spans are merged pairwise: the seqs stay exact, the merged windows coarser. A verifier
- * gets a long run's spans page by page (spanPage), never all in one reply. In the listener, a run read
- * from runs/ at start keeps a summary only: its spans and its writer's fingerprint are read back from
- * its files for a query (queryAsync, spanPageAsync: 64 KiB at a time), cached within a span budget; a
- * run ended in this listener's life drops its fingerprint once folded (see evict).
+ * gets a long run's spans page by page (spanPage), never all in one reply.
+ * A run's spans are made from its logged items (applyItem, addLoggedSpan), when the journal round
+ * holding them is durable, never ack by ack: a live run's spans are exactly what a replay of its log
+ * gives, so a query of a live run shows its recorded acks only (as a restart would), and its reply
+ * does not change when it ends, is evicted or the listener restarts. In the listener, memory per run
+ * is bounded whatever its length: a run read from runs/ at start, a run retired and folded, and a live
+ * run past residentSpansMax spans keep a summary only (SpanSummary: the count and last two spans,
+ * which go on taking a live run's spans exactly); its spans are read back for a query (queryAsync,
+ * spanPageAsync) from its log, 64 KiB at a time, up to where its folded bytes end, then from its
+ * commits still in the journal; the copy is cached within a span budget (cachedSpansMax) and brought
+ * up to date from where it ended before each use. A retired run drops its writer's fingerprint once
+ * folded (see evict).
  */
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fsync, mkdirSync, openSync, renameSync, stat as statCallback, writeSync } from 'node:fs'

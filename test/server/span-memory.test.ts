@@ -45,11 +45,13 @@ function recorded(store: AckStore, runId: string, throughSeq: number): Promise<v
   })
 }
 
-async function queryOne(store: AckStore, runId: string): Promise<StoredRun> {
+type Answered = StoredRun & { ackedThroughSeq: number }
+
+async function queryOne(store: AckStore, runId: string): Promise<Answered> {
   const meta = runMeta(runId)
   const [run] = await store.queryAsync(meta.host, meta.requestedPath, runId)
-  if (run === undefined) throw new Error(`run ${runId} not answered`)
-  return run
+  if (run?.ackedThroughSeq === undefined) throw new Error(`run ${runId} not answered with how far its acks go`)
+  return run as Answered
 }
 
 /** The spans a restart gives: the directory read again (verify --acks's way), nothing of the live store. */
@@ -137,7 +139,7 @@ t.test('a live evicted run queried while segments are folded and rounds commit: 
     if (id === runId) recordedSeq = Math.max(recordedSeq, throughSeq)
   })
   const random = seededRandom(51)
-  const answers: Array<{ askedAtSeq: number; run: StoredRun; page: AckSpan[] | undefined }> = []
+  const answers: Array<{ askedAtSeq: number; run: Answered; page: AckSpan[] | undefined }> = []
   const queries: Array<Promise<void>> = []
   const ask = (): void => {
     const askedAtSeq = recordedSeq
