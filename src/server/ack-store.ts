@@ -354,6 +354,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     this.cachedSpansMax = options.cachedSpansMax ?? cachedSpansDefault
     this.residentSpansMax = options.residentSpansMax ?? residentSpansDefault
     if (!Number.isInteger(this.maxSpans) || this.maxSpans < 2 || this.maxSpans > maxStoredSpans) throw new RangeError(`maxSpans must be 2..${maxStoredSpans}`)
+    if (!Number.isInteger(this.residentSpansMax) || this.residentSpansMax < 1) throw new RangeError('residentSpansMax must be a positive integer')
   }
 
   /**

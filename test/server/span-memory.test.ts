@@ -8,7 +8,7 @@
  */
 import t from 'tap'
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AckStore } from '../../src/server/ack-store.js'
@@ -248,4 +248,31 @@ t.test('a round that fails on a full disk: a live evicted run answers its record
   await store.close()
   execFileSync('rm', ['-f', join(mountPoint, 'filler')])
   t.same(answer.spans, await replayedSpans(dir, runId), 'exactly what a restart replays from the journal and the log')
+})
+
+t.test("a live run's log damaged after its spans were read back: the next query is refused naming the log, never answered with fewer acks", async (t) => {
+  const dir = tempDir(t, 'plugcheck-spans-')
+  const store = await AckStore.open(dir, { residentSpansMax: 1 })
+  t.teardown(() => store.close())
+  const runId = runIdOf(0x5e1)
+  await store.createRun(runMeta(runId), Date.now())
+  let seq = 0
+  const ackAlone = async (): Promise<void> => {
+    const done = recorded(store, runId, seq + 1)
+    store.appendAck(runId, seq + 1, seq + 1, Date.now())
+    seq++
+    await done
+    await sleep(spanWindowMs + 10)
+  }
+  for (let i = 0; i < 3; i++) await ackAlone()
+  await store.foldNow()
+  t.equal((await queryOne(store, runId)).ackedThroughSeq, 3, 'read back once (and cached) through seq 3')
+  for (let i = 0; i < 2; i++) await ackAlone()
+  await store.foldNow()
+  // A bit flipped in the last commit, folded after the cached copy ended: read when the copy catches up.
+  const log = join(dir, 'runs', runId, 'acks.log')
+  const bytes = readFileSync(log)
+  bytes[bytes.length - 2]! ^= 0x40
+  writeFileSync(log, bytes)
+  await t.rejects(queryOne(store, runId), { message: new RegExp(`could not read ${log}: damaged at byte \\d+: the entry there does not match its checksum`) }, 'the query is refused naming the log and the byte')
 })
