@@ -25,6 +25,8 @@
  *             --span-seconds 150, 256 writers, ~3 M acks, 2 loaded cores): this tree RSS 84 -> 107 MiB,
  *             1.4 B a span overall, 0.3 B a span past 4,096 (a week of 256 writers: ~0.5 GiB); the tree
  *             before (52d2547) 78 -> 180 MiB, 32.6 B a span, 23.9 B past 4,096 (a week: 35-47 GiB).
+ *             Against main at 407f97d (clock 100x): this tree 84 -> 122 MiB, past 4,096 -1.6 B a span
+ *             (noise: flat); main 85 -> 194 MiB, 28.7 B past 4,096 (a week: 41.6 GiB).
  *
  * Usage: node --import tsx bench/fleet-week.ts [--listener-tree PATH] [--quick] [--dir DIR]
  *        [--runs 100000] [--live 1024,24576] [--trickle-seconds 20] [--span-writers 256] [--span-seconds 60]
