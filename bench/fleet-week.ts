@@ -20,6 +20,13 @@
  *             spans held = bytes per span in memory; a week of a continuously acking writer is 10 spans/s
  *             (maxStoredSpans, 6,048,000), so the week's RSS for 256 writers is extrapolated from it.
  *             A real week cannot be generated: spans come from acks, at most ~10^5 a second here.
+ *             Past 4,096 spans a run its spans leave the listener's memory (a summary stays): the slope
+ *             past that point is what a week costs. Measured side by side (--runs 0 --live none
+ *             --span-seconds 150, 256 writers, ~3 M acks, 2 loaded cores): this tree RSS 84 -> 107 MiB,
+ *             1.4 B a span overall, 0.3 B a span past 4,096 (a week of 256 writers: ~0.5 GiB); the tree
+ *             before (52d2547) 78 -> 180 MiB, 32.6 B a span, 23.9 B past 4,096 (a week: 35-47 GiB).
+ *             Against main at 407f97d (clock 100x): this tree 84 -> 122 MiB, past 4,096 -1.6 B a span
+ *             (noise: flat); main 85 -> 194 MiB, 28.7 B past 4,096 (a week: 41.6 GiB).
  *
  * Usage: node --import tsx bench/fleet-week.ts [--listener-tree PATH] [--quick] [--dir DIR]
  *        [--runs 100000] [--live 1024,24576] [--trickle-seconds 20] [--span-writers 256] [--span-seconds 60]
@@ -46,6 +53,8 @@ const fakeTimeLibrary = '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1'
 const fakeClockFactor = 100
 /** A continuously acking run makes one span per spanWindowMs (100 ms): a week of them. */
 const spansPerWriterWeek = 7 * 24 * 3600 * 10
+/** Spans a live run keeps in memory before they leave for its log (ack-store.ts residentSpansDefault). */
+const residentSpansPerRun = 4096
 const waitMs = 120_000
 const crowdWidth = 16
 /** --listen-args: flags added to every `plugcheck listen` (a tree with quotas may need them raised for 100,000 runs from one address). */
@@ -285,6 +294,16 @@ async function spanWeek(bin: string, parentDir: string, scale: Scale, note: (m: 
       note(`RSS per span (least-squares slope of RSS over spans)`, `${perSpanBytes.toFixed(1)} B`)
       const weekSpans = scale.spanWriters * spansPerWriterWeek
       note(`RSS for a week of ${scale.spanWriters} writers (${(weekSpans / 1e9).toFixed(2)} G spans, extrapolated)`, mib(before.rss + (Math.max(0, perSpanBytes) * weekSpans) / 1024))
+      // Past 4,096 spans a run, a live run's spans leave memory (ack-store.ts residentSpansMax): the
+      // slope from there on is what a week costs; before it, each run's table grows to ~96 KiB.
+      const pastResident = samples.filter(([acks]) => (acks * spansPerAck) / scale.spanWriters > residentSpansPerRun * 1.1)
+      if (pastResident.length >= 3) {
+        const tailBytes = slope(pastResident.map(([acks, rss]) => [acks * spansPerAck, rss] as const))
+        note(`RSS per span past ${residentSpansPerRun} spans a run (slope over the samples from there)`, `${tailBytes.toFixed(1)} B (${pastResident.length} samples)`)
+        note(`RSS for a week of ${scale.spanWriters} writers (extrapolated from that slope)`, mib(after.rss + (Math.max(0, tailBytes) * weekSpans) / 1024))
+      } else {
+        note(`RSS per span past ${residentSpansPerRun} spans a run`, `n/a (runs held fewer: raise --span-seconds)`)
+      }
       for (const w of writers) w.connection.close()
     })
   } finally {

@@ -169,6 +169,54 @@ export async function replayLog(path: string, runId: string, apply: ApplyItem, l
   }
 }
 
+/**
+ * The whole entries of a log from byte fromByte (where an entry starts) to byte toByte, each given to
+ * onFrame as its frame (header and body, as frameCommit made it) with its offset: a run's log read
+ * back from where an earlier read ended. Bytes that are not whole, checksummed entries ending exactly
+ * at toByte are damage (the caller read them as such before, or they were fsynced by a fold); a log
+ * that cannot be read is refused, never read as fewer acks. onFrame returns a problem to refuse.
+ */
+export async function readFramesBetween(path: string, fromByte: number, toByte: number, onFrame: (frame: Buffer, atByte: number) => string | undefined, chunkBytes = replayChunkBytes): Promise<void> {
+  let file: FileHandle
+  try {
+    file = await open(path, readFlags)
+  } catch (error) {
+    throw unreadable(path, error)
+  }
+  try {
+    let pending = Buffer.alloc(0)
+    let atByte = fromByte
+    let position = fromByte
+    const chunk = Buffer.alloc(chunkBytes)
+    while (atByte < toByte) {
+      let offset = 0
+      while (pending.length - offset >= entryHeaderBytes) {
+        const length = pending.readUInt32LE(offset)
+        if (length === 0 || length > maxEntryBodyBytes) throw damaged(path, atByte, `the entry there has a length no entry has (${length} bytes), inside bytes read before`)
+        if (pending.length - offset - entryHeaderBytes < length) break
+        const frame = pending.subarray(offset, offset + entryHeaderBytes + length)
+        if (xxh64(frame.subarray(entryHeaderBytes)) !== frame.readBigUInt64LE(4)) throw damaged(path, atByte, 'the entry there does not match its checksum, inside bytes read before')
+        const problem = onFrame(frame, atByte)
+        if (problem !== undefined) throw damaged(path, atByte, `the entry there ${problem}`)
+        offset += frame.length
+        atByte += frame.length
+      }
+      if (atByte >= toByte) break
+      if (position >= toByte) throw damaged(path, atByte, `the entry there runs past byte ${toByte}, where whole entries ended`)
+      const { bytesRead } = await file.read(chunk, 0, Math.min(chunk.length, toByte - position), position)
+      if (bytesRead === 0) throw damaged(path, atByte, `the log ends at byte ${position}, where it held ${toByte} bytes`)
+      position += bytesRead
+      pending = Buffer.concat([pending.subarray(offset), chunk.subarray(0, bytesRead)])
+    }
+    if (atByte !== toByte) throw damaged(path, fromByte, `its entries from there do not end at byte ${toByte}, where whole entries ended`)
+  } catch (error) {
+    if ((error as { exitCode?: number }).exitCode !== undefined) throw error
+    throw unreadable(path, error)
+  } finally {
+    await file.close().catch(() => undefined)
+  }
+}
+
 async function readEntries(file: FileHandle, path: string, reader: LogReader, sizeBytes: number, chunkBytes: number): Promise<LogReplay> {
   let pending = Buffer.alloc(0)
   let validBytes = 0

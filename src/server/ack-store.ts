@@ -66,10 +66,18 @@
  * seqs received within spanWindowMs of each other share a span, so the time window of any lost seq is
  * known to that precision while a run of hours stays small. Past maxSpans (maxStoredSpans, a week)
  * neighbouring spans are merged pairwise: the seqs stay exact, the merged windows coarser. A verifier
- * gets a long run's spans page by page (spanPage), never all in one reply. In the listener, a run read
- * from runs/ at start keeps a summary only: its spans and its writer's fingerprint are read back from
- * its files for a query (queryAsync, spanPageAsync: 64 KiB at a time), cached within a span budget; a
- * run ended in this listener's life drops its fingerprint once folded (see evict).
+ * gets a long run's spans page by page (spanPage), never all in one reply.
+ * A run's spans are made from its logged items (applyItem, addLoggedSpan), when the journal round
+ * holding them is durable, never ack by ack: a live run's spans are exactly what a replay of its log
+ * gives, so a query of a live run shows its recorded acks only (as a restart would), and its reply
+ * does not change when it ends, is evicted or the listener restarts. In the listener, memory per run
+ * is bounded whatever its length: a run read from runs/ at start, a run retired and folded, and a live
+ * run past residentSpansMax spans keep a summary only (SpanSummary: the count and last two spans,
+ * which go on taking a live run's spans exactly); its spans are read back for a query (queryAsync,
+ * spanPageAsync) from its log, 64 KiB at a time, up to where its folded bytes end, then from its
+ * commits still in the journal; the copy is cached within a span budget (cachedSpansMax) and brought
+ * up to date from where it ended before each use. A retired run drops its writer's fingerprint once
+ * folded (see evict).
  */
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fsync, mkdirSync, openSync, renameSync, stat as statCallback, writeSync } from 'node:fs'
@@ -103,11 +111,11 @@ import {
 } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
-import { frameCommit, logHeader, maxCommitBytes, maxEndDetailBytes, maxItemsPerCommit, parseCommitFrame, replayLog, type LogItem, type LogReplay } from './ack-log.js'
+import { frameCommit, logHeader, maxCommitBytes, maxEndDetailBytes, maxItemsPerCommit, parseCommitFrame, readFramesBetween, replayLog, type LogItem, type LogReplay } from './ack-log.js'
 import { damagedSegment, frameRound, listSegments, readSegment, roundTargetBytes, segmentHeader, segmentName, type JournalRound } from './journal.js'
 import { foldRuns, logShorterThanJournal, type FoldRun } from './fold.js'
 import { seal, unseal, type SealedKind } from './sealed-file.js'
-import { SpanTable } from './span-table.js'
+import { SpanSummary, SpanTable } from './span-table.js'
 import { catalogName, encodeCatalog, readCatalog, writeCatalog, type Catalog, type CatalogEntry } from './catalog.js'
 import { setImmediate as yieldToLoop } from 'node:timers/promises'
 
@@ -160,10 +168,22 @@ interface RunState {
   /** performance.now() at the announcement, for runs announced since this listener started. */
   announcedPerfMs?: number
   origin: RunOrigin
-  /** Its spans; an empty table once evicted (evicted says what they were: read back from its log on demand). */
+  /**
+   * Its spans, made from its logged items only, when the round holding them is durable (applyItem at
+   * replay, addLoggedSpan after a round's fdatasync): what a replay of its log gives, recorded acks only.
+   * An empty table once evicted (evicted says what they were: read back from its log on demand).
+   */
   spans: SpanTable
-  /** Set when the run's spans and writer fingerprint left memory (retired and wholly in runs/): queryAsync reads them back. */
-  evicted?: { spanCount: number | undefined; readonly lastAckMs: number | undefined }
+  /**
+   * Set when the run's spans left memory (read at start, retired and folded, or past residentSpansMax
+   * while live): queryAsync reads them back from its log and the journal. summary goes on taking the
+   * spans of a live run (absent for runs taken from the catalog, which take no more).
+   */
+  evicted?: { spanCount: number | undefined; lastAckMs: number | undefined; readonly summary?: SpanSummary }
+  /** Log bytes whose items are in spans (a round's commit counts once its fdatasync returned). */
+  appliedBytes: number
+  /** The stamp of the latest ack accepted (ackStampMs: stamps never go back), 0 before the first. */
+  lastStampMs: number
   /** Read from the catalog at start, its files not checked yet (the scrub checks them). */
   catalogued?: boolean
   /** Its files do not hold what is on record for it (found after start): its queries are refused with this. */
@@ -209,6 +229,21 @@ interface Segment {
   readonly fold: Map<string, FoldRun>
 }
 
+/** A run's spans read back for queries: the run replayed from its log and the journal through copy.appliedBytes (none when only its writer was read), and its writer from meta.msgpack. */
+interface ReadBack {
+  readonly copy: RunState | undefined
+  readonly writer: WriterEnv | undefined
+}
+
+/** A run's commit in a round being written: its items, the seq they go through, and where its log ends after it. */
+interface Committed {
+  readonly run: RunState
+  readonly throughSeq: number
+  /** No longer in pendingEntries: appendAck never extends them. */
+  readonly items: readonly LogItem[]
+  readonly endBytes: number
+}
+
 /** The journal as read at start: its segments and, per run, what it holds. */
 interface JournalRead {
   readonly segments: Array<{ segment: number; path: string; rounds: JournalRound[]; validBytes: number }>
@@ -234,7 +269,16 @@ export interface AckStoreOptions {
   readonly foldAgeMs?: number
   /** Spans read back for queries kept in memory at most (LRU across runs and connections; default maxStoredSpans). */
   readonly cachedSpansMax?: number
+  /** A live run's spans leave memory once it holds more than this many (default residentSpansDefault); lower for tests. */
+  readonly residentSpansMax?: number
 }
+
+/**
+ * A run keeps at most this many spans in memory (~96 KiB), however long it runs: past it they leave
+ * for its log (SpanSummary stays, 64 bytes) and are read back for a query. Resident spans in all:
+ * runs holding their table x residentSpansMax, plus the read-back cache (cachedSpansMax).
+ */
+const residentSpansDefault = 4096
 
 /** A query reads a run's log back in chunks of this size, yielding to the event loop in between. */
 const queryChunkBytes = 64 * 1024
@@ -271,9 +315,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private readonly segmentBytesMax: number
   private readonly foldAgeMs: number
   /** Spans and writers of evicted runs read back for queries, least recently used first. */
-  private readonly readBack = new Map<string, { spans: SpanTable; writer: WriterEnv | undefined }>()
-  private readonly readingBack = new Map<string, Promise<{ spans: SpanTable; writer: WriterEnv | undefined }>>()
+  private readonly readBack = new Map<string, ReadBack>()
+  private readonly readingBack = new Map<string, Promise<ReadBack>>()
   private readonly cachedSpansMax: number
+  private readonly residentSpansMax: number
+  /** Segments rotated out and not folded yet (a failed fold's stays): a run's commits there are read back from them. */
+  private readonly unfolded: Segment[] = []
   /** Only the listener's store evicts (verify --acks and report read a directory once). */
   private evicting = false
   /** Verdict writes under way, per run: one run's verdicts are stored in order. */
@@ -305,7 +352,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     this.segmentBytesMax = options.segmentBytes ?? defaultSegmentBytes
     this.foldAgeMs = options.foldAgeMs ?? defaultFoldAgeMs
     this.cachedSpansMax = options.cachedSpansMax ?? cachedSpansDefault
+    this.residentSpansMax = options.residentSpansMax ?? residentSpansDefault
     if (!Number.isInteger(this.maxSpans) || this.maxSpans < 2 || this.maxSpans > maxStoredSpans) throw new RangeError(`maxSpans must be 2..${maxStoredSpans}`)
+    if (!Number.isInteger(this.residentSpansMax) || this.residentSpansMax < 1) throw new RangeError('residentSpansMax must be a positive integer')
   }
 
   /**
@@ -457,6 +506,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.durableThroughSeq = entry.lastAckedSeq
     run.commits = entry.commits
     run.logBytes = entry.logBytes
+    run.appliedBytes = entry.logBytes
     run.metaBytes = entry.metaBytes
     run.verdict = entry.verdict
     if (entry.verdictBytes !== undefined) run.verdictBytes = entry.verdictBytes
@@ -522,6 +572,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, originOf(metaFile))
       run.retired = true
       run.logBytes = logHeader(id).length
+      run.appliedBytes = run.logBytes
       run.metaBytes = m.length
       this.runs.set(id, run)
       this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
@@ -539,6 +590,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       }
       run.commits = commit.n
       run.logBytes += f.length
+      run.appliedBytes = run.logBytes
       run.durableThroughSeq = run.lastAckedSeq
     }
   }
@@ -633,6 +685,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (replayed.tornTail !== null) this.warnings.push(tornTailWarning(runId, logPath, replayed.tornTail))
     run.commits = replayed.commits
     run.logBytes = replayed.validBytes
+    run.appliedBytes = run.logBytes
     run.metaBytes = metaBytes.length
     run.durableThroughSeq = run.lastAckedSeq
     this.runs.set(runId, run)
@@ -725,6 +778,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.announcedPerfMs = performance.now()
     run.creating = true
     run.logBytes = logHeader(meta.runId).length
+    run.appliedBytes = run.logBytes
     this.runs.set(meta.runId, run) // reserve the id at once: a second announcement must not race us
     const metaBytes = seal('meta', packr.pack({ meta, announcedMs, announceIndex, ...origin }))
     run.metaBytes = metaBytes.length
@@ -747,7 +801,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     if (run === undefined) return nowMs
     const elapsedMs = run.announcedPerfMs === undefined ? nowMs - run.announcedMs : performance.now() - run.announcedPerfMs
-    return Math.max(Math.round(run.announcedMs + elapsedMs), run.evicted?.lastAckMs ?? run.spans.lastAckMs ?? 0, run.announcedMs)
+    return Math.max(Math.round(run.announcedMs + elapsedMs), run.lastStampMs, run.announcedMs)
   }
 
   /** Accepts an ack in order; durable after the next group commit, announced by a 'recorded' event. */
@@ -756,7 +810,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run === undefined) throw new Error(`appendAck on unknown run ${runId}`)
     if (!isWritable(run)) throw new Error(`appendAck on run ${runId}, which takes no more acks`)
     receivedMs = this.ackStampMs(runId, receivedMs)
-    addSpan(run, fromSeq, toSeq, receivedMs, receivedMs, this.maxSpans)
+    // Its span is made from the logged item once the round holding it is durable (writeRound), as a
+    // replay makes it: acks queued between rounds share one item, and so one span window.
+    if (fromSeq !== run.lastAckedSeq + 1 || toSeq < fromSeq) throw new Error(`ack ${fromSeq}-${toSeq} does not follow seq ${run.lastAckedSeq} of run ${runId}`)
+    run.lastAckedSeq = toSeq
+    run.lastStampMs = receivedMs
     this.emit('accepted', runId, fromSeq, toSeq)
     // Acks arriving while a commit runs extend one pending entry: the log grows per commit, not per ack.
     const last = run.pendingEntries.at(-1)
@@ -893,9 +951,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
   }
 
-  private buildRound(): { round: JournalRound; announced: RunState[]; committed: Array<{ run: RunState; throughSeq: number }> } | undefined {
+  private buildRound(): { round: JournalRound; announced: RunState[]; committed: Committed[] } | undefined {
     const announced: RunState[] = []
-    const committed: Array<{ run: RunState; throughSeq: number }> = []
+    const committed: Committed[] = []
     const round: JournalRound = { k: 'round', r: this.lastRound + 1, a: [], c: [] }
     let bytes = 0
     while (this.announceQueue.length > 0 && (bytes === 0 || bytes + this.announceQueue[0]!.announce!.metaBytes.length <= roundTargetBytes)) {
@@ -924,7 +982,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       round.c.push({ id: run.meta.runId, at: run.logBytes, f: entry })
       run.logBytes += entry.length
       bytes += entry.length + 32
-      committed.push({ run, throughSeq })
+      committed.push({ run, throughSeq, items, endBytes: run.logBytes })
     }
     if (round.a.length === 0 && round.c.length === 0) return undefined
     this.lastRound = round.r
@@ -960,8 +1018,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.runs.recount(run)
       settle.resolve()
     }
-    for (const { run, throughSeq } of committed) {
+    for (const { run, throughSeq, items, endBytes } of committed) {
+      // Durable now: its spans made from the items as logged, the one way a replay makes them.
+      for (const item of items) if (item.k === 'ack') addLoggedSpan(run, item, this.maxSpans)
+      run.appliedBytes = endBytes
       run.durableThroughSeq = throughSeq
+      // A fold that failed while this round was written failed the run: it answers what is recorded.
+      if (run.failed !== undefined) run.lastAckedSeq = throughSeq
+      if (this.evicting && run.evicted === undefined && run.spans.length > this.residentSpansMax) this.evictSpans(run)
       this.runs.recount(run)
       this.emit('recorded', run.meta.runId, throughSeq)
     }
@@ -987,9 +1051,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       run.retired = true
       run.pendingEntries = []
       // The acks of this round and those queued after it were never recorded (the writer is told it
-      // failed): the run answers with the acks it recorded, so a verdict counts only those, as a
-      // restart's replay will.
-      run.spans.truncate(run.durableThroughSeq)
+      // failed): the run answers with the acks it recorded (its spans hold those only: they are made
+      // when a round is durable), so a verdict counts only those, as a restart's replay will.
       run.lastAckedSeq = run.durableThroughSeq
       this.emit('failed', run.meta.runId, error)
     }
@@ -1022,6 +1085,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.breakJournal(new Error(`${describeSystemError(error)} (starting journal segment ${old.segment + 1}; the listener records nothing more, restart it)`), [], [])
       return
     }
+    // At once: a query reads the run commits it holds from it until its fold is done.
+    this.unfolded.push(old)
     await old.handle.close().catch(() => undefined)
     this.folding = this.fold(old).finally(() => {
       this.folding = undefined
@@ -1092,19 +1157,18 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /**
    * Bounded memory per run: a retired run wholly in runs/ (nothing queued, nothing in the journal)
    * keeps its summary only; its spans and its writer's fingerprint are read back from its files when a
-   * query asks (queryAsync, spanPageAsync).
+   * query asks (queryAsync, spanPageAsync). Its spans are what its log replays (they are made from the
+   * logged items), so a reply is the same before and after they leave memory, and after a restart.
    */
-  private evict(run: RunState, spans = true): void {
+  private evict(run: RunState): void {
     if (!this.evicting || !run.retired || run.failed !== undefined || run.creating === true || run.pendingEntries.length > 0) return
-    // Spans only of runs read from their logs at start: those of a run live in this listener's life
-    // were stamped ack by ack, finer than its log's per-commit items, and a reply must not change
-    // when a run ends (read back, they would be the log's: as after a restart).
-    if (spans && run.evicted === undefined) {
-      run.evicted = { spanCount: run.spans.length, lastAckMs: run.spans.lastAckMs }
+    // Every commit given is durable and applied (none in a round being written): the table is the whole log's.
+    if (run.evicted === undefined && run.appliedBytes === run.logBytes) {
+      const spans = run.spans
+      this.evictSpans(run)
       // Kept in the read-back cache while it has room (newest runs first): the first
       // query after a restart, the verify after a cut, needs no second read of a long log.
-      this.cacheSpans(run.meta.runId, run.spans, run.origin.writer, true)
-      run.spans = new SpanTable()
+      this.cacheSpans(run.meta.runId, { copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer }, true)
     }
     const writer = run.origin.writer
     if (writer !== undefined && run.writerTrimmed !== true) {
@@ -1113,65 +1177,154 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
   }
 
-  /** The run as a query sees it: its spans (and writer) read back if evicted. */
+  /** The run's spans leave memory: its summary stays (and takes a live run's next spans), the table is read back for a query. */
+  private evictSpans(run: RunState): void {
+    run.evicted = { spanCount: run.spans.length, lastAckMs: run.spans.lastAckMs, summary: SpanSummary.of(run.spans) }
+    run.spans = new SpanTable()
+  }
+
+  /**
+   * The run as a query sees it: its spans (and writer) read back if evicted, through every commit
+   * durable when the query asked (a cached copy of a live run is brought up to date first, from where
+   * it ended: never served stale, never read whole again).
+   */
   private async resident(run: RunState): Promise<RunState> {
     if (run.evicted === undefined && run.writerTrimmed !== true) return run
     const runId = run.meta.runId
+    const throughBytes = run.appliedBytes
+    // A trimmed writer was there when it was trimmed: an entry without one has not read it yet.
+    const current = (entry: ReadBack | undefined): entry is ReadBack =>
+      entry !== undefined && (run.evicted === undefined || (entry.copy !== undefined && entry.copy.appliedBytes >= throughBytes)) && (run.writerTrimmed !== true || entry.writer !== undefined)
     let entry = this.readBack.get(runId)
-    if (entry === undefined) {
+    // At most twice: a read under way may have started before the query (its copy then ends earlier).
+    for (let pass = 0; !current(entry) && pass < 3; pass++) {
       let reading = this.readingBack.get(runId)
       if (reading === undefined) {
-        reading = this.readBackRun(run).finally(() => this.readingBack.delete(runId))
+        const cached = this.readBack.get(runId)
+        this.readBack.delete(runId) // its copy is being brought up to date in place: no query reads it half done
+        reading = this.readBackRun(run, cached).finally(() => this.readingBack.delete(runId))
         this.readingBack.set(runId, reading)
       }
       entry = await reading
+      this.cacheSpans(runId, entry)
     }
-    this.cacheSpans(runId, entry.spans, entry.writer)
-    return { ...run, spans: run.evicted === undefined ? run.spans : entry.spans, origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer } }
+    if (!current(entry)) throw new Error(`run ${runId}: its spans read back do not reach byte ${throughBytes} of its log`)
+    this.cacheSpans(runId, entry)
+    return { ...run, spans: run.evicted === undefined ? run.spans : entry.copy!.spans, origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer } }
   }
 
   /** A run's spans read back (or just replayed) kept as the most recently used, the least recently used dropped past cachedSpansMax. */
-  private cacheSpans(runId: string, spans: SpanTable, writer: WriterEnv | undefined, onlyIfRoom = false): void {
+  private cacheSpans(runId: string, entry: ReadBack, onlyIfRoom = false): void {
+    const spansOf = (e: ReadBack): number => e.copy?.spans.length ?? 0
     if (onlyIfRoom) {
-      let cached = spans.length
-      for (const e of this.readBack.values()) cached += e.spans.length
+      let cached = spansOf(entry)
+      for (const e of this.readBack.values()) cached += spansOf(e)
       if (cached > this.cachedSpansMax) return
     }
     this.readBack.delete(runId)
-    this.readBack.set(runId, { spans, writer })
+    this.readBack.set(runId, entry)
     let cached = 0
-    for (const e of this.readBack.values()) cached += e.spans.length
+    for (const e of this.readBack.values()) cached += spansOf(e)
     for (const [id, e] of this.readBack) {
       if (cached <= this.cachedSpansMax || id === runId) break
       this.readBack.delete(id)
-      cached -= e.spans.length
+      cached -= spansOf(e)
     }
   }
 
   /**
-   * A run's spans streamed from its log (in small chunks, yielding between them: a long run never
-   * holds the event loop) and its writer from meta.msgpack, both checked again: a file damaged since
-   * start refuses the query naming it (damage is named at query time too, never fewer acks).
+   * A run's spans read back: its log streamed (in small chunks, yielding between them: a long run never
+   * holds the event loop) up to where its folded bytes end, then its commits still in the journal
+   * (segments not folded yet, in log order, checked contiguous), all parsed and applied by the rules
+   * of a replay; from where a cached copy ended when there is one. Its writer from meta.msgpack. Both
+   * checked again: a file damaged since start refuses the query naming it (damage is named at query
+   * time too, never fewer acks).
    */
-  private async readBackRun(run: RunState): Promise<{ spans: SpanTable; writer: WriterEnv | undefined }> {
+  private async readBackRun(run: RunState, cached: ReadBack | undefined): Promise<ReadBack> {
     const runId = run.meta.runId
     const logPath = join(this.runDir(runId), 'acks.log')
-    const copy = newRunState(run.meta, run.announcedMs, run.announceIndex, run.origin)
+    let copy = cached?.copy
     if (run.evicted !== undefined) {
-      const replayed = await replayLog(logPath, runId, (item) => applyItem(copy, item, this.maxSpans), run.logBytes, queryChunkBytes)
-      if (replayed.validBytes !== run.logBytes || replayed.tornTail !== null || replayed.commits !== run.commits || copy.lastAckedSeq !== run.lastAckedSeq) {
-        throw damagedLog(logPath, `it no longer holds what it held when the listener started (acks through seq ${copy.lastAckedSeq} in ${replayed.validBytes} bytes, where ${run.lastAckedSeq} in ${run.logBytes} were read)`)
+      // Taken at once (no await before): the journal's commits of the run and what is durable of it now.
+      const journaled = this.journaledCommits(run)
+      const through = { bytes: run.appliedBytes, seq: run.durableThroughSeq }
+      try {
+        copy = await this.readBackLog(run, copy, logPath, { ...journaled, logEnd: journaled.logEnd ?? through.bytes })
+        for (const { at, frame } of journaled.frames) {
+          if (at < copy.appliedBytes) continue
+          const problem = at === copy.appliedBytes ? applyCommitFrame(copy, frame, this.maxSpans) : `is at byte ${at}, where the run's commits ended at byte ${copy.appliedBytes}`
+          if (problem !== undefined) throw damagedSegment(this.journalPathOf(runId), 0, `a commit of run ${runId} ${problem}`)
+        }
+      } catch (error) {
+        this.readBack.delete(runId)
+        throw error
       }
-      run.evicted.spanCount ??= copy.spans.length
+      if (copy.appliedBytes !== through.bytes || copy.lastAckedSeq !== through.seq) {
+        throw damagedLog(logPath, `it no longer holds what the listener recorded (acks through seq ${copy.lastAckedSeq} in ${copy.appliedBytes} bytes, where ${through.seq} in ${through.bytes} were recorded)`)
+      }
+      if (run.retired) run.evicted.spanCount ??= copy.spans.length
     }
-    let writer: WriterEnv | undefined
-    if (run.writerTrimmed === true) {
+    let writer = cached?.writer
+    if (run.writerTrimmed === true && writer === undefined) {
       const metaPath = join(this.runDir(runId), 'meta.msgpack')
       const bytes = await readBounded(metaPath, maxMetaFileBytes)
       if (!Buffer.isBuffer(bytes)) throw damagedMeta(metaPath, `it is ${bytes} now, read at start`)
       writer = this.metaOf(bytes, metaPath, runId).writer
     }
-    return { spans: copy.spans, writer }
+    return { copy, writer }
+  }
+
+  /** The run's log read into a copy up to where the journal's commits of it start (all of it when none are there). */
+  private async readBackLog(run: RunState, cached: RunState | undefined, logPath: string, journaled: { logEnd: number; announced: boolean }): Promise<RunState> {
+    const runId = run.meta.runId
+    const logEnd = journaled.logEnd
+    if (cached !== undefined) {
+      if (cached.appliedBytes < logEnd) await readFramesBetween(logPath, cached.appliedBytes, logEnd, (frame) => applyCommitFrame(cached, frame, this.maxSpans), queryChunkBytes)
+      return cached
+    }
+    const copy = newRunState(run.meta, run.announcedMs, run.announceIndex, run.origin)
+    copy.retired = true
+    // Announced in a segment not folded yet: its log is not written; it starts with its header.
+    if (journaled.announced) {
+      copy.appliedBytes = logHeader(runId).length
+      return copy
+    }
+    const replayed = await replayLog(logPath, runId, (item) => applyItem(copy, item, this.maxSpans), logEnd, queryChunkBytes)
+    if (replayed.validBytes !== logEnd || replayed.tornTail !== null) {
+      throw damagedLog(logPath, `it no longer holds what it held (whole entries end at byte ${replayed.validBytes}, where ${logEnd} bytes were recorded)`)
+    }
+    copy.commits = replayed.commits
+    copy.appliedBytes = replayed.validBytes
+    return copy
+  }
+
+  /**
+   * The run's commits in the journal segments not folded yet (oldest first, each with its log offset),
+   * where its log's folded bytes end (the first one's offset), and whether it was announced there.
+   */
+  private journaledCommits(run: RunState): { logEnd: number | undefined; announced: boolean; frames: Array<{ at: number; frame: Buffer }> } {
+    let logEnd: number | undefined
+    let announced = false
+    const frames: Array<{ at: number; frame: Buffer }> = []
+    for (const segment of [...this.unfolded, ...(this.segment === undefined ? [] : [this.segment])]) {
+      const fold = segment.fold.get(run.meta.runId)
+      if (fold === undefined) continue
+      if (logEnd === undefined) {
+        logEnd = fold.at
+        announced = fold.meta !== undefined
+      }
+      let at = fold.at
+      for (const frame of fold.frames) {
+        frames.push({ at, frame })
+        at += frame.length
+      }
+    }
+    return { logEnd, announced, frames }
+  }
+
+  /** The journal segment a run's commits are read from (for a message). */
+  private journalPathOf(runId: string): string {
+    return [...this.unfolded, ...(this.segment === undefined ? [] : [this.segment])].find((segment) => segment.fold.has(runId))?.path ?? join(this.dir, 'journal')
   }
 
   /**
@@ -1271,7 +1424,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run.evicted !== undefined) {
       run.evicted.spanCount = copy.spans.length
       // What a query would read back: kept while the cache has room (the newest runs are checked first).
-      if (!this.readBack.has(runId)) this.cacheSpans(runId, copy.spans, copy.origin.writer, true)
+      if (!this.readBack.has(runId)) this.cacheSpans(runId, { copy, writer: copy.origin.writer }, true)
     }
     if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) this.catalogDirty = true
     run.verdict = verdict
@@ -1283,7 +1436,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   residentSpanCount(): number {
     let count = 0
     for (const run of this.runs.values()) count += run.spans.length
-    for (const entry of this.readBack.values()) count += entry.spans.length
+    for (const entry of this.readBack.values()) count += entry.copy?.spans.length ?? 0
     return count
   }
 
@@ -1304,9 +1457,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if (this.catalogDirty) await this.saveCatalog()
       await unlink(segment.path)
       await syncDirectoryAsync(join(this.dir, 'journal'))
+      // Its commits are in the run logs, fsynced: read back from there now.
+      this.unfolded.splice(this.unfolded.indexOf(segment), 1)
       for (const runId of segment.fold.keys()) {
         const run = this.runs.get(runId)
-        if (run !== undefined && !this.dirty.has(run) && this.segment?.fold.has(runId) !== true) this.evict(run, false)
+        if (run !== undefined && !this.dirty.has(run) && this.segment?.fold.has(runId) !== true) this.evict(run)
       }
     } catch (error) {
       // The journal still holds every recorded ack (the segment stays); a restart folds it again.
@@ -1386,7 +1541,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** Spans the run holds in memory (0 for a run not on record). */
   spanCount(runId: string): number {
     const run = this.runs.get(runId)
-    if (run?.evicted !== undefined) return run.evicted.spanCount ?? this.readBack.get(runId)?.spans.length ?? 0
+    if (run?.evicted !== undefined) return run.evicted.spanCount ?? this.readBack.get(runId)?.copy?.spans.length ?? 0
     return run?.spans.length ?? 0
   }
 
@@ -1451,6 +1606,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const segment = this.segment
     this.segment = undefined
     if (segment !== undefined) {
+      // Its commits are read back from it until it is folded (below) or, not folded, for good.
+      this.unfolded.push(segment)
       await segment.handle.close().catch(() => undefined)
       // A clean stop leaves every run in runs/ and a journal of one segment holding its header only,
       // the end of the chain of segments (journal.ts); a failed journal stays for the restart.
@@ -1660,6 +1817,20 @@ function applyItem(run: RunState, item: LogItem, maxSpans: number): string | und
   return undefined
 }
 
+/** One commit frame (of the journal, or of a log read back from an offset) applied to a run's copy if it follows what came before; else what makes it impossible. */
+function applyCommitFrame(copy: RunState, frame: Buffer, maxSpans: number): string | undefined {
+  const commit = parseCommitFrame(frame)
+  if ('problem' in commit) return commit.problem
+  if (commit.n !== copy.commits + 1) return `is commit ${commit.n}, where commit ${copy.commits + 1} was expected (an entry duplicated, out of order or missing)`
+  for (const item of commit.items) {
+    const problem = applyItem(copy, item, maxSpans)
+    if (problem !== undefined) return `(commit ${commit.n}) ${problem}`
+  }
+  copy.commits = commit.n
+  copy.appliedBytes += frame.length
+  return undefined
+}
+
 /** How many items a log holds, for a run directory without metadata (any damage in the log is a refusal too). */
 async function itemsInLog(path: string, runId: string): Promise<{ items: number; totalBytes: number }> {
   let items = 0
@@ -1687,7 +1858,7 @@ function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown; r
 }
 
 function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin): RunState {
-  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0, logBytes: 0, metaBytes: 0 }
+  return { meta, announcedMs, announceIndex, origin, spans: new SpanTable(), appliedBytes: 0, lastStampMs: 0, steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0, logBytes: 0, metaBytes: 0 }
 }
 
 function originOf(metaFile: z.infer<typeof metaFileSchema>): RunOrigin {
@@ -1839,8 +2010,21 @@ function summaryOf(run: RunState): RunSummary {
 }
 
 function addSpan(run: RunState, fromSeq: number, toSeq: number, firstMs: number, lastMs: number, maxSpans: number): void {
-  run.spans.add(fromSeq, toSeq, firstMs, lastMs, maxSpans)
+  addLoggedSpan(run, { fromSeq, toSeq, firstMs, lastMs }, maxSpans)
   run.lastAckedSeq = Math.max(run.lastAckedSeq, toSeq)
+}
+
+/**
+ * The one way a run's spans are made, at replay (applyItem) and once a round is durable (writeRound):
+ * from a logged ack item. An evicted run's summary takes it (its spans are read back for a query).
+ */
+function addLoggedSpan(run: RunState, item: { fromSeq: number; toSeq: number; firstMs: number; lastMs: number }, maxSpans: number): void {
+  if (run.evicted === undefined) return run.spans.add(item.fromSeq, item.toSeq, item.firstMs, item.lastMs, maxSpans)
+  const summary = run.evicted.summary
+  if (summary === undefined) throw new Error(`run ${run.meta.runId} takes no more acks (taken from the catalog)`)
+  summary.add(item.fromSeq, item.toSeq, item.firstMs, item.lastMs, maxSpans)
+  run.evicted.spanCount = summary.length
+  run.evicted.lastAckMs = summary.lastAckMs
 }
 
 /**
@@ -1877,6 +2061,8 @@ async function checkLogWithinJournal(logPath: string, journalEndByte: number, jo
 function catalogEntryOf(run: RunState): CatalogEntry {
   const writer = run.origin.writer
   const lastAckMs = run.evicted !== undefined ? run.evicted.lastAckMs : run.spans.lastAckMs
+  // Spans as its log replays them (they are made from its logged items); unknown for a catalogued run never read back.
+  const spanCount = run.evicted !== undefined ? run.evicted.spanCount : run.spans.length
   return {
     id: run.meta.runId,
     meta: run.meta,
@@ -1890,8 +2076,7 @@ function catalogEntryOf(run: RunState): CatalogEntry {
     steadyMs: run.steadyMs,
     lastAckedSeq: run.lastAckedSeq,
     ...(lastAckMs === undefined ? {} : { lastAckMs }),
-    // Spans as its log replays them: known for a run read from its log, not for one whose spans were live.
-    ...(run.evicted?.spanCount === undefined ? {} : { spanCount: run.evicted.spanCount }),
+    ...(spanCount === undefined ? {} : { spanCount }),
     commits: run.commits,
     logBytes: run.logBytes,
     metaBytes: run.metaBytes,

@@ -124,3 +124,82 @@ export class SpanTable {
     this.count = out
   }
 }
+
+/**
+ * What a run keeps of its spans once they left memory (its full table is read back from its log for
+ * a query): enough to answer length, throughSeq and lastAckMs, and to go on taking spans exactly as
+ * its SpanTable would, in 64 bytes whatever the run's length. add() reads the last span only; coarsen
+ * leaves the last span alone (an odd count) or merged with the one before it (an even count, which
+ * happens only when maxSpans is odd). Between two coarsenings the count grows from
+ * ceil((maxSpans + 1) / 2) to maxSpans + 1, that is by (maxSpans + 1) / 2 >= 2 spans when maxSpans is
+ * odd: both spans merged then were appended since the last coarsening, and are known exactly. So
+ * the count and the last two spans suffice, for any maxSpans >= 2 (test/server/span-summary.test.ts
+ * holds it against a SpanTable).
+ */
+export class SpanSummary {
+  private count = 0
+  private lastToSeq = 0
+  private lastFirstMs = Number.NaN
+  private lastLastMs = Number.NaN
+  /** The span before the last (NaN when unknown: only right after a coarsening, never needed then). */
+  private beforeFirstMs = Number.NaN
+  private beforeLastMs = Number.NaN
+
+  /** The summary of a table's spans as they are now. */
+  static of(table: SpanTable): SpanSummary {
+    const summary = new SpanSummary()
+    summary.count = table.length
+    if (table.length === 0) return summary
+    const [, toSeq, firstMs, lastMs] = table.at(table.length - 1)
+    summary.lastToSeq = toSeq
+    summary.lastFirstMs = firstMs
+    summary.lastLastMs = lastMs
+    if (table.length > 1) {
+      const [, , beforeFirstMs, beforeLastMs] = table.at(table.length - 2)
+      summary.beforeFirstMs = beforeFirstMs
+      summary.beforeLastMs = beforeLastMs
+    }
+    return summary
+  }
+
+  get length(): number {
+    return this.count
+  }
+
+  get throughSeq(): number {
+    return this.lastToSeq
+  }
+
+  get lastAckMs(): number | undefined {
+    return this.count === 0 ? undefined : this.lastLastMs
+  }
+
+  /** SpanTable.add, on the summary. */
+  add(fromSeq: number, toSeq: number, firstMs: number, lastMs: number, maxSpans: number): void {
+    if (fromSeq !== this.lastToSeq + 1) throw new Error(`span ${fromSeq}-${toSeq} does not follow seq ${this.lastToSeq}`)
+    if (this.count > 0 && lastMs - this.lastFirstMs <= spanWindowMs) {
+      this.lastToSeq = toSeq
+      this.lastLastMs = Math.max(this.lastLastMs, lastMs)
+      return
+    }
+    this.beforeFirstMs = this.lastFirstMs
+    this.beforeLastMs = this.lastLastMs
+    this.lastToSeq = toSeq
+    this.lastFirstMs = firstMs
+    this.lastLastMs = lastMs
+    this.count++
+    if (this.count > maxSpans) this.coarsen()
+  }
+
+  /** SpanTable.coarsen, on the last span: merged with the one before it when the count is even. */
+  private coarsen(): void {
+    if (this.count % 2 === 0) {
+      if (Number.isNaN(this.beforeFirstMs)) throw new Error('SpanSummary: the span before the last is not known at a coarsening (maxSpans < 2?)')
+      this.lastFirstMs = Math.min(this.beforeFirstMs, this.lastFirstMs)
+      this.lastLastMs = Math.max(this.beforeLastMs, this.lastLastMs)
+    }
+    this.count = Math.ceil(this.count / 2)
+    this.beforeFirstMs = Number.NaN
+    this.beforeLastMs = Number.NaN
+  }
+}
