@@ -21,7 +21,7 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
 import { runMetaSchema } from '../record/format.js'
-import { campaignTagSchema, endReasons, epochMsSchema, storedVerdictSchema, writerEnvSchema } from '../protocol/messages.js'
+import { campaignTagSchema, endReasons, epochMsSchema, maxPlausibleSeq, storedVerdictSchema, writerEnvSchema } from '../protocol/messages.js'
 import { syncDirectoryAsync } from '../directory-sync.js'
 import { describeSystemError } from '../errors.js'
 import { seal, unseal } from './sealed-file.js'
@@ -101,13 +101,46 @@ export async function readCatalog(dir: string): Promise<Catalog | 'missing' | { 
   if (header.data.version !== catalogFormatVersion) return { problem: `it is of format ${header.data.version}, not ${catalogFormatVersion}` }
   if (values.length !== header.data.runs + 1) return { problem: `its header says ${header.data.runs} runs, but it holds ${values.length - 1}` }
   const entries: CatalogEntry[] = []
+  const ids = new Set<string>()
+  const announceIndexes = new Set<number>()
   for (let i = 1; i < values.length; i++) {
     const entry = catalogEntrySchema.safeParse(values[i])
-    if (!entry.success || entry.data.meta.runId !== entry.data.id) return { problem: `its entry ${i} is not valid` }
+    if (!entry.success) return { problem: `its entry ${i} is not valid` }
+    const impossible = entryRules.find(([, holds]) => !holds(entry.data, header.data.lastAnnounceIndex))
+    if (impossible !== undefined) return { problem: `its entry ${i} (run ${entry.data.id}) ${impossible[0]}` }
+    if (ids.has(entry.data.id)) return { problem: `its entry ${i} holds run ${entry.data.id} a second time` }
+    const announceIndex = entry.data.announceIndex
+    if (announceIndex !== undefined && announceIndexes.has(announceIndex)) return { problem: `its entry ${i} (run ${entry.data.id}) has announcement index ${announceIndex}, as an earlier run has` }
+    ids.add(entry.data.id)
+    if (announceIndex !== undefined) announceIndexes.add(announceIndex)
     entries.push(entry.data)
   }
   return { lastAnnounceIndex: header.data.lastAnnounceIndex, entries }
 }
+
+/** A file larger than this is not one a listener wrote (1 PiB); a byte count past it is made up. */
+const maxFileBytes = 2 ** 50
+
+/**
+ * What every entry this listener writes holds, beyond its schema: its checksum vouches for the bytes,
+ * not for who made them, and an entry that breaks one of these was not written from run files (it
+ * could show fewer acks, or bytes that fill every quota, until the background check). Broken: the
+ * whole catalog is refused (a warning and a full replay from the run files, the authority).
+ */
+const entryRules: ReadonlyArray<readonly [string, (entry: CatalogEntry, lastAnnounceIndex: number) => boolean]> = [
+  ['describes another run in its metadata', (e) => e.meta.runId === e.id],
+  // Replay holds every ack to this (by the time it was received), and the last one is the highest.
+  ['has acks past what a writer can write by its last ack', (e) => e.lastAckedSeq === 0 || (e.lastAckMs !== undefined && e.lastAckedSeq <= maxPlausibleSeq(e.announcedMs, e.lastAckMs))],
+  // Each commit holds at least one item: acks (one seq or more), the run's steady, its end (a log of an
+  // older listener holds no commit at all: its entries stand alone).
+  ['has more commits than its acks, steady and end make', (e) => e.commits <= e.lastAckedSeq + 2],
+  ['has more commits than bytes of log', (e) => e.commits <= e.logBytes],
+  ['has more spans than acks', (e) => (e.spanCount ?? 0) <= e.lastAckedSeq],
+  ['has a file size no listener writes', (e) => e.logBytes <= maxFileBytes && e.metaBytes > 0 && e.metaBytes <= maxFileBytes && (e.verdictBytes ?? 0) <= maxFileBytes],
+  ['has a verdict but no verdict file', (e) => e.verdict === null || (e.verdictBytes ?? 0) > 0],
+  ['has a verdict that counted more acks than the run has', (e) => e.verdict === null || e.verdict.acked <= e.lastAckedSeq],
+  ['was announced after the last announcement on record', (e, lastAnnounceIndex) => (e.announceIndex ?? 0) <= lastAnnounceIndex],
+]
 
 /** The catalog written whole: temp file, fsync, rename, directory fsync (a crash leaves the old one or the new one). */
 export async function writeCatalog(dir: string, bytes: Buffer): Promise<void> {

@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { seal, unseal } from '../../src/server/sealed-file.js'
 import { tempDir } from '../fixtures/cli.js'
 import { runIdOf, runMeta } from './peer.js'
 import { verdictOf } from './verdict-fixture.js'
@@ -177,4 +178,67 @@ t.test('a verdict stored after the catalog was written is read from its file by 
   t.teardown(() => third.close())
   await third.startScrub()
   t.match(third.summaries().find((s) => s.runId === runId), { verdict: { verdict: 'pass', acked: 3 } }, 'the stored verdict is shown')
+})
+
+/** The catalog's values (header, then one per run), changed by craft, sealed again: its checksum holds. */
+function recraftCatalog(dir: string, craft: (entries: Array<Record<string, unknown>>, header: Record<string, unknown>) => void): void {
+  const path = join(dir, 'catalog.msgpack')
+  const file = unseal('catalog', readFileSync(path))
+  if (file.kind !== 'sealed') throw new Error(`${path} is not a sealed catalog`)
+  const [header, ...entries] = packr.unpackMultiple(file.body) as Array<Record<string, unknown>>
+  craft(entries, header!)
+  header!.runs = entries.length
+  writeFileSync(path, seal('catalog', Buffer.concat([header!, ...entries].map((value) => packr.pack(value)))))
+}
+
+t.test('a catalog whose checksum holds but whose content no listener writes: refused, a full replay, never fewer acks', async (t) => {
+  const byId = (entries: Array<Record<string, unknown>>, runId: string): Record<string, unknown> => entries.find((e) => e.id === runId)!
+  const sixAcks = runIdOf(0x20005) // acked 1..6
+  const cases: Array<[string, (entries: Array<Record<string, unknown>>, header: Record<string, unknown>) => void, RegExp]> = [
+    ['an absurd seq', (e) => void (byId(e, sixAcks).lastAckedSeq = 2 ** 52), /has acks past what a writer can write by its last ack/],
+    ['fewer acks than a duplicate of its entry says', (e) => void e.push({ ...byId(e, sixAcks), lastAckedSeq: 1 }), /holds run [0-9a-f]{16} a second time/],
+    ['a huge byte count', (e) => void (byId(e, sixAcks).logBytes = 2 ** 52), /has a file size no listener writes/],
+    ['more commits than acks', (e) => void (byId(e, sixAcks).commits = 9), /has more commits than its acks, steady and end make/],
+    ['more spans than acks', (e) => void (byId(e, sixAcks).spanCount = 7), /has more spans than acks/],
+    ['a verdict counting more acks than the run has', (e) => void Object.assign(byId(e, sixAcks), { verdict: verdictOf({ acked: 9, intact: 9, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }), verdictBytes: 300 }), /has a verdict that counted more acks than the run has/],
+    ['an announcement after the last on record', (e, h) => void (byId(e, sixAcks).announceIndex = (h.lastAnnounceIndex as number) + 1), /was announced after the last announcement on record/],
+    ['two runs announced as one', (e) => void (byId(e, sixAcks).announceIndex = byId(e, runIdOf(0x20004)).announceIndex), /has announcement index \d+, as an earlier run has/],
+    ['a negative count', (e) => void (byId(e, sixAcks).commits = -1), / is not valid/],
+    ['a wrong type', (e) => void (byId(e, sixAcks).lastAckedSeq = '6'), / is not valid/],
+    ['another run in its metadata', (e) => void (byId(e, sixAcks).id = runIdOf(0x20004)), /\(run [0-9a-f]{16}\) describes another run in its metadata/],
+  ]
+  for (const [name, craft, problem] of cases) {
+    await t.test(name, async (t) => {
+      const dir = tempDir(t)
+      craftRuns(dir, 10)
+      const first = await AckStore.open(dir)
+      const before = await everything(first)
+      await first.close()
+      recraftCatalog(dir, craft)
+      const second = await AckStore.open(dir)
+      t.equal(second.replayedLogCount, 10, 'every log replayed')
+      t.match(second.warnings.join('\n'), new RegExp(`${join(dir, 'catalog.msgpack')} is not usable \\(its entry \\d+.*${problem.source}.*\\): every run's log is replayed`), 'a warning names the catalog and what is wrong')
+      t.same(await everything(second), before, 'the same runs and acks as the run files hold')
+      await second.startScrub()
+      t.same(second.warnings.length, 1, 'the background check finds nothing else')
+      await second.close()
+      const third = await AckStore.open(dir)
+      t.teardown(() => third.close())
+      t.same([third.replayedLogCount, third.warnings], [0, []], 'a new catalog was written and is used')
+    })
+  }
+})
+
+t.test('a restart after a clean stop leaves the catalog as it is (nothing changed, nothing written)', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 10)
+  await (await AckStore.open(dir)).close()
+  const second = await AckStore.open(dir)
+  await second.close()
+  const catalogBytes = readFileSync(join(dir, 'catalog.msgpack'))
+  const third = await AckStore.open(dir)
+  t.teardown(() => third.close())
+  t.equal(third.catalogWriteCount, 0, 'no catalog written at the start')
+  t.same(readFileSync(join(dir, 'catalog.msgpack')), catalogBytes, 'the same bytes')
+  t.equal(third.replayedLogCount, 0)
 })
