@@ -180,21 +180,38 @@ t.test('a verdict stored after the catalog was written is read from its file by 
   t.match(third.summaries().find((s) => s.runId === runId), { verdict: { verdict: 'pass', acked: 3 } }, 'the stored verdict is shown')
 })
 
-/** The catalog's values (header, then one per run), changed by craft, sealed again: its checksum holds. */
-function recraftCatalog(dir: string, craft: (entries: Array<Record<string, unknown>>, header: Record<string, unknown>) => void): void {
+type Entry = Record<string, unknown>
+
+/** The catalog's header and entries as written (format 2: slices of entries packed as records). */
+function readCatalogValues(dir: string): { header: Entry; entries: Entry[] } {
   const path = join(dir, 'catalog.msgpack')
   const file = unseal('catalog', readFileSync(path))
   if (file.kind !== 'sealed') throw new Error(`${path} is not a sealed catalog`)
-  const [header, ...entries] = packr.unpackMultiple(file.body) as Array<Record<string, unknown>>
-  craft(entries, header!)
-  header!.runs = entries.length
-  writeFileSync(path, seal('catalog', Buffer.concat([header!, ...entries].map((value) => packr.pack(value)))))
+  const [header, ...slices] = new Packr({ useRecords: true, mapsAsObjects: true }).unpackMultiple(file.body) as [Entry, ...Entry[][]]
+  if (header.version !== 2) throw new Error(`${path} is of format ${String(header.version)}`)
+  return { header, entries: slices.flat() }
+}
+
+/** A catalog of these values, sealed: its checksum holds, whatever they say. Format 1: entries one by one, as maps. */
+function writeCatalogValues(dir: string, header: Entry, entries: Entry[], version: 1 | 2): void {
+  const body =
+    version === 1
+      ? [{ ...header, version, runs: entries.length }, ...entries].map((value) => packr.pack(value))
+      : [packr.pack({ ...header, version, runs: entries.length }), new Packr({ useRecords: true, mapsAsObjects: true }).pack(entries)]
+  writeFileSync(join(dir, 'catalog.msgpack'), seal('catalog', Buffer.concat(body)))
+}
+
+/** The catalog's values changed by craft, sealed again. */
+function recraftCatalog(dir: string, craft: (entries: Entry[], header: Entry) => void): void {
+  const { header, entries } = readCatalogValues(dir)
+  craft(entries, header)
+  writeCatalogValues(dir, header, entries, 2)
 }
 
 t.test('a catalog whose checksum holds but whose content no listener writes: refused, a full replay, never fewer acks', async (t) => {
-  const byId = (entries: Array<Record<string, unknown>>, runId: string): Record<string, unknown> => entries.find((e) => e.id === runId)!
+  const byId = (entries: Entry[], runId: string): Entry => entries.find((e) => e.id === runId)!
   const sixAcks = runIdOf(0x20005) // acked 1..6
-  const cases: Array<[string, (entries: Array<Record<string, unknown>>, header: Record<string, unknown>) => void, RegExp]> = [
+  const cases: Array<[string, (entries: Entry[], header: Entry) => void, RegExp]> = [
     ['an absurd seq', (e) => void (byId(e, sixAcks).lastAckedSeq = 2 ** 52), /has acks past what a writer can write by its last ack/],
     ['fewer acks than a duplicate of its entry says', (e) => void e.push({ ...byId(e, sixAcks), lastAckedSeq: 1 }), /holds run [0-9a-f]{16} a second time/],
     ['a huge byte count', (e) => void (byId(e, sixAcks).logBytes = 2 ** 52), /has a file size no listener writes/],
@@ -241,4 +258,40 @@ t.test('a restart after a clean stop leaves the catalog as it is (nothing change
   t.equal(third.catalogWriteCount, 0, 'no catalog written at the start')
   t.same(readFileSync(join(dir, 'catalog.msgpack')), catalogBytes, 'the same bytes')
   t.equal(third.replayedLogCount, 0)
+})
+
+t.test('a catalog of format 1 (entries as maps, before records) is read as it is, then written again as format 2', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 10)
+  const first = await AckStore.open(dir)
+  const before = await everything(first)
+  await first.close()
+  const { header, entries } = readCatalogValues(dir)
+  writeCatalogValues(dir, header, entries, 1)
+  const second = await AckStore.open(dir)
+  t.same([second.replayedLogCount, second.warnings], [0, []], 'read from the catalog of format 1: no log replayed, no warning')
+  t.same(await everything(second), before, 'every run answered as before')
+  await second.close()
+  t.same(readCatalogValues(dir), { header: { ...header, version: 2 }, entries }, 'written again as format 2, the same entries')
+  const third = await AckStore.open(dir)
+  t.teardown(() => third.close())
+  t.same([third.replayedLogCount, third.warnings], [0, []])
+  t.same(await everything(third), before, 'every run answered as before')
+})
+
+t.test('a catalog of format 2 round-trips: 5,000 entries in slices, every field as written', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 5_000)
+  const first = await AckStore.open(dir)
+  await first.recordVerdict(runIdOf(0x20002), verdictOf({ acked: 3, intact: 3, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }))
+  const before = await everything(first)
+  await first.close()
+  const { header, entries } = readCatalogValues(dir)
+  t.equal(entries.length, 5_000)
+  t.match(entries.find((e) => e.id === runIdOf(0x20002)), { verdict: { verdict: 'pass', acked: 3 }, lastAckedSeq: 3, peer: '127.0.0.1' }, 'an entry holds what the run holds')
+  const second = await AckStore.open(dir)
+  t.teardown(() => second.close())
+  t.same([second.replayedLogCount, second.warnings], [0, []])
+  t.same(await everything(second), before, 'every run answered as before the restart')
+  t.same(header.lastAnnounceIndex, 5_000)
 })
