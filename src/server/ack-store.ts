@@ -273,6 +273,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** Spans and writers of evicted runs read back for queries, least recently used first. */
   private readonly readBack = new Map<string, { spans: SpanTable; writer: WriterEnv | undefined }>()
   private readonly readingBack = new Map<string, Promise<{ spans: SpanTable; writer: WriterEnv | undefined }>>()
+  /**
+   * Spans each read-back entry was counted with, and their sum: kept as entries come and go (summed
+   * over the whole cache at each one, the background check of 100,000 runs cost ~1 ms a run, growing).
+   */
+  private readonly readBackCounted = new Map<string, number>()
+  private readBackSpans = 0
   private readonly cachedSpansMax: number
   /** Only the listener's store evicts (verify --acks and report read a directory once). */
   private evicting = false
@@ -1135,20 +1141,22 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /** A run's spans read back (or just replayed) kept as the most recently used, the least recently used dropped past cachedSpansMax. */
   private cacheSpans(runId: string, spans: SpanTable, writer: WriterEnv | undefined, onlyIfRoom = false): void {
-    if (onlyIfRoom) {
-      let cached = spans.length
-      for (const e of this.readBack.values()) cached += e.spans.length
-      if (cached > this.cachedSpansMax) return
-    }
-    this.readBack.delete(runId)
+    if (onlyIfRoom && this.readBackSpans + spans.length > this.cachedSpansMax) return
+    this.uncache(runId)
     this.readBack.set(runId, { spans, writer })
-    let cached = 0
-    for (const e of this.readBack.values()) cached += e.spans.length
-    for (const [id, e] of this.readBack) {
-      if (cached <= this.cachedSpansMax || id === runId) break
-      this.readBack.delete(id)
-      cached -= e.spans.length
+    this.readBackCounted.set(runId, spans.length)
+    this.readBackSpans += spans.length
+    for (const id of this.readBack.keys()) {
+      if (this.readBackSpans <= this.cachedSpansMax || id === runId) break
+      this.uncache(id)
     }
+  }
+
+  /** A run's spans out of the read-back cache, taken back from its count as they were counted. */
+  private uncache(runId: string): void {
+    this.readBackSpans -= this.readBackCounted.get(runId) ?? 0
+    this.readBackCounted.delete(runId)
+    this.readBack.delete(runId)
   }
 
   /**
