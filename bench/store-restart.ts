@@ -31,7 +31,7 @@ import { parseArgs } from 'node:util'
 import { Packr } from 'msgpackr'
 import type { AckStore } from '../src/server/ack-store.js'
 import { seal, unseal } from '../src/server/sealed-file.js'
-import { repoRoot, table } from './common.js'
+import { quantileSorted, repoRoot, table } from './common.js'
 import { FleetConnection, LatencySink } from './fleet-clients.js'
 
 const { values } = parseArgs({
@@ -130,14 +130,14 @@ async function measureListener(tree: string, dir: string, note: (metric: string,
     note('listener: spawn to first welcome', seconds(performance.now() - startMs))
     note('listener: RSS after the first welcome (VmRSS / VmHWM)', rssText(child.pid!))
     const probeEndMs = performance.now() + probeSeconds * 1000
-    let longestMs = 0
-    let hellos = 0
+    const roundTripsMs: number[] = []
     while (performance.now() < probeEndMs) {
-      longestMs = Math.max(longestMs, await helloMs(port, 10_000))
-      hellos++
+      roundTripsMs.push(await helloMs(port, 10_000))
       await new Promise((done) => setTimeout(done, 10))
     }
-    note(`listener: longest hello round trip in its first ${probeSeconds} s`, `${longestMs.toFixed(1)} ms (${hellos} hellos)`)
+    roundTripsMs.sort((a, b) => a - b)
+    const p99Ms = quantileSorted(roundTripsMs, 0.99)
+    note(`listener: hello round trip in its first ${probeSeconds} s, p99 / max`, `${p99Ms.toFixed(1)} / ${roundTripsMs.at(-1)!.toFixed(1)} ms (${roundTripsMs.length} hellos)`)
     note(`listener: RSS after ${probeSeconds} s (VmRSS / VmHWM)`, rssText(child.pid!))
   } finally {
     if (child.exitCode === null) {
