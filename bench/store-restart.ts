@@ -10,7 +10,8 @@
  *   2. The tree's AckStore opened in this process: time to open, heap and RSS after it, then its
  *      background check of every run's files (startScrub) with a 1 ms timer: time, and the event
  *      loop's longest pause (a gap between two ticks minus the 1 ms; on a shared machine a gap also
- *      holds time the process waited for a core).
+ *      holds time the process waited for a core), and the longest of those during which the process
+ *      used a core for 80% of the gap or more (its own work, not a wait for a core).
  *
  * The catalog is given to each tree in the format that tree writes (format 1, entries as maps, for a
  * tree from before format 2), so neither pays a full replay for the other's catalog.
@@ -162,15 +163,23 @@ async function measureInProcess(tree: string, dir: string, note: (metric: string
   if (!values['no-check']) {
     const checkStartMs = performance.now()
     let longestPauseMs = 0
+    let longestBusyPauseMs = 0
     let lastTickMs = performance.now()
+    let lastCpu = process.cpuUsage()
     const ticker = setInterval(() => {
-      longestPauseMs = Math.max(longestPauseMs, performance.now() - lastTickMs - 1)
+      const pauseMs = performance.now() - lastTickMs - 1
+      const cpu = process.cpuUsage(lastCpu)
+      longestPauseMs = Math.max(longestPauseMs, pauseMs)
+      // The process (every thread of it) on a core for most of the pause: work, not waiting for a core.
+      if ((cpu.user + cpu.system) / 1000 >= 0.8 * pauseMs) longestBusyPauseMs = Math.max(longestBusyPauseMs, pauseMs)
       lastTickMs = performance.now()
+      lastCpu = process.cpuUsage()
     }, 1)
     await store.startScrub()
     clearInterval(ticker)
     note("in process: background check of every run's files", seconds(performance.now() - checkStartMs))
     note('in process: longest event-loop pause during the check', `${longestPauseMs.toFixed(1)} ms`)
+    note('in process: longest such pause with the process on a core for 80% of it', `${longestBusyPauseMs.toFixed(1)} ms`)
     note('in process: warnings', String(store.warnings.length))
     globalThis.gc?.()
     note('in process: heap used / RSS after the check', `${mb(process.memoryUsage().heapUsed)} / ${mb(process.memoryUsage().rss)}`)
