@@ -1276,6 +1276,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     const problem = lessThanRecorded(copy, catalogEntryOf(run))
     if (problem !== undefined) throw damagedLog(join(this.runDir(runId), 'acks.log'), problem)
+    if (copy.logBytes !== run.logBytes || copy.lastAckedSeq !== run.lastAckedSeq || copy.commits !== run.commits || copy.steadyMs !== run.steadyMs || (copy.end === undefined) !== (run.end === undefined)) {
+      this.takeFromFiles(run, copy)
+    }
     // A verdict stored after the catalog was written, before a crash, is in its file only.
     const verdict = await scratch.replayVerdict(copy)
     for (const message of scratch.warnings) this.warn(message)
@@ -1288,6 +1291,25 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.verdict = verdict
     run.verdictBytes = copy.verdictBytes
     this.runs.recount(run)
+  }
+
+  /**
+   * A catalogued run whose files hold more than its catalog entry: no catalog this listener writes
+   * does that (a run goes in once its log is whole), so the catalog is someone else's, and the files,
+   * the authority, are taken (fewer acks than they hold would turn a FAIL into a PASS).
+   */
+  private takeFromFiles(run: RunState, copy: RunState): void {
+    this.warn(
+      `run ${run.meta.runId}: ${join(this.dir, catalogName)} recorded ${run.commits} commits in ${run.logBytes} bytes (acks through seq ${run.lastAckedSeq}) where its files hold ${copy.commits} commits in ${copy.logBytes} bytes (acks through seq ${copy.lastAckedSeq}): the run is taken from its files, and the catalog written again`,
+    )
+    run.lastAckedSeq = copy.lastAckedSeq
+    run.durableThroughSeq = copy.lastAckedSeq
+    run.commits = copy.commits
+    run.logBytes = copy.logBytes
+    run.steadyMs = copy.steadyMs
+    if (copy.end !== undefined) run.end = copy.end
+    run.evicted = { spanCount: copy.spans.length, lastAckMs: copy.spans.lastAckMs }
+    this.catalogDirty = true
   }
 
   /** Spans held in memory right now, in all (tests of the memory bound). */
@@ -1919,9 +1941,9 @@ function catalogEntryOf(run: RunState): CatalogEntry {
   }
 }
 
-/** What a run read from its files lacks of what the catalog recorded (undefined: it holds all of it). */
+/** What a run read from its files lacks of what the catalog recorded (undefined: it holds all of it, or more). */
 function lessThanRecorded(run: Pick<RunState, 'commits' | 'logBytes' | 'lastAckedSeq' | 'end' | 'steadyMs'>, entry: CatalogEntry): string | undefined {
-  if (run.logBytes === entry.logBytes && run.commits === entry.commits && run.lastAckedSeq === entry.lastAckedSeq && (run.end === undefined) === (entry.end === undefined) && run.steadyMs === entry.steadyMs) {
+  if (run.logBytes >= entry.logBytes && run.commits >= entry.commits && run.lastAckedSeq >= entry.lastAckedSeq && (run.end !== undefined || entry.end === undefined) && (run.steadyMs !== null || entry.steadyMs === null)) {
     return undefined
   }
   return (
