@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { seal, unseal } from '../../src/server/sealed-file.js'
 import { tempDir } from '../fixtures/cli.js'
 import { runIdOf, runMeta } from './peer.js'
 import { verdictOf } from './verdict-fixture.js'
@@ -177,4 +178,142 @@ t.test('a verdict stored after the catalog was written is read from its file by 
   t.teardown(() => third.close())
   await third.startScrub()
   t.match(third.summaries().find((s) => s.runId === runId), { verdict: { verdict: 'pass', acked: 3 } }, 'the stored verdict is shown')
+})
+
+type Entry = Record<string, unknown>
+
+/** The catalog's header and entries as written (format 2: slices of entries packed as records). */
+function readCatalogValues(dir: string): { header: Entry; entries: Entry[] } {
+  const path = join(dir, 'catalog.msgpack')
+  const file = unseal('catalog', readFileSync(path))
+  if (file.kind !== 'sealed') throw new Error(`${path} is not a sealed catalog`)
+  const [header, ...slices] = new Packr({ useRecords: true, mapsAsObjects: true }).unpackMultiple(file.body) as [Entry, ...Entry[][]]
+  if (header.version !== 2) throw new Error(`${path} is of format ${String(header.version)}`)
+  return { header, entries: slices.flat() }
+}
+
+/** A catalog of these values, sealed: its checksum holds, whatever they say. Format 1: entries one by one, as maps. */
+function writeCatalogValues(dir: string, header: Entry, entries: Entry[], version: 1 | 2): void {
+  const body =
+    version === 1
+      ? [{ ...header, version, runs: entries.length }, ...entries].map((value) => packr.pack(value))
+      : [packr.pack({ ...header, version, runs: entries.length }), new Packr({ useRecords: true, mapsAsObjects: true }).pack(entries)]
+  writeFileSync(join(dir, 'catalog.msgpack'), seal('catalog', Buffer.concat(body)))
+}
+
+/** The catalog's values changed by craft, sealed again. */
+function recraftCatalog(dir: string, craft: (entries: Entry[], header: Entry) => void): void {
+  const { header, entries } = readCatalogValues(dir)
+  craft(entries, header)
+  writeCatalogValues(dir, header, entries, 2)
+}
+
+t.test('a catalog whose checksum holds but whose content no listener writes: refused, a full replay, never fewer acks', async (t) => {
+  const byId = (entries: Entry[], runId: string): Entry => entries.find((e) => e.id === runId)!
+  const sixAcks = runIdOf(0x20005) // acked 1..6
+  const cases: Array<[string, (entries: Entry[], header: Entry) => void, RegExp]> = [
+    ['an absurd seq', (e) => void (byId(e, sixAcks).lastAckedSeq = 2 ** 52), /has acks past what a writer can write by its last ack/],
+    ['fewer acks than a duplicate of its entry says', (e) => void e.push({ ...byId(e, sixAcks), lastAckedSeq: 1 }), /holds run [0-9a-f]{16} a second time/],
+    ['a huge byte count', (e) => void (byId(e, sixAcks).logBytes = 2 ** 52), /has a file size no listener writes/],
+    ['more commits than acks', (e) => void (byId(e, sixAcks).commits = 9), /has more commits than its acks, steady and end make/],
+    ['more spans than acks', (e) => void (byId(e, sixAcks).spanCount = 7), /has more spans than acks/],
+    ['a verdict counting more acks than the run has', (e) => void Object.assign(byId(e, sixAcks), { verdict: verdictOf({ acked: 9, intact: 9, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }), verdictBytes: 300 }), /has a verdict that counted more acks than the run has/],
+    ['an announcement after the last on record', (e, h) => void (byId(e, sixAcks).announceIndex = (h.lastAnnounceIndex as number) + 1), /was announced after the last announcement on record/],
+    ['two runs announced as one', (e) => void (byId(e, sixAcks).announceIndex = byId(e, runIdOf(0x20004)).announceIndex), /has announcement index \d+, as an earlier run has/],
+    ['a negative count', (e) => void (byId(e, sixAcks).commits = -1), / is not valid/],
+    ['a wrong type', (e) => void (byId(e, sixAcks).lastAckedSeq = '6'), / is not valid/],
+    ['another run in its metadata', (e) => void (byId(e, sixAcks).id = runIdOf(0x20004)), /\(run [0-9a-f]{16}\) describes another run in its metadata/],
+  ]
+  for (const [name, craft, problem] of cases) {
+    await t.test(name, async (t) => {
+      const dir = tempDir(t)
+      craftRuns(dir, 10)
+      const first = await AckStore.open(dir)
+      const before = await everything(first)
+      await first.close()
+      recraftCatalog(dir, craft)
+      const second = await AckStore.open(dir)
+      t.equal(second.replayedLogCount, 10, 'every log replayed')
+      t.match(second.warnings.join('\n'), new RegExp(`${join(dir, 'catalog.msgpack')} is not usable \\(its entry \\d+.*${problem.source}.*\\): every run's log is replayed`), 'a warning names the catalog and what is wrong')
+      t.same(await everything(second), before, 'the same runs and acks as the run files hold')
+      await second.startScrub()
+      t.same(second.warnings.length, 1, 'the background check finds nothing else')
+      await second.close()
+      const third = await AckStore.open(dir)
+      t.teardown(() => third.close())
+      t.same([third.replayedLogCount, third.warnings], [0, []], 'a new catalog was written and is used')
+    })
+  }
+})
+
+t.test('a restart after a clean stop leaves the catalog as it is (nothing changed, nothing written)', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 10)
+  await (await AckStore.open(dir)).close()
+  const second = await AckStore.open(dir)
+  await second.close()
+  const catalogBytes = readFileSync(join(dir, 'catalog.msgpack'))
+  const third = await AckStore.open(dir)
+  t.teardown(() => third.close())
+  t.equal(third.catalogWriteCount, 0, 'no catalog written at the start')
+  t.same(readFileSync(join(dir, 'catalog.msgpack')), catalogBytes, 'the same bytes')
+  t.equal(third.replayedLogCount, 0)
+})
+
+t.test('a catalog of format 1 (entries as maps, before records) is read as it is, then written again as format 2', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 10)
+  const first = await AckStore.open(dir)
+  const before = await everything(first)
+  await first.close()
+  const { header, entries } = readCatalogValues(dir)
+  writeCatalogValues(dir, header, entries, 1)
+  const second = await AckStore.open(dir)
+  t.same([second.replayedLogCount, second.warnings], [0, []], 'read from the catalog of format 1: no log replayed, no warning')
+  t.same(await everything(second), before, 'every run answered as before')
+  await second.close()
+  t.same(readCatalogValues(dir), { header: { ...header, version: 2 }, entries }, 'written again as format 2, the same entries')
+  const third = await AckStore.open(dir)
+  t.teardown(() => third.close())
+  t.same([third.replayedLogCount, third.warnings], [0, []])
+  t.same(await everything(third), before, 'every run answered as before')
+})
+
+t.test('a catalog of format 2 round-trips: 5,000 entries in slices, every field as written', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 5_000)
+  const first = await AckStore.open(dir)
+  await first.recordVerdict(runIdOf(0x20002), verdictOf({ acked: 3, intact: 3, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }))
+  const before = await everything(first)
+  await first.close()
+  const { header, entries } = readCatalogValues(dir)
+  t.equal(entries.length, 5_000)
+  t.match(entries.find((e) => e.id === runIdOf(0x20002)), { verdict: { verdict: 'pass', acked: 3 }, lastAckedSeq: 3, peer: '127.0.0.1' }, 'an entry holds what the run holds')
+  const second = await AckStore.open(dir)
+  t.teardown(() => second.close())
+  t.same([second.replayedLogCount, second.warnings], [0, []])
+  t.same(await everything(second), before, 'every run answered as before the restart')
+  t.same(header.lastAnnounceIndex, 5_000)
+})
+
+t.test('a catalog that holds fewer acks of a run than its files, plausibly: the run is taken from its files, never answered with fewer', async (t) => {
+  const dir = tempDir(t)
+  craftRuns(dir, 10)
+  const first = await AckStore.open(dir)
+  const before = await everything(first)
+  await first.close()
+  const sixAcks = runIdOf(0x20005) // acked 1..6
+  recraftCatalog(dir, (entries) => void Object.assign(entries.find((e) => e.id === sixAcks)!, { lastAckedSeq: 4 }))
+  const second = await AckStore.open(dir)
+  t.equal(second.replayedLogCount, 0, 'nothing in the entry is impossible: the catalog is used')
+  t.match(await second.queryAsync('testhost', `/data/${sixAcks}`, sixAcks), [{ ackedThroughSeq: 6 }], 'a query is answered from the files: 6 acks')
+  t.match(second.warnings.join('\n'), new RegExp(`run ${sixAcks}: .*catalog\\.msgpack recorded 0 commits in \\d+ bytes \\(acks through seq 4\\) where its files hold 0 commits in \\d+ bytes \\(acks through seq 6\\): the run is taken from its files`), 'the catalog is named')
+  await second.startScrub()
+  t.same(await everything(second), before, 'every run as its files hold it')
+  await second.close()
+  const third = await AckStore.open(dir)
+  t.teardown(() => third.close())
+  t.match(third.summaries().find((s) => s.runId === sixAcks), { ackedThroughSeq: 6 }, 'the catalog written again holds the files\' acks')
+  const offline = await AckStore.load(dir)
+  t.match(offline.summaries().find((s) => s.runId === sixAcks), { ackedThroughSeq: 6 }, 'verify --acks reads the files and does not refuse the run')
 })
