@@ -1,7 +1,7 @@
 /**
  * The catalog is a cache of the run files: a crafted one, even with a valid checksum, never makes the
  * listener answer other than what the files hold once its background check has replayed them
- * (README, brief). The check compares the meta, the counts and whether the run ended, but not how it
+ * (README). The check compares the meta, the counts and whether the run ended, but not how it
  * ended: a catalog entry saying the run ended 'storage-lost' (or 'file-changed') where its log says
  * 'duration' is answered as such for good (and written back to every later catalog), and verify's
  * verdict turns on that reason (judge.ts: storage-lost; verify.ts: file-changed), where a restart
