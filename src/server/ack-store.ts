@@ -116,6 +116,7 @@ import { damagedSegment, frameRound, listSegments, readSegment, roundTargetBytes
 import { foldRuns, logShorterThanJournal, type FoldRun } from './fold.js'
 import { seal, unseal, type SealedKind } from './sealed-file.js'
 import { SpanSummary, SpanTable } from './span-table.js'
+import { MinHeap } from './min-heap.js'
 import { catalogFormatVersion, catalogName, encodeCatalog, readCatalog, writeCatalog, type Catalog, type CatalogEntry } from './catalog.js'
 import { setImmediate as yieldToLoop } from 'node:timers/promises'
 
@@ -323,6 +324,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   private readonly readBackCounted = new Map<string, number>()
   private readBackSpans = 0
+  /**
+   * During the listener's start only: the runs whose spans the read-back cache holds, oldest first.
+   * Runs are replayed in directory order; this keeps the newest that fit (see cacheAtStart).
+   */
+  private startCache: MinHeap<RunState> | undefined
   private readonly cachedSpansMax: number
   private readonly residentSpansMax: number
   /** Segments rotated out and not folded yet (a failed fold's stays): a run's commits there are read back from them. */
@@ -401,12 +407,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         // (A catalogued run holds a summary only already: not sorted, 100,000 of them take ~0.1 s.)
         for (const run of [...store.runs.values()].filter((r) => r.catalogued !== true).sort((a, b) => announceOrder(b, a))) store.evict(run)
       } catch (error) {
+        store.endStartCache()
         if ((error as { exitCode?: number }).exitCode !== undefined) throw error
         // A full or failing disk: what is recorded stays readable (the journal keeps what was not
         // folded), and queries are answered; nothing new can be recorded.
         store.broken = new Error(`${describeSystemError(error)} (folding the journal into runs/ at start; the listener records nothing more: free space or fix the disk, then restart it)`)
         store.warnings.push(`could not fold the journal at start: ${store.broken.message}; runs already recorded are answered, new runs are refused`)
       }
+      store.endStartCache()
       // Pruned directories go only once a catalog without their runs is written (else they would read as runs gone).
       if (store.broken === undefined && (!store.catalogDirty || (await store.saveCatalog()))) await removePruned(join(dir, 'runs'))
       return store
@@ -434,6 +442,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   private static async read(dir: string, options: AckStoreOptions, catalogUse: 'use' | 'check'): Promise<{ store: AckStore; journal: JournalRead }> {
     const store = new AckStore(dir, options)
+    // The listener keeps a summary of each run as soon as it is replayed (its spans in the cache while
+    // there is room): a start holds the cache and the run being replayed, never every run's spans.
+    // verify --acks and report judge every run they read from its spans: they keep them.
+    if (catalogUse === 'use') store.startCache = new MinHeap((a, b) => announceOrder(a, b) < 0)
     const names = await readdir(join(dir, 'runs'))
     const runIds = names.filter((name) => /^[0-9a-f]{16}$/.test(name)).sort()
     const pruned = new Set(names.filter((name) => name.startsWith('.pruned-')).map((name) => name.slice('.pruned-'.length)))
@@ -464,6 +476,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       }
       await store.replay(runId, journal.firstAt.get(runId))
       store.replayedLogCount++
+      // With commits in the journal its spans stay until the journal is folded at start (open evicts it).
+      if (catalogUse === 'use' && !journal.firstAt.has(runId)) store.summarizeReplayed(runId)
       if (entry === undefined) store.catalogDirty = true
       else store.checkAgainstCatalog(runId, entry)
     }
@@ -1176,12 +1190,63 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.evictSpans(run)
       // Kept in the read-back cache while it has room (newest runs first): the first
       // query after a restart, the verify after a cut, needs no second read of a long log.
-      this.cacheSpans(run.meta.runId, { copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer }, true)
+      const entry = { copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer }
+      if (this.startCache === undefined) this.cacheSpans(run.meta.runId, entry, true)
+      else this.cacheAtStart(run, entry)
     }
     const writer = run.origin.writer
     if (writer !== undefined && run.writerTrimmed !== true) {
       run.origin = { ...run.origin, writer: { bootId: writer.bootId, fingerprint: null } }
       run.writerTrimmed = true
+    }
+  }
+
+  /** A run just replayed at start, wholly in runs/: its summary only, its spans cached while the newest runs leave room. */
+  private summarizeReplayed(runId: string): void {
+    const run = this.runs.get(runId)
+    // Skipped (no metadata and an empty log, not a directory): nothing held.
+    if (run === undefined || run.evicted !== undefined) return
+    const spans = run.spans
+    this.evictSpans(run)
+    this.cacheAtStart(run, { copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer })
+  }
+
+  /**
+   * At start, runs come in directory order: a run's spans go in the cache if they fit once older runs
+   * cached are dropped (oldest first), never dropping a newer one for it. So the cache ends holding
+   * the newest runs that fit, as if filled newest first, while only it and the run replayed are held.
+   */
+  private cacheAtStart(run: RunState, entry: ReadBack): void {
+    const cached = this.startCache!
+    const spans = entry.copy?.spans.length ?? 0
+    const older: RunState[] = []
+    let freed = 0
+    while (this.readBackSpans - freed + spans > this.cachedSpansMax && cached.size > 0 && announceOrder(cached.peek()!, run) < 0) {
+      const oldest = cached.pop()!
+      freed += this.readBackCounted.get(oldest.meta.runId) ?? 0
+      older.push(oldest)
+    }
+    if (this.readBackSpans - freed + spans > this.cachedSpansMax) {
+      for (const kept of older) cached.push(kept)
+      return
+    }
+    for (const dropped of older) this.uncache(dropped.meta.runId)
+    this.cacheSpans(run.meta.runId, entry, true)
+    cached.push(run)
+  }
+
+  /**
+   * The start is over: the cache's entries ordered oldest run first (the least recently used, dropped
+   * first), so the newest runs, those a verify after a cut asks for, stay longest.
+   */
+  private endStartCache(): void {
+    const cached = this.startCache
+    this.startCache = undefined
+    for (let run = cached?.pop(); run !== undefined; run = cached?.pop()) {
+      const entry = this.readBack.get(run.meta.runId)
+      if (entry === undefined) continue
+      this.readBack.delete(run.meta.runId)
+      this.readBack.set(run.meta.runId, entry)
     }
   }
 
