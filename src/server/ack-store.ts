@@ -262,6 +262,13 @@ export class StorageError extends Error {}
 /** Spans kept read back from logs, in all: two runs of a week (a `write --method a,b` group), ~290 MB. */
 const cachedSpansDefault = 2 * maxStoredSpans
 
+/**
+ * Read-backs of runs under way at once, in all (others wait their turn, first come first served):
+ * each builds a whole copy of its run before the cache takes it, so spans in memory are the cache
+ * plus at most this many runs, however many queries ask at once.
+ */
+const readBacksAtOnce = 2
+
 export interface AckStoreOptions {
   /** Spans kept in memory per run (default and most: maxStoredSpans, what a reply may carry); lower for tests. */
   readonly maxSpans?: number
@@ -329,6 +336,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * Runs are replayed in directory order; this keeps the newest that fit (see cacheAtStart).
    */
   private startCache: MinHeap<RunState> | undefined
+  /** Read-backs under way (at most readBacksAtOnce), the queries waiting for one in order, and the spans they may bring. */
+  private readBacksRunning = 0
+  private readonly readBackQueue: Array<() => void> = []
+  private readingSpans = 0
   private readonly cachedSpansMax: number
   private readonly residentSpansMax: number
   /** Segments rotated out and not folded yet (a failed fold's stays): a run's commits there are read back from them. */
@@ -1273,9 +1284,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     for (let pass = 0; !current(entry) && pass < 3; pass++) {
       let reading = this.readingBack.get(runId)
       if (reading === undefined) {
-        const cached = this.readBack.get(runId)
-        this.uncache(runId) // its copy is being brought up to date in place: no query reads it half done
-        reading = this.readBackRun(run, cached).finally(() => this.readingBack.delete(runId))
+        reading = this.readBackInTurn(run).finally(() => this.readingBack.delete(runId))
         this.readingBack.set(runId, reading)
       }
       entry = await reading
@@ -1286,16 +1295,65 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return { ...run, spans: run.evicted === undefined ? run.spans : entry.copy!.spans, origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer } }
   }
 
-  /** A run's spans read back (or just replayed) kept as the most recently used, the least recently used dropped past cachedSpansMax. */
+  /**
+   * readBackRun in its turn (at most readBacksAtOnce at once, first come first served). The run's
+   * span count is counted against the cache while it is read (least recently used entries dropped to
+   * make room). A slot is held only while one run's files are read, never while waiting for another:
+   * a query of a group waits for each member's turn in order, and never deadlocks.
+   */
+  private async readBackInTurn(run: RunState): Promise<ReadBack> {
+    await this.readBackSlot()
+    const runId = run.meta.runId
+    // Taken once its turn came: a copy waiting out of the cache would be held uncounted.
+    const cached = this.readBack.get(runId)
+    this.uncache(runId) // its copy is being brought up to date in place: no query reads it half done
+    const reservedSpans = run.evicted === undefined ? 0 : Math.min(run.evicted.spanCount ?? this.maxSpans, this.maxSpans)
+    this.readingSpans += reservedSpans
+    this.trimCache(undefined)
+    try {
+      return await this.readBackRun(run, cached)
+    } finally {
+      this.readingSpans -= reservedSpans
+      this.releaseReadBackSlot()
+    }
+  }
+
+  private async readBackSlot(): Promise<void> {
+    if (this.readBacksRunning < readBacksAtOnce) {
+      this.readBacksRunning++
+      return
+    }
+    await new Promise<void>((resolve) => this.readBackQueue.push(resolve))
+  }
+
+  /** The slot goes to the first query waiting (none can take it before it), else is free. */
+  private releaseReadBackSlot(): void {
+    const next = this.readBackQueue.shift()
+    if (next === undefined) this.readBacksRunning--
+    else next()
+  }
+
+  /**
+   * A run's spans read back (or just replayed) kept as the most recently used, the least recently used
+   * dropped past cachedSpansMax (read-backs under way counted in it). One run larger than the cache
+   * stays alone while no other read-back is under way (its pages need no read each).
+   */
   private cacheSpans(runId: string, entry: ReadBack, onlyIfRoom = false): void {
     const spans = entry.copy?.spans.length ?? 0
-    if (onlyIfRoom && this.readBackSpans + spans > this.cachedSpansMax) return
+    if (onlyIfRoom && this.readBackSpans + this.readingSpans + spans > this.cachedSpansMax) return
     this.uncache(runId)
+    // Larger than what the read-backs under way leave: not kept (only the query that asked holds it).
+    if (this.readingSpans > 0 && this.readingSpans + spans > this.cachedSpansMax) return
     this.readBack.set(runId, entry)
     this.readBackCounted.set(runId, spans)
     this.readBackSpans += spans
+    this.trimCache(runId)
+  }
+
+  /** Least recently used entries dropped until the cache and the read-backs under way fit cachedSpansMax (keep stays). */
+  private trimCache(keep: string | undefined): void {
     for (const id of this.readBack.keys()) {
-      if (this.readBackSpans <= this.cachedSpansMax || id === runId) break
+      if (this.readBackSpans + this.readingSpans <= this.cachedSpansMax || id === keep) break
       this.uncache(id)
     }
   }
@@ -1340,13 +1398,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if (run.retired) run.evicted.spanCount ??= copy.spans.length
     }
     let writer = cached?.writer
-    if (run.writerTrimmed === true && writer === undefined) {
-      const metaPath = join(this.runDir(runId), 'meta.msgpack')
-      const bytes = await readBounded(metaPath, maxMetaFileBytes)
-      if (!Buffer.isBuffer(bytes)) throw damagedMeta(metaPath, `it is ${bytes} now, read at start`)
-      writer = this.metaOf(bytes, metaPath, runId).writer
-    }
+    if (run.writerTrimmed === true && writer === undefined) writer = await this.writerOf(runId)
     return { copy, writer }
+  }
+
+  /** The run's writer (with its fingerprint) read back from its meta.msgpack, checked again. */
+  private async writerOf(runId: string): Promise<WriterEnv | undefined> {
+    const metaPath = join(this.runDir(runId), 'meta.msgpack')
+    const bytes = await readBounded(metaPath, maxMetaFileBytes)
+    if (!Buffer.isBuffer(bytes)) throw damagedMeta(metaPath, `it is ${bytes} now, read at start`)
+    return this.metaOf(bytes, metaPath, runId).writer
   }
 
   /** The run's log read into a copy up to where the journal's commits of it start (all of it when none are there). */
@@ -1593,18 +1654,37 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * inlineSpansMax add up): a run that would go past it comes without its spans, as a long one does.
    */
   async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number; inlineSpansTotalMax?: number } = {}): Promise<StoredRun[]> {
-    const runs: RunState[] = []
-    for (const run of this.queried(host, requestedPath, runId)) {
+    const runs = this.queried(host, requestedPath, runId)
+    for (const run of runs) {
       await this.checked(run)
       if (run.damaged !== undefined) throw run.damaged
-      runs.push(await this.resident(run))
     }
+    // Each member's reply made in turn (its spans as an array, the only copy the reply holds): no
+    // member's read-back copy is held while the next one is read back.
+    const stored: StoredRun[] = []
     let inlineLeft = options.inlineSpansTotalMax ?? Number.POSITIVE_INFINITY
-    return runs.map((r) => {
-      const stored = storedRun(r, Math.min(options.inlineSpansMax ?? Number.POSITIVE_INFINITY, inlineLeft))
-      inlineLeft -= stored.spans.length
-      return stored
-    })
+    for (const run of runs) {
+      const inlineMax = Math.min(options.inlineSpansMax ?? Number.POSITIVE_INFINITY, inlineLeft)
+      const spanCount = run.evicted?.spanCount
+      // Its spans do not go in the reply (a verifier pages them): its summary says all the reply needs.
+      const reply = spanCount !== undefined && spanCount > inlineMax ? await this.summaryReply(run) : storedRun(await this.resident(run), inlineMax)
+      inlineLeft -= reply.spans.length
+      stored.push(reply)
+    }
+    return stored
+  }
+
+  /**
+   * An evicted run's reply without its spans, from its summary: the spans a read-back would give end
+   * at its durable seq, at its last ack's time (the summary takes the same logged items). Its writer
+   * read back if trimmed.
+   */
+  private async summaryReply(run: RunState): Promise<StoredRun> {
+    const writer = run.writerTrimmed === true ? ((this.readBack.get(run.meta.runId)?.writer ?? (await this.writerOf(run.meta.runId)))) : run.origin.writer
+    const reply = storedRun({ ...run, spans: new SpanTable(), origin: writer === undefined ? run.origin : { ...run.origin, writer } })
+    const lastAckMs = run.evicted?.lastAckMs
+    const { lastAckMs: _none, ...rest } = reply
+    return { ...rest, ackedThroughSeq: run.durableThroughSeq, ...(lastAckMs === undefined ? {} : { lastAckMs }) }
   }
 
   /** spanPage() for the listener (see queryAsync). */
