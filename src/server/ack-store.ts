@@ -76,7 +76,9 @@
  * which go on taking a live run's spans exactly); its spans are read back for a query (queryAsync,
  * spanPageAsync) from its log, 64 KiB at a time, up to where its folded bytes end, then from its
  * commits still in the journal; the copy is cached within a span budget (cachedSpansMax) and brought
- * up to date from where it ended before each use. A retired run drops its writer's fingerprint once
+ * up to date from where it ended before each use. Read-backs go at most readBacksAtOnce at a time,
+ * each counted against that budget while under way; a start without a catalog keeps each replayed
+ * run's summary only at once (cacheAtStart). A retired run drops its writer's fingerprint once
  * folded (see evict).
  */
 import { EventEmitter } from 'node:events'
