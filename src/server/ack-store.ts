@@ -1682,11 +1682,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * read back if trimmed.
    */
   private async summaryReply(run: RunState): Promise<StoredRun> {
-    const writer = run.writerTrimmed === true ? ((this.readBack.get(run.meta.runId)?.writer ?? (await this.writerOf(run.meta.runId)))) : run.origin.writer
+    const writer = run.writerTrimmed === true ? (this.readBack.get(run.meta.runId)?.writer ?? (await this.writerOf(run.meta.runId))) : run.origin.writer
+    // An empty table for the fields storedRun reads; the summary's values replace them.
     const reply = storedRun({ ...run, spans: new SpanTable(), origin: writer === undefined ? run.origin : { ...run.origin, writer } })
     const lastAckMs = run.evicted?.lastAckMs
-    const { lastAckMs: _none, ...rest } = reply
-    return { ...rest, ackedThroughSeq: run.durableThroughSeq, ...(lastAckMs === undefined ? {} : { lastAckMs }) }
+    return { ...reply, ackedThroughSeq: run.durableThroughSeq, ...(lastAckMs === undefined ? {} : { lastAckMs }) }
   }
 
   /** spanPage() for the listener (see queryAsync). */
