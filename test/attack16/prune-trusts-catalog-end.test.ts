@@ -14,6 +14,7 @@ import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
 import { seal, unseal } from '../../src/server/sealed-file.js'
 import { runCli, tempDir } from '../fixtures/cli.js'
 import { runIdOf, runMeta } from '../server/peer.js'
+import { verdictOf } from '../server/verdict-fixture.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
 type Entry = Record<string, unknown>
@@ -29,7 +30,16 @@ function recraft(dir: string, craft: (entries: Entry[]) => void): void {
   writeFileSync(join(dir, 'catalog.msgpack'), seal('catalog', Buffer.concat(body)))
 }
 
-t.test('a catalog entry saying an old ordinary end where the log says a fresh vanish: runs --prune keeps the run, as --dry-run says', async (t) => {
+const crafts: Array<[string, (entry: Entry, nowMs: number) => void]> = [
+  ['an old ordinary end where the log says a fresh vanish', (entry, nowMs) => void (entry.end = { reason: 'duration', atMs: nowMs - 40 * dayMs })],
+  ['an old end and a stored verdict where the run has none (unjudged)', (entry, nowMs) => {
+    entry.end = { ...(entry.end as Entry), atMs: nowMs - 40 * dayMs }
+    entry.verdict = verdictOf({ acked: 20, intact: 20, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null })
+    entry.verdictBytes = 300
+  }],
+]
+
+for (const [name, craft] of crafts) t.test(`a catalog entry saying ${name}: runs --prune keeps the run, as --dry-run says`, async (t) => {
   const dir = tempDir(t)
   const nowMs = Date.now()
   const runId = runIdOf(0x42001)
@@ -47,8 +57,7 @@ t.test('a catalog entry saying an old ordinary end where the log says a fresh va
   writeFileSync(join(runDir, 'meta.msgpack'), packr.pack({ meta: runMeta(runId, { createdMs: nowMs - 7_200_000 }), announcedMs: nowMs - 7_200_000, announceIndex: 1, peer: '127.0.0.1' }))
   await (await AckStore.open(dir)).close() // the catalog, written from the files
   recraft(dir, (entries) => {
-    const entry = entries.find((e) => e.id === runId)!
-    entry.end = { reason: 'duration', atMs: nowMs - 40 * dayMs }
+    craft(entries.find((e) => e.id === runId)!, nowMs)
   })
 
   const dry = await runCli(['runs', '--prune', '--older-than', '30d', '--dir', dir, '--dry-run', '--json'])
