@@ -77,13 +77,14 @@ t.test('announcement order swapped in the catalog: after the check, the latest r
   t.ok(store.warnings.length > 0, 'the catalog that disagrees with the run files is named in a warning')
 })
 
-t.test('campaign tag and end reason dropped or changed in the catalog: after the check, taken from meta.msgpack and acks.log', async (t) => {
+t.test('campaign tag, address and end reason dropped or changed in the catalog: after the check, taken from meta.msgpack and acks.log', async (t) => {
   const { store, truth } = await setUp(t, (entries) => {
     const b = byId(entries, newer)
     delete b.campaign
+    b.peer = '10.9.9.9'
     b.end = { ...(b.end as Entry), reason: 'duration' }
   })
   t.same(truth.summaries('nightly').map((s) => s.runId), [newer], 'verify --acks (the files): the run is in campaign nightly')
   t.same(store.summaries('nightly').map((s) => s.runId), [newer], 'the listener after its background check: the run is in campaign nightly')
-  t.match(store.summaries().find((s) => s.runId === newer), { end: { reason: 'vanished' }, campaign: { name: 'nightly', cycle: 3 } }, 'its end reason and campaign as its files hold them')
+  t.match(store.summaries().find((s) => s.runId === newer), { end: { reason: 'vanished' }, campaign: { name: 'nightly', cycle: 3 }, peer: '127.0.0.1' }, 'its end reason, campaign and address (who may store its verdict) as its files hold them')
 })
