@@ -430,7 +430,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * The runs of a directory. 'use' (the listener): runs in the catalog are taken from it (their files
    * checked later by the scrub; a directory gone is damage named for the run's queries), the others
    * replayed. 'check' (verify --acks, report): every run replayed, and one the catalog holds more of
-   * than its files (its directory gone, its log shorter) refused, as the listener refuses its queries.
+   * than its files (its log shorter) refused; one whose directory is gone is named in a warning and
+   * its queries refused, as the listener does.
    */
   private static async read(dir: string, options: AckStoreOptions, catalogUse: 'use' | 'check'): Promise<{ store: AckStore; journal: JournalRead }> {
     const store = new AckStore(dir, options)
@@ -467,10 +468,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if (entry === undefined) store.catalogDirty = true
       else store.checkAgainstCatalog(runId, entry)
     }
-    // Left: runs the catalog holds whose directory is gone.
+    // Left: runs the catalog holds whose directory is gone (a catalog copied from another directory,
+    // a run directory removed): that run's queries are refused, the others judged, as the listener does.
     for (const entry of catalogued.values()) {
       const error = runDirGone(store.runDir(entry.id), entry)
-      if (catalogUse === 'check') throw error
       store.restore(entry).damaged = error
       store.warnings.push(`run ${entry.id}: ${error.message}; its queries are refused`)
     }
@@ -780,6 +781,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       throw new StorageError(`the listener's clock reads ${new Date(announcedMs).toISOString()}, not a real date: set it before announcing runs`)
     }
     if (this.broken !== undefined) throw new StorageError(`could not store run ${meta.runId}: ${this.broken.message}`)
+    // meta.msgpack's schema takes no index past this: a run stored with one could not be read back.
+    if (this.lastAnnounceIndex >= Number.MAX_SAFE_INTEGER) {
+      throw new StorageError(`could not store run ${meta.runId}: the listener's last announcement is number ${this.lastAnnounceIndex}, the highest a run can be stored with (its run files say so: damaged or crafted)`)
+    }
     // The order is taken now, in announcement order, whatever the clock says.
     const announceIndex = ++this.lastAnnounceIndex
     const run = newRunState(meta, announcedMs, announceIndex, origin)
@@ -1347,7 +1352,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.catalogDirty = false
       const runs = [...this.runs.values()].filter((run) => this.inCatalog(run))
       try {
-        await writeCatalog(this.dir, await encodeCatalog(this.lastAnnounceIndex, runs, catalogEntryOf))
+        await writeCatalog(this.dir, await encodeCatalog(runs.reduce((highest, run) => Math.max(highest, run.announceIndex ?? 0), 0), runs, catalogEntryOf))
         this.catalogWriteCount++
         return true
       } catch (error) {

@@ -219,6 +219,7 @@ t.test('a catalog whose checksum holds but whose content no listener writes: ref
     ['more spans than acks', (e) => void (byId(e, sixAcks).spanCount = 7), /has more spans than acks/],
     ['a verdict counting more acks than the run has', (e) => void Object.assign(byId(e, sixAcks), { verdict: verdictOf({ acked: 9, intact: 9, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }), verdictBytes: 300 }), /has a verdict that counted more acks than the run has/],
     ['an announcement after the last on record', (e, h) => void (byId(e, sixAcks).announceIndex = (h.lastAnnounceIndex as number) + 1), /was announced after the last announcement on record/],
+    ['a last announcement past its entries\' highest', (_e, h) => void (h.lastAnnounceIndex = Number.MAX_SAFE_INTEGER), /says the last announcement was number 9007199254740991, past its entries' highest \(10\)/],
     ['two runs announced as one', (e) => void (byId(e, sixAcks).announceIndex = byId(e, runIdOf(0x20004)).announceIndex), /has announcement index \d+, as an earlier run has/],
     ['a negative count', (e) => void (byId(e, sixAcks).commits = -1), / is not valid/],
     ['a wrong type', (e) => void (byId(e, sixAcks).lastAckedSeq = '6'), / is not valid/],
@@ -234,7 +235,7 @@ t.test('a catalog whose checksum holds but whose content no listener writes: ref
       recraftCatalog(dir, craft)
       const second = await AckStore.open(dir)
       t.equal(second.replayedLogCount, 10, 'every log replayed')
-      t.match(second.warnings.join('\n'), new RegExp(`${join(dir, 'catalog.msgpack')} is not usable \\(its entry \\d+.*${problem.source}.*\\): every run's log is replayed`), 'a warning names the catalog and what is wrong')
+      t.match(second.warnings.join('\n'), new RegExp(`${join(dir, 'catalog.msgpack')} is not usable \\(its (entry \\d+|header).*${problem.source}.*\\): every run's log is replayed`), 'a warning names the catalog and what is wrong')
       t.same(await everything(second), before, 'the same runs and acks as the run files hold')
       await second.startScrub()
       t.same(second.warnings.length, 1, 'the background check finds nothing else')
