@@ -186,6 +186,8 @@ interface RunState {
   lastStampMs: number
   /** Read from the catalog at start, its files not checked yet (the scrub checks them). */
   catalogued?: boolean
+  /** Read from the catalog at start (checked since or not): a prune holds it against its files first. */
+  fromCatalog?: boolean
   /** Its files do not hold what is on record for it (found after start): its queries are refused with this. */
   damaged?: Error
   /** Its writer's fingerprint left memory (bootId kept): read back from meta.msgpack for a query. */
@@ -427,13 +429,22 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /**
+   * Reads a store directory as the listener would (runs in the catalog taken from it, unchecked) without
+   * changing it: for a decision that checks the runs it acts on against their files (summaryFromFiles),
+   * as runs --prune --dry-run does, so that it selects what the prune itself would.
+   */
+  static async peek(dir: string, options: AckStoreOptions = {}): Promise<AckStore> {
+    return (await AckStore.read(dir, options, 'peek')).store
+  }
+
+  /**
    * The runs of a directory. 'use' (the listener): runs in the catalog are taken from it (their files
    * checked later by the scrub; a directory gone is damage named for the run's queries), the others
    * replayed. 'check' (verify --acks, report): every run replayed, and one the catalog holds more of
    * than its files (its log shorter) refused; one whose directory is gone is named in a warning and
    * its queries refused, as the listener does.
    */
-  private static async read(dir: string, options: AckStoreOptions, catalogUse: 'use' | 'check'): Promise<{ store: AckStore; journal: JournalRead }> {
+  private static async read(dir: string, options: AckStoreOptions, catalogUse: 'use' | 'peek' | 'check'): Promise<{ store: AckStore; journal: JournalRead }> {
     const store = new AckStore(dir, options)
     const names = await readdir(join(dir, 'runs'))
     const runIds = names.filter((name) => /^[0-9a-f]{16}$/.test(name)).sort()
@@ -459,7 +470,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if (journal.announced.has(runId)) continue
       const entry = catalogued.get(runId)
       catalogued.delete(runId)
-      if (entry !== undefined && catalogUse === 'use') {
+      if (entry !== undefined && catalogUse !== 'check') {
         store.restore(entry)
         continue
       }
@@ -485,7 +496,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /** The catalog, or undefined (with a warning when it should have been usable) for a full replay. */
-  private async readCatalogAtStart(catalogUse: 'use' | 'check', runDirs: number): Promise<Catalog | undefined> {
+  private async readCatalogAtStart(catalogUse: 'use' | 'peek' | 'check', runDirs: number): Promise<Catalog | undefined> {
     const catalog = await readCatalog(this.dir)
     const path = join(this.dir, catalogName)
     if (catalog === 'missing') {
@@ -523,6 +534,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.evicted = { spanCount: entry.spanCount, lastAckMs: entry.lastAckMs }
     run.writerTrimmed = entry.writer !== undefined
     run.catalogued = true
+    run.fromCatalog = true
     this.runs.set(entry.id, run)
     this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, entry.announceIndex ?? 0)
     return run
@@ -1125,6 +1137,25 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return { bytes: run.logBytes + run.metaBytes + (run.verdictBytes ?? 0) }
   }
 
+
+  /**
+   * The run as its files say, for a decision that must not rest on the catalog's word alone (a prune):
+   * a run taken from the catalog is replayed read-only by the rules of a start (meta.msgpack, acks.log,
+   * verdict.msgpack), as the background check does; any other run was read from its files, or recorded
+   * in this store's life, already. Throws the run's damage, naming the file.
+   */
+  async summaryFromFiles(runId: string): Promise<RunSummary> {
+    const run = this.runs.get(runId)
+    if (run === undefined) throw new Error(`run ${runId} is not on record`)
+    if (run.damaged !== undefined) throw run.damaged
+    if (run.fromCatalog !== true) return summaryOf(run)
+    const scratch = new AckStore(this.dir, { maxSpans: this.maxSpans })
+    await scratch.replay(runId, undefined, queryChunkBytes)
+    const copy = scratch.runs.get(runId)
+    if (copy === undefined) throw runDirGone(this.runDir(runId), catalogEntryOf(run))
+    copy.verdict = await scratch.replayVerdict(copy)
+    return summaryOf(copy)
+  }
 
   /**
    * Removes ended runs for good. Each run is folded first (the journal then holds none of its commits:
