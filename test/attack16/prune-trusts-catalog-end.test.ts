@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
 import { seal, unseal } from '../../src/server/sealed-file.js'
-import { runCli, tempDir } from '../fixtures/cli.js'
+import { runCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 import { runIdOf, runMeta } from '../server/peer.js'
 import { verdictOf } from '../server/verdict-fixture.js'
 
@@ -39,8 +39,8 @@ const crafts: Array<[string, (entry: Entry, nowMs: number) => void]> = [
   }],
 ]
 
-for (const [name, craft] of crafts) t.test(`a catalog entry saying ${name}: runs --prune keeps the run, as --dry-run says`, async (t) => {
-  const dir = tempDir(t)
+/** A listener's directory with one run, vanished 1 h ago and unjudged, whose catalog entry is crafted; its directory. */
+async function craftedDirectory(dir: string, craft: (entry: Entry, nowMs: number) => void): Promise<string> {
   const nowMs = Date.now()
   const runId = runIdOf(0x42001)
   const runDir = join(dir, 'runs', runId)
@@ -59,6 +59,12 @@ for (const [name, craft] of crafts) t.test(`a catalog entry saying ${name}: runs
   recraft(dir, (entries) => {
     craft(entries.find((e) => e.id === runId)!, nowMs)
   })
+  return runDir
+}
+
+for (const [name, craft] of crafts) t.test(`a catalog entry saying ${name}: runs --prune keeps the run, as --dry-run says`, async (t) => {
+  const dir = tempDir(t)
+  const runDir = await craftedDirectory(dir, craft)
 
   const dry = await runCli(['runs', '--prune', '--older-than', '30d', '--dir', dir, '--dry-run', '--json'])
   t.equal(dry.code, 0, `dry run exit 0 (${dry.stderr})`)
@@ -68,4 +74,15 @@ for (const [name, craft] of crafts) t.test(`a catalog entry saying ${name}: runs
   t.ok(existsSync(join(runDir, 'acks.log')), 'the vanished, unjudged run is still on disk after the prune')
   t.match(JSON.parse(real.stdout || '{}'), { runs: 0 }, 'the prune pruned nothing, as --dry-run said')
   t.match(real.stderr, /catalog/, 'the catalog that disagrees with the run files is named')
+})
+
+for (const [name, craft] of crafts) t.test(`a catalog entry saying ${name}: listen --retain keeps the run`, async (t) => {
+  const dir = tempDir(t)
+  const runDir = await craftedDirectory(dir, craft)
+  const listener = await startListener(dir, ['--retain', '30d'])
+  t.teardown(() => listener.kill())
+  // The first retention tick runs at start: it names the catalog once it has held the run against its files.
+  await waitFor('a warning naming the catalog', () => /catalog\.msgpack says .*where its files say/.test(listener.stderr()), 20_000).catch((error: Error) => t.fail(error.message))
+  t.ok(existsSync(join(runDir, 'acks.log')), 'the vanished, unjudged run is still on disk')
+  t.notMatch(listener.stderr(), /pruned \d/, 'nothing was pruned')
 })
