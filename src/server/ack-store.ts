@@ -1657,7 +1657,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /** Every run with its summary and its stored acks, newest first (for the report). */
   runRecords(): Array<{ summary: RunSummary; run: StoredRun }> {
-    return this.newestFirst().map((r) => ({ summary: summaryOf(r), run: storedRun(r) }))
+    // A damaged run (its directory gone) has no acks to show: its warning names it instead.
+    return this.newestFirst().filter((r) => r.damaged === undefined).map((r) => ({ summary: summaryOf(r), run: storedRun(r) }))
   }
 
   private newestFirst(campaign?: string): RunState[] {
