@@ -189,6 +189,8 @@ interface RunState {
   lastStampMs: number
   /** Read from the catalog at start, its files not checked yet (the scrub checks them). */
   catalogued?: boolean
+  /** Read from the catalog at start (checked since or not): a prune holds it against its files first. */
+  fromCatalog?: boolean
   /** Its files do not hold what is on record for it (found after start): its queries are refused with this. */
   damaged?: Error
   /** Its writer's fingerprint left memory (bootId kept): read back from meta.msgpack for a query. */
@@ -448,12 +450,22 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /**
+   * Reads a store directory as the listener would (runs in the catalog taken from it, unchecked) without
+   * changing it: for a decision that checks the runs it acts on against their files (summaryFromFiles),
+   * as runs --prune --dry-run does, so that it selects what the prune itself would.
+   */
+  static async peek(dir: string, options: AckStoreOptions = {}): Promise<AckStore> {
+    return (await AckStore.read(dir, options, 'peek')).store
+  }
+
+  /**
    * The runs of a directory. 'use' (the listener): runs in the catalog are taken from it (their files
    * checked later by the scrub; a directory gone is damage named for the run's queries), the others
    * replayed. 'check' (verify --acks, report): every run replayed, and one the catalog holds more of
-   * than its files (its directory gone, its log shorter) refused, as the listener refuses its queries.
+   * than its files (its log shorter) refused; one whose directory is gone is named in a warning and
+   * its queries refused, as the listener does.
    */
-  private static async read(dir: string, options: AckStoreOptions, catalogUse: 'use' | 'check'): Promise<{ store: AckStore; journal: JournalRead }> {
+  private static async read(dir: string, options: AckStoreOptions, catalogUse: 'use' | 'peek' | 'check'): Promise<{ store: AckStore; journal: JournalRead }> {
     const store = new AckStore(dir, options)
     // The listener keeps a summary of each run as soon as it is replayed (its spans in the cache while
     // there is room): a start holds the cache and the run being replayed, never every run's spans.
@@ -483,7 +495,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if (journal.announced.has(runId)) continue
       const entry = catalogued.get(runId)
       catalogued.delete(runId)
-      if (entry !== undefined && catalogUse === 'use') {
+      if (entry !== undefined && catalogUse !== 'check') {
         store.restore(entry)
         continue
       }
@@ -494,10 +506,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if (entry === undefined) store.catalogDirty = true
       else store.checkAgainstCatalog(runId, entry)
     }
-    // Left: runs the catalog holds whose directory is gone.
+    // Left: runs the catalog holds whose directory is gone (a catalog copied from another directory,
+    // a run directory removed): that run's queries are refused, the others judged, as the listener does.
     for (const entry of catalogued.values()) {
       const error = runDirGone(store.runDir(entry.id), entry)
-      if (catalogUse === 'check') throw error
       store.restore(entry).damaged = error
       store.warnings.push(`run ${entry.id}: ${error.message}; its queries are refused`)
     }
@@ -511,7 +523,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /** The catalog, or undefined (with a warning when it should have been usable) for a full replay. */
-  private async readCatalogAtStart(catalogUse: 'use' | 'check', runDirs: number): Promise<Catalog | undefined> {
+  private async readCatalogAtStart(catalogUse: 'use' | 'peek' | 'check', runDirs: number): Promise<Catalog | undefined> {
     const catalog = await readCatalog(this.dir)
     const path = join(this.dir, catalogName)
     if (catalog === 'missing') {
@@ -549,6 +561,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.evicted = { spanCount: entry.spanCount, lastAckMs: entry.lastAckMs }
     run.writerTrimmed = entry.writer !== undefined
     run.catalogued = true
+    run.fromCatalog = true
     this.runs.set(entry.id, run)
     this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, entry.announceIndex ?? 0)
     return run
@@ -807,6 +820,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       throw new StorageError(`the listener's clock reads ${new Date(announcedMs).toISOString()}, not a real date: set it before announcing runs`)
     }
     if (this.broken !== undefined) throw new StorageError(`could not store run ${meta.runId}: ${this.broken.message}`)
+    // meta.msgpack's schema takes no index past this: a run stored with one could not be read back.
+    if (this.lastAnnounceIndex >= Number.MAX_SAFE_INTEGER) {
+      throw new StorageError(`could not store run ${meta.runId}: the listener's last announcement is number ${this.lastAnnounceIndex}, the highest a run can be stored with (its run files say so: damaged or crafted)`)
+    }
     // The order is taken now, in announcement order, whatever the clock says.
     const announceIndex = ++this.lastAnnounceIndex
     const run = newRunState(meta, announcedMs, announceIndex, origin)
@@ -1149,6 +1166,25 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
 
   /**
+   * The run as its files say, for a decision that must not rest on the catalog's word alone (a prune):
+   * a run taken from the catalog is replayed read-only by the rules of a start (meta.msgpack, acks.log,
+   * verdict.msgpack), as the background check does; any other run was read from its files, or recorded
+   * in this store's life, already. Throws the run's damage, naming the file.
+   */
+  async summaryFromFiles(runId: string): Promise<RunSummary> {
+    const run = this.runs.get(runId)
+    if (run === undefined) throw new Error(`run ${runId} is not on record`)
+    if (run.damaged !== undefined) throw run.damaged
+    if (run.fromCatalog !== true) return summaryOf(run)
+    const scratch = new AckStore(this.dir, { maxSpans: this.maxSpans })
+    await scratch.replay(runId, undefined, queryChunkBytes)
+    const copy = scratch.runs.get(runId)
+    if (copy === undefined) throw runDirGone(this.runDir(runId), catalogEntryOf(run))
+    copy.verdict = await scratch.replayVerdict(copy)
+    return summaryOf(copy)
+  }
+
+  /**
    * Removes ended runs for good. Each run is folded first (the journal then holds none of its commits:
    * a restart cannot find commits of a run that is gone), then its directory renamed out of the runs
    * (runs/.pruned-<id>, which replay skips) and runs/ fsynced: the rename is atomic, so after a crash
@@ -1475,7 +1511,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.catalogDirty = false
       const runs = [...this.runs.values()].filter((run) => this.inCatalog(run))
       try {
-        await writeCatalog(this.dir, await encodeCatalog(this.lastAnnounceIndex, runs, catalogEntryOf))
+        await writeCatalog(this.dir, await encodeCatalog(runs.reduce((highest, run) => Math.max(highest, run.announceIndex ?? 0), 0), runs, catalogEntryOf))
         this.catalogWriteCount++
         return true
       } catch (error) {
@@ -1768,7 +1804,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /** Every run with its summary and its stored acks, newest first (for the report). */
   runRecords(): Array<{ summary: RunSummary; run: StoredRun }> {
-    return this.newestFirst().map((r) => ({ summary: summaryOf(r), run: storedRun(r) }))
+    // A damaged run (its directory gone) has no acks to show: its warning names it instead.
+    return this.newestFirst().filter((r) => r.damaged === undefined).map((r) => ({ summary: summaryOf(r), run: storedRun(r) }))
   }
 
   private newestFirst(campaign?: string): RunState[] {

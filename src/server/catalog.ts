@@ -3,7 +3,9 @@
  * keeps in memory for such a run), so that a listener starts without replaying every run's log.
  *
  *   sealed-file.ts framing, kind 'catalog' (magic, xxh64 of the body), body: a sequence of msgpack values
- *   header   { k: 'catalog', version: 2, lastAnnounceIndex, runs }     runs: how many entries follow
+ *   header   { k: 'catalog', version: 2, lastAnnounceIndex, runs }     runs: how many entries follow;
+ *            lastAnnounceIndex: the highest of its entries' (0 when none has one; a catalog of an
+ *            earlier version may say more: refused once, a full replay, and written again)
  *   slices   arrays of up to entriesPerSlice entries, each packed with msgpackr records (an entry's keys
  *            written once per slice, not once per entry: half the bytes, ~2x faster to decode; each
  *            slice defines its own records, so it decodes alone). Version 1 (before records): the
@@ -74,7 +76,11 @@ export interface Catalog {
   readonly entries: CatalogEntry[]
 }
 
-/** The catalog's bytes, encoded a slice of entries at a time (yielding between slices: 100,000 runs never hold the event loop in one go). */
+/**
+ * The catalog's bytes, encoded a slice of entries at a time (yielding between slices: 100,000 runs never
+ * hold the event loop in one go). lastAnnounceIndex: the highest its runs hold (readCatalog refuses
+ * more; runs announced later are replayed at start, and their indexes counted then).
+ */
 export async function encodeCatalog<T>(lastAnnounceIndex: number, runs: readonly T[], entryOf: (run: T) => CatalogEntry): Promise<Buffer> {
   const parts: Buffer[] = [packr.pack({ k: 'catalog', version: catalogFormatVersion, lastAnnounceIndex, runs: runs.length })]
   for (let i = 0; i < runs.length; i += entriesPerSlice) {
@@ -128,6 +134,11 @@ export async function readCatalog(dir: string): Promise<Catalog | 'missing' | { 
     if (announceIndex !== undefined) announceIndexes.add(announceIndex)
     entries.push(entry.data)
   }
+  // A listener writes the highest index its entries hold (encodeCatalog's caller): one past it is not
+  // its own, and taken as the counter it could give the next runs indexes their meta.msgpack refuses.
+  let highest = 0
+  for (const index of announceIndexes) highest = Math.max(highest, index)
+  if (header.data.lastAnnounceIndex > highest) return { problem: `its header says the last announcement was number ${header.data.lastAnnounceIndex}, past its entries' highest (${highest})` }
   return { version: header.data.version, lastAnnounceIndex: header.data.lastAnnounceIndex, entries }
 }
 

@@ -7,6 +7,10 @@
  * runs; a campaign is over when its file says done or stopped; an unreadable file keeps its runs, a
  * campaign tag with no file here keeps none).
  * The store removes each durably (ack-store.ts prune: a crash mid-prune leaves whole runs or none).
+ * Nothing goes on the catalog's word alone (catalog.ts: a cache, and hostile input): every run selected
+ * is held against its files first (AckStore.summaryFromFiles) and the selection made again on what
+ * they say; a run whose files cannot be read is kept. --dry-run does the same, so it selects what the
+ * prune would.
  */
 import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -18,6 +22,7 @@ import type { RunSummary } from '../protocol/messages.js'
 import { campaignFilePath } from './campaign.js'
 import { campaignChecksumProblem, campaignFileSchema } from './campaign-file.js'
 import { formatBytes } from './quotas.js'
+import { catalogName } from './catalog.js'
 
 export interface PruneSelection {
   readonly runIds: string[]
@@ -36,6 +41,8 @@ interface Kept {
   unjudged: number
   /** Prunable alone, kept with a member of its group that is kept (too recent too). */
   group: number
+  /** Its files could not be read back (damaged, its directory gone): a warning names the file. */
+  unreadable: number
 }
 
 /**
@@ -50,12 +57,15 @@ const finishedPhases: ReadonlySet<string> = new Set(['done', 'stopped'])
 
 type Judged = { prunable: true; bytes: number } | { prunable: false; kept: keyof Kept | null }
 
+/** A run as the selection sees it: its summary, or 'unreadable' (its files could not be read back). */
+type View = (run: RunSummary) => RunSummary | 'unreadable'
+
 /**
  * The ended runs older than olderThanMs that may be pruned now, and what was kept. Groups go whole or
  * not at all (verify judges a group's runs together: one member gone and the rest cannot be judged),
  * so a group is pruned only when every member may be.
  */
-export function selectPrunable(store: AckStore, nowMs: number, olderThanMs: number, isLive: (runId: string) => boolean = () => false): PruneSelection {
+export function selectPrunable(store: AckStore, nowMs: number, olderThanMs: number, isLive: (runId: string) => boolean = () => false, view: View = (run) => run): PruneSelection {
   const campaignOver = new Map<string, boolean>()
   const over = (name: string): boolean => {
     if (!campaignOver.has(name)) campaignOver.set(name, campaignFinished(store.dir, name))
@@ -64,10 +74,12 @@ export function selectPrunable(store: AckStore, nowMs: number, olderThanMs: numb
   const groups = new Map<string, Array<{ runId: string; judged: Judged }>>()
   for (const run of store.summaries()) {
     const members = groups.get(run.groupId) ?? []
-    members.push({ runId: run.runId, judged: judgeRun(store, run, nowMs, olderThanMs, isLive, over) })
+    const seen = view(run)
+    const judged: Judged = seen === 'unreadable' ? { prunable: false, kept: 'unreadable' } : judgeRun(store, seen, nowMs, olderThanMs, isLive, over)
+    members.push({ runId: run.runId, judged })
     groups.set(run.groupId, members)
   }
-  const selection: PruneSelection = { runIds: [], groups: [], bytes: 0, kept: { notEnded: 0, live: 0, campaign: 0, unjudged: 0, group: 0 } }
+  const selection: PruneSelection = { runIds: [], groups: [], bytes: 0, kept: { notEnded: 0, live: 0, campaign: 0, unjudged: 0, group: 0, unreadable: 0 } }
   let bytes = 0
   for (const members of groups.values()) {
     const whole = members.every((m) => m.judged.prunable)
@@ -83,6 +95,47 @@ export function selectPrunable(store: AckStore, nowMs: number, olderThanMs: numb
     }
   }
   return { ...selection, bytes }
+}
+
+/**
+ * selectPrunable, with every run it selects held against its files first and the selection made again
+ * on what they say (a run the catalog shows older, ended, or judged than its files is kept as they
+ * say). Each disagreement, and each run whose files cannot be read, is a warning naming it.
+ */
+export async function selectPrunableChecked(store: AckStore, nowMs: number, olderThanMs: number, isLive: (runId: string) => boolean, warn: (message: string) => void): Promise<PruneSelection> {
+  const first = selectPrunable(store, nowMs, olderThanMs, isLive)
+  if (first.runIds.length === 0) return first
+  const selected = new Set(first.runIds)
+  const fromFiles = new Map<string, RunSummary | 'unreadable'>()
+  for (const run of store.summaries()) {
+    if (!selected.has(run.runId)) continue
+    try {
+      const files = await store.summaryFromFiles(run.runId)
+      const disagreement = judgedFieldsDisagree(run, files)
+      if (disagreement !== undefined) warn(`run ${run.runId}: ${join(store.dir, catalogName)} says ${disagreement.catalog}, where its files say ${disagreement.files}: judged by its files`)
+      fromFiles.set(run.runId, files)
+    } catch (error) {
+      warn(`run ${run.runId}: ${(error as Error).message}; not pruned`)
+      fromFiles.set(run.runId, 'unreadable')
+    }
+  }
+  return selectPrunable(store, nowMs, olderThanMs, isLive, (run) => fromFiles.get(run.runId) ?? run)
+}
+
+/** What the rules read of a run that the catalog and the files say differently ("ended (duration) at ..."), or undefined. */
+function judgedFieldsDisagree(catalog: RunSummary, files: RunSummary): { catalog: string; files: string } | undefined {
+  const iso = (ms: number): string => new Date(ms).toISOString()
+  const judged = (run: RunSummary): string[] => [
+    `group ${run.groupId}`,
+    `announced at ${iso(run.announcedMs)}`,
+    run.end === undefined ? 'not ended' : `ended (${run.end.reason}) at ${iso(run.end.atMs)}`,
+    run.verdict === null ? 'no verdict' : `verdict ${run.verdict.verdict}`,
+    `campaign ${run.campaign?.name ?? 'none'}`,
+  ]
+  const [said, found] = [judged(catalog), judged(files)]
+  const differ = said.map((_, i) => i).filter((i) => said[i] !== found[i])
+  if (differ.length === 0) return undefined
+  return { catalog: differ.map((i) => said[i]).join(', '), files: differ.map((i) => found[i]).join(', ') }
 }
 
 /** Whether one run may go now, or why it stays (null: too recent, not counted as kept). */
@@ -125,6 +178,7 @@ export function describeKept(kept: Kept): string {
     kept.unjudged > 0 ? `${kept.unjudged} vanished (a cut?) and not judged yet, kept ${unjudgedKeepMs / 86_400_000} days` : '',
     kept.campaign > 0 ? `${kept.campaign} of a campaign in progress` : '',
     kept.group > 0 ? `${kept.group} of a group with a run kept (a group is pruned whole)` : '',
+    kept.unreadable > 0 ? `${kept.unreadable} whose files could not be read back (see the warnings)` : '',
   ].filter(Boolean)
   return parts.join(', ')
 }
@@ -143,14 +197,14 @@ export interface PruneOptions {
 
 /**
  * `plugcheck runs --prune`: opens the directory as the listener would (its lock), prunes group by
- * group, says what. --dry-run only reads (AckStore.load, no lock, nothing folded or written), so it
+ * group, says what. --dry-run only reads (AckStore.peek, no lock, nothing folded or written), so it
  * works while a listener runs.
  */
 export async function runPrune(options: PruneOptions, io: Io): Promise<number> {
   checkListenerDir(options.dir)
   let store: AckStore
   try {
-    store = options.dryRun ? await AckStore.load(options.dir) : await AckStore.open(options.dir)
+    store = options.dryRun ? await AckStore.peek(options.dir) : await AckStore.open(options.dir)
   } catch (error) {
     if (error instanceof PlugcheckError && error.exitCode === exitCodes.usage && /holds .*'s lock/.test(error.message)) {
       throw usageError(
@@ -162,7 +216,7 @@ export async function runPrune(options: PruneOptions, io: Io): Promise<number> {
   }
   try {
     for (const warning of store.warnings) io.err(`plugcheck: warning: ${warning}\n`)
-    const selection = selectPrunable(store, Date.now(), options.olderThanMs)
+    const selection = await selectPrunableChecked(store, Date.now(), options.olderThanMs, () => false, (warning) => io.err(`plugcheck: warning: ${warning}\n`))
     const failed: string[] = []
     if (!options.dryRun) {
       for (const group of selection.groups) {
