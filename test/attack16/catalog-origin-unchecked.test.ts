@@ -6,7 +6,7 @@
  * the wrong values into every catalog after. The run files are the authority: after the check the
  * listener must answer what verify --acks (a full replay) answers.
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
@@ -51,7 +51,7 @@ function recraft(dir: string, craft: (entries: Entry[]) => void): void {
 
 const byId = (entries: Entry[], runId: string): Entry => entries.find((e) => e.id === runId)!
 
-async function setUp(t: Tap.Test, craft: (entries: Entry[]) => void): Promise<{ dir: string; store: AckStore; truth: AckStore }> {
+async function setUp(t: Test, craft: (entries: Entry[]) => void): Promise<{ dir: string; store: AckStore; truth: AckStore }> {
   const dir = tempDir(t)
   const nowMs = Date.now()
   craftRun(dir, older, 1, 50, nowMs)
