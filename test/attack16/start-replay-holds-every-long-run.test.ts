@@ -1,0 +1,64 @@
+/**
+ * Memory per run is bounded, whatever its length (README): at start, runs replayed from their logs
+ * (no catalog: an older listener's directory, or a damaged catalog.msgpack) must not all be held in
+ * memory at once. Here 24 ended runs of 60,000 spans each (~1.4 M spans, ~35 MB of span columns)
+ * are replayed with a read-back cache of 1,000 spans: the spans the store holds during the start (its
+ * own residentSpanCount, after each run replayed) must stay within the cache plus a run or two being
+ * replayed, not grow with the number of runs. Today every replayed run keeps its whole table until
+ * the evict pass after the last one: a start on 20 week-long runs holds ~3 GB, and one on more runs
+ * than memory fits never listens (a damaged catalog makes every start such a start).
+ */
+import t from 'tap'
+import { appendFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { AckStore } from '../../src/server/ack-store.js'
+import { frameCommit, maxItemsPerCommit } from '../../src/server/ack-log.js'
+import { tempDir } from '../fixtures/cli.js'
+import { runIdOf, runMeta } from '../server/peer.js'
+
+const runCount = 24
+const spansPerRun = 60_000
+const spanBytes = 24
+
+t.test('a start without a catalog replays long runs one after another, not all of them held at once', async (t) => {
+  const dir = tempDir(t, 'plugcheck-start-mem-')
+  const announcedMs = Date.now() - 30 * 86_400_000
+  const store = await AckStore.open(dir)
+  const ids = Array.from({ length: runCount }, (_, i) => runIdOf(0xa1600 + i))
+  for (const runId of ids) await store.createRun(runMeta(runId), announcedMs)
+  await store.close()
+  // Each run's log: spansPerRun acks, 200 ms apart (a span each), then its end.
+  for (const runId of ids) {
+    const frames: Buffer[] = []
+    let n = 0
+    for (let seq = 1; seq <= spansPerRun; seq += maxItemsPerCommit) {
+      const items: object[] = []
+      for (let s = seq; s < Math.min(seq + maxItemsPerCommit, spansPerRun + 1); s++) items.push({ k: 'ack', fromSeq: s, toSeq: s, firstMs: announcedMs + s * 200, lastMs: announcedMs + s * 200 })
+      frames.push(frameCommit(++n, items))
+    }
+    frames.push(frameCommit(++n, [{ k: 'end', reason: 'duration', atMs: announcedMs + (spansPerRun + 1) * 200 }]))
+    appendFileSync(join(dir, 'runs', runId, 'acks.log'), Buffer.concat(frames))
+  }
+  rmSync(join(dir, 'catalog.msgpack'), { force: true })
+
+  // What the store holds after each run it replays at start (its own count of spans in memory).
+  const proto = AckStore.prototype as unknown as { replay: (this: AckStore, ...args: unknown[]) => Promise<void> }
+  const replay = proto.replay
+  let heldMax = 0
+  proto.replay = async function (this: AckStore, ...args: unknown[]): Promise<void> {
+    await replay.apply(this, args)
+    heldMax = Math.max(heldMax, this.residentSpanCount())
+  }
+  t.teardown(() => {
+    proto.replay = replay
+  })
+  const cachedSpansMax = 1000
+  const reopened = await AckStore.open(dir, { cachedSpansMax })
+  t.equal(reopened.summaries().length, runCount, `${runCount} runs replayed`)
+  t.equal(reopened.summaries()[0]!.ackedThroughSeq, spansPerRun)
+  t.ok(reopened.warnings.some((w) => w.includes('catalog.msgpack')), 'the missing catalog is warned about')
+  const bound = cachedSpansMax + 2 * spansPerRun
+  t.ok(heldMax <= bound, `spans held in memory during the start: at most ${heldMax} (bound: the read-back cache, ${cachedSpansMax}, plus a run or two being replayed, ${bound}; all ${runCount} runs are ${runCount * spansPerRun} spans, ${((runCount * spansPerRun * spanBytes) / 1024 / 1024).toFixed(0)} MB)`)
+  t.ok(reopened.residentSpanCount() <= cachedSpansMax + spansPerRun, `after the start: ${reopened.residentSpanCount()} spans held`)
+  await reopened.close()
+})
