@@ -190,7 +190,13 @@ interface RunState {
   damaged?: Error
   /** Its writer's fingerprint left memory (bootId kept): read back from meta.msgpack for a query. */
   writerTrimmed?: boolean
+  /** Its end as logged: set once the round holding it is durable (what a replay gives), never before. */
   end?: { reason: EndReason; detail?: string; atMs: number }
+  /**
+   * An end accepted (endRun, release) whose round is not durable yet: the run takes nothing more, but
+   * queries answer it as live until its end is recorded (then with every ack before it).
+   */
+  endQueued?: { reason: EndReason; detail?: string; atMs: number }
   /** When the writer first said it was steady (null: never). */
   steadyMs: number | null
   /** The latest verdict a verifier reported, stored in verdict.msgpack. */
@@ -764,7 +770,17 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     return run === undefined
       ? undefined
-      : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: run.end !== undefined, steadyMs: run.steadyMs, creating: run.creating === true }
+      : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: endAccepted(run), steadyMs: run.steadyMs, creating: run.creating === true }
+  }
+
+  /**
+   * What a query answers of the run (a state a replay of the durable journal and log gives): its
+   * recorded acks, whether its end is recorded, and whether an end was accepted whose round is not
+   * durable yet (settling: answered as live until then). Undefined for a run not on record.
+   */
+  recorded(runId: string): { throughSeq: number; ended: boolean; settling: boolean } | undefined {
+    const run = this.runs.get(runId)
+    return run === undefined || run.creating === true ? undefined : { throughSeq: run.durableThroughSeq, ended: run.end !== undefined, settling: isSettling(run) }
   }
 
   /**
@@ -839,12 +855,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   endRun(runId: string, reason: EndReason, detail: string | undefined, atMs: number): void {
     const run = this.runs.get(runId)
     if (run === undefined) throw new Error(`endRun on unknown run ${runId}`)
-    if (run.end !== undefined) throw new Error(`endRun on run ${runId}, which already ended`)
+    if (endAccepted(run)) throw new Error(`endRun on run ${runId}, which already ended`)
     // Stamped like its acks: a listener clock stepped (to 1970, or back) mid-run cannot write an end its replay refuses.
     atMs = this.ackStampMs(runId, atMs)
     // Cut so that an end alone fits a commit (maxCommitBytes); kept in memory as it is logged.
     if (detail !== undefined) detail = cutToBytes(detail, maxEndDetailBytes)
-    run.end = { reason, ...(detail === undefined ? {} : { detail }), atMs }
+    // Answered as ended once the round holding it is durable (writeRound): a query before that would
+    // show an end with fewer acks than it follows, a state no replay gives.
+    run.endQueued = { reason, ...(detail === undefined ? {} : { detail }), atMs }
     run.retired = true
     if (run.failed !== undefined) return
     this.queue(run, { k: 'end', reason, ...(detail === undefined ? {} : { detail }), atMs })
@@ -919,7 +937,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   release(runId: string, atMs: number): void {
     const run = this.runs.get(runId)
     if (run === undefined || run.retired) return
-    if (run.end === undefined && run.failed === undefined) return this.endRun(runId, 'vanished', undefined, atMs)
+    if (!endAccepted(run) && run.failed === undefined) return this.endRun(runId, 'vanished', undefined, atMs)
     run.retired = true
   }
 
@@ -1028,7 +1046,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     for (const { run, throughSeq, items, endBytes } of committed) {
       // Durable now: its spans made from the items as logged, the one way a replay makes them.
-      for (const item of items) if (item.k === 'ack') addLoggedSpan(run, item, this.maxSpans)
+      for (const item of items) {
+        if (item.k === 'ack') addLoggedSpan(run, item, this.maxSpans)
+        else if (item.k === 'end') recordEnd(run, item)
+      }
       run.appliedBytes = endBytes
       run.durableThroughSeq = throughSeq
       // A fold that failed while this round was written failed the run: it answers what is recorded.
@@ -1361,7 +1382,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /** A run the catalog holds: retired, nothing of it queued or in the journal's current segment. */
   private inCatalog(run: RunState): boolean {
-    return run.retired && run.failed === undefined && run.creating !== true && run.pendingEntries.length === 0 && !this.dirty.has(run) && this.segment?.fold.has(run.meta.runId) !== true
+    return run.retired && run.failed === undefined && run.creating !== true && run.pendingEntries.length === 0 && run.appliedBytes === run.logBytes && !this.dirty.has(run) && this.segment?.fold.has(run.meta.runId) !== true
   }
 
   private warn(message: string): void {
@@ -1590,8 +1611,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /**
-   * Every run on record for this host and path, newest first, at most maxClaims; live is false here
-   * (the listener marks the runs whose writer is connected).
+   * Every run on record for this host and path, newest first, at most maxClaims; live here only for a
+   * run whose end is accepted and not recorded yet (the listener marks the runs whose writer is connected).
    */
   claims(host: string, requestedPath: string): Claim[] {
     return [...this.runs.values()]
@@ -1605,15 +1626,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         announcedMs: r.announcedMs,
         ...(r.origin.peer === undefined ? {} : { peer: r.origin.peer }),
         ...(r.origin.authenticated === undefined ? {} : { authenticated: r.origin.authenticated }),
-        live: false,
+        // An end accepted, not recorded yet: answered as live until it is (never ended with fewer acks).
+        live: isSettling(r),
         ...(r.end === undefined ? {} : { end: r.end }),
-        ackedThroughSeq: r.lastAckedSeq,
+        ackedThroughSeq: r.durableThroughSeq,
       }))
   }
 
   /**
    * One line per run, newest first (announcement order), only the campaign's runs when one is named;
-   * live is false here (the listener marks the runs whose writer is connected).
+   * acks as recorded; live as in claims (the listener marks the runs whose writer is connected).
    */
   summaries(campaign?: string): RunSummary[] {
     return this.newestFirst(campaign).map(summaryOf)
@@ -1691,7 +1713,23 @@ function lockDirectory(dir: string): FileLock {
 }
 
 function isWritable(run: RunState): boolean {
-  return run.failed === undefined && run.end === undefined && !run.retired
+  return run.failed === undefined && !endAccepted(run) && !run.retired
+}
+
+/** The writer's view: an end was accepted (recorded or not yet). */
+function endAccepted(run: RunState): boolean {
+  return run.end !== undefined || run.endQueued !== undefined
+}
+
+/** An end accepted whose round is not durable yet (and will be: the run has not failed). */
+function isSettling(run: RunState): boolean {
+  return run.end === undefined && run.endQueued !== undefined && run.failed === undefined
+}
+
+/** The run's end, logged in a round now durable: answered from now on, as a replay gives it. */
+function recordEnd(run: RunState, item: Extract<LogItem, { k: 'end' }>): void {
+  run.end = { reason: item.reason, ...(item.detail === undefined ? {} : { detail: item.detail }), atMs: item.atMs }
+  delete run.endQueued
 }
 
 /**
@@ -2041,9 +2079,9 @@ function summaryOf(run: RunState): RunSummary {
     method: run.meta.method,
     announcedMs: run.announcedMs,
     ...(run.origin.peer === undefined ? {} : { peer: run.origin.peer }),
-    live: false,
+    live: isSettling(run),
     ...(run.end === undefined ? {} : { end: run.end }),
-    ackedThroughSeq: run.lastAckedSeq,
+    ackedThroughSeq: run.durableThroughSeq,
     steadyMs: run.steadyMs,
     verdict: run.verdict,
     campaign: run.origin.campaign ?? null,

@@ -597,7 +597,7 @@ export class Listener {
     for (const summary of all) {
       if (runs.length >= maxListedRuns) break
       // Live: being written now (its writer connected and no end yet), as `runs` shows it.
-      const listed = { ...summary, live: summary.end === undefined && this.owners.has(summary.runId) }
+      const listed = { ...summary, live: summary.end === undefined && (summary.live || this.owners.has(summary.runId)) }
       bytes += encodeFrame(listed).length
       if (bytes > listReplyBudgetBytes) break
       runs.push(listed)
@@ -607,7 +607,8 @@ export class Listener {
 
   /** Every run on record for the path, with live = its writer's connection is open now. */
   claims(host: string, requestedPath: string): Claim[] {
-    return this.store.claims(host, requestedPath).map((c) => ({ ...c, live: this.owners.has(c.runId) }))
+    // Live too: a run whose end is not recorded yet (answered as ended only once it is).
+    return this.store.claims(host, requestedPath).map((c) => ({ ...c, live: c.live || this.owners.has(c.runId) }))
   }
 
   /** Stops serving; every run whose writer was connected gets its 'vanished' end logged before the store closes. */
@@ -965,11 +966,13 @@ class Connection {
         }
         // A verdict is what verify found after the cut: a run whose writer is still connected and has
         // not ended was not cut, and a verdict now would end a campaign cycle that never happened.
-        if (listener.isLive(runId) && !info.ended) {
-          throw new ProtocolViolation('out-of-order', `verdict for run ${runId}, which is still being written (its writer is connected); verify after the cut`)
+        // Held against what is recorded (what a query answered), never acks not durable yet.
+        const recorded = store.recorded(runId)!
+        if ((listener.isLive(runId) && !recorded.ended) || recorded.settling) {
+          throw new ProtocolViolation('out-of-order', `verdict for run ${runId}, which is still being written (its writer is connected, or its end is not recorded yet); verify after the cut`)
         }
         // Its acks are final here (ended, or its writer gone: a live run was refused above).
-        const problem = verdictDisagreement(result, info.meta.method, store.lastAckedSeq(runId), info.ended || !listener.isLive(runId))
+        const problem = verdictDisagreement(result, info.meta.method, recorded.throughSeq, recorded.ended || !listener.isLive(runId))
         if (problem !== undefined) throw new ProtocolViolation('bad-frame', `the verdict for run ${runId} ${problem}`)
         return store.recordVerdict(runId, result).then(() => {
           listener.emit({
