@@ -163,8 +163,8 @@ export interface RunOrigin {
 interface RunState {
   readonly meta: RunMeta
   readonly announcedMs: number
-  /** Announcement order; undefined for runs stored by older listeners (they come first). */
-  readonly announceIndex: number | undefined
+  /** Announcement order; undefined for runs stored by older listeners (they come first). Taken from meta.msgpack over a catalog that differs. */
+  announceIndex: number | undefined
   /** performance.now() at the announcement, for runs announced since this listener started. */
   announcedPerfMs?: number
   origin: RunOrigin
@@ -1449,9 +1449,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     const problem = lessThanRecorded(copy, catalogEntryOf(run))
     if (problem !== undefined) throw damagedLog(join(this.runDir(runId), 'acks.log'), problem)
-    if (copy.logBytes !== run.logBytes || copy.lastAckedSeq !== run.lastAckedSeq || copy.commits !== run.commits || copy.steadyMs !== run.steadyMs || (copy.end === undefined) !== (run.end === undefined)) {
-      this.takeFromFiles(run, copy)
-    }
+    const differences = catalogDifferences(run, copy)
+    if (differences.length > 0) this.takeFromFiles(run, copy, differences)
     // A verdict stored after the catalog was written, before a crash, is in its file only.
     const verdict = await scratch.replayVerdict(copy)
     for (const message of scratch.warnings) this.warn(message)
@@ -1471,9 +1470,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * does that (a run goes in once its log is whole), so the catalog is someone else's, and the files,
    * the authority, are taken (fewer acks than they hold would turn a FAIL into a PASS).
    */
-  private takeFromFiles(run: RunState, copy: RunState): void {
+  private takeFromFiles(run: RunState, copy: RunState, differences: ReadonlyArray<{ what: string; text: string }>): void {
+    // The counts are said first; the other fields that differ after them.
+    const besides = differences.filter((d) => !countFields.has(d.what)).map((d) => d.text)
     this.warn(
-      `run ${run.meta.runId}: ${join(this.dir, catalogName)} recorded ${run.commits} commits in ${run.logBytes} bytes (acks through seq ${run.lastAckedSeq}) where its files hold ${copy.commits} commits in ${copy.logBytes} bytes (acks through seq ${copy.lastAckedSeq}): the run is taken from its files, and the catalog written again`,
+      `run ${run.meta.runId}: ${join(this.dir, catalogName)} recorded ${run.commits} commits in ${run.logBytes} bytes (acks through seq ${run.lastAckedSeq}) where its files hold ${copy.commits} commits in ${copy.logBytes} bytes (acks through seq ${copy.lastAckedSeq})` +
+        `${besides.length > 0 ? `; it differs in ${besides.join(', ')}` : ''}: the run is taken from its files, and the catalog written again`,
     )
     run.lastAckedSeq = copy.lastAckedSeq
     run.durableThroughSeq = copy.lastAckedSeq
@@ -1481,7 +1483,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.logBytes = copy.logBytes
     run.appliedBytes = copy.logBytes
     run.steadyMs = copy.steadyMs
-    if (copy.end !== undefined) run.end = copy.end
+    if (copy.end === undefined) delete run.end
+    else run.end = copy.end
+    run.announceIndex = copy.announceIndex
+    // Its writer's fingerprint stays in meta.msgpack (read back for a query), as for every catalogued run.
+    const writer = copy.origin.writer
+    run.origin = { ...copy.origin, ...(writer === undefined ? {} : { writer: { bootId: writer.bootId, fingerprint: null } }) }
+    run.writerTrimmed = writer !== undefined
     run.evicted = { spanCount: copy.spans.length, lastAckMs: copy.spans.lastAckMs }
     this.catalogDirty = true
   }
@@ -2163,6 +2171,37 @@ function catalogEntryOf(run: RunState): CatalogEntry {
     ...(run.verdictBytes === undefined ? {} : { verdictBytes: run.verdictBytes }),
   }
 }
+
+/**
+ * What a run's files are the authority for, and its catalog entry holds too: the scrub takes the run
+ * from its files on any difference (a catalog holding another end reason, say, would change verify's
+ * verdict where `verify --acks` and a restart without the catalog answer what the files hold).
+ */
+const fromFiles: ReadonlyArray<readonly [what: string, of: (run: RunState) => unknown]> = [
+  ['commits', (r) => r.commits],
+  ['log bytes', (r) => r.logBytes],
+  ['acks', (r) => r.lastAckedSeq],
+  ['end', (r) => r.end ?? null],
+  ['steady', (r) => r.steadyMs],
+  ['announcement order', (r) => r.announceIndex ?? null],
+  ['peer', (r) => r.origin.peer ?? null],
+  ['authenticated', (r) => r.origin.authenticated ?? null],
+  ['campaign', (r) => r.origin.campaign ?? null],
+  ["writer's boot id", (r) => r.origin.writer?.bootId ?? null],
+]
+
+/** The fields (fromFiles) where the catalogued run differs from its files, each with what the catalog and the files say. */
+function catalogDifferences(run: RunState, copy: RunState): Array<{ what: string; text: string }> {
+  const differences: Array<{ what: string; text: string }> = []
+  for (const [what, of] of fromFiles) {
+    const [recorded, held] = [JSON.stringify(of(run)), JSON.stringify(of(copy))]
+    if (recorded !== held) differences.push({ what, text: `${what} (${recorded} in the catalog, ${held} in the files)` })
+  }
+  return differences
+}
+
+/** The fields of fromFiles that takeFromFiles's warning states in full. */
+const countFields = new Set(['commits', 'log bytes', 'acks'])
 
 /** What a run read from its files lacks of what the catalog recorded (undefined: it holds all of it, or more). */
 function lessThanRecorded(run: Pick<RunState, 'commits' | 'logBytes' | 'lastAckedSeq' | 'end' | 'steadyMs'>, entry: CatalogEntry): string | undefined {
