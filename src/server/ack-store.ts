@@ -81,7 +81,7 @@
  */
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fsync, mkdirSync, openSync, renameSync, stat as statCallback, writeSync } from 'node:fs'
-import { mkdir, open, readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises'
+import { mkdir, open, readdir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../locks.js'
@@ -190,6 +190,12 @@ interface RunState {
   damaged?: Error
   /** Its writer's fingerprint left memory (bootId kept): read back from meta.msgpack for a query. */
   writerTrimmed?: boolean
+  /**
+   * Its log's stamp (logStamp) when the bytes of its copy were read, or when this listener's fold last
+   * wrote it: a cached copy is used only while the log has this stamp (else the log is read whole
+   * again, so damage done since is found, never served from a copy of what it held).
+   */
+  logSeen?: string
   /** Its end as logged: set once the round holding it is durable (what a replay gives), never before. */
   end?: { reason: EndReason; detail?: string; atMs: number }
   /**
@@ -689,6 +695,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const sizeBytes = await fileSize(logPath)
       if (sizeBytes < journaled.at) throw logShorterThanJournal(logPath, sizeBytes, journaled.at)
     }
+    // Taken before the read: a change during it shows as another stamp at the next query.
+    const stamp = await logStamp(logPath)
     const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans), journaled?.at, chunkBytes)
     // A sealed meta.msgpack was written by this version, after the log's header was fsynced: no crash
     // leaves it without that header. (Older listeners created an empty log: a legacy run may have one.)
@@ -702,6 +710,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.appliedBytes = run.logBytes
     run.metaBytes = metaBytes.length
     run.durableThroughSeq = run.lastAckedSeq
+    if (stamp !== undefined) run.logSeen = stamp
     this.runs.set(runId, run)
     this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
   }
@@ -1136,7 +1145,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   pruneCandidate(runId: string): { bytes: number } | { refused: string } {
     const run = this.runs.get(runId)
     if (run === undefined || run.creating === true) return { refused: `run ${runId} is not on record` }
-    if (run.end === undefined || !run.retired) return { refused: `run ${runId} has not ended (its writer may be live, or vanished with no end logged)` }
+    // An end accepted and not recorded yet is recorded by prune's fold, before anything is removed.
+    if (!endAccepted(run) || !run.retired) return { refused: `run ${runId} has not ended (its writer may be live, or vanished with no end logged)` }
     if (this.verdictWrites.has(runId)) return { refused: `run ${runId} has a verdict being stored` }
     return { bytes: run.logBytes + run.metaBytes + (run.verdictBytes ?? 0) }
   }
@@ -1225,6 +1235,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const current = (entry: ReadBack | undefined): entry is ReadBack =>
       entry !== undefined && (run.evicted === undefined || (entry.copy !== undefined && entry.copy.appliedBytes >= throughBytes)) && (run.writerTrimmed !== true || entry.writer !== undefined)
     let entry = this.readBack.get(runId)
+    // A copy of a log changed since it was read (by anything but the fold) is not served: read again, damage is found.
+    if (entry?.copy !== undefined && run.evicted !== undefined && (await logStamp(join(this.runDir(runId), 'acks.log'))) !== run.logSeen) {
+      this.uncache(runId)
+      entry = undefined
+    }
     // At most twice: a read under way may have started before the query (its copy then ends earlier).
     for (let pass = 0; !current(entry) && pass < 3; pass++) {
       let reading = this.readingBack.get(runId)
@@ -1309,7 +1324,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private async readBackLog(run: RunState, cached: RunState | undefined, logPath: string, journaled: { logEnd: number; announced: boolean }): Promise<RunState> {
     const runId = run.meta.runId
     const logEnd = journaled.logEnd
-    if (cached !== undefined) {
+    // The copy's bytes are read on from where it ended only while the log is as last seen (or not written yet).
+    const stamp = journaled.announced ? undefined : await logStamp(logPath)
+    if (cached !== undefined && (journaled.announced || (stamp !== undefined && stamp === run.logSeen))) {
       if (cached.appliedBytes < logEnd) await readFramesBetween(logPath, cached.appliedBytes, logEnd, (frame) => applyCommitFrame(cached, frame, this.maxSpans), queryChunkBytes)
       return cached
     }
@@ -1326,6 +1343,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     copy.commits = replayed.commits
     copy.appliedBytes = replayed.validBytes
+    if (stamp !== undefined) run.logSeen = stamp
     return copy
   }
 
@@ -1457,7 +1475,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run.evicted !== undefined) {
       run.evicted.spanCount = copy.spans.length
       // What a query would read back: kept while the cache has room (the newest runs are checked first).
-      if (!this.readBack.has(runId)) this.cacheSpans(runId, { copy, writer: copy.origin.writer }, true)
+      if (!this.readBack.has(runId)) {
+        this.cacheSpans(runId, { copy, writer: copy.origin.writer }, true)
+        // The log as the copy was read from it (a copy not cached leaves the stamp of one that is).
+        if (this.readBack.get(runId)?.copy === copy) run.logSeen = copy.logSeen
+      }
     }
     if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) this.catalogDirty = true
     run.verdict = verdict
@@ -1513,7 +1535,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** The segment's commits into the run files, fsynced, then the segment deleted (fold.ts). */
   private async fold(segment: Segment): Promise<void> {
     try {
+      const changed = await this.logsChangedSinceSeen(segment.fold.keys())
       await foldRuns(join(this.dir, 'runs'), [...segment.fold.values()], this.foldFiles)
+      await this.noteFolded(segment.fold.keys(), changed)
       // The catalog before the segment goes: a run folded here and retired is in it, or still in the journal.
       for (const runId of segment.fold.keys()) if (this.runs.get(runId)?.retired === true) this.catalogDirty = true
       if (this.catalogDirty) await this.saveCatalog()
@@ -1528,6 +1552,33 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     } catch (error) {
       // The journal still holds every recorded ack (the segment stays); a restart folds it again.
       this.breakJournal(new Error(`${describeSystemError(error)} (folding journal segment ${segment.path} into runs/; the listener records nothing more, restart it)`), [], [])
+    }
+  }
+
+  /**
+   * Before a fold: the runs whose log changed since it was last seen (by anything but this listener):
+   * their stamp goes, so their next query reads the log whole. One stat at a time (the threadpool
+   * keeps a thread for the next round).
+   */
+  private async logsChangedSinceSeen(runIds: Iterable<string>): Promise<Set<string>> {
+    const changed = new Set<string>()
+    for (const runId of [...runIds]) {
+      const run = this.runs.get(runId)
+      if (run?.logSeen === undefined || (await logStamp(join(this.runDir(runId), 'acks.log'))) === run.logSeen) continue
+      changed.add(runId)
+      delete run.logSeen
+    }
+    return changed
+  }
+
+  /** After a fold: each log it wrote is seen as it left it (but one changed before the fold stays unseen). */
+  private async noteFolded(runIds: Iterable<string>, changed: ReadonlySet<string>): Promise<void> {
+    for (const runId of [...runIds]) {
+      const run = this.runs.get(runId)
+      if (run === undefined || changed.has(runId)) continue
+      const stamp = await logStamp(join(this.runDir(runId), 'acks.log'))
+      if (stamp === undefined) delete run.logSeen
+      else run.logSeen = stamp
     }
   }
 
@@ -2077,6 +2128,21 @@ async function fileSize(path: string): Promise<number> {
   }
 }
 const statAsync = promisify(statCallback)
+
+/**
+ * A log's inode, size, mtime and ctime (ns): any write to it changes them (ctime cannot be set back
+ * but by the clock), so an unchanged stamp says its bytes are the ones read. Undefined when it cannot
+ * be stat()ed (the read that follows says why). On a file system with coarse timestamps, a write of the
+ * same size within one tick of the last one keeps the stamp: the background check and a restart still find it.
+ */
+async function logStamp(path: string): Promise<string | undefined> {
+  try {
+    const s = await stat(path, { bigint: true })
+    return `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`
+  } catch {
+    return undefined
+  }
+}
 
 function summaryOf(run: RunState): RunSummary {
   return {
