@@ -70,13 +70,19 @@
  * A run's spans are made from its logged items (applyItem, addLoggedSpan), when the journal round
  * holding them is durable, never ack by ack: a live run's spans are exactly what a replay of its log
  * gives, so a query of a live run shows its recorded acks only (as a restart would), and its reply
- * does not change when it ends, is evicted or the listener restarts. In the listener, memory per run
+ * does not change when it ends, is evicted or the listener restarts. Its end likewise: answered once
+ * the round holding it is durable (endQueued until then: the run is answered as live, never as ended
+ * with fewer acks than its end follows), and every count answered (runs, claims, a verdict's check)
+ * is its recorded acks (durableThroughSeq; lastAckedSeq is the writer's, for the next ack in order).
+ * In the listener, memory per run
  * is bounded whatever its length: a run read from runs/ at start, a run retired and folded, and a live
  * run past residentSpansMax spans keep a summary only (SpanSummary: the count and last two spans,
  * which go on taking a live run's spans exactly); its spans are read back for a query (queryAsync,
  * spanPageAsync) from its log, 64 KiB at a time, up to where its folded bytes end, then from its
  * commits still in the journal; the copy is cached within a span budget (cachedSpansMax) and brought
- * up to date from where it ended before each use. A retired run drops its writer's fingerprint once
+ * up to date from where it ended before each use, while its log's stamp (logStamp: inode, size, mtime,
+ * ctime) is the one it was read at or this listener's fold left (else it is read whole again: damage
+ * in bytes read before is found). A retired run drops its writer's fingerprint once
  * folded (see evict).
  */
 import { EventEmitter } from 'node:events'
