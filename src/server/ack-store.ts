@@ -209,8 +209,10 @@ interface RunState {
    * queries answer it as live until its end is recorded (then with every ack before it).
    */
   endQueued?: { reason: EndReason; detail?: string; atMs: number }
-  /** When the writer first said it was steady (null: never). */
+  /** When the writer first said it was steady, as logged (null: never, or not recorded yet). */
   steadyMs: number | null
+  /** A steady accepted whose round is not durable yet (steadyMs is set from it once it is). */
+  steadyQueuedMs?: number
   /** The latest verdict a verifier reported, stored in verdict.msgpack. */
   verdict: StoredVerdict | null
   /** Highest seq accepted (in memory, maybe not yet durable). */
@@ -785,7 +787,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     return run === undefined
       ? undefined
-      : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: endAccepted(run), steadyMs: run.steadyMs, creating: run.creating === true }
+      : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: endAccepted(run), steadyMs: run.steadyMs ?? run.steadyQueuedMs ?? null, creating: run.creating === true }
   }
 
   /**
@@ -891,9 +893,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     if (run === undefined) throw new Error(`recordSteady on unknown run ${runId}`)
     if (!isWritable(run)) throw new Error(`recordSteady on run ${runId}, which takes no more entries`)
-    if (run.steadyMs !== null) return false
+    if (run.steadyMs !== null || run.steadyQueuedMs !== undefined) return false
     atMs = this.ackStampMs(runId, atMs) // as endRun
-    run.steadyMs = atMs
+    // Answered (runs) once the round holding it is durable, as its end.
+    run.steadyQueuedMs = atMs
     this.queue(run, { k: 'steady', atMs })
     return true
   }
@@ -1064,6 +1067,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       for (const item of items) {
         if (item.k === 'ack') addLoggedSpan(run, item, this.maxSpans)
         else if (item.k === 'end') recordEnd(run, item)
+        else recordSteadyMs(run, item.atMs)
       }
       run.appliedBytes = endBytes
       run.durableThroughSeq = throughSeq
@@ -1789,6 +1793,12 @@ function endAccepted(run: RunState): boolean {
 /** An end accepted whose round is not durable yet (and will be: the run has not failed). */
 function isSettling(run: RunState): boolean {
   return run.end === undefined && run.endQueued !== undefined && run.failed === undefined
+}
+
+/** The run's steady moment, logged in a round now durable. */
+function recordSteadyMs(run: RunState, atMs: number): void {
+  run.steadyMs = atMs
+  delete run.steadyQueuedMs
 }
 
 /** The run's end, logged in a round now durable: answered from now on, as a replay gives it. */
