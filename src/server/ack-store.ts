@@ -1348,6 +1348,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       return copy
     }
     const replayed = await replayLog(logPath, runId, (item) => applyItem(copy, item, this.maxSpans), logEnd, queryChunkBytes)
+    // Read whole again (its stamp changed): a bad last entry there was recorded, not torn by a crash.
+    if (replayed.tornTail !== null && replayed.tornTail.atByte < logEnd) throw damagedLog(logPath, `damaged at byte ${replayed.tornTail.atByte}: ${replayed.tornTail.what}, in bytes the listener recorded`)
     if (replayed.validBytes !== logEnd || replayed.tornTail !== null) {
       throw damagedLog(logPath, `it no longer holds what it held (whole entries end at byte ${replayed.validBytes}, where ${logEnd} bytes were recorded)`)
     }
