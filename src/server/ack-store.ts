@@ -800,6 +800,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return run === undefined || run.creating === true ? undefined : { throughSeq: run.durableThroughSeq, ended: run.end !== undefined, settling: isSettling(run) }
   }
 
+  /** Resolves once none of these runs has an end accepted and not recorded (its round durable, or the journal failed). */
+  async endsRecorded(runIds: readonly string[]): Promise<void> {
+    const settling = (): boolean => runIds.some((id) => {
+      const run = this.runs.get(id)
+      return run !== undefined && isSettling(run)
+    })
+    // The commit loop runs until nothing is queued: when it ends, each end was written or failed.
+    while (settling() && this.committing !== undefined) await this.committing
+  }
+
   /**
    * Makes the run durable before the writer is told to start: its announcement (meta.msgpack's bytes)
    * goes into the next journal round, and the promise settles when that round's fdatasync returned (a
