@@ -969,28 +969,32 @@ class Connection {
             `verdict for run ${runId} from ${this.peer}, but the run was announced from ${info.origin.peer ?? 'an unknown address'}; only that address may report its verdict (start the listener with --token to accept verdicts from any holder of the token)`,
           )
         }
-        // A verdict is what verify found after the cut: a run whose writer is still connected and has
-        // not ended was not cut, and a verdict now would end a campaign cycle that never happened.
-        // Held against what is recorded (what a query answered), never acks not durable yet.
-        const recorded = store.recorded(runId)!
-        if ((listener.isLive(runId) && !recorded.ended) || recorded.settling) {
-          throw new ProtocolViolation('out-of-order', `verdict for run ${runId}, which is still being written (its writer is connected, or its end is not recorded yet); verify after the cut`)
-        }
-        // Its acks are final here (ended, or its writer gone: a live run was refused above).
-        const problem = verdictDisagreement(result, info.meta.method, recorded.throughSeq, recorded.ended || !listener.isLive(runId))
-        if (problem !== undefined) throw new ProtocolViolation('bad-frame', `the verdict for run ${runId} ${problem}`)
-        return store.recordVerdict(runId, result).then(() => {
-          listener.emit({
-            kind: 'verdict',
-            runId,
-            groupId: info.meta.groupId,
-            host: info.meta.host,
-            path: info.meta.requestedPath,
-            campaign: info.origin.campaign ?? null,
-            result,
-            atMs: Date.now(),
+        // An end accepted and not recorded yet is recorded first (one round): the verdict is held
+        // against the run as recorded (what a query answers), never acks not durable yet.
+        return store.endsRecorded([runId]).then(() => {
+          // A verdict is what verify found after the cut: a run whose writer is still connected and has
+          // not ended was not cut, and a verdict now would end a campaign cycle that never happened.
+          const recorded = store.recorded(runId)
+          if (recorded === undefined) throw new ProtocolViolation('unknown-run', `verdict for run ${runId}, which the listener no longer holds`)
+          if ((listener.isLive(runId) && !recorded.ended) || recorded.settling) {
+            throw new ProtocolViolation('out-of-order', `verdict for run ${runId}, which is still being written (its writer is connected, or its end is not recorded yet); verify after the cut`)
+          }
+          // Its acks are final here (ended, or its writer gone: a live run was refused above).
+          const problem = verdictDisagreement(result, info.meta.method, recorded.throughSeq, recorded.ended || !listener.isLive(runId))
+          if (problem !== undefined) throw new ProtocolViolation('bad-frame', `the verdict for run ${runId} ${problem}`)
+          return store.recordVerdict(runId, result).then(() => {
+            listener.emit({
+              kind: 'verdict',
+              runId,
+              groupId: info.meta.groupId,
+              host: info.meta.host,
+              path: info.meta.requestedPath,
+              campaign: info.origin.campaign ?? null,
+              result,
+              atMs: Date.now(),
+            })
+            if (!this.closed) this.send({ type: 'verdict-ok', runId })
           })
-          if (!this.closed) this.send({ type: 'verdict-ok', runId })
         })
       }
       case 'list': {
