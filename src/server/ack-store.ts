@@ -70,20 +70,26 @@
  * A run's spans are made from its logged items (applyItem, addLoggedSpan), when the journal round
  * holding them is durable, never ack by ack: a live run's spans are exactly what a replay of its log
  * gives, so a query of a live run shows its recorded acks only (as a restart would), and its reply
- * does not change when it ends, is evicted or the listener restarts. In the listener, memory per run
+ * does not change when it ends, is evicted or the listener restarts. Its end likewise: answered once
+ * the round holding it is durable (endQueued until then: the run is answered as live, never as ended
+ * with fewer acks than its end follows), and every count answered (runs, claims, a verdict's check)
+ * is its recorded acks (durableThroughSeq; lastAckedSeq is the writer's, for the next ack in order).
+ * In the listener, memory per run
  * is bounded whatever its length: a run read from runs/ at start, a run retired and folded, and a live
  * run past residentSpansMax spans keep a summary only (SpanSummary: the count and last two spans,
  * which go on taking a live run's spans exactly); its spans are read back for a query (queryAsync,
  * spanPageAsync) from its log, 64 KiB at a time, up to where its folded bytes end, then from its
  * commits still in the journal; the copy is cached within a span budget (cachedSpansMax) and brought
- * up to date from where it ended before each use. Read-backs go at most readBacksAtOnce at a time,
- * each counted against that budget while under way; a start without a catalog keeps each replayed
- * run's summary only at once (cacheAtStart). A retired run drops its writer's fingerprint once
+ * up to date from where it ended before each use, while its log's stamp (logStamp: inode, size, mtime,
+ * ctime) is the one it was read at or this listener's fold left (else it is read whole again: damage
+ * in bytes read before is found). Read-backs go at most readBacksAtOnce at a time, each counted
+ * against that budget while under way; a start without a catalog keeps each replayed run's summary
+ * only at once (cacheAtStart). A retired run drops its writer's fingerprint once
  * folded (see evict).
  */
 import { EventEmitter } from 'node:events'
 import { closeSync, constants as fsConstants, fsync, mkdirSync, openSync, renameSync, stat as statCallback, writeSync } from 'node:fs'
-import { mkdir, open, readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises'
+import { mkdir, open, readdir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../locks.js'
@@ -166,8 +172,8 @@ export interface RunOrigin {
 interface RunState {
   readonly meta: RunMeta
   readonly announcedMs: number
-  /** Announcement order; undefined for runs stored by older listeners (they come first). */
-  readonly announceIndex: number | undefined
+  /** Announcement order; undefined for runs stored by older listeners (they come first). Taken from meta.msgpack over a catalog that differs. */
+  announceIndex: number | undefined
   /** performance.now() at the announcement, for runs announced since this listener started. */
   announcedPerfMs?: number
   origin: RunOrigin
@@ -195,9 +201,23 @@ interface RunState {
   damaged?: Error
   /** Its writer's fingerprint left memory (bootId kept): read back from meta.msgpack for a query. */
   writerTrimmed?: boolean
+  /**
+   * Its log's stamp (logStamp) when the bytes of its copy were read, or when this listener's fold last
+   * wrote it: a cached copy is used only while the log has this stamp (else the log is read whole
+   * again, so damage done since is found, never served from a copy of what it held).
+   */
+  logSeen?: string
+  /** Its end as logged: set once the round holding it is durable (what a replay gives), never before. */
   end?: { reason: EndReason; detail?: string; atMs: number }
-  /** When the writer first said it was steady (null: never). */
+  /**
+   * An end accepted (endRun, release) whose round is not durable yet: the run takes nothing more, but
+   * queries answer it as live until its end is recorded (then with every ack before it).
+   */
+  endQueued?: { reason: EndReason; detail?: string; atMs: number }
+  /** When the writer first said it was steady, as logged (null: never, or not recorded yet). */
   steadyMs: number | null
+  /** A steady accepted whose round is not durable yet (steadyMs is set from it once it is). */
+  steadyQueuedMs?: number
   /** The latest verdict a verifier reported, stored in verdict.msgpack. */
   verdict: StoredVerdict | null
   /** Highest seq accepted (in memory, maybe not yet durable). */
@@ -723,6 +743,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const sizeBytes = await fileSize(logPath)
       if (sizeBytes < journaled.at) throw logShorterThanJournal(logPath, sizeBytes, journaled.at)
     }
+    // Taken before the read: a change during it shows as another stamp at the next query.
+    const stamp = await logStamp(logPath)
     const replayed = await replayLog(logPath, runId, (item) => applyItem(run, item, this.maxSpans), journaled?.at, chunkBytes)
     // A sealed meta.msgpack was written by this version, after the log's header was fsynced: no crash
     // leaves it without that header. (Older listeners created an empty log: a legacy run may have one.)
@@ -736,6 +758,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.appliedBytes = run.logBytes
     run.metaBytes = metaBytes.length
     run.durableThroughSeq = run.lastAckedSeq
+    if (stamp !== undefined) run.logSeen = stamp
     this.runs.set(runId, run)
     this.lastAnnounceIndex = Math.max(this.lastAnnounceIndex, metaFile.announceIndex ?? 0)
   }
@@ -804,7 +827,27 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     return run === undefined
       ? undefined
-      : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: run.end !== undefined, steadyMs: run.steadyMs, creating: run.creating === true }
+      : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: endAccepted(run), steadyMs: run.steadyMs ?? run.steadyQueuedMs ?? null, creating: run.creating === true }
+  }
+
+  /**
+   * What a query answers of the run (a state a replay of the durable journal and log gives): its
+   * recorded acks, whether its end is recorded, and whether an end was accepted whose round is not
+   * durable yet (settling: answered as live until then). Undefined for a run not on record.
+   */
+  recorded(runId: string): { throughSeq: number; ended: boolean; settling: boolean } | undefined {
+    const run = this.runs.get(runId)
+    return run === undefined || run.creating === true ? undefined : { throughSeq: run.durableThroughSeq, ended: run.end !== undefined, settling: isSettling(run) }
+  }
+
+  /** Resolves once none of these runs has an end accepted and not recorded (its round durable, or the journal failed). */
+  async endsRecorded(runIds: readonly string[]): Promise<void> {
+    const settling = (): boolean => runIds.some((id) => {
+      const run = this.runs.get(id)
+      return run !== undefined && isSettling(run)
+    })
+    // The commit loop runs until nothing is queued: when it ends, each end was written or failed.
+    while (settling() && this.committing !== undefined) await this.committing
   }
 
   /**
@@ -883,12 +926,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   endRun(runId: string, reason: EndReason, detail: string | undefined, atMs: number): void {
     const run = this.runs.get(runId)
     if (run === undefined) throw new Error(`endRun on unknown run ${runId}`)
-    if (run.end !== undefined) throw new Error(`endRun on run ${runId}, which already ended`)
+    if (endAccepted(run)) throw new Error(`endRun on run ${runId}, which already ended`)
     // Stamped like its acks: a listener clock stepped (to 1970, or back) mid-run cannot write an end its replay refuses.
     atMs = this.ackStampMs(runId, atMs)
     // Cut so that an end alone fits a commit (maxCommitBytes); kept in memory as it is logged.
     if (detail !== undefined) detail = cutToBytes(detail, maxEndDetailBytes)
-    run.end = { reason, ...(detail === undefined ? {} : { detail }), atMs }
+    // Answered as ended once the round holding it is durable (writeRound): a query before that would
+    // show an end with fewer acks than it follows, a state no replay gives.
+    run.endQueued = { reason, ...(detail === undefined ? {} : { detail }), atMs }
     run.retired = true
     if (run.failed !== undefined) return
     this.queue(run, { k: 'end', reason, ...(detail === undefined ? {} : { detail }), atMs })
@@ -902,9 +947,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     if (run === undefined) throw new Error(`recordSteady on unknown run ${runId}`)
     if (!isWritable(run)) throw new Error(`recordSteady on run ${runId}, which takes no more entries`)
-    if (run.steadyMs !== null) return false
+    if (run.steadyMs !== null || run.steadyQueuedMs !== undefined) return false
     atMs = this.ackStampMs(runId, atMs) // as endRun
-    run.steadyMs = atMs
+    // Answered (runs) once the round holding it is durable, as its end.
+    run.steadyQueuedMs = atMs
     this.queue(run, { k: 'steady', atMs })
     return true
   }
@@ -963,7 +1009,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   release(runId: string, atMs: number): void {
     const run = this.runs.get(runId)
     if (run === undefined || run.retired) return
-    if (run.end === undefined && run.failed === undefined) return this.endRun(runId, 'vanished', undefined, atMs)
+    if (!endAccepted(run) && run.failed === undefined) return this.endRun(runId, 'vanished', undefined, atMs)
     run.retired = true
   }
 
@@ -1072,7 +1118,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     for (const { run, throughSeq, items, endBytes } of committed) {
       // Durable now: its spans made from the items as logged, the one way a replay makes them.
-      for (const item of items) if (item.k === 'ack') addLoggedSpan(run, item, this.maxSpans)
+      for (const item of items) {
+        if (item.k === 'ack') addLoggedSpan(run, item, this.maxSpans)
+        else if (item.k === 'end') recordEnd(run, item)
+        else recordSteadyMs(run, item.atMs)
+      }
       run.appliedBytes = endBytes
       run.durableThroughSeq = throughSeq
       // A fold that failed while this round was written failed the run: it answers what is recorded.
@@ -1159,7 +1209,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   pruneCandidate(runId: string): { bytes: number } | { refused: string } {
     const run = this.runs.get(runId)
     if (run === undefined || run.creating === true) return { refused: `run ${runId} is not on record` }
-    if (run.end === undefined || !run.retired) return { refused: `run ${runId} has not ended (its writer may be live, or vanished with no end logged)` }
+    // An end accepted and not recorded yet is recorded by prune's fold, before anything is removed.
+    if (!endAccepted(run) || !run.retired) return { refused: `run ${runId} has not ended (its writer may be live, or vanished with no end logged)` }
     if (this.verdictWrites.has(runId)) return { refused: `run ${runId} has a verdict being stored` }
     return { bytes: run.logBytes + run.metaBytes + (run.verdictBytes ?? 0) }
   }
@@ -1318,6 +1369,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const current = (entry: ReadBack | undefined): entry is ReadBack =>
       entry !== undefined && (run.evicted === undefined || (entry.copy !== undefined && entry.copy.appliedBytes >= throughBytes)) && (run.writerTrimmed !== true || entry.writer !== undefined)
     let entry = this.readBack.get(runId)
+    // A copy of a log changed since it was read (by anything but the fold) is not served: read again, damage is found.
+    if (entry?.copy !== undefined && run.evicted !== undefined && (await logStamp(join(this.runDir(runId), 'acks.log'))) !== run.logSeen) {
+      this.uncache(runId)
+      entry = undefined
+    }
     // At most twice: a read under way may have started before the query (its copy then ends earlier).
     for (let pass = 0; !current(entry) && pass < 3; pass++) {
       let reading = this.readingBack.get(runId)
@@ -1452,7 +1508,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private async readBackLog(run: RunState, cached: RunState | undefined, logPath: string, journaled: { logEnd: number; announced: boolean }): Promise<RunState> {
     const runId = run.meta.runId
     const logEnd = journaled.logEnd
-    if (cached !== undefined) {
+    // The copy's bytes are read on from where it ended only while the log is as last seen (or not written yet).
+    const stamp = journaled.announced ? undefined : await logStamp(logPath)
+    if (cached !== undefined && (journaled.announced || (stamp !== undefined && stamp === run.logSeen))) {
       if (cached.appliedBytes < logEnd) await readFramesBetween(logPath, cached.appliedBytes, logEnd, (frame) => applyCommitFrame(cached, frame, this.maxSpans), queryChunkBytes)
       return cached
     }
@@ -1464,11 +1522,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       return copy
     }
     const replayed = await replayLog(logPath, runId, (item) => applyItem(copy, item, this.maxSpans), logEnd, queryChunkBytes)
+    // Read whole again (its stamp changed): a bad last entry there was recorded, not torn by a crash.
+    if (replayed.tornTail !== null && replayed.tornTail.atByte < logEnd) throw damagedLog(logPath, `damaged at byte ${replayed.tornTail.atByte}: ${replayed.tornTail.what}, in bytes the listener recorded`)
     if (replayed.validBytes !== logEnd || replayed.tornTail !== null) {
       throw damagedLog(logPath, `it no longer holds what it held (whole entries end at byte ${replayed.validBytes}, where ${logEnd} bytes were recorded)`)
     }
     copy.commits = replayed.commits
     copy.appliedBytes = replayed.validBytes
+    if (stamp !== undefined) run.logSeen = stamp
     return copy
   }
 
@@ -1525,7 +1586,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /** A run the catalog holds: retired, nothing of it queued or in the journal's current segment. */
   private inCatalog(run: RunState): boolean {
-    return run.retired && run.failed === undefined && run.creating !== true && run.pendingEntries.length === 0 && !this.dirty.has(run) && this.segment?.fold.has(run.meta.runId) !== true
+    return run.retired && run.failed === undefined && run.creating !== true && run.pendingEntries.length === 0 && run.appliedBytes === run.logBytes && !this.dirty.has(run) && this.segment?.fold.has(run.meta.runId) !== true
   }
 
   private warn(message: string): void {
@@ -1592,16 +1653,19 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     const problem = lessThanRecorded(copy, catalogEntryOf(run))
     if (problem !== undefined) throw damagedLog(join(this.runDir(runId), 'acks.log'), problem)
-    if (copy.logBytes !== run.logBytes || copy.lastAckedSeq !== run.lastAckedSeq || copy.commits !== run.commits || copy.steadyMs !== run.steadyMs || (copy.end === undefined) !== (run.end === undefined)) {
-      this.takeFromFiles(run, copy)
-    }
+    const differences = catalogDifferences(run, copy)
+    if (differences.length > 0) this.takeFromFiles(run, copy, differences)
     // A verdict stored after the catalog was written, before a crash, is in its file only.
     const verdict = await scratch.replayVerdict(copy)
     for (const message of scratch.warnings) this.warn(message)
     if (run.evicted !== undefined) {
       run.evicted.spanCount = copy.spans.length
       // What a query would read back: kept while the cache has room (the newest runs are checked first).
-      if (!this.readBack.has(runId)) this.cacheSpans(runId, { copy, writer: copy.origin.writer }, true)
+      if (!this.readBack.has(runId)) {
+        this.cacheSpans(runId, { copy, writer: copy.origin.writer }, true)
+        // The log as the copy was read from it (a copy not cached leaves the stamp of one that is).
+        if (this.readBack.get(runId)?.copy === copy) run.logSeen = copy.logSeen
+      }
     }
     if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) this.catalogDirty = true
     run.verdict = verdict
@@ -1614,9 +1678,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * does that (a run goes in once its log is whole), so the catalog is someone else's, and the files,
    * the authority, are taken (fewer acks than they hold would turn a FAIL into a PASS).
    */
-  private takeFromFiles(run: RunState, copy: RunState): void {
+  private takeFromFiles(run: RunState, copy: RunState, differences: ReadonlyArray<{ what: string; text: string }>): void {
+    // The counts are said first; the other fields that differ after them.
+    const besides = differences.filter((d) => !countFields.has(d.what)).map((d) => d.text)
     this.warn(
-      `run ${run.meta.runId}: ${join(this.dir, catalogName)} recorded ${run.commits} commits in ${run.logBytes} bytes (acks through seq ${run.lastAckedSeq}) where its files hold ${copy.commits} commits in ${copy.logBytes} bytes (acks through seq ${copy.lastAckedSeq}): the run is taken from its files, and the catalog written again`,
+      `run ${run.meta.runId}: ${join(this.dir, catalogName)} recorded ${run.commits} commits in ${run.logBytes} bytes (acks through seq ${run.lastAckedSeq}) where its files hold ${copy.commits} commits in ${copy.logBytes} bytes (acks through seq ${copy.lastAckedSeq})` +
+        `${besides.length > 0 ? `; it differs in ${besides.join(', ')}` : ''}: the run is taken from its files, and the catalog written again`,
     )
     run.lastAckedSeq = copy.lastAckedSeq
     run.durableThroughSeq = copy.lastAckedSeq
@@ -1624,7 +1691,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     run.logBytes = copy.logBytes
     run.appliedBytes = copy.logBytes
     run.steadyMs = copy.steadyMs
-    if (copy.end !== undefined) run.end = copy.end
+    if (copy.end === undefined) delete run.end
+    else run.end = copy.end
+    run.announceIndex = copy.announceIndex
+    // Its writer's fingerprint stays in meta.msgpack (read back for a query), as for every catalogued run.
+    const writer = copy.origin.writer
+    run.origin = { ...copy.origin, ...(writer === undefined ? {} : { writer: { bootId: writer.bootId, fingerprint: null } }) }
+    run.writerTrimmed = writer !== undefined
     run.evicted = { spanCount: copy.spans.length, lastAckMs: copy.spans.lastAckMs }
     this.catalogDirty = true
   }
@@ -1648,7 +1721,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** The segment's commits into the run files, fsynced, then the segment deleted (fold.ts). */
   private async fold(segment: Segment): Promise<void> {
     try {
+      const changed = await this.logsChangedSinceSeen(segment.fold.keys())
       await foldRuns(join(this.dir, 'runs'), [...segment.fold.values()], this.foldFiles)
+      await this.noteFolded(segment.fold.keys(), changed)
       // The catalog before the segment goes: a run folded here and retired is in it, or still in the journal.
       for (const runId of segment.fold.keys()) if (this.runs.get(runId)?.retired === true) this.catalogDirty = true
       if (this.catalogDirty) await this.saveCatalog()
@@ -1663,6 +1738,33 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     } catch (error) {
       // The journal still holds every recorded ack (the segment stays); a restart folds it again.
       this.breakJournal(new Error(`${describeSystemError(error)} (folding journal segment ${segment.path} into runs/; the listener records nothing more, restart it)`), [], [])
+    }
+  }
+
+  /**
+   * Before a fold: the runs whose log changed since it was last seen (by anything but this listener):
+   * their stamp goes, so their next query reads the log whole. One stat at a time (the threadpool
+   * keeps a thread for the next round).
+   */
+  private async logsChangedSinceSeen(runIds: Iterable<string>): Promise<Set<string>> {
+    const changed = new Set<string>()
+    for (const runId of [...runIds]) {
+      const run = this.runs.get(runId)
+      if (run?.logSeen === undefined || (await logStamp(join(this.runDir(runId), 'acks.log'))) === run.logSeen) continue
+      changed.add(runId)
+      delete run.logSeen
+    }
+    return changed
+  }
+
+  /** After a fold: each log it wrote is seen as it left it (but one changed before the fold stays unseen). */
+  private async noteFolded(runIds: Iterable<string>, changed: ReadonlySet<string>): Promise<void> {
+    for (const runId of [...runIds]) {
+      const run = this.runs.get(runId)
+      if (run === undefined || changed.has(runId)) continue
+      const stamp = await logStamp(join(this.runDir(runId), 'acks.log'))
+      if (stamp === undefined) delete run.logSeen
+      else run.logSeen = stamp
     }
   }
 
@@ -1773,8 +1875,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /**
-   * Every run on record for this host and path, newest first, at most maxClaims; live is false here
-   * (the listener marks the runs whose writer is connected).
+   * Every run on record for this host and path, newest first, at most maxClaims; live here only for a
+   * run whose end is accepted and not recorded yet (the listener marks the runs whose writer is connected).
    */
   claims(host: string, requestedPath: string): Claim[] {
     return [...this.runs.values()]
@@ -1788,15 +1890,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         announcedMs: r.announcedMs,
         ...(r.origin.peer === undefined ? {} : { peer: r.origin.peer }),
         ...(r.origin.authenticated === undefined ? {} : { authenticated: r.origin.authenticated }),
-        live: false,
+        // An end accepted, not recorded yet: answered as live until it is (never ended with fewer acks).
+        live: isSettling(r),
         ...(r.end === undefined ? {} : { end: r.end }),
-        ackedThroughSeq: r.lastAckedSeq,
+        ackedThroughSeq: r.durableThroughSeq,
       }))
   }
 
   /**
    * One line per run, newest first (announcement order), only the campaign's runs when one is named;
-   * live is false here (the listener marks the runs whose writer is connected).
+   * acks as recorded; live as in claims (the listener marks the runs whose writer is connected).
    */
   summaries(campaign?: string): RunSummary[] {
     return this.newestFirst(campaign).map(summaryOf)
@@ -1875,7 +1978,29 @@ function lockDirectory(dir: string): FileLock {
 }
 
 function isWritable(run: RunState): boolean {
-  return run.failed === undefined && run.end === undefined && !run.retired
+  return run.failed === undefined && !endAccepted(run) && !run.retired
+}
+
+/** The writer's view: an end was accepted (recorded or not yet). */
+function endAccepted(run: RunState): boolean {
+  return run.end !== undefined || run.endQueued !== undefined
+}
+
+/** An end accepted whose round is not durable yet (and will be: the run has not failed). */
+function isSettling(run: RunState): boolean {
+  return run.end === undefined && run.endQueued !== undefined && run.failed === undefined
+}
+
+/** The run's steady moment, logged in a round now durable. */
+function recordSteadyMs(run: RunState, atMs: number): void {
+  run.steadyMs = atMs
+  delete run.steadyQueuedMs
+}
+
+/** The run's end, logged in a round now durable: answered from now on, as a replay gives it. */
+function recordEnd(run: RunState, item: Extract<LogItem, { k: 'end' }>): void {
+  run.end = { reason: item.reason, ...(item.detail === undefined ? {} : { detail: item.detail }), atMs: item.atMs }
+  delete run.endQueued
 }
 
 /**
@@ -2216,6 +2341,21 @@ async function fileSize(path: string): Promise<number> {
 }
 const statAsync = promisify(statCallback)
 
+/**
+ * A log's inode, size, mtime and ctime (ns): any write to it changes them (ctime cannot be set back
+ * but by the clock), so an unchanged stamp says its bytes are the ones read. Undefined when it cannot
+ * be stat()ed (the read that follows says why). On a file system with coarse timestamps, a write of the
+ * same size within one tick of the last one keeps the stamp: the background check and a restart still find it.
+ */
+async function logStamp(path: string): Promise<string | undefined> {
+  try {
+    const s = await stat(path, { bigint: true })
+    return `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`
+  } catch {
+    return undefined
+  }
+}
+
 function summaryOf(run: RunState): RunSummary {
   return {
     runId: run.meta.runId,
@@ -2225,9 +2365,9 @@ function summaryOf(run: RunState): RunSummary {
     method: run.meta.method,
     announcedMs: run.announcedMs,
     ...(run.origin.peer === undefined ? {} : { peer: run.origin.peer }),
-    live: false,
+    live: isSettling(run),
     ...(run.end === undefined ? {} : { end: run.end }),
-    ackedThroughSeq: run.lastAckedSeq,
+    ackedThroughSeq: run.durableThroughSeq,
     steadyMs: run.steadyMs,
     verdict: run.verdict,
     campaign: run.origin.campaign ?? null,
@@ -2309,6 +2449,37 @@ function catalogEntryOf(run: RunState): CatalogEntry {
     ...(run.verdictBytes === undefined ? {} : { verdictBytes: run.verdictBytes }),
   }
 }
+
+/**
+ * What a run's files are the authority for, and its catalog entry holds too: the scrub takes the run
+ * from its files on any difference (a catalog holding another end reason, say, would change verify's
+ * verdict where `verify --acks` and a restart without the catalog answer what the files hold).
+ */
+const fromFiles: ReadonlyArray<readonly [what: string, of: (run: RunState) => unknown]> = [
+  ['commits', (r) => r.commits],
+  ['log bytes', (r) => r.logBytes],
+  ['acks', (r) => r.lastAckedSeq],
+  ['end', (r) => r.end ?? null],
+  ['steady', (r) => r.steadyMs],
+  ['announcement order', (r) => r.announceIndex ?? null],
+  ['peer', (r) => r.origin.peer ?? null],
+  ['authenticated', (r) => r.origin.authenticated ?? null],
+  ['campaign', (r) => r.origin.campaign ?? null],
+  ["writer's boot id", (r) => r.origin.writer?.bootId ?? null],
+]
+
+/** The fields (fromFiles) where the catalogued run differs from its files, each with what the catalog and the files say. */
+function catalogDifferences(run: RunState, copy: RunState): Array<{ what: string; text: string }> {
+  const differences: Array<{ what: string; text: string }> = []
+  for (const [what, of] of fromFiles) {
+    const [recorded, held] = [JSON.stringify(of(run)), JSON.stringify(of(copy))]
+    if (recorded !== held) differences.push({ what, text: `${what} (${recorded} in the catalog, ${held} in the files)` })
+  }
+  return differences
+}
+
+/** The fields of fromFiles that takeFromFiles's warning states in full. */
+const countFields = new Set(['commits', 'log bytes', 'acks'])
 
 /** What a run read from its files lacks of what the catalog recorded (undefined: it holds all of it, or more). */
 function lessThanRecorded(run: Pick<RunState, 'commits' | 'logBytes' | 'lastAckedSeq' | 'end' | 'steadyMs'>, entry: CatalogEntry): string | undefined {

@@ -482,7 +482,7 @@ export class Listener {
    * loses power sends no FIN). So the rebooted machine's agent, or a plain verify there, finds its
    * runs ended as vanished and can report their verdicts. The same rules as a takeover by a new run.
    */
-  endRunsOfEarlierBoot(machine: Machine, peer: string): void {
+  endRunsOfEarlierBoot(machine: Machine, peer: string): string[] {
     const rebooted = new Map<Connection, string>()
     for (const runId of this.ownedOnHost.of(machine.host)) {
       const owner = this.owners.get(runId)
@@ -492,9 +492,11 @@ export class Listener {
       const oldBootId = info.origin.writer?.bootId
       if (this.mayEndAsRebooted(owner, oldBootId, machine.bootId, peer)) rebooted.set(owner, oldBootId!)
     }
+    const ended: string[] = []
     for (const [owner, oldBootId] of rebooted) {
-      this.endRebootedWriter(owner, `its writer's machine rebooted: ${machine.host} connected from ${peer} with boot id ${machine.bootId}, the run's writer had ${oldBootId}`)
+      ended.push(...this.endRebootedWriter(owner, `its writer's machine rebooted: ${machine.host} connected from ${peer} with boot id ${machine.bootId}, the run's writer had ${oldBootId}`))
     }
+    return ended
   }
 
   /**
@@ -508,8 +510,8 @@ export class Listener {
     return this.options.token !== undefined || newPeer === owner.peer
   }
 
-  /** Ends every run of the rebooted writer's connection as vanished (detail says why) and closes it. */
-  private endRebootedWriter(owner: Connection, rawDetail: string): void {
+  /** Ends every run of the rebooted writer's connection as vanished (detail says why) and closes it; the runs ended. */
+  private endRebootedWriter(owner: Connection, rawDetail: string): string[] {
     // Host names and boot ids are whatever a client said: escaped before they reach a log line or the run's end.
     const detail = printable(rawDetail)
     const nowMs = Date.now()
@@ -529,6 +531,7 @@ export class Listener {
     }
     this.options.log?.(`plugcheck: run ${ended.join(', ') || [...runIds].join(', ')} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
     owner.abort()
+    return ended
   }
 
   /**
@@ -597,7 +600,7 @@ export class Listener {
     for (const summary of all) {
       if (runs.length >= maxListedRuns) break
       // Live: being written now (its writer connected and no end yet), as `runs` shows it.
-      const listed = { ...summary, live: summary.end === undefined && this.owners.has(summary.runId) }
+      const listed = { ...summary, live: summary.end === undefined && (summary.live || this.owners.has(summary.runId)) }
       bytes += encodeFrame(listed).length
       if (bytes > listReplyBudgetBytes) break
       runs.push(listed)
@@ -607,7 +610,8 @@ export class Listener {
 
   /** Every run on record for the path, with live = its writer's connection is open now. */
   claims(host: string, requestedPath: string): Claim[] {
-    return this.store.claims(host, requestedPath).map((c) => ({ ...c, live: this.owners.has(c.runId) }))
+    // Live too: a run whose end is not recorded yet (answered as ended only once it is).
+    return this.store.claims(host, requestedPath).map((c) => ({ ...c, live: c.live || this.owners.has(c.runId) }))
   }
 
   /** Stops serving; every run whose writer was connected gets its 'vanished' end logged before the store closes. */
@@ -811,7 +815,7 @@ class Connection {
       if (turn.kind === 'refuse') {
         throw new ProtocolViolation('limit', `too many wrong tokens from ${this.peer}; the next hello from this address is answered in ${Math.ceil(turn.retryAfterMs / 1000)} s at the earliest`)
       }
-      const checked = (): undefined => {
+      const checked = (): Promise<void> | undefined => {
         listener.tokenBackoff.answered(this.peer, turn, listener.tokenAccepted(message.token), performance.now())
         return this.hello(message)
       }
@@ -824,14 +828,14 @@ class Connection {
   }
 
   /** The token (if any) is checked here, in this hello's turn. */
-  private hello(message: Extract<ClientMessage, { type: 'hello' }>): undefined {
+  private hello(message: Extract<ClientMessage, { type: 'hello' }>): Promise<void> | undefined {
     const listener = this.listener
     if (!listener.tokenAccepted(message.token)) throw new ProtocolViolation('unauthorized', 'wrong or missing token (--token)')
     clearTimeout(this.helloTimer)
     listener.pending.delete(this)
     // First: a rebooted machine's earlier boot may hold the slot it needs (its dead connection lingers
     // for many minutes of keepalive probes after a power cut); ending those runs closes that connection.
-    if (message.machine !== undefined) listener.endRunsOfEarlierBoot(message.machine, this.peer)
+    const ended = message.machine === undefined ? [] : listener.endRunsOfEarlierBoot(message.machine, this.peer)
     if (listener.authenticated.size >= listener.maxConnections) {
       listener.connectionLog.line(`plugcheck: refused a connection from ${this.peer}: ${listener.maxConnections} connections open (--max-connections)`)
       this.reject('limit', `the listener has ${listener.maxConnections} connections open, its limit (--max-connections); try again later`, false)
@@ -842,7 +846,9 @@ class Connection {
     this.protocol = message.protocol
     this.send({ type: 'welcome', protocol: protocolVersion, listenerId: listener.listenerId, nowMs: Date.now() })
     listener.emit({ kind: 'connection', peer: this.peer, atMs: Date.now() })
-    return undefined
+    // Its next message (the query of the rebooted machine's verify) waits for those ends to be
+    // recorded: a run is answered as ended only then, and it must find them ended.
+    return ended.length === 0 ? undefined : listener.store.endsRecorded(ended)
   }
 
   /** Every message after hello. */
@@ -963,26 +969,32 @@ class Connection {
             `verdict for run ${runId} from ${this.peer}, but the run was announced from ${info.origin.peer ?? 'an unknown address'}; only that address may report its verdict (start the listener with --token to accept verdicts from any holder of the token)`,
           )
         }
-        // A verdict is what verify found after the cut: a run whose writer is still connected and has
-        // not ended was not cut, and a verdict now would end a campaign cycle that never happened.
-        if (listener.isLive(runId) && !info.ended) {
-          throw new ProtocolViolation('out-of-order', `verdict for run ${runId}, which is still being written (its writer is connected); verify after the cut`)
-        }
-        // Its acks are final here (ended, or its writer gone: a live run was refused above).
-        const problem = verdictDisagreement(result, info.meta.method, store.lastAckedSeq(runId), info.ended || !listener.isLive(runId))
-        if (problem !== undefined) throw new ProtocolViolation('bad-frame', `the verdict for run ${runId} ${problem}`)
-        return store.recordVerdict(runId, result).then(() => {
-          listener.emit({
-            kind: 'verdict',
-            runId,
-            groupId: info.meta.groupId,
-            host: info.meta.host,
-            path: info.meta.requestedPath,
-            campaign: info.origin.campaign ?? null,
-            result,
-            atMs: Date.now(),
+        // An end accepted and not recorded yet is recorded first (one round): the verdict is held
+        // against the run as recorded (what a query answers), never acks not durable yet.
+        return store.endsRecorded([runId]).then(() => {
+          // A verdict is what verify found after the cut: a run whose writer is still connected and has
+          // not ended was not cut, and a verdict now would end a campaign cycle that never happened.
+          const recorded = store.recorded(runId)
+          if (recorded === undefined) throw new ProtocolViolation('unknown-run', `verdict for run ${runId}, which the listener no longer holds`)
+          if ((listener.isLive(runId) && !recorded.ended) || recorded.settling) {
+            throw new ProtocolViolation('out-of-order', `verdict for run ${runId}, which is still being written (its writer is connected, or its end is not recorded yet); verify after the cut`)
+          }
+          // Its acks are final here (ended, or its writer gone: a live run was refused above).
+          const problem = verdictDisagreement(result, info.meta.method, recorded.throughSeq, recorded.ended || !listener.isLive(runId))
+          if (problem !== undefined) throw new ProtocolViolation('bad-frame', `the verdict for run ${runId} ${problem}`)
+          return store.recordVerdict(runId, result).then(() => {
+            listener.emit({
+              kind: 'verdict',
+              runId,
+              groupId: info.meta.groupId,
+              host: info.meta.host,
+              path: info.meta.requestedPath,
+              campaign: info.origin.campaign ?? null,
+              result,
+              atMs: Date.now(),
+            })
+            if (!this.closed) this.send({ type: 'verdict-ok', runId })
           })
-          if (!this.closed) this.send({ type: 'verdict-ok', runId })
         })
       }
       case 'list': {

@@ -74,3 +74,24 @@ t.test('a writer killed while a round is written: its run is not answered as van
   const [live] = await store.queryAsync(meta.host, meta.requestedPath, runId)
   t.ok(live!.end === undefined || live!.ackedThroughSeq === 50, `answered ${live!.end === undefined ? 'not ended' : `as ${live!.end.reason}`} with acks through ${live!.ackedThroughSeq}: a run that ended is answered with every ack before its end (50), as its log will hold them`)
 })
+
+t.test("a run's steady moment is listed once it is recorded, as a restart lists it", async (t) => {
+  const dir = tempDir(t, 'plugcheck-end-')
+  const store = await AckStore.open(dir)
+  t.teardown(() => store.close())
+  const runId = runIdOf(0xa1803)
+  const meta = runMeta(runId)
+  await store.createRun(meta, Date.now())
+  const done = new Promise<void>((resolve) => store.once('recorded', () => resolve()))
+  store.appendAck(runId, 1, 1, Date.now())
+  t.equal(store.recordSteady(runId, Date.now()), true, 'the first steady is taken')
+  t.equal(store.recordSteady(runId, Date.now()), false, 'a second one changes nothing, recorded or not')
+  // Asked, and the directory copied, in the same turn: the round holding it is not even started.
+  const listed = store.summaries().find((s) => s.runId === runId)!
+  const killedNow = tempDir(t, 'plugcheck-end-copy-')
+  cpSync(dir, killedNow, { recursive: true })
+  const restarted = (await AckStore.load(killedNow)).summaries().find((s) => s.runId === runId)!
+  t.equal(listed.steadyMs, restarted.steadyMs, '`runs` shows the steady a restart now shows (none)')
+  await done
+  t.type(store.summaries().find((s) => s.runId === runId)!.steadyMs, 'number', 'listed once recorded')
+})
