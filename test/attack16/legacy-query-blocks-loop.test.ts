@@ -90,6 +90,8 @@ t.test('a legacy query of a long group does not stall hellos or an honest writer
   t.ok(Math.min(...replyBytes) > 20_000_000, `the old verifiers got their replies (${replyBytes.join(', ')} bytes)`)
   const worstHello = Math.max(...helloLatencies)
   const worstAck = Math.max(...ackLatencies)
-  t.ok(worstHello < 250, `every hello answered within 250 ms while the query was answered (worst ${worstHello} ms)`)
+  // The stall this guards against held hellos for seconds (30.5 s on a week-long group); 1 s leaves room
+  // for a loaded 2-core machine's scheduling and the collector of two 28 MB replies.
+  t.ok(worstHello < 1000, `every hello answered within 1 s while the query was answered (worst ${worstHello} ms)`)
   t.ok(worstAck < 1000, `the honest writer's acks recorded within 1 s meanwhile (worst ${worstAck} ms)`)
 })
