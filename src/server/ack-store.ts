@@ -195,6 +195,8 @@ interface RunState {
   lastStampMs: number
   /** Read from the catalog at start, its files not checked yet (the scrub checks them). */
   catalogued?: boolean
+  /** Its meta.msgpack carries this version's checksum (an older listener's has none): set by a replay. */
+  metaSealed?: boolean
   /** Read from the catalog at start (checked since or not): a prune holds it against its files first. */
   fromCatalog?: boolean
   /** Its files do not hold what is on record for it (found after start): its queries are refused with this. */
@@ -737,6 +739,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (metaFile.meta.runId !== runId) throw damagedMeta(metaPath, `it describes run ${metaFile.meta.runId}, not run ${runId} of its directory`)
     const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, originOf(metaFile))
     run.retired = true
+    run.metaSealed = decoded.sealed
     // With commits in the journal, only the log's first `at` bytes are durable (fold.ts): the rest is
     // not read (a fold cut short), and a log shorter than that lost fsynced bytes.
     if (journaled !== undefined) {
@@ -1647,7 +1650,15 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     // meta.msgpack of an older listener has no checksum: held against what the catalog recorded.
     const changed = (Object.keys(run.meta) as Array<keyof RunMeta>).filter((key) => JSON.stringify(run.meta[key]) !== JSON.stringify(copy.meta[key]))
     if (copy.announcedMs !== run.announcedMs) changed.push('announcedMs' as keyof RunMeta)
-    if (changed.length > 0) {
+    if (changed.length > 0 && copy.metaSealed === true) {
+      // Its checksum holds: the catalog, not the file, is what differs (made by hand or by someone else).
+      this.warn(`run ${runId}: ${join(this.dir, catalogName)} recorded ${changed.map((key) => `${key} ${JSON.stringify(run.meta[key] ?? run.announcedMs)}`).join(', ')} where its meta.msgpack says ${changed.map((key) => JSON.stringify(copy.meta[key] ?? copy.announcedMs)).join(', ')}: the run is taken from its files, and the catalog written again`)
+      // Out of the store's counts (its group) while its metadata changes, then counted again.
+      this.runs.delete(runId)
+      Object.assign(run, { meta: copy.meta, announcedMs: copy.announcedMs })
+      this.runs.set(runId, run)
+      this.catalogDirty = true
+    } else if (changed.length > 0) {
       const metaPath = join(this.runDir(runId), 'meta.msgpack')
       throw damagedMeta(metaPath, `it says ${changed.map((key) => `${key} ${JSON.stringify(copy.meta[key] ?? copy.announcedMs)}`).join(', ')}, where the listener recorded ${changed.map((key) => JSON.stringify(run.meta[key] ?? run.announcedMs)).join(', ')} (its catalog, ${join(this.dir, catalogName)})`)
     }
@@ -1794,6 +1805,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * inlineSpansMax add up): a run that would go past it comes without its spans, as a long one does.
    */
   async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number; inlineSpansTotalMax?: number } = {}): Promise<StoredRun[]> {
+    if (runId === undefined) await this.checkNewerThanLatest(host, requestedPath)
     const runs = this.queried(host, requestedPath, runId)
     for (const run of runs) {
       await this.checked(run)
@@ -1812,6 +1824,23 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       stored.push(reply)
     }
     return stored
+  }
+
+  /**
+   * Before the background check has passed them, the catalogued runs announced after the path's latest
+   * run (by the catalog) are checked first: one of them may be that path's run by its files (a catalog
+   * made by hand or by someone else can say another path), and the latest run is the one the files say.
+   * The check goes newest first, so this waits for few runs; a path no catalogued run names is answered
+   * from the catalog until the check has passed every run.
+   */
+  private async checkNewerThanLatest(host: string, requestedPath: string): Promise<void> {
+    for (;;) {
+      const latest = this.queried(host, requestedPath).reduce<RunState | undefined>((a, b) => (a === undefined || announceOrder(b, a) > 0 ? b : a), undefined)
+      if (latest === undefined) return
+      const newer = [...this.runs.values()].filter((r) => r.catalogued === true && announceOrder(r, latest) > 0)
+      if (newer.length === 0) return
+      for (const run of newer) await this.checked(run)
+    }
   }
 
   /**
