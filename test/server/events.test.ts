@@ -75,7 +75,7 @@ t.test('a writer killed with SIGKILL: run, vanished with the verify command, on 
   await verifier.next('verdict-ok')
   writer.close()
   verifier.close()
-  await waitFor('the verdict event', () => eventsIn(eventsFile).some((e) => e.kind === 'verdict'))
+  await waitFor('the verdict event', () => eventsIn(eventsFile).some((e) => e.kind === 'verdict' && 'runId' in e && e.runId === ended))
   const later = eventsIn(eventsFile).filter((e) => 'runId' in e && e.runId === ended)
   t.same(later.map((e) => e.kind), ['run', 'steady', 'end', 'verdict'], 'no vanished event for a run that ended')
   t.match(later[1], { kind: 'steady', acked: 5, campaign: { name: 'c1', cycle: 1 } })
