@@ -37,7 +37,12 @@ t.test('a pass counting fewer acknowledged records than the listener holds is re
   t.teardown(() => listener.kill())
   await writeThenKill(listener.server, join(dir, 'data.plugcheck'), ['--size', '16MiB'], 500)
   const endpoint = parseEndpoint(listener.server) as Endpoint
-  const run = (await listRuns(endpoint, undefined, 10_000)).runs[0]!
+  // The writer's vanishing is answered once the round holding its end is recorded (a moment after the kill).
+  let run = (await listRuns(endpoint, undefined, 10_000)).runs[0]!
+  for (let tries = 0; run.live && tries < 100; tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    run = (await listRuns(endpoint, undefined, 10_000)).runs[0]!
+  }
   t.ok(run.ackedThroughSeq > 100, `the listener holds ${run.ackedThroughSeq} acks`)
   t.equal(run.live, false, 'the run ended (vanished)')
 
