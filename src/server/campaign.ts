@@ -401,8 +401,10 @@ export class Campaign {
 
   private async cut(cycle: number): Promise<void> {
     if (this.file.phase !== 'waiting-to-cut' || this.file.cycle !== cycle) return
-    // On disk before the command starts: a restart from here on never runs it again.
+    // A timer runs on the monotonic clock and may fire a moment before the wall clock reaches the plan: wait for the rest.
     const cutMs = Date.now()
+    if (cutMs < this.current.plannedCutMs!) return this.armCut(this.current.plannedCutMs!)
+    // On disk before the command starts: a restart from here on never runs it again.
     await this.commit((next, r) => {
       r.cutMs = cutMs
       next.phase = 'cutting'
