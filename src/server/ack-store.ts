@@ -245,15 +245,21 @@ interface RunState {
   announce?: { readonly metaBytes: Buffer; readonly resolve: () => void; readonly reject: (error: Error) => void }
 }
 
-/** The journal segment rounds are appended to, and what its fold will write. */
-interface Segment {
+/** A journal segment not folded yet: what its fold will write, per run. */
+interface UnfoldedSegment {
   readonly segment: number
   readonly path: string
+  readonly fold: Map<string, FoldRun>
+  /** Its fold wrote and fsynced the run files (the catalog may take its runs; the segment goes next). */
+  foldedToRuns?: boolean
+}
+
+/** The journal segment rounds are appended to. */
+interface Segment extends UnfoldedSegment {
   readonly handle: FileHandle
   bytes: number
   rounds: number
   readonly openedMs: number
-  readonly fold: Map<string, FoldRun>
 }
 
 /** A run's spans read back for queries: the run replayed from its log and the journal through copy.appliedBytes (none when only its writer was read), and its writer from meta.msgpack. */
@@ -339,8 +345,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private readonly announceQueue: RunState[] = []
   private segment: Segment | undefined
   private lastRound = 0
-  /** The fold of the previous segment, under way in the background. */
+  /** The fold of the previous segment (or of the segments a start found), under way in the background. */
   private folding: Promise<void> | undefined
+  /** Segments a start found that are not folded yet (0 once the backlog is folded). */
+  backlogFolds = 0
   private foldTimer: NodeJS.Timeout | undefined
   /** Set when a round's write or fdatasync, or a fold, failed: the journal takes nothing more. */
   private broken: Error | undefined
@@ -369,7 +377,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private readonly cachedSpansMax: number
   private readonly residentSpansMax: number
   /** Segments rotated out and not folded yet (a failed fold's stays): a run's commits there are read back from them. */
-  private readonly unfolded: Segment[] = []
+  private readonly unfolded: UnfoldedSegment[] = []
   /** Only the listener's store evicts (verify --acks and report read a directory once). */
   private evicting = false
   /** Verdict writes under way, per run: one run's verdicts are stored in order. */
@@ -418,12 +426,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     try {
       const { store, journal } = await AckStore.read(dir, options, 'use')
       store.lock = lock
-      // Recovery: every remaining segment folded into the run files (bytes past each run's first `at`
-      // cut off and written again: fold.ts says why this loses nothing), then deleted; a new one started.
+      // Recovery: every remaining segment is folded into the run files (bytes past each run's first `at`
+      // cut off and written again: fold.ts says why this loses nothing), then deleted, in the
+      // background after the listener listens, as its own folds are: a start after a kill -9 does not
+      // wait for a backlog of new runs' files. Queries meanwhile read a run's commits from the
+      // segments not folded yet (readBackRun), as they do between a rotation and its fold.
       store.lastRound = journal.lastRound
+      let backlog: UnfoldedSegment[] = []
       try {
         // The newest segment is kept (the end of the chain of segments: journal.ts); the new one is
-        // started first, so that a crash during the folds below leaves a chain that still holds.
+        // started first, so that a crash during the folds leaves a chain that still holds.
         const last = journal.segments.at(-1)
         const keepLast = last !== undefined && last.rounds.length === 0 && last.validBytes > 0
         if (last !== undefined && last.validBytes === 0) {
@@ -433,27 +445,27 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         } else {
           store.segment = keepLast ? await store.reopenSegment(last) : await store.newSegment(journal.lastSegment + 1)
         }
-        const folded = journal.segments.filter((segment) => segment !== last || (!keepLast && last.validBytes > 0))
-        for (const { path, rounds } of folded) {
-          await foldRuns(join(dir, 'runs'), foldPlan(rounds), store.foldFiles)
-          await unlink(path)
-          await syncDirectoryAsync(join(dir, 'journal'))
-        }
-        // Every run is retired and wholly in runs/ now: memory holds its summary only.
+        backlog = journal.segments
+          .filter((segment) => segment !== last || (!keepLast && last.validBytes > 0))
+          .map(({ segment, path, rounds }) => ({ segment, path, fold: new Map(foldPlan(rounds).map((run) => [run.runId, run])) }))
+        store.unfolded.push(...backlog)
+        // A retired run wholly in runs/ holds its summary only; one with commits in the backlog keeps its
+        // spans until its fold is done (fold evicts it then).
         store.evicting = true
         // (A catalogued run holds a summary only already: not sorted, 100,000 of them take ~0.1 s.)
-        for (const run of [...store.runs.values()].filter((r) => r.catalogued !== true).sort((a, b) => announceOrder(b, a))) store.evict(run)
+        for (const run of [...store.runs.values()].filter((r) => r.catalogued !== true && !store.inJournal(r.meta.runId)).sort((a, b) => announceOrder(b, a))) store.evict(run)
       } catch (error) {
         store.endStartCache()
         if ((error as { exitCode?: number }).exitCode !== undefined) throw error
         // A full or failing disk: what is recorded stays readable (the journal keeps what was not
         // folded), and queries are answered; nothing new can be recorded.
-        store.broken = new Error(`${describeSystemError(error)} (folding the journal into runs/ at start; the listener records nothing more: free space or fix the disk, then restart it)`)
-        store.warnings.push(`could not fold the journal at start: ${store.broken.message}; runs already recorded are answered, new runs are refused`)
+        store.broken = new Error(`${describeSystemError(error)} (starting a journal segment at start; the listener records nothing more: free space or fix the disk, then restart it)`)
+        store.warnings.push(`could not start the journal at start: ${store.broken.message}; runs already recorded are answered, new runs are refused`)
       }
       store.endStartCache()
       // Pruned directories go only once a catalog without their runs is written (else they would read as runs gone).
       if (store.broken === undefined && (!store.catalogDirty || (await store.saveCatalog()))) await removePruned(join(dir, 'runs'))
+      if (store.broken === undefined && backlog.length > 0) store.foldBacklog(backlog)
       return store
     } catch (error) {
       lock.release()
@@ -1587,9 +1599,15 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return this.catalogWrite
   }
 
-  /** A run the catalog holds: retired, nothing of it queued or in the journal's current segment. */
+  /** A run the catalog holds: retired, nothing of it queued or in a journal segment its fold has not written yet. */
   private inCatalog(run: RunState): boolean {
-    return run.retired && run.failed === undefined && run.creating !== true && run.pendingEntries.length === 0 && run.appliedBytes === run.logBytes && !this.dirty.has(run) && this.segment?.fold.has(run.meta.runId) !== true
+    return run.retired && run.failed === undefined && run.creating !== true && run.pendingEntries.length === 0 && run.appliedBytes === run.logBytes && !this.dirty.has(run) && !this.inJournal(run.meta.runId)
+  }
+
+  /** The run has commits or its announcement in a journal segment whose fold has not written them to runs/ yet. */
+  private inJournal(runId: string): boolean {
+    if (this.segment?.fold.has(runId) === true) return true
+    return this.unfolded.some((segment) => segment.foldedToRuns !== true && segment.fold.has(runId))
   }
 
   private warn(message: string): void {
@@ -1729,11 +1747,36 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     await this.folding
   }
 
+  /**
+   * The segments a start found in the journal, folded oldest first in the background (a run's commits
+   * in a later one go after those in an earlier one). No rotation starts meanwhile (foldDue waits for
+   * `folding`); a stop waits for the segment being folded and leaves the rest to the next start.
+   */
+  private foldBacklog(backlog: readonly UnfoldedSegment[]): void {
+    this.backlogFolds = backlog.length
+    this.folding = (async () => {
+      for (const segment of backlog) {
+        if (this.broken !== undefined || this.closing) return
+        await this.fold(segment)
+        // (fold() sets it when it fails: read again after the await.)
+        const broken = this.broken as Error | undefined
+        if (broken !== undefined) {
+          this.warn(`could not fold the journal found at start: ${broken.message}; runs already recorded are answered, new runs are refused`)
+          return
+        }
+        this.backlogFolds--
+      }
+    })().finally(() => {
+      this.folding = undefined
+    })
+  }
+
   /** The segment's commits into the run files, fsynced, then the segment deleted (fold.ts). */
-  private async fold(segment: Segment): Promise<void> {
+  private async fold(segment: UnfoldedSegment): Promise<void> {
     try {
       const changed = await this.logsChangedSinceSeen(segment.fold.keys())
       await foldRuns(join(this.dir, 'runs'), [...segment.fold.values()], this.foldFiles)
+      segment.foldedToRuns = true
       await this.noteFolded(segment.fold.keys(), changed)
       // The catalog before the segment goes: a run folded here and retired is in it, or still in the journal.
       for (const runId of segment.fold.keys()) if (this.runs.get(runId)?.retired === true) this.catalogDirty = true
@@ -1744,7 +1787,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.unfolded.splice(this.unfolded.indexOf(segment), 1)
       for (const runId of segment.fold.keys()) {
         const run = this.runs.get(runId)
-        if (run !== undefined && !this.dirty.has(run) && this.segment?.fold.has(runId) !== true) this.evict(run)
+        if (run !== undefined && !this.dirty.has(run) && !this.inJournal(runId)) this.evict(run)
       }
     } catch (error) {
       // The journal still holds every recorded ack (the segment stays); a restart folds it again.
@@ -1955,12 +1998,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const segment = this.segment
     this.segment = undefined
     if (segment !== undefined) {
+      // Segments a start found and a stop cut short stay before it: folded, oldest first, at the next start.
+      const backlogLeft = this.unfolded.length > 0
       // Its commits are read back from it until it is folded (below) or, not folded, for good.
       this.unfolded.push(segment)
       await segment.handle.close().catch(() => undefined)
       // A clean stop leaves every run in runs/ and a journal of one segment holding its header only,
       // the end of the chain of segments (journal.ts); a failed journal stays for the restart.
-      if (this.broken === undefined && segment.rounds > 0) {
+      if (this.broken === undefined && segment.rounds > 0 && !backlogLeft) {
         try {
           const next = await this.newSegment(segment.segment + 1)
           await next.handle.close()

@@ -135,6 +135,7 @@ t.test('SIGKILL at random moments (mid-round, mid-fold): every ack reported reco
   for (let trial = 0; trial < 20; trial++) {
     const dir = tempDir(t, 'plugcheck-journal-kill-')
     const base = trial * 100
+    const recordedAll = new Map<string, number>()
     // Each trial restarts on the directory of the previous kill too (recovery, then more rounds).
     for (const phase of [0, 1]) {
       const child = spawn(process.execPath, ['--import', 'tsx', childPath, dir, String(base + phase * 50)], { stdio: ['ignore', 'pipe', 'pipe'] })
@@ -150,14 +151,58 @@ t.test('SIGKILL at random moments (mid-round, mid-fold): every ack reported reco
       t.notOk(err.includes('Error'), `trial ${trial}.${phase}: the child ran (${err.slice(0, 300)})`)
       const recorded = new Map<string, number>()
       for (const [, runId, seq] of out.matchAll(/^recorded ([0-9a-f]{16}) (\d+)$/gm)) recorded.set(runId!, Math.max(recorded.get(runId!) ?? 0, Number(seq)))
+      for (const [runId, seq] of recorded) recordedAll.set(runId, Math.max(recordedAll.get(runId) ?? 0, seq))
       const loaded = await AckStore.load(dir)
       const lost = [...recorded].filter(([runId, seq]) => loaded.lastAckedSeq(runId) < seq)
       t.same(lost, [], `trial ${trial}.${phase}: ${recorded.size} runs, ${[...recorded.values()].reduce((a, b) => a + b, 0)} acks reported recorded, none lost (read-only load)`)
     }
+    // A stop right after the start leaves the backlog's later segments to the next start: nothing lost.
+    const stopped = await AckStore.open(dir)
+    await stopped.close()
+    const afterStop = await AckStore.load(dir)
+    t.same([...recordedAll].filter(([runId, seq]) => afterStop.lastAckedSeq(runId) < seq), [], `trial ${trial}: a stop during the backlog's fold loses nothing`)
     const reopened = await AckStore.open(dir)
+    await reopened.foldNow()
+    t.equal(reopened.backlogFolds, 0, `trial ${trial}: the backlog is folded`)
     await reopened.close()
     t.ok(headerOnly(dir), `trial ${trial}: recovery folded every segment (${segments(dir).join(', ')})`)
   }
+})
+
+t.test('a start with a backlog of new runs in the journal answers and records before the backlog is folded', async (t) => {
+  const dir = tempDir(t, 'plugcheck-journal-backlog-')
+  const runCount = 1500
+  const runIds = Array.from({ length: runCount }, (_, i) => runIdOf(0xc000 + i))
+  // A listener killed with its last 1,500 runs in the journal only (no fold for 10 minutes): a live copy.
+  const live = await AckStore.open(dir, { foldAgeMs: 600_000 })
+  await Promise.all(runIds.map((id) => live.createRun(runMeta(id), Date.now())))
+  const recorded = Promise.all(runIds.map((id) => recordedOnce(live, id, 7)))
+  for (const id of runIds) live.appendAck(id, 1, 7, Date.now())
+  await recorded
+  const copy = tempDir(t, 'plugcheck-journal-backlog-copy-')
+  cpSync(dir, copy, { recursive: true })
+  await live.close()
+  t.equal(readdirSync(join(copy, 'runs')).length, 0, 'the copy holds every run in its journal only')
+
+  const store = await AckStore.open(copy)
+  t.teardown(() => store.close())
+  t.equal(store.backlogFolds, 1, 'open returned with the backlog not folded yet')
+  const last = runIds.at(-1)!
+  const [answered] = await store.queryAsync('testhost', `/data/${last}`, last)
+  t.same(answered?.spans.map((span) => [span[0], span[1]]), [[1, 7]], 'a run of the backlog is answered with its acks meanwhile')
+  const fresh = runIdOf(0xd001)
+  await store.createRun(runMeta(fresh), Date.now())
+  const freshRecorded = recordedOnce(store, fresh, 3)
+  store.appendAck(fresh, 1, 3, Date.now())
+  await freshRecorded
+  t.equal(store.backlogFolds, 1, 'and a new run was announced and recorded meanwhile')
+  await store.foldNow()
+  t.equal(store.backlogFolds, 0)
+  t.equal(readdirSync(join(copy, 'runs')).filter((n) => /^[0-9a-f]{16}$/.test(n)).length, runCount + 1, 'the fold wrote every run to runs/')
+  await store.close()
+  t.ok(headerOnly(copy), 'a clean stop after it leaves the journal empty')
+  const loaded = await AckStore.load(copy)
+  t.same([...runIds, fresh].filter((id) => loaded.lastAckedSeq(id) !== (id === fresh ? 3 : 7)), [], 'every ack of every run is in runs/')
 })
 
 t.test('usage counts runs and bytes on disk per peer; prune removes ended runs for good', async (t) => {
