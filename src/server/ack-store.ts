@@ -293,6 +293,11 @@ export class StorageError extends Error {}
 
 /** Spans kept read back from logs, in all: two runs of a week (a `write --method a,b` group), ~290 MB. */
 const cachedSpansDefault = 2 * maxStoredSpans
+/**
+ * Runs kept read back, in all, whatever their spans: each entry is a copy of its run (metadata, writer,
+ * span table), a few KB even for a run of one span, so 100,000 short runs would hold ~1 GB under the span budget alone.
+ */
+const cachedRunsDefault = 4096
 
 /**
  * Read-backs of runs under way at once, in all (others wait their turn, first come first served):
@@ -309,6 +314,8 @@ export interface AckStoreOptions {
   readonly foldAgeMs?: number
   /** Spans read back for queries kept in memory at most (LRU across runs and connections; default maxStoredSpans). */
   readonly cachedSpansMax?: number
+  /** Runs the read-back cache keeps at most (default cachedRunsDefault); lower for tests. */
+  readonly cachedRunsMax?: number
   /** A live run's spans leave memory once it holds more than this many (default residentSpansDefault); lower for tests. */
   readonly residentSpansMax?: number
 }
@@ -375,6 +382,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private readonly readBackQueue: Array<() => void> = []
   private readingSpans = 0
   private readonly cachedSpansMax: number
+  private readonly cachedRunsMax: number
   private readonly residentSpansMax: number
   /** Segments rotated out and not folded yet (a failed fold's stays): a run's commits there are read back from them. */
   private readonly unfolded: UnfoldedSegment[] = []
@@ -409,9 +417,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     this.segmentBytesMax = options.segmentBytes ?? defaultSegmentBytes
     this.foldAgeMs = options.foldAgeMs ?? defaultFoldAgeMs
     this.cachedSpansMax = options.cachedSpansMax ?? cachedSpansDefault
+    this.cachedRunsMax = options.cachedRunsMax ?? cachedRunsDefault
     this.residentSpansMax = options.residentSpansMax ?? residentSpansDefault
     if (!Number.isInteger(this.maxSpans) || this.maxSpans < 2 || this.maxSpans > maxStoredSpans) throw new RangeError(`maxSpans must be 2..${maxStoredSpans}`)
     if (!Number.isInteger(this.residentSpansMax) || this.residentSpansMax < 1) throw new RangeError('residentSpansMax must be a positive integer')
+    if (!Number.isInteger(this.cachedRunsMax) || this.cachedRunsMax < 1) throw new RangeError('cachedRunsMax must be a positive integer')
   }
 
   /**
@@ -1336,12 +1346,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const spans = entry.copy?.spans.length ?? 0
     const older: RunState[] = []
     let freed = 0
-    while (this.readBackSpans - freed + spans > this.cachedSpansMax && cached.size > 0 && announceOrder(cached.peek()!, run) < 0) {
+    const full = (): boolean => this.readBackSpans - freed + spans > this.cachedSpansMax || this.readBack.size - older.length >= this.cachedRunsMax
+    while (full() && cached.size > 0 && announceOrder(cached.peek()!, run) < 0) {
       const oldest = cached.pop()!
       freed += this.readBackCounted.get(oldest.meta.runId) ?? 0
       older.push(oldest)
     }
-    if (this.readBackSpans - freed + spans > this.cachedSpansMax) {
+    if (full()) {
       for (const kept of older) cached.push(kept)
       return
     }
@@ -1449,7 +1460,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   private cacheSpans(runId: string, entry: ReadBack, onlyIfRoom = false): void {
     const spans = entry.copy?.spans.length ?? 0
-    if (onlyIfRoom && this.readBackSpans + this.readingSpans + spans > this.cachedSpansMax) return
+    if (onlyIfRoom && (this.readBackSpans + this.readingSpans + spans > this.cachedSpansMax || (this.readBack.size >= this.cachedRunsMax && !this.readBack.has(runId)))) return
     this.uncache(runId)
     // Larger than what the read-backs under way leave: not kept (only the query that asked holds it).
     if (this.readingSpans > 0 && this.readingSpans + spans > this.cachedSpansMax) return
@@ -1459,10 +1470,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     this.trimCache(runId)
   }
 
-  /** Least recently used entries dropped until the cache and the read-backs under way fit cachedSpansMax (keep stays). */
+  /** Least recently used entries dropped until the cache and the read-backs under way fit cachedSpansMax, and the cache cachedRunsMax (keep stays). */
   private trimCache(keep: string | undefined): void {
     for (const id of this.readBack.keys()) {
-      if (this.readBackSpans + this.readingSpans <= this.cachedSpansMax || id === keep) break
+      if ((this.readBackSpans + this.readingSpans <= this.cachedSpansMax && this.readBack.size <= this.cachedRunsMax) || id === keep) break
       this.uncache(id)
     }
   }
@@ -1737,6 +1748,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     for (const run of this.runs.values()) count += run.spans.length
     for (const entry of this.readBack.values()) count += entry.copy?.spans.length ?? 0
     return count
+  }
+
+  /** Runs the read-back cache holds right now (tests of its bound). */
+  cachedRunCount(): number {
+    return this.readBack.size
   }
 
   /** Folds everything recorded so far into the run files now (tests; the store folds on its own by size and age). */

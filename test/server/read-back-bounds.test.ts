@@ -107,3 +107,21 @@ t.test('a start without a catalog keeps the newest runs that fit in the cache, w
   await store.spanPageAsync(ids[0]!, 0, 300, 10)
   t.same(watch.started, [ids[0]], 'an older one is read back')
 })
+
+t.test('the cache keeps cachedRunsMax runs at most, however few spans each holds: at start and after queries', async (t) => {
+  const ids = Array.from({ length: 12 }, (_, i) => runIdOf(0xb500 + i))
+  const dir = await storeOfRuns(t, ids.map((runId) => runMeta(runId)), 2)
+  const store = await AckStore.open(dir, { cachedRunsMax: 4 })
+  t.teardown(() => store.close())
+  t.equal(store.cachedRunCount(), 4, 'the start cached 4 of the 12 short runs')
+  const watch = watchReadBacks(t)
+  const spansOf = async (runId: string): Promise<number | undefined> => (await store.queryAsync('testhost', `/data/${runId}`, runId))[0]?.spans.length
+  for (const runId of ids.slice(-4)) await spansOf(runId)
+  t.same(watch.started, [], 'the 4 newest, those a verify after a cut asks for')
+  for (const runId of ids) {
+    t.equal(await spansOf(runId), 2, `run ${runId}: both spans answered`)
+    t.ok(store.cachedRunCount() <= 4, `after run ${runId}: ${store.cachedRunCount()} runs cached`)
+  }
+  // The 8 older runs, read back in turn, pushed the 4 newest out (least recently used first): 12 read-backs.
+  t.same(watch.started, ids, 'each run was read back once, in the order asked')
+})
