@@ -592,13 +592,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     const run = newRunState(entry.meta, entry.announcedMs, entry.announceIndex, origin, restoredSpans)
     run.retired = true
-    if (entry.end !== undefined) run.end = entry.end
-    run.steadyMs = entry.steadyMs
-    run.lastAckedSeq = entry.lastAckedSeq
-    run.durableThroughSeq = entry.lastAckedSeq
-    run.commits = entry.commits
-    run.logBytes = entry.logBytes
-    run.appliedBytes = entry.logBytes
+    setLogged(run, entry)
     run.metaBytes = entry.metaBytes
     run.verdict = entry.verdict
     if (entry.verdictBytes !== undefined) run.verdictBytes = entry.verdictBytes
@@ -1725,14 +1719,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       `run ${run.meta.runId}: ${join(this.dir, catalogName)} recorded ${run.commits} commits in ${run.logBytes} bytes (acks through seq ${run.lastAckedSeq}) where its files hold ${copy.commits} commits in ${copy.logBytes} bytes (acks through seq ${copy.lastAckedSeq})` +
         `${besides.length > 0 ? `; it differs in ${besides.join(', ')}` : ''}: the run is taken from its files, and the catalog written again`,
     )
-    run.lastAckedSeq = copy.lastAckedSeq
-    run.durableThroughSeq = copy.lastAckedSeq
-    run.commits = copy.commits
-    run.logBytes = copy.logBytes
-    run.appliedBytes = copy.logBytes
-    run.steadyMs = copy.steadyMs
-    if (copy.end === undefined) delete run.end
-    else run.end = copy.end
+    setLogged(run, copy)
     run.announceIndex = copy.announceIndex
     // Its writer's fingerprint stays in meta.msgpack (read back for a query), as for every catalogued run.
     const writer = copy.origin.writer
@@ -2079,6 +2066,18 @@ function endAccepted(run: RunState): boolean {
 /** An end accepted whose round is not durable yet (and will be: the run has not failed). */
 function isSettling(run: RunState): boolean {
   return run.end === undefined && run.endQueued !== undefined && run.failed === undefined
+}
+
+/** What a run's log says of it (its acks, commits, bytes, steady moment and end), set on the run as recorded and durable. */
+function setLogged(run: RunState, logged: Pick<RunState, 'lastAckedSeq' | 'commits' | 'logBytes' | 'steadyMs' | 'end'>): void {
+  run.lastAckedSeq = logged.lastAckedSeq
+  run.durableThroughSeq = logged.lastAckedSeq
+  run.commits = logged.commits
+  run.logBytes = logged.logBytes
+  run.appliedBytes = logged.logBytes
+  run.steadyMs = logged.steadyMs
+  if (logged.end === undefined) delete run.end
+  else run.end = logged.end
 }
 
 /** The run's steady moment, logged in a round now durable. */
