@@ -94,7 +94,7 @@ t.test('a writer killed with SIGKILL: run, vanished with the verify command, on 
 })
 
 t.test('an ack directory on tmpfs is a warning at start, on stderr and in the events file', async (t) => {
-  // Linux always mounts a tmpfs at /dev/shm (glibc's shm_open needs it).
+  // /dev/shm is a tmpfs on every Linux system the suite runs on (glibc's shm_open keeps its objects there).
   const dir = tempDir(t)
   const shm = mkdtempSync('/dev/shm/plugcheck-test-')
   t.teardown(() => rmSync(shm, { recursive: true, force: true }))
