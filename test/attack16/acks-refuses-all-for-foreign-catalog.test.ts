@@ -14,16 +14,13 @@ import { runCli, tempDir } from '../fixtures/cli.js'
 import { storeRecords } from '../../src/report/load.js'
 import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
 import { runIdOf } from '../server/peer.js'
+import { recordRun } from '../server/store-fixture.js'
 
 async function directoryWith(dir: string, runId: string, path: string, acked: number): Promise<ReturnType<typeof craftMeta>> {
   mkdirSync(dir, { recursive: true })
   const store = await AckStore.open(dir)
   const meta = craftMeta(runId, path)
-  await store.createRun(meta, meta.createdMs, { peer: '127.0.0.1' })
-  const recorded = new Promise<void>((resolve) => store.on('recorded', (id, through) => void (id === runId && through === acked && resolve())))
-  for (let seq = 1; seq <= acked; seq++) store.appendAck(runId, seq, seq, Date.now())
-  store.endRun(runId, 'duration', undefined, Date.now())
-  await recorded
+  await recordRun(store, meta, acked, 'duration', { peer: '127.0.0.1' })
   await store.close()
   return meta
 }

@@ -11,42 +11,16 @@ import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AckStore } from '../../src/server/ack-store.js'
-import { spanWindowMs } from '../../src/server/span-table.js'
 import { tempDir } from '../fixtures/cli.js'
 import { runIdOf, runMeta } from '../server/peer.js'
-
-function recorded(store: AckStore, runId: string, throughSeq: number): Promise<void> {
-  return new Promise((resolve) => {
-    const on = (id: string, seq: number): void => {
-      if (id !== runId || seq < throughSeq) return
-      store.off('recorded', on)
-      resolve()
-    }
-    store.on('recorded', on)
-  })
-}
+import { liveRunOutOfMemory, recorded } from '../server/store-fixture.js'
 
 t.test('a live run whose log was damaged where its cached copy was read from: the next query is refused, as a restart refuses it', async (t) => {
-  const dir = tempDir(t, 'plugcheck-cached-')
-  const store = await AckStore.open(dir, { residentSpansMax: 1 })
-  t.teardown(() => store.close())
-  const runId = runIdOf(0xa1900)
-  const meta = runMeta(runId)
-  await store.createRun(meta, Date.now())
-  let seq = 0
-  const ackAlone = async (): Promise<void> => {
-    const done = recorded(store, runId, seq + 1)
-    store.appendAck(runId, seq + 1, seq + 1, Date.now())
-    seq++
-    await done
-    await sleep(spanWindowMs + 10)
-  }
-  for (let i = 0; i < 3; i++) await ackAlone()
-  await store.foldNow()
+  const { dir, store, meta, log, ackAlone } = await liveRunOutOfMemory(t, 0xa1900, 'plugcheck-cached-')
+  const runId = meta.runId
   const first = (await store.queryAsync(meta.host, meta.requestedPath, runId))[0]!
   t.equal(first.ackedThroughSeq, 3, 'read back once (and cached) through seq 3')
   // A bit flipped in the log's first commit (already read into the cached copy).
-  const log = join(dir, 'runs', runId, 'acks.log')
   const header = readFileSync(log).readUInt32LE(0) + 12
   const bytes = readFileSync(log)
   bytes[header + 14]! ^= 0x40

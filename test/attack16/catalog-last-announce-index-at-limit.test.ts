@@ -9,24 +9,20 @@
  * runs recorded after it read back at the next start.
  */
 import t from 'tap'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
-import { seal, unseal } from '../../src/server/sealed-file.js'
 import { tempDir } from '../fixtures/cli.js'
+import { recraftCatalog } from '../server/catalog-values.js'
 import { runIdOf, runMeta } from '../server/peer.js'
+import { recordRun } from '../server/store-fixture.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
-type Entry = Record<string, unknown>
 
-async function record(store: AckStore, runId: string, acked: number): Promise<void> {
-  const nowMs = Date.now()
-  await store.createRun(runMeta(runId, { createdMs: nowMs - 1000 }), nowMs - 1000)
-  const recorded = new Promise<void>((resolve) => store.on('recorded', (id, through) => void (id === runId && through === acked && resolve())))
-  for (let seq = 1; seq <= acked; seq++) store.appendAck(runId, seq, seq, Date.now())
-  store.endRun(runId, 'duration', undefined, Date.now())
-  await recorded
+/** runId acked 1..acked, ended by its duration. */
+function record(store: AckStore, runId: string, acked: number): Promise<void> {
+  return recordRun(store, runMeta(runId, { createdMs: Date.now() - 1000 }), acked, 'duration')
 }
 
 t.test('a catalog saying the last announcement index is MAX_SAFE_INTEGER: runs recorded after it survive a restart', async (t) => {
@@ -34,12 +30,7 @@ t.test('a catalog saying the last announcement index is MAX_SAFE_INTEGER: runs r
   const first = await AckStore.open(dir)
   await record(first, runIdOf(0x46001), 10)
   await first.close()
-  const path = join(dir, 'catalog.msgpack')
-  const file = unseal('catalog', readFileSync(path))
-  if (file.kind !== 'sealed') throw new Error('not a sealed catalog')
-  const [header, ...slices] = new Packr({ useRecords: true, mapsAsObjects: true }).unpackMultiple(file.body) as [Entry, ...Entry[][]]
-  const entries = slices.flat()
-  writeFileSync(path, seal('catalog', Buffer.concat([packr.pack({ ...header, lastAnnounceIndex: Number.MAX_SAFE_INTEGER }), new Packr({ useRecords: true, mapsAsObjects: true }).pack(entries)])))
+  recraftCatalog(dir, (_entries, header) => void (header.lastAnnounceIndex = Number.MAX_SAFE_INTEGER))
 
   const second = await AckStore.open(dir)
   await record(second, runIdOf(0x46002), 20)

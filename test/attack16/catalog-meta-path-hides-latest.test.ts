@@ -8,37 +8,19 @@
  * verify --acks answers), or the query is refused (exit 3) - never the older run in its place.
  */
 import t from 'tap'
-import { readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { Packr } from 'msgpackr'
 import { AckStore } from '../../src/server/ack-store.js'
-import { seal, unseal } from '../../src/server/sealed-file.js'
 import { tempDir } from '../fixtures/cli.js'
+import { entryOf, recraftCatalog, type CatalogValue } from '../server/catalog-values.js'
 import { runIdOf, runMeta } from '../server/peer.js'
+import { recordRun } from '../server/store-fixture.js'
 
-const packr = new Packr({ useRecords: false, mapsAsObjects: true })
-type Entry = Record<string, unknown>
 const path = '/data/db'
 const older = runIdOf(0x43001)
 const newer = runIdOf(0x43002)
 
-function recraft(dir: string, craft: (entries: Entry[]) => void): void {
-  const file = unseal('catalog', readFileSync(join(dir, 'catalog.msgpack')))
-  if (file.kind !== 'sealed') throw new Error('not a sealed catalog')
-  const [header, ...slices] = new Packr({ useRecords: true, mapsAsObjects: true }).unpackMultiple(file.body) as [Entry, ...Entry[][]]
-  const entries = slices.flat()
-  craft(entries)
-  const body = [packr.pack({ ...header, version: 2, runs: entries.length }), new Packr({ useRecords: true, mapsAsObjects: true }).pack(entries)]
-  writeFileSync(join(dir, 'catalog.msgpack'), seal('catalog', Buffer.concat(body)))
-}
-
-async function record(store: AckStore, runId: string, acked: number): Promise<void> {
-  const nowMs = Date.now()
-  await store.createRun(runMeta(runId, { createdMs: nowMs - 1000, requestedPath: path, path }), nowMs - 1000)
-  const recorded = new Promise<void>((resolve) => store.on('recorded', (id, through) => void (id === runId && through === acked && resolve())))
-  for (let seq = 1; seq <= acked; seq++) store.appendAck(runId, seq, seq, Date.now())
-  store.endRun(runId, 'vanished', undefined, Date.now())
-  await recorded
+/** runId on the path, acked 1..acked, its writer vanished. */
+function record(store: AckStore, runId: string, acked: number): Promise<void> {
+  return recordRun(store, runMeta(runId, { createdMs: Date.now() - 1000, requestedPath: path, path }), acked, 'vanished')
 }
 
 t.test("the newest run's requested path changed in the catalog: the path's latest run is still the newest, or refused", async (t) => {
@@ -47,9 +29,9 @@ t.test("the newest run's requested path changed in the catalog: the path's lates
   await record(first, older, 50)
   await record(first, newer, 9)
   await first.close()
-  recraft(dir, (entries) => {
-    const entry = entries.find((e) => e.id === newer)!
-    entry.meta = { ...(entry.meta as Entry), requestedPath: '/data/elsewhere' }
+  recraftCatalog(dir, (entries) => {
+    const entry = entryOf(entries, newer)
+    entry.meta = { ...(entry.meta as CatalogValue), requestedPath: '/data/elsewhere' }
   })
   const truth = await AckStore.load(dir)
   t.match(truth.query('testhost', path), [{ meta: { runId: newer } }], 'verify --acks (the files): the newer run is the latest of the path')

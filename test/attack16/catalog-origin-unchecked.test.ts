@@ -7,16 +7,15 @@
  * listener must answer what verify --acks (a full replay) answers.
  */
 import t, { type Test } from 'tap'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
-import { seal, unseal } from '../../src/server/sealed-file.js'
 import { tempDir } from '../fixtures/cli.js'
+import { entryOf as byId, recraftCatalog, type CatalogValue as Entry } from '../server/catalog-values.js'
 import { runIdOf, runMeta } from '../server/peer.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
-type Entry = Record<string, unknown>
 
 const older = runIdOf(0x41001) // announced first, acked 1..50, all kept
 const newer = runIdOf(0x41002) // announced last on the same path, acked 1..9
@@ -39,25 +38,13 @@ function craftRun(dir: string, runId: string, announceIndex: number, acked: numb
   )
 }
 
-function recraft(dir: string, craft: (entries: Entry[]) => void): void {
-  const file = unseal('catalog', readFileSync(join(dir, 'catalog.msgpack')))
-  if (file.kind !== 'sealed') throw new Error('not a sealed catalog')
-  const [header, ...slices] = new Packr({ useRecords: true, mapsAsObjects: true }).unpackMultiple(file.body) as [Entry, ...Entry[][]]
-  const entries = slices.flat()
-  craft(entries)
-  const body = [packr.pack({ ...header, version: 2, runs: entries.length }), new Packr({ useRecords: true, mapsAsObjects: true }).pack(entries)]
-  writeFileSync(join(dir, 'catalog.msgpack'), seal('catalog', Buffer.concat(body)))
-}
-
-const byId = (entries: Entry[], runId: string): Entry => entries.find((e) => e.id === runId)!
-
 async function setUp(t: Test, craft: (entries: Entry[]) => void): Promise<{ dir: string; store: AckStore; truth: AckStore }> {
   const dir = tempDir(t)
   const nowMs = Date.now()
   craftRun(dir, older, 1, 50, nowMs)
   craftRun(dir, newer, 2, 9, nowMs, { campaign: { name: 'nightly', cycle: 3 } })
   await (await AckStore.open(dir)).close() // writes the catalog from the files
-  recraft(dir, craft)
+  recraftCatalog(dir, craft)
   const truth = await AckStore.load(dir)
   const store = await AckStore.open(dir)
   t.teardown(() => store.close())

@@ -7,28 +7,17 @@
  * would prune nothing. The run files are the authority: nothing is pruned, as --dry-run says.
  */
 import t from 'tap'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
-import { seal, unseal } from '../../src/server/sealed-file.js'
 import { runCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+import { entryOf, recraftCatalog, type CatalogValue as Entry } from '../server/catalog-values.js'
 import { runIdOf, runMeta } from '../server/peer.js'
 import { verdictOf } from '../server/verdict-fixture.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
-type Entry = Record<string, unknown>
 const dayMs = 24 * 3_600_000
-
-function recraft(dir: string, craft: (entries: Entry[]) => void): void {
-  const file = unseal('catalog', readFileSync(join(dir, 'catalog.msgpack')))
-  if (file.kind !== 'sealed') throw new Error('not a sealed catalog')
-  const [header, ...slices] = new Packr({ useRecords: true, mapsAsObjects: true }).unpackMultiple(file.body) as [Entry, ...Entry[][]]
-  const entries = slices.flat()
-  craft(entries)
-  const body = [packr.pack({ ...header, version: 2, runs: entries.length }), new Packr({ useRecords: true, mapsAsObjects: true }).pack(entries)]
-  writeFileSync(join(dir, 'catalog.msgpack'), seal('catalog', Buffer.concat(body)))
-}
 
 const crafts: Array<[string, (entry: Entry, nowMs: number) => void]> = [
   ['an old ordinary end where the log says a fresh vanish', (entry, nowMs) => void (entry.end = { reason: 'duration', atMs: nowMs - 40 * dayMs })],
@@ -56,8 +45,8 @@ async function craftedDirectory(dir: string, craft: (entry: Entry, nowMs: number
   )
   writeFileSync(join(runDir, 'meta.msgpack'), packr.pack({ meta: runMeta(runId, { createdMs: nowMs - 7_200_000 }), announcedMs: nowMs - 7_200_000, announceIndex: 1, peer: '127.0.0.1' }))
   await (await AckStore.open(dir)).close() // the catalog, written from the files
-  recraft(dir, (entries) => {
-    craft(entries.find((e) => e.id === runId)!, nowMs)
+  recraftCatalog(dir, (entries) => {
+    craft(entryOf(entries, runId), nowMs)
   })
   return runDir
 }

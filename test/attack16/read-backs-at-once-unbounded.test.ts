@@ -8,13 +8,11 @@
  * store's own count, plus the copies being read back) must stay within the cache plus a run or two.
  */
 import t from 'tap'
-import { appendFileSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
 import { AckStore } from '../../src/server/ack-store.js'
 import { SpanTable } from '../../src/server/span-table.js'
-import { frameCommit, maxItemsPerCommit } from '../../src/server/ack-log.js'
 import { tempDir } from '../fixtures/cli.js'
 import { runIdOf, runMeta } from '../server/peer.js'
+import { storeOfEndedRuns } from '../server/store-fixture.js'
 
 const runCount = 16
 const spansPerRun = 40_000
@@ -22,22 +20,8 @@ const spansPerRun = 40_000
 t.test('span-page queries of many long runs at once hold no more spans than the cache and a run or two', async (t) => {
   const dir = tempDir(t, 'plugcheck-readbacks-')
   const announcedMs = Date.now() - 30 * 86_400_000
-  const store = await AckStore.open(dir)
   const ids = Array.from({ length: runCount }, (_, i) => runIdOf(0xa1700 + i))
-  for (const runId of ids) await store.createRun(runMeta(runId, { host: `box${ids.indexOf(runId)}` }), announcedMs)
-  await store.close()
-  for (const runId of ids) {
-    const frames: Buffer[] = []
-    let n = 0
-    for (let seq = 1; seq <= spansPerRun; seq += maxItemsPerCommit) {
-      const items: object[] = []
-      for (let s = seq; s < Math.min(seq + maxItemsPerCommit, spansPerRun + 1); s++) items.push({ k: 'ack', fromSeq: s, toSeq: s, firstMs: announcedMs + s * 200, lastMs: announcedMs + s * 200 })
-      frames.push(frameCommit(++n, items))
-    }
-    frames.push(frameCommit(++n, [{ k: 'end', reason: 'duration', atMs: announcedMs + (spansPerRun + 1) * 200 }]))
-    appendFileSync(join(dir, 'runs', runId, 'acks.log'), Buffer.concat(frames))
-  }
-  rmSync(join(dir, 'catalog.msgpack'), { force: true })
+  await storeOfEndedRuns(dir, ids.map((runId, i) => runMeta(runId, { host: `box${i}` })), spansPerRun, announcedMs)
   const cachedSpansMax = 1000
   const reopened = await AckStore.open(dir, { cachedSpansMax })
   t.equal(reopened.residentSpanCount(), 0, 'after the start every run keeps its summary only')

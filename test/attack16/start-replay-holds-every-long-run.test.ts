@@ -9,12 +9,10 @@
  * than memory fits never listens (a damaged catalog makes every start such a start).
  */
 import t from 'tap'
-import { appendFileSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
 import { AckStore } from '../../src/server/ack-store.js'
-import { frameCommit, maxItemsPerCommit } from '../../src/server/ack-log.js'
 import { tempDir } from '../fixtures/cli.js'
 import { runIdOf, runMeta } from '../server/peer.js'
+import { storeOfEndedRuns } from '../server/store-fixture.js'
 
 const runCount = 24
 const spansPerRun = 60_000
@@ -23,23 +21,9 @@ const spanBytes = 24
 t.test('a start without a catalog replays long runs one after another, not all of them held at once', async (t) => {
   const dir = tempDir(t, 'plugcheck-start-mem-')
   const announcedMs = Date.now() - 30 * 86_400_000
-  const store = await AckStore.open(dir)
+  // Each run's log: spansPerRun acks, 200 ms apart (a span each), then its end; no catalog.
   const ids = Array.from({ length: runCount }, (_, i) => runIdOf(0xa1600 + i))
-  for (const runId of ids) await store.createRun(runMeta(runId), announcedMs)
-  await store.close()
-  // Each run's log: spansPerRun acks, 200 ms apart (a span each), then its end.
-  for (const runId of ids) {
-    const frames: Buffer[] = []
-    let n = 0
-    for (let seq = 1; seq <= spansPerRun; seq += maxItemsPerCommit) {
-      const items: object[] = []
-      for (let s = seq; s < Math.min(seq + maxItemsPerCommit, spansPerRun + 1); s++) items.push({ k: 'ack', fromSeq: s, toSeq: s, firstMs: announcedMs + s * 200, lastMs: announcedMs + s * 200 })
-      frames.push(frameCommit(++n, items))
-    }
-    frames.push(frameCommit(++n, [{ k: 'end', reason: 'duration', atMs: announcedMs + (spansPerRun + 1) * 200 }]))
-    appendFileSync(join(dir, 'runs', runId, 'acks.log'), Buffer.concat(frames))
-  }
-  rmSync(join(dir, 'catalog.msgpack'), { force: true })
+  await storeOfEndedRuns(dir, ids.map((runId) => runMeta(runId)), spansPerRun, announcedMs)
 
   // What the store holds after each run it replays at start (its own count of spans in memory).
   const proto = AckStore.prototype as unknown as { replay: (this: AckStore, ...args: unknown[]) => Promise<void> }

@@ -10,7 +10,7 @@ import { lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, w
 import { join } from 'node:path'
 import t from 'tap'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { builtExe, needsLinuxX64 } from './exe.js'
+import { builtExe, ensureLinuxX64 } from './exe.js'
 
 interface ExeResult {
   readonly code: number | null
@@ -48,7 +48,8 @@ function sha256(path: string): string {
   return createHash('sha256').update(readFileSync(path)).digest('hex')
 }
 
-t.test('the linux-x64 single executable', needsLinuxX64(), async (t) => {
+t.test('the linux-x64 single executable', async (t) => {
+  ensureLinuxX64()
   const exe = await builtExe('linux-x64')
   const dir = tempDir(t, 'plugcheck-exe-')
 

@@ -6,10 +6,10 @@
 import { join } from 'node:path'
 import t from 'tap'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { ensureWine, needsWine, runWineNode, winePath, wineRunTimeoutMs } from '../windows/wine.js'
+import { ensureWine, runWineNode, winePath, wineRunTimeoutMs } from '../windows/wine.js'
 import { builtExe } from './exe.js'
 
-t.test('the win-x64 single executable (under Wine)', needsWine(), async (t) => {
+t.test('the win-x64 single executable (under Wine)', async (t) => {
   ensureWine()
   const exe = await builtExe('win-x64')
   const dir = tempDir(t, 'plugcheck-exe-win-')

@@ -4,11 +4,13 @@
  * [::ffff:127.0.0.1], [::1], [::1%lo], [::1%<index>], 127.0.0.1 and localhost; each write must
  * succeed and verify must pass (exit 0) with every acknowledged record intact. A scope naming no
  * interface is a usage error (exit 2) for both. All traffic stays on this machine: loopback, and
- * (when an interface has one) this machine's own link-local address, which the kernel delivers
- * locally.
+ * this machine's own link-local address (on an interface the test makes where none has one), which
+ * the kernel delivers locally.
  */
 import { shellQuote } from '../../src/client/writer.js'
 import t, { type Test } from 'tap'
+import { execFileSync } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
 import { networkInterfaces } from 'node:os'
 import { join } from 'node:path'
 import { runCli, runInProcess, spawnCli, tempDir } from '../fixtures/cli.js'
@@ -85,11 +87,55 @@ t.test('every loopback spelling writes and verifies through a dual-stack listene
   for (const [i, server] of servers.entries()) await writeThenVerify(t, server, join(dir, `data-${i}.plugcheck`))
 })
 
-const { linkLocal } = localInterfaces()
-// Skipped only off CI (a machine without IPv6 link-local addresses); under CI=true a missing one fails.
-const noLinkLocal = linkLocal === undefined && process.env.CI !== 'true' ? 'no interface here has an IPv6 link-local address' : false
-t.test("this machine's own link-local address, scoped by interface name and by index", { skip: noLinkLocal }, async (t) => {
-  if (linkLocal === undefined) return void t.fail('no interface here has an IPv6 link-local address')
+/** The interface this test makes where no interface has a link-local address, and its address. */
+const ownInterface = { name: 'plugchk0', peer: 'plugchk1', address: 'fe80::a11c:1' }
+
+/** `ip ARGS` (iproute2); throws with its stderr. */
+function ip(args: readonly string[]): void {
+  execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] })
+}
+
+/**
+ * The interfaces this test may make, tried in order: a dummy needs the dummy module, a veth pair
+ * (removed with either end) only the veth one. nodad makes the address usable at once.
+ */
+const interfaceKinds: readonly (readonly string[])[] = [
+  ['type', 'dummy'],
+  ['type', 'veth', 'peer', 'name', ownInterface.peer],
+]
+
+/**
+ * An interface of this machine with a link-local address; where none has one, plugchk0 is made with
+ * fe80::a11c:1 (as root; removed at teardown). Existing interfaces are never touched.
+ */
+function linkLocalInterface(t: Test): { name: string; index: number; address: string } {
+  const existing = localInterfaces().linkLocal
+  if (existing !== undefined) return existing
+  // A plugchk0 left by a run that was killed before its teardown is this test's own.
+  if (existsSync(`/sys/class/net/${ownInterface.name}`)) ip(['link', 'del', ownInterface.name])
+  const failures: string[] = []
+  for (const kind of interfaceKinds) {
+    try {
+      ip(['link', 'add', ownInterface.name, ...kind])
+    } catch (error) {
+      failures.push(`${kind[1]}: ${String((error as { stderr?: Buffer }).stderr ?? error).trim()}`)
+      continue
+    }
+    t.teardown(() => ip(['link', 'del', ownInterface.name]))
+    if (kind[1] === 'veth') ip(['link', 'set', ownInterface.peer, 'up'])
+    ip(['link', 'set', ownInterface.name, 'up'])
+    ip(['-6', 'addr', 'add', `${ownInterface.address}/64`, 'dev', ownInterface.name, 'nodad'])
+    const index = Number(readFileSync(`/sys/class/net/${ownInterface.name}/ifindex`, 'utf8'))
+    return { name: ownInterface.name, index, address: ownInterface.address }
+  }
+  throw new Error(
+    `no interface here has an IPv6 link-local address, and none could be made (${failures.join('; ')})\n` +
+      'hint: run the suite as root with iproute2 installed (apt-get install iproute2; .ci/run does)',
+  )
+}
+
+t.test("this machine's own link-local address, scoped by interface name and by index", async (t) => {
+  const linkLocal = linkLocalInterface(t)
   const dir = tempDir(t)
   const port = await startDualStackListener(t, join(dir, 'listener'))
   await writeThenVerify(t, `[${linkLocal.address}%${linkLocal.name}]:${port}`, join(dir, 'by-name.plugcheck'))

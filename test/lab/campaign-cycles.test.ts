@@ -169,8 +169,7 @@ async function runCampaign(disk: DiskMode, outsideDir: string, seed: number, kil
 
 const reason = labUnavailableReason()
 if (reason !== null) {
-  if (process.env.CI === 'true') t.fail(`the power-cut lab must run in CI but cannot: ${reason}`)
-  else t.plan(0, `power-cut lab skipped: ${reason}`)
+  t.fail(`the power-cut lab cannot run here: ${reason}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`)
 } else {
   const seed = labSeed()
   t.comment(`lab seed ${seed} (replay the cut moments with PLUGCHECK_LAB_SEED=${seed})`)

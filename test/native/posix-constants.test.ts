@@ -5,10 +5,17 @@
  * struct statfs offsets are recomputed from the headers' field lists with C's layout rules.
  */
 import * as fs from 'node:fs'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { mismatchesWithNode, posixConstants, type PosixConstants, type PosixOs } from '../../src/native/posix/constants.js'
 
 type Expected = Omit<PosixConstants, 'statfs'> & { statfs: PosixConstants['statfs'] }
+
+/** For the tests that compare with this system's own Node and libc: they fail, saying why, off Linux. */
+function notLinux(t: Test): boolean {
+  if (process.platform === 'linux') return false
+  t.fail(`this test compares with the running Linux system, and this is ${process.platform}\nhint: run the suite on Linux x64, as CI does`)
+  return true
+}
 
 // Linux: include/uapi/asm-generic/fcntl.h (octal there), arch/arm64/include/uapi/asm/fcntl.h,
 // include/uapi/asm-generic/socket.h, glibc bits/socket.h and bits/socket_type.h, asm-generic/errno*.h,
@@ -275,12 +282,12 @@ t.test('O_SYNC and O_DSYNC are distinct where the system has both, and open_data
 
 t.test('mismatchesWithNode', async (t) => {
   t.test('none against this Node on Linux', async (t) => {
-    if (process.platform !== 'linux') return t.plan(0, `this is ${process.platform}, not Linux`)
+    if (notLinux(t)) return
     t.same(mismatchesWithNode('linux', posixConstants('linux', process.arch), fs.constants as unknown as Record<string, number>), [])
   })
 
   t.test('the Linux table agrees with every open flag this Node knows', async (t) => {
-    if (process.platform !== 'linux') return t.plan(0, `this is ${process.platform}, not Linux`)
+    if (notLinux(t)) return
     const k = posixConstants('linux', process.arch)
     const node = fs.constants as unknown as Record<string, number>
     for (const name of ['O_RDONLY', 'O_WRONLY', 'O_RDWR', 'O_NONBLOCK', 'O_CREAT', 'O_TRUNC', 'O_EXCL', 'O_SYNC', 'O_DSYNC', 'O_DIRECT'] as const) {
@@ -323,7 +330,7 @@ t.test('mismatchesWithNode', async (t) => {
 })
 
 t.test('the port refuses to start when its flags disagree with Node', async (t) => {
-  if (process.platform !== 'linux') return t.plan(0, `this is ${process.platform}, not Linux`)
+  if (notLinux(t)) return
   // The port reads node:fs's constants; hand it a copy with one flag changed.
   const wrong = { ...fs.constants, O_SYNC: 0x80 }
   const { createPosixPort } = await t.mockImport<typeof import('../../src/native/posix/index.js')>('../../src/native/posix/index.js', {
@@ -338,7 +345,7 @@ t.test('the port refuses to start when its flags disagree with Node', async (t) 
 })
 
 t.test('every statfs symbol can be declared to koffi by name, $INODE64 included', async (t) => {
-  if (process.platform !== 'linux') return t.plan(0, `this is ${process.platform}, not Linux`)
+  if (notLinux(t)) return
   // A C-like prototype string cannot carry "fstatfs$INODE64" (koffi stops at the "$"); the
   // (name, result, arguments) form can. Here, on glibc, the lookup itself must be what fails, never the parse.
   const { default: koffi } = await import('koffi')

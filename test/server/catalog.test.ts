@@ -5,14 +5,14 @@
  * as verify --acks refuses it; a crash at any point between a fold, the catalog and the deletion of
  * the fold's segment loses no recorded ack.
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
-import { seal, unseal } from '../../src/server/sealed-file.js'
 import { tempDir } from '../fixtures/cli.js'
+import { entryOf, readCatalogValues, recraftCatalog, writeCatalogValues, type CatalogValue } from './catalog-values.js'
 import { runIdOf, runMeta } from './peer.js'
 import { verdictOf } from './verdict-fixture.js'
 
@@ -50,6 +50,20 @@ async function everything(store: AckStore): Promise<unknown[]> {
   return all
 }
 
+/**
+ * count crafted runs, opened once (which writes their catalog) after prepare: the directory, and every
+ * run and ack as that store answered them (what each later start must answer).
+ */
+async function cataloguedRuns(t: Test, count: number, prepare?: (store: AckStore) => Promise<unknown>): Promise<{ dir: string; before: unknown[] }> {
+  const dir = tempDir(t)
+  craftRuns(dir, count)
+  const first = await AckStore.open(dir)
+  await prepare?.(first)
+  const before = await everything(first)
+  await first.close()
+  return { dir, before }
+}
+
 t.test('a restart on 5,000 runs reads the catalog, not their logs, and answers the same', async (t) => {
   const dir = tempDir(t)
   const runs = 5_000
@@ -78,11 +92,7 @@ t.test('a damaged or unreadable catalog: a warning naming it, a full replay, the
   ]
   for (const [name, damage, problem] of cases) {
     await t.test(name, async (t) => {
-      const dir = tempDir(t)
-      craftRuns(dir, 30)
-      const first = await AckStore.open(dir)
-      const before = await everything(first)
-      await first.close()
+      const { dir, before } = await cataloguedRuns(t, 30)
       const catalog = join(dir, 'catalog.msgpack')
       damage(catalog)
       const second = await AckStore.open(dir)
@@ -189,58 +199,25 @@ t.test('a verdict stored after the catalog was written is read from its file by 
   t.match(third.summaries().find((s) => s.runId === runId), { verdict: { verdict: 'pass', acked: 3 } }, 'the stored verdict is shown')
 })
 
-type Entry = Record<string, unknown>
-
-/** The catalog's header and entries as written (format 2: slices of entries packed as records). */
-function readCatalogValues(dir: string): { header: Entry; entries: Entry[] } {
-  const path = join(dir, 'catalog.msgpack')
-  const file = unseal('catalog', readFileSync(path))
-  if (file.kind !== 'sealed') throw new Error(`${path} is not a sealed catalog`)
-  const [header, ...slices] = new Packr({ useRecords: true, mapsAsObjects: true }).unpackMultiple(file.body) as [Entry, ...Entry[][]]
-  if (header.version !== 2) throw new Error(`${path} is of format ${String(header.version)}`)
-  return { header, entries: slices.flat() }
-}
-
-/** A catalog of these values, sealed: its checksum holds, whatever they say. Format 1: entries one by one, as maps. */
-function writeCatalogValues(dir: string, header: Entry, entries: Entry[], version: 1 | 2): void {
-  const body =
-    version === 1
-      ? [{ ...header, version, runs: entries.length }, ...entries].map((value) => packr.pack(value))
-      : [packr.pack({ ...header, version, runs: entries.length }), new Packr({ useRecords: true, mapsAsObjects: true }).pack(entries)]
-  writeFileSync(join(dir, 'catalog.msgpack'), seal('catalog', Buffer.concat(body)))
-}
-
-/** The catalog's values changed by craft, sealed again. */
-function recraftCatalog(dir: string, craft: (entries: Entry[], header: Entry) => void): void {
-  const { header, entries } = readCatalogValues(dir)
-  craft(entries, header)
-  writeCatalogValues(dir, header, entries, 2)
-}
-
 t.test('a catalog whose checksum holds but whose content no listener writes: refused, a full replay, never fewer acks', async (t) => {
-  const byId = (entries: Entry[], runId: string): Entry => entries.find((e) => e.id === runId)!
   const sixAcks = runIdOf(0x20005) // acked 1..6
-  const cases: Array<[string, (entries: Entry[], header: Entry) => void, RegExp]> = [
-    ['an absurd seq', (e) => void (byId(e, sixAcks).lastAckedSeq = 2 ** 52), /has acks past what a writer can write by its last ack/],
-    ['fewer acks than a duplicate of its entry says', (e) => void e.push({ ...byId(e, sixAcks), lastAckedSeq: 1 }), /holds run [0-9a-f]{16} a second time/],
-    ['a huge byte count', (e) => void (byId(e, sixAcks).logBytes = 2 ** 52), /has a file size no listener writes/],
-    ['more commits than acks', (e) => void (byId(e, sixAcks).commits = 9), /has more commits than its acks, steady and end make/],
-    ['more spans than acks', (e) => void (byId(e, sixAcks).spanCount = 7), /has more spans than acks/],
-    ['a verdict counting more acks than the run has', (e) => void Object.assign(byId(e, sixAcks), { verdict: verdictOf({ acked: 9, intact: 9, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }), verdictBytes: 300 }), /has a verdict that counted more acks than the run has/],
-    ['an announcement after the last on record', (e, h) => void (byId(e, sixAcks).announceIndex = (h.lastAnnounceIndex as number) + 1), /was announced after the last announcement on record/],
+  const cases: Array<[string, (entries: CatalogValue[], header: CatalogValue) => void, RegExp]> = [
+    ['an absurd seq', (e) => void (entryOf(e, sixAcks).lastAckedSeq = 2 ** 52), /has acks past what a writer can write by its last ack/],
+    ['fewer acks than a duplicate of its entry says', (e) => void e.push({ ...entryOf(e, sixAcks), lastAckedSeq: 1 }), /holds run [0-9a-f]{16} a second time/],
+    ['a huge byte count', (e) => void (entryOf(e, sixAcks).logBytes = 2 ** 52), /has a file size no listener writes/],
+    ['more commits than acks', (e) => void (entryOf(e, sixAcks).commits = 9), /has more commits than its acks, steady and end make/],
+    ['more spans than acks', (e) => void (entryOf(e, sixAcks).spanCount = 7), /has more spans than acks/],
+    ['a verdict counting more acks than the run has', (e) => void Object.assign(entryOf(e, sixAcks), { verdict: verdictOf({ acked: 9, intact: 9, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }), verdictBytes: 300 }), /has a verdict that counted more acks than the run has/],
+    ['an announcement after the last on record', (e, h) => void (entryOf(e, sixAcks).announceIndex = (h.lastAnnounceIndex as number) + 1), /was announced after the last announcement on record/],
     ['a last announcement past its entries\' highest', (_e, h) => void (h.lastAnnounceIndex = Number.MAX_SAFE_INTEGER), /says the last announcement was number 9007199254740991, past its entries' highest \(10\)/],
-    ['two runs announced as one', (e) => void (byId(e, sixAcks).announceIndex = byId(e, runIdOf(0x20004)).announceIndex), /has announcement index \d+, as an earlier run has/],
-    ['a negative count', (e) => void (byId(e, sixAcks).commits = -1), / is not valid/],
-    ['a wrong type', (e) => void (byId(e, sixAcks).lastAckedSeq = '6'), / is not valid/],
-    ['another run in its metadata', (e) => void (byId(e, sixAcks).id = runIdOf(0x20004)), /\(run [0-9a-f]{16}\) describes another run in its metadata/],
+    ['two runs announced as one', (e) => void (entryOf(e, sixAcks).announceIndex = entryOf(e, runIdOf(0x20004)).announceIndex), /has announcement index \d+, as an earlier run has/],
+    ['a negative count', (e) => void (entryOf(e, sixAcks).commits = -1), / is not valid/],
+    ['a wrong type', (e) => void (entryOf(e, sixAcks).lastAckedSeq = '6'), / is not valid/],
+    ['another run in its metadata', (e) => void (entryOf(e, sixAcks).id = runIdOf(0x20004)), /\(run [0-9a-f]{16}\) describes another run in its metadata/],
   ]
   for (const [name, craft, problem] of cases) {
     await t.test(name, async (t) => {
-      const dir = tempDir(t)
-      craftRuns(dir, 10)
-      const first = await AckStore.open(dir)
-      const before = await everything(first)
-      await first.close()
+      const { dir, before } = await cataloguedRuns(t, 10)
       recraftCatalog(dir, craft)
       const second = await AckStore.open(dir)
       t.equal(second.replayedLogCount, 10, 'every log replayed')
@@ -271,11 +248,7 @@ t.test('a restart after a clean stop leaves the catalog as it is (nothing change
 })
 
 t.test('a catalog of format 1 (entries as maps, before records) is read as it is, then written again as format 2', async (t) => {
-  const dir = tempDir(t)
-  craftRuns(dir, 10)
-  const first = await AckStore.open(dir)
-  const before = await everything(first)
-  await first.close()
+  const { dir, before } = await cataloguedRuns(t, 10)
   const { header, entries } = readCatalogValues(dir)
   writeCatalogValues(dir, header, entries, 1)
   const second = await AckStore.open(dir)
@@ -290,12 +263,8 @@ t.test('a catalog of format 1 (entries as maps, before records) is read as it is
 })
 
 t.test('a catalog of format 2 round-trips: 5,000 entries in slices, every field as written', async (t) => {
-  const dir = tempDir(t)
-  craftRuns(dir, 5_000)
-  const first = await AckStore.open(dir)
-  await first.recordVerdict(runIdOf(0x20002), verdictOf({ acked: 3, intact: 3, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }))
-  const before = await everything(first)
-  await first.close()
+  const verdict = verdictOf({ acked: 3, intact: 3, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null })
+  const { dir, before } = await cataloguedRuns(t, 5_000, (store) => store.recordVerdict(runIdOf(0x20002), verdict))
   const { header, entries } = readCatalogValues(dir)
   t.equal(entries.length, 5_000)
   t.match(entries.find((e) => e.id === runIdOf(0x20002)), { verdict: { verdict: 'pass', acked: 3 }, lastAckedSeq: 3, peer: '127.0.0.1' }, 'an entry holds what the run holds')
@@ -307,11 +276,7 @@ t.test('a catalog of format 2 round-trips: 5,000 entries in slices, every field 
 })
 
 t.test('a catalog that holds fewer acks of a run than its files, plausibly: the run is taken from its files, never answered with fewer', async (t) => {
-  const dir = tempDir(t)
-  craftRuns(dir, 10)
-  const first = await AckStore.open(dir)
-  const before = await everything(first)
-  await first.close()
+  const { dir, before } = await cataloguedRuns(t, 10)
   const sixAcks = runIdOf(0x20005) // acked 1..6
   recraftCatalog(dir, (entries) => void Object.assign(entries.find((e) => e.id === sixAcks)!, { lastAckedSeq: 4 }))
   const second = await AckStore.open(dir)

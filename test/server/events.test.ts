@@ -93,7 +93,8 @@ t.test('a writer killed with SIGKILL: run, vanished with the verify command, on 
   t.notOk(eventsIn(eventsFile).some((e) => e.kind === 'vanished' && e.runId === runIdOf(0x502)), 'no vanished event at shutdown')
 })
 
-t.test('an ack directory on tmpfs is a warning at start, on stderr and in the events file', { skip: existsSync('/dev/shm') || process.env.CI === 'true' ? false : 'no /dev/shm here' }, async (t) => {
+t.test('an ack directory on tmpfs is a warning at start, on stderr and in the events file', async (t) => {
+  // /dev/shm is a tmpfs on every Linux system the suite runs on (glibc's shm_open keeps its objects there).
   const dir = tempDir(t)
   const shm = mkdtempSync('/dev/shm/plugcheck-test-')
   t.teardown(() => rmSync(shm, { recursive: true, force: true }))

@@ -6,12 +6,10 @@
  * that fit in the cache, whatever the order of their directories.
  */
 import t, { type Test } from 'tap'
-import { appendFileSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
 import { AckStore } from '../../src/server/ack-store.js'
-import { frameCommit, maxItemsPerCommit } from '../../src/server/ack-log.js'
 import { tempDir } from '../fixtures/cli.js'
 import { bulkyFingerprint, runIdOf, runMeta } from '../server/peer.js'
+import { storeOfEndedRuns } from './store-fixture.js'
 import type { RunMeta } from '../../src/record/format.js'
 
 const announcedMs = Date.now() - 30 * 86_400_000
@@ -19,21 +17,7 @@ const announcedMs = Date.now() - 30 * 86_400_000
 /** A store of ended runs of spanCount spans each (200 ms apart: a span per ack), with no catalog: every run is replayed at start. */
 async function storeOfRuns(t: Test, metas: RunMeta[], spanCount: number): Promise<string> {
   const dir = tempDir(t, 'plugcheck-read-back-bounds-')
-  const store = await AckStore.open(dir)
-  for (const meta of metas) await store.createRun(meta, announcedMs, { writer: { bootId: 'boot-1', fingerprint: bulkyFingerprint } })
-  await store.close()
-  for (const { runId } of metas) {
-    const frames: Buffer[] = []
-    let n = 0
-    for (let seq = 1; seq <= spanCount; seq += maxItemsPerCommit) {
-      const items: object[] = []
-      for (let s = seq; s < Math.min(seq + maxItemsPerCommit, spanCount + 1); s++) items.push({ k: 'ack', fromSeq: s, toSeq: s, firstMs: announcedMs + s * 200, lastMs: announcedMs + s * 200 })
-      frames.push(frameCommit(++n, items))
-    }
-    frames.push(frameCommit(++n, [{ k: 'end', reason: 'duration', atMs: announcedMs + (spanCount + 1) * 200 }]))
-    appendFileSync(join(dir, 'runs', runId, 'acks.log'), Buffer.concat(frames))
-  }
-  rmSync(join(dir, 'catalog.msgpack'), { force: true })
+  await storeOfEndedRuns(dir, metas, spanCount, announcedMs, { writer: { bootId: 'boot-1', fingerprint: bulkyFingerprint } })
   return dir
 }
 

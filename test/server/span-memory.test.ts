@@ -19,30 +19,12 @@ import type { AckSpan, StoredRun } from '../../src/protocol/messages.js'
 import { tempDir } from '../fixtures/cli.js'
 import { seededRandom } from '../lab/seeded.js'
 import { runIdOf, runMeta } from './peer.js'
+import { liveRunOutOfMemory, recorded } from './store-fixture.js'
 
 /** Holds the event loop for ms, as a listener busy with many writers does: acks meanwhile queue into one item. */
 function spin(ms: number): void {
   const until = performance.now() + ms
   while (performance.now() < until);
-}
-
-function recorded(store: AckStore, runId: string, throughSeq: number): Promise<void> {
-  return new Promise((resolve) => {
-    const on = (id: string, seq: number): void => {
-      if (id !== runId || seq < throughSeq) return
-      store.off('recorded', on)
-      store.off('failed', onFailed)
-      resolve()
-    }
-    const onFailed = (id: string): void => {
-      if (id !== runId) return
-      store.off('recorded', on)
-      store.off('failed', onFailed)
-      resolve()
-    }
-    store.on('recorded', on)
-    store.on('failed', onFailed)
-  })
 }
 
 type Answered = StoredRun & { ackedThroughSeq: number }
@@ -269,26 +251,12 @@ t.test('a round that fails on a full disk: a live evicted run answers its record
 })
 
 t.test("a live run's log damaged after its spans were read back: the next query is refused naming the log, never answered with fewer acks", async (t) => {
-  const dir = tempDir(t, 'plugcheck-spans-')
-  const store = await AckStore.open(dir, { residentSpansMax: 1 })
-  t.teardown(() => store.close())
-  const runId = runIdOf(0x5e1)
-  await store.createRun(runMeta(runId), Date.now())
-  let seq = 0
-  const ackAlone = async (): Promise<void> => {
-    const done = recorded(store, runId, seq + 1)
-    store.appendAck(runId, seq + 1, seq + 1, Date.now())
-    seq++
-    await done
-    await sleep(spanWindowMs + 10)
-  }
-  for (let i = 0; i < 3; i++) await ackAlone()
-  await store.foldNow()
+  const { store, meta, log, ackAlone } = await liveRunOutOfMemory(t, 0x5e1, 'plugcheck-spans-')
+  const runId = meta.runId
   t.equal((await queryOne(store, runId)).ackedThroughSeq, 3, 'read back once (and cached) through seq 3')
   for (let i = 0; i < 2; i++) await ackAlone()
   await store.foldNow()
   // A bit flipped in the last commit, folded after the cached copy ended: read when the copy catches up.
-  const log = join(dir, 'runs', runId, 'acks.log')
   const bytes = readFileSync(log)
   bytes[bytes.length - 2]! ^= 0x40
   writeFileSync(log, bytes)

@@ -12,9 +12,9 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { ensureWine, needsWine, runWine, winePath, wineRunTimeoutMs } from './wine.js'
+import { ensureWine, runWine, winePath, wineRunTimeoutMs } from './wine.js'
 
-t.test('Windows port attacks (under Wine)', needsWine(), async (t) => {
+t.test('Windows port attacks (under Wine)', async (t) => {
   ensureWine()
   const dir = tempDir(t, 'plugcheck-win-attack-')
   const listener = await startListener(join(dir, 'acks'))

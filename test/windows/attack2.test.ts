@@ -6,9 +6,9 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { startListener, tempDir, waitFor } from '../fixtures/cli.js'
-import { ensureWine, needsWine, runWine, winePath, wineRunTimeoutMs } from './wine.js'
+import { ensureWine, runWine, winePath, wineRunTimeoutMs } from './wine.js'
 
-t.test('Windows port attacks, round 2 (under Wine)', needsWine(), async (t) => {
+t.test('Windows port attacks, round 2 (under Wine)', async (t) => {
   ensureWine()
   const dir = tempDir(t, 'plugcheck-win-attack2-')
   const listener = await startListener(join(dir, 'acks'))

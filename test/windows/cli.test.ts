@@ -10,9 +10,9 @@ import { join } from 'node:path'
 import { spawnSync } from 'node:child_process'
 import t from 'tap'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { ensureWine, needsWine, runWine, winePath, wineRunTimeoutMs } from './wine.js'
+import { ensureWine, runWine, winePath, wineRunTimeoutMs } from './wine.js'
 
-t.test('plugcheck on Windows (under Wine)', needsWine(), async (t) => {
+t.test('plugcheck on Windows (under Wine)', async (t) => {
   ensureWine()
   const dir = tempDir(t, 'plugcheck-win-')
   const listener = await startListener(join(dir, 'acks'))

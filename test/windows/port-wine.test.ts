@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { cacheDir, repoRoot } from '../../scripts/wine.js'
-import { ensureWine, needsWine, runWineNode, winePath, wineRunTimeoutMs } from './wine.js'
+import { ensureWine, runWineNode, winePath, wineRunTimeoutMs } from './wine.js'
 
 type Outcome = { ok: boolean; value?: any; code?: string; message?: string; ms?: number }
 
@@ -50,7 +50,7 @@ function listen(server: Server, host: string): Promise<number> {
   })
 }
 
-t.test('the Windows port under Wine', needsWine(), async (t) => {
+t.test('the Windows port under Wine', async (t) => {
   ensureWine()
   const probe = await bundleProbe()
   const dir = mkdtempSync(join(tmpdir(), 'plugcheck-port-wine-'))
