@@ -590,7 +590,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       ...(entry.authenticated === undefined ? {} : { authenticated: entry.authenticated }),
       ...(entry.campaign === undefined ? {} : { campaign: entry.campaign }),
     }
-    const run = newRunState(entry.meta, entry.announcedMs, entry.announceIndex, origin, restoredSpans)
+    const run = newRunState(entry.meta, entry.announcedMs, entry.announceIndex, origin, noSpans)
     run.retired = true
     setLogged(run, entry)
     run.metaBytes = entry.metaBytes
@@ -1373,7 +1373,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** The run's spans leave memory: its summary stays (and takes a live run's next spans), the table is read back for a query. */
   private evictSpans(run: RunState): void {
     run.evicted = { spanCount: run.spans.length, lastAckMs: run.spans.lastAckMs, summary: SpanSummary.of(run.spans) }
-    run.spans = new SpanTable()
+    run.spans = noSpans
   }
 
   /**
@@ -2289,12 +2289,12 @@ function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown; r
 }
 
 /**
- * The spans of every run restored from the catalog: none (read back into a table of their own for a
- * query). One shared table, not 100,000 (~0.4 s and ~40 MB at start): such a run is retired, so
- * nothing adds to it, and frozen, so an add would throw rather than reach every run.
+ * The spans of every run restored from the catalog or evicted: none (read back into a table of their
+ * own for a query). One shared table, not 100,000 (~0.4 s and ~40 MB at start): nothing adds to it (an
+ * evicted run's next spans go to its summary), and frozen, so an add would throw rather than reach every run.
  */
-const restoredSpans = new SpanTable()
-Object.freeze(restoredSpans)
+const noSpans = new SpanTable()
+Object.freeze(noSpans)
 
 function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin, spans = new SpanTable()): RunState {
   return { meta, announcedMs, announceIndex, origin, spans, appliedBytes: 0, lastStampMs: 0, steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0, logBytes: 0, metaBytes: 0 }
