@@ -1,5 +1,5 @@
 /**
- * Operating errors with their exit code (DESIGN.md): 2 usage or configuration, 3 runtime failure.
+ * Operating errors with their exit code (docs/exit-codes.md): 2 usage or configuration, 3 runtime failure.
  * Verify's findings are not errors; they are values in its report (exit 1 and 4 come from the report).
  */
 export const exitCodes = { ok: 0, lossFound: 1, usage: 2, runtime: 3, inconclusive: 4 } as const

@@ -1,5 +1,5 @@
 /**
- * Judging one run: the listener's acks against what the data file holds (DESIGN.md, verify semantics).
+ * Judging one run: the listener's acks against what the data file holds (docs/verify-semantics.md).
  * Findings are values in the report; only a failure to read the file at all is an error.
  *
  * Each slot is judged by its last acknowledged seq (Classifier). In overwrite, an acked seq that a
