@@ -1,4 +1,4 @@
-/** Every bad input gets one line naming the problem and DESIGN.md's exit code, and harms nothing. */
+/** Every bad input gets one line naming the problem and the exit code docs/exit-codes.md gives it, and harms nothing. */
 import t from 'tap'
 import { createServer } from 'node:net'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
