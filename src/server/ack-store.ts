@@ -558,8 +558,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       store.warnings.push(`run ${entry.id}: ${error.message}; its queries are refused`)
     }
     for (const { path, rounds } of journal.segments) for (const round of rounds) store.applyRound(round, path)
-    // After the journal: a verdict must agree with every recorded ack (catalogued runs: the scrub).
-    for (const run of store.runs.values()) if (run.catalogued !== true) run.verdict = await store.replayVerdict(run)
+    // After the journal: a verdict must agree with every recorded ack (catalogued runs: the scrub). A run
+    // announced in the journal with no directory in runs/ has no verdict file (one read each would cost
+    // ~5 s on a backlog of 100,000 new runs).
+    const listed = new Set(runIds)
+    for (const run of store.runs.values()) if (run.catalogued !== true && listed.has(run.meta.runId)) run.verdict = await store.replayVerdict(run)
     // Journal rounds and verdicts changed sizes after the runs were added: counted once, here (a
     // catalogued run has neither: its sizes are the catalog's, counted when it was added).
     for (const run of store.runs.values()) if (run.catalogued !== true) store.runs.recount(run)

@@ -14,11 +14,13 @@ import { encodeSpanPage } from '../protocol/span-page.js'
 
 export const spanWindowMs = 100
 const initialCapacity = 16
+/** The columns of a table holding no span yet, shared (never written: the first add grows them): a run announced costs no arrays. */
+const noColumn = new Float64Array(0)
 
 export class SpanTable {
-  private toSeqs: Float64Array<ArrayBuffer> = new Float64Array(initialCapacity)
-  private firstMss: Float64Array<ArrayBuffer> = new Float64Array(initialCapacity)
-  private lastMss: Float64Array<ArrayBuffer> = new Float64Array(initialCapacity)
+  private toSeqs: Float64Array<ArrayBuffer> = noColumn
+  private firstMss: Float64Array<ArrayBuffer> = noColumn
+  private lastMss: Float64Array<ArrayBuffer> = noColumn
   private count = 0
 
   get length(): number {
@@ -100,7 +102,7 @@ export class SpanTable {
 
   /** Doubles the columns, up to limit spans. */
   private grow(limit: number): void {
-    const capacity = Math.min(limit, this.toSeqs.length * 2)
+    const capacity = Math.min(limit, Math.max(initialCapacity, this.toSeqs.length * 2))
     const larger = (column: Float64Array<ArrayBuffer>): Float64Array<ArrayBuffer> => {
       const next = new Float64Array(capacity)
       next.set(column.subarray(0, this.count))

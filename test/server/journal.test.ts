@@ -179,14 +179,18 @@ t.test('a start with a backlog of new runs in the journal answers and records be
   const recorded = Promise.all(runIds.map((id) => recordedOnce(live, id, 7)))
   for (const id of runIds) live.appendAck(id, 1, 7, Date.now())
   await recorded
+  // A verdict for a run still in the journal only: its directory is made for verdict.msgpack alone.
+  const judged = runIds[7]!
+  await live.recordVerdict(judged, verdictOf({ verdict: 'pass', acked: 7, intact: 7, lost: 0, lostRanges: [], lossWindowMs: null }))
   const copy = tempDir(t, 'plugcheck-journal-backlog-copy-')
   cpSync(dir, copy, { recursive: true })
   await live.close()
-  t.equal(readdirSync(join(copy, 'runs')).length, 0, 'the copy holds every run in its journal only')
+  t.same(readdirSync(join(copy, 'runs')), [judged], 'the copy holds every run in its journal only (one with a verdict file)')
 
   const store = await AckStore.open(copy)
   t.teardown(() => store.close())
   t.equal(store.backlogFolds, 1, 'open returned with the backlog not folded yet')
+  t.match(store.summaries().find((run) => run.runId === judged)?.verdict, { verdict: 'pass', acked: 7 }, "the verdict of a run in the journal only is read from its file")
   const last = runIds.at(-1)!
   const [answered] = await store.queryAsync('testhost', `/data/${last}`, last)
   t.same(answered?.spans.map((span) => [span[0], span[1]]), [[1, 7]], 'a run of the backlog is answered with its acks meanwhile')
