@@ -1,0 +1,59 @@
+/**
+ * A SIGTERM to `listen --retain` started after a kill -9 (a backlog of new runs in the journal, and old
+ * ended runs to prune): the stop finishes the segment being folded and what is under way, and exits;
+ * it must not wait for the whole backlog to be folded and every selected group to be pruned one by one.
+ */
+import t from 'tap'
+import { cpSync } from 'node:fs'
+import { AckStore } from '../../src/server/ack-store.js'
+import { startListener, tempDir } from '../fixtures/cli.js'
+import { runIdOf, runMeta } from '../server/peer.js'
+
+const recordedAll = (store: AckStore, runIds: readonly string[], throughSeq: number): Promise<void> => {
+  const left = new Set(runIds)
+  return new Promise((resolve) => {
+    const on = (id: string, seq: number): void => {
+      if (seq >= throughSeq && left.delete(id) && left.size === 0) {
+        store.off('recorded', on)
+        resolve()
+      }
+    }
+    store.on('recorded', on)
+  })
+}
+
+t.test('SIGTERM during the backlog fold with --retain stops within seconds', async (t) => {
+  const live = tempDir(t, 'plugcheck-attack16-retain-stop-live-')
+  const store = await AckStore.open(live, { foldAgeMs: 600_000 })
+  // 1,200 runs that ended 30 days ago (announced then: their end is stamped from it), folded and catalogued.
+  const old = Array.from({ length: 1200 }, (_, i) => runIdOf(0x5a0000 + i))
+  const monthAgo = Date.now() - 30 * 86_400_000
+  await Promise.all(old.map((id) => store.createRun(runMeta(id), monthAgo)))
+  let recorded = recordedAll(store, old, 3)
+  for (const id of old) store.appendAck(id, 1, 3, monthAgo)
+  await recorded
+  for (const id of old) store.endRun(id, 'duration', undefined, monthAgo)
+  await store.foldNow()
+  // 1,500 new runs in the journal only: the state a kill -9 leaves (everything reported recorded is fdatasynced).
+  const fresh = Array.from({ length: 1500 }, (_, i) => runIdOf(0x5b0000 + i))
+  await Promise.all(fresh.map((id) => store.createRun(runMeta(id), Date.now())))
+  recorded = recordedAll(store, fresh, 5)
+  for (const id of fresh) store.appendAck(id, 1, 5, Date.now())
+  await recorded
+  const dir = tempDir(t, 'plugcheck-attack16-retain-stop-')
+  cpSync(live, dir, { recursive: true })
+  await store.close()
+
+  const listener = await startListener(dir, ['--retain', '1d'])
+  t.teardown(() => listener.kill('SIGKILL'))
+  // Retention has started pruning (its first pass runs at start, after the background check).
+  await new Promise((resolve) => setTimeout(resolve, 3000))
+  const asked = Date.now()
+  await Promise.race([listener.kill('SIGTERM'), new Promise((resolve) => setTimeout(resolve, 30_000))])
+  const tookMs = Date.now() - asked
+  t.ok(tookMs < 4_000, `the listener stopped ${tookMs} ms after SIGTERM (at most 4 s: the segment being folded, not the whole retention pass)`)
+  t.equal(listener.process.exitCode, 0, 'and exited 0')
+  await listener.kill('SIGKILL')
+  const loaded = await AckStore.load(dir)
+  t.same(fresh.filter((id) => loaded.lastAckedSeq(id) !== 5), [], 'every new run keeps its 5 acks')
+})
