@@ -264,6 +264,8 @@ interface Segment extends UnfoldedSegment {
 
 /** A run's spans read back for queries: the run replayed from its log and the journal through copy.appliedBytes (none when only its writer was read), and its writer from meta.msgpack. */
 interface ReadBack {
+  /** The run it was read for (a run id pruned and announced again is another run: its entry is never served for it). */
+  readonly of: RunState
   readonly copy: RunState | undefined
   readonly writer: WriterEnv | undefined
 }
@@ -365,7 +367,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private readonly foldAgeMs: number
   /** Spans and writers of evicted runs read back for queries, least recently used first. */
   private readonly readBack = new Map<string, ReadBack>()
-  private readonly readingBack = new Map<string, Promise<ReadBack>>()
+  private readonly readingBack = new Map<RunState, Promise<ReadBack>>()
   /**
    * Spans each read-back entry was counted with, and their sum: kept as entries come and go (summed
    * over the whole cache at each one, the background check of 100,000 runs cost ~1 ms a run, growing).
@@ -1267,8 +1269,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   async prune(runIds: readonly string[]): Promise<void> {
     const refusals = runIds.map((id) => this.pruneCandidate(id)).flatMap((c) => ('refused' in c ? [c.refused] : []))
     if (refusals.length > 0) throw new Error(`not pruned: ${refusals.join('; ')}`)
-    // Its end (queued, maybe) recorded and folded: nothing of it is left in the journal.
-    await this.foldNow()
+    // Its end (queued, maybe) recorded and folded: nothing of it is left in the journal. A run wholly
+    // in runs/ (an old ended run, as a rule) waits for no fold (a start's backlog may take minutes).
+    const whollyInRuns = (runId: string): boolean => {
+      const run = this.runs.get(runId)
+      return run !== undefined && this.inCatalog(run)
+    }
+    if (!runIds.every(whollyInRuns)) await this.foldNow()
     if (this.broken !== undefined) throw new StorageError(`could not prune runs: ${this.broken.message}`)
     const runsDir = join(this.dir, 'runs')
     const renamed: string[] = []
@@ -1283,15 +1290,21 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       for (const runId of renamed) {
         await rename(join(runsDir, `.pruned-${runId}`), this.runDir(runId)).then(
           () => undefined,
-          () => this.runs.delete(runId),
+          () => {
+            this.runs.delete(runId)
+            this.uncache(runId)
+          },
         )
       }
       await syncDirectoryAsync(runsDir).catch(() => undefined)
       await removePruned(runsDir).catch(() => undefined)
       throw error
     }
-    // Renamed out of runs/: no longer on record, whether or not the fsync below succeeds.
-    for (const runId of runIds) this.runs.delete(runId)
+    // Renamed out of runs/: no longer on record, whether or not the fsync below succeeds; nor cached.
+    for (const runId of runIds) {
+      this.runs.delete(runId)
+      this.uncache(runId)
+    }
     this.catalogDirty = true
     // A catalog still holding them would read them as runs whose directory is gone: the renamed
     // directories go once it is written (else at the next start, after the catalog written there).
@@ -1312,7 +1325,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.evictSpans(run)
       // Kept in the read-back cache while it has room (newest runs first): the first
       // query after a restart, the verify after a cut, needs no second read of a long log.
-      const entry = { copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer }
+      const entry = { of: run, copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer }
       if (this.startCache === undefined) this.cacheSpans(run.meta.runId, entry, true)
       else this.cacheAtStart(run, entry)
     }
@@ -1330,7 +1343,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (run === undefined || run.evicted !== undefined) return
     const spans = run.spans
     this.evictSpans(run)
-    this.cacheAtStart(run, { copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer })
+    this.cacheAtStart(run, { of: run, copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer })
   }
 
   /**
@@ -1391,7 +1404,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     // A trimmed writer was there when it was trimmed: an entry without one has not read it yet.
     const current = (entry: ReadBack | undefined): entry is ReadBack =>
       entry !== undefined && (run.evicted === undefined || (entry.copy !== undefined && entry.copy.appliedBytes >= throughBytes)) && (run.writerTrimmed !== true || entry.writer !== undefined)
-    let entry = this.readBack.get(runId)
+    let entry = this.cachedFor(run)
     // A copy of a log changed since it was read (by anything but the fold) is not served: read again, damage is found.
     if (entry?.copy !== undefined && run.evicted !== undefined && (await logStamp(join(this.runDir(runId), 'acks.log'))) !== run.logSeen) {
       this.uncache(runId)
@@ -1399,10 +1412,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     // At most twice: a read under way may have started before the query (its copy then ends earlier).
     for (let pass = 0; !current(entry) && pass < 3; pass++) {
-      let reading = this.readingBack.get(runId)
+      let reading = this.readingBack.get(run)
       if (reading === undefined) {
-        reading = this.readBackInTurn(run).finally(() => this.readingBack.delete(runId))
-        this.readingBack.set(runId, reading)
+        reading = this.readBackInTurn(run).finally(() => this.readingBack.delete(run))
+        this.readingBack.set(run, reading)
       }
       entry = await reading
       this.cacheSpans(runId, entry)
@@ -1422,7 +1435,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     await this.readBackSlot()
     const runId = run.meta.runId
     // Taken once its turn came: a copy waiting out of the cache would be held uncounted.
-    const cached = this.readBack.get(runId)
+    const cached = this.cachedFor(run)
     this.uncache(runId) // its copy is being brought up to date in place: no query reads it half done
     const reservedSpans = run.evicted === undefined ? 0 : Math.min(run.evicted.spanCount ?? this.maxSpans, this.maxSpans)
     this.readingSpans += reservedSpans
@@ -1456,6 +1469,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * stays alone while no other read-back is under way (its pages need no read each).
    */
   private cacheSpans(runId: string, entry: ReadBack, onlyIfRoom = false): void {
+    // Read for a run no longer on record (pruned while it was read, its id maybe announced again): not kept.
+    if (this.runs.get(runId) !== entry.of) return
     const spans = entry.copy?.spans.length ?? 0
     if (onlyIfRoom && (this.readBackSpans + this.readingSpans + spans > this.cachedSpansMax || (this.readBack.size >= this.cachedRunsMax && !this.readBack.has(runId)))) return
     this.uncache(runId)
@@ -1473,6 +1488,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if ((this.readBackSpans + this.readingSpans <= this.cachedSpansMax && this.readBack.size <= this.cachedRunsMax) || id === keep) break
       this.uncache(id)
     }
+  }
+
+  /** The run's entry in the read-back cache: none when the entry was read for another run of the same id. */
+  private cachedFor(run: RunState): ReadBack | undefined {
+    const entry = this.readBack.get(run.meta.runId)
+    return entry?.of === run ? entry : undefined
   }
 
   /** A run's spans out of the read-back cache, taken back from its count as they were counted. */
@@ -1516,7 +1537,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     let writer = cached?.writer
     if (run.writerTrimmed === true && writer === undefined) writer = await this.writerOf(runId)
-    return { copy, writer }
+    return { of: run, copy, writer }
   }
 
   /** The run's writer (with its fingerprint) read back from its meta.msgpack, checked again. */
@@ -1699,7 +1720,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       run.evicted.spanCount = copy.spans.length
       // What a query would read back: kept while the cache has room (the newest runs are checked first).
       if (!this.readBack.has(runId)) {
-        this.cacheSpans(runId, { copy, writer: copy.origin.writer }, true)
+        this.cacheSpans(runId, { of: run, copy, writer: copy.origin.writer }, true)
         // The log as the copy was read from it (a copy not cached leaves the stamp of one that is).
         if (this.readBack.get(runId)?.copy === copy) run.logSeen = copy.logSeen
       }
@@ -1898,7 +1919,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * read back if trimmed.
    */
   private async summaryReply(run: RunState): Promise<StoredRun> {
-    const writer = run.writerTrimmed === true ? (this.readBack.get(run.meta.runId)?.writer ?? (await this.writerOf(run.meta.runId))) : run.origin.writer
+    const writer = run.writerTrimmed === true ? (this.cachedFor(run)?.writer ?? (await this.writerOf(run.meta.runId))) : run.origin.writer
     // An empty table for the fields storedRun reads; the summary's values replace them.
     const reply = storedRun({ ...run, spans: new SpanTable(), origin: writer === undefined ? run.origin : { ...run.origin, writer } })
     const lastAckMs = run.evicted?.lastAckMs
@@ -1937,7 +1958,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** Spans the run holds in memory (0 for a run not on record). */
   spanCount(runId: string): number {
     const run = this.runs.get(runId)
-    if (run?.evicted !== undefined) return run.evicted.spanCount ?? this.readBack.get(runId)?.copy?.spans.length ?? 0
+    if (run?.evicted !== undefined) return run.evicted.spanCount ?? this.cachedFor(run)?.copy?.spans.length ?? 0
     return run?.spans.length ?? 0
   }
 

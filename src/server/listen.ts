@@ -272,6 +272,8 @@ function startRetention(listener: Listener, retainMs: number): () => Promise<voi
       let bytes = 0
       const failed: string[] = []
       for (const group of selection.groups) {
+        // A stop waits for the group being pruned, not for the whole pass (the next start prunes the rest).
+        if (stopped) break
         const groupBytes = group.reduce((sum, runId) => sum + pruneBytes(listener, runId), 0)
         try {
           await listener.store.prune(group)
