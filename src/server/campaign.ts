@@ -21,6 +21,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { randomInt } from 'node:crypto'
 import { mkdir, open, readFile, rename } from 'node:fs/promises'
 import { join } from 'node:path'
+import { assert } from '../assert.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
 import { syncDirectoryAsync } from '../directory-sync.js'
 import type { CampaignState, CampaignTag, StoredVerdict } from '../protocol/messages.js'
@@ -240,7 +241,8 @@ export class Campaign {
 
   private get current(): CycleRecord {
     const record = this.file.history[this.file.cycle - 1]
-    if (record === undefined || record.cycle !== this.file.cycle) throw new Error(`campaign ${this.file.name}: no record of cycle ${this.file.cycle}`)
+    // parseCampaignFile refuses a file without a record of its cycle, and every commit keeps one.
+    assert(record !== undefined && record.cycle === this.file.cycle, () => `campaign ${this.file.name}: no record of cycle ${this.file.cycle}`)
     return record
   }
 

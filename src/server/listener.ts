@@ -66,8 +66,8 @@ import { FrameDecoder, FrameError, encodeFrame, frameHeaderBytes, maxClientFrame
 import { ackFastDecoder } from '../protocol/ack-frame.js'
 import {
   clientMessageSchema,
+  groupRunsMax,
   inlineSpansMax,
-  maxClaims,
   maxListedRuns,
   maxPlausibleSeq,
   maxSpansPerPage,
@@ -110,8 +110,8 @@ export const maxLingering = 256
 export const defaultMaxQueuedReplyBytes = 256 * 1024 * 1024
 /** A peer that took none of the bytes queued for it this long, while another reply is to be queued, is dropped. */
 export const defaultReplyStallMs = 30_000
-/** A writer announces one run per method (there are fewer than 16); no real writer comes near this. Runs hold no descriptor between commits, so the cap bounds memory only. */
-export const maxRunsPerConnection = 64
+/** A write announces its whole group (jobs x methods runs) on one connection; no writer sends more. Runs hold no descriptor between commits, so the cap bounds memory only. */
+export const maxRunsPerConnection = groupRunsMax
 export const maxQueriesPerConnection = 100
 /** An agent reports one verdict per method of a run group; no verifier comes near this. */
 export const maxVerdictsPerConnection = 1024
@@ -121,12 +121,12 @@ export const minProtocolVersion = 2
 const pagedSpansProtocol = 4
 /** A protocol 2 or 3 verifier gets every span of the group in one reply, up to this many (~30 MB, a day of acks). */
 export const legacyReplySpansMax = 1_000_000
-/** Spans inline in one protocol 4 runs reply, over all its runs (a group of maxClaims runs each under inlineSpansMax would be ~500,000); the other runs' spans are paged. */
+/** Spans inline in one protocol 4 runs reply, over all its runs (a group of groupRunsMax runs each under inlineSpansMax would be ~500,000); the other runs' spans are paged. */
 export const inlineSpansPerReplyMax = inlineSpansMax
 /** Protocol 2 and 3 replies built at once (each holds its ~30 MB while built); later ones wait their turn. */
 export const legacyRepliesAtOnce = 2
-/** Span pages per connection: every page of every run of a group (maxClaims runs of maxStoredSpans spans each). */
-export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * maxClaims
+/** Span pages per connection: every page of every run of a group (groupRunsMax runs of maxStoredSpans spans each). */
+export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * groupRunsMax
 /** A list reply stays under this many bytes (verdicts carry fingerprints); older runs beyond are left out. */
 export const listReplyBudgetBytes = 16 * 1024 * 1024
 /** Keepalive probes start after this much silence; dead peers are found, silent writers are not cut off. */
