@@ -8,7 +8,7 @@ import { parseEndpoint } from './client/endpoint.js'
 import type { WriteOptions } from './client/writer.js'
 import { usageError } from './errors.js'
 import { isMethodName, methodNames, type MethodName } from './native/methods.js'
-import { campaignNameSchema, maxClaims } from './protocol/names.js'
+import { campaignNameSchema, groupRunsMax } from './protocol/names.js'
 import { runIdSchema } from './record/run-id.js'
 import { patterns } from './record/patterns.js'
 import { parseSize } from './sizes.js'
@@ -94,8 +94,7 @@ const listenerTimeoutArg = z
   .max(3600, '--listener-timeout is at most 3600 seconds')
   .transform((s) => Math.round(s * 1000))
 
-/** --jobs N: a verify judges at most maxClaims runs of one write (with several methods, validateWriteFlags bounds jobs x methods). */
-const jobsMax = maxClaims
+/** --jobs N: a verify judges at most groupRunsMax runs of one write (with several methods, validateWriteFlags bounds jobs x methods). */
 
 const writeArgs = z.object({
   server: endpointArg,
@@ -112,10 +111,10 @@ const writeArgs = z.object({
   traceFile: z.string().optional(),
   listenerTimeout: listenerTimeoutArg,
   jobs: z
-    .number({ message: '--jobs must be a whole number from 1 to 64' })
-    .int('--jobs must be a whole number from 1 to 64')
+    .number({ message: `--jobs must be a whole number from 1 to ${groupRunsMax}` })
+    .int(`--jobs must be a whole number from 1 to ${groupRunsMax}`)
     .min(1, '--jobs must be at least 1')
-    .max(jobsMax, `--jobs is at most ${jobsMax} (a verify judges at most ${jobsMax} runs of one write)`),
+    .max(groupRunsMax, `--jobs is at most ${groupRunsMax} (a verify judges at most ${groupRunsMax} runs of one write)`),
 })
 
 const agentArgs = writeArgs

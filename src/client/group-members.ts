@@ -19,7 +19,8 @@ import { opendirSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { methodNames } from '../native/methods.js'
 import type { StoredRun } from '../protocol/messages.js'
-import { maxGroupRuns, memberPath, type GroupMember, type SuperblockReading } from '../record/format.js'
+import { memberPath, type GroupMember, type SuperblockReading } from '../record/format.js'
+import { groupRunsMax } from '../record/run-id.js'
 import { runtimeError } from '../errors.js'
 
 type Reading = SuperblockReading | { readonly kind: 'missing'; readonly detail: string }
@@ -153,7 +154,7 @@ export async function withMembersTheFilesHold(runs: readonly StoredRun[], superb
   for (const path of candidatePaths(first.requestedPath, groupPlan(runs, superblockAt, source))) {
     const reading = readingAt(superblockAt, path)
     if (reading?.kind !== 'valid' || reading.meta.groupId !== first.groupId || found.some((r) => r.meta.runId === reading.meta.runId)) continue
-    if (asked.has(reading.meta.runId) || asked.size >= maxGroupRuns) continue
+    if (asked.has(reading.meta.runId) || asked.size >= groupRunsMax) continue
     asked.add(reading.meta.runId)
     const run = await find(reading.meta.runId)
     if (run !== undefined && run.meta.runId === reading.meta.runId && run.meta.groupId === first.groupId && run.meta.host === first.host && run.meta.requestedPath === first.requestedPath) found.push(run)

@@ -10,6 +10,7 @@
  * a read fails, so the caller may close the fd afterwards.
  */
 import { read } from 'node:fs'
+import { assert } from '../assert.js'
 import { describeSystemError, runtimeError } from '../errors.js'
 
 export interface ChunkRequest {
@@ -48,7 +49,7 @@ export async function* readAhead<R extends ChunkRequest>(
   buffers: readonly Buffer[],
   readsInFlight: number,
 ): AsyncGenerator<Chunk<R>> {
-  if (buffers.length <= readsInFlight) throw new Error(`${buffers.length} buffers leave none for the caller with ${readsInFlight} reads in flight`)
+  assert(buffers.length > readsInFlight, () => `${buffers.length} buffers leave none for the caller with ${readsInFlight} reads in flight`)
   const pending: { request: R; buffer: Buffer; settled: Promise<Settled> }[] = []
   const iterator = requests[Symbol.iterator]()
   let started = 0
@@ -57,7 +58,7 @@ export async function* readAhead<R extends ChunkRequest>(
     if (next.done === true) return
     // With readsInFlight reads pending and the caller holding the rest, this buffer is free.
     const buffer = buffers[started++ % buffers.length]!
-    if (next.value.lengthBytes > buffer.length) throw new Error(`a chunk of ${next.value.lengthBytes} bytes does not fit a ${buffer.length}-byte buffer`)
+    assert(next.value.lengthBytes <= buffer.length, () => `a chunk of ${next.value.lengthBytes} bytes does not fit a ${buffer.length}-byte buffer`)
     pending.push({ request: next.value, buffer, settled: readFullyAsync(fd, buffer, next.value.lengthBytes, next.value.offsetBytes) })
   }
   try {

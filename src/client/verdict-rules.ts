@@ -16,6 +16,8 @@
  * the method acknowledged something, tested method and control alike, and one job's control losing
  * records shows the cut was real for the whole group.
  */
+import { assert } from '../assert.js'
+import { exitCodes } from '../errors.js'
 import type { RunVerdict } from './judge.js'
 
 export type Role = 'tested' | 'control'
@@ -39,18 +41,49 @@ export const verdictTable: Readonly<Record<Role, Readonly<Record<Finding, RunVer
 /** The group's verdict is the first of these that any of its methods has. */
 export const groupVerdictOrder: readonly RunVerdict[] = ['fail', 'inconclusive', 'pass']
 
-export const verdictExitCodes: Readonly<Record<RunVerdict, number>> = { pass: 0, fail: 1, inconclusive: 4 }
+export const verdictExitCodes: Readonly<Record<RunVerdict, number>> = { pass: exitCodes.ok, fail: exitCodes.lossFound, inconclusive: exitCodes.inconclusive }
 
 export function roleOf(method: string): Role {
   return method === 'none' ? 'control' : 'tested'
 }
 
+/** What a run showed, as the finding rows read it. */
+export interface RunFacts {
+  /** It acknowledged records. */
+  readonly acked: boolean
+  /** Its superblock is its own and intact. */
+  readonly superblockValid: boolean
+  /** A lost, torn or corrupt acknowledged record. */
+  readonly badRecords: boolean
+  /** Its writer ended it storage-lost (it saw the loss while the run was going). */
+  readonly lostWhileRunning: boolean
+}
+
+export interface FindingRow {
+  /** The facts the row needs; a fact not named is any. */
+  readonly when: Partial<RunFacts>
+  readonly finding: Finding
+  readonly why: string
+}
+
+/** A run's finding: the first row whose facts all hold. */
+export const findingRows: readonly FindingRow[] = [
+  { when: { acked: false }, finding: 'idle', why: 'nothing acknowledged: nothing can have been lost, whatever the file holds' },
+  { when: { superblockValid: false }, finding: 'file-lost', why: 'the file was created and fsynced before any record' },
+  { when: { badRecords: false }, finding: 'kept', why: 'every acknowledged record survived' },
+  { when: { lostWhileRunning: true }, finding: 'lost-running', why: 'the storage lost them with no cut' },
+  { when: { lostWhileRunning: false }, finding: 'records-lost', why: 'lost, torn or corrupt after the cut' },
+]
+
+export function findingOfFacts(facts: RunFacts): Finding {
+  const row = findingRows.find((r) => (Object.keys(r.when) as (keyof RunFacts)[]).every((k) => r.when[k] === facts[k]))
+  assert(row !== undefined, () => `no finding row for ${JSON.stringify(facts)}`)
+  return row.finding
+}
+
 /** What a run showed: acked, its lost + torn + corrupt records, and whether its superblock is its own and intact. */
 export function findingOf(acked: number, badRecords: number, superblockValid: boolean, lostWhileRunning = false): Finding {
-  if (acked === 0) return 'idle'
-  if (!superblockValid) return 'file-lost'
-  if (badRecords === 0) return 'kept'
-  return lostWhileRunning ? 'lost-running' : 'records-lost'
+  return findingOfFacts({ acked: acked > 0, superblockValid, badRecords: badRecords > 0, lostWhileRunning })
 }
 
 export function strongestFinding(of: readonly Finding[]): Finding {

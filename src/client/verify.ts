@@ -16,7 +16,7 @@ import { hostname } from 'node:os'
 import { dirname } from 'node:path'
 import { inlineSpansMax, maxSpansPerPage, storedVerdictSchema, type Claim, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
 import { AckStore } from '../server/ack-store.js'
-import { describeSystemError, exitCodes, runtimeError, usageError, PlugcheckError } from '../errors.js'
+import { describeSystemError, runtimeError, usageError, PlugcheckError } from '../errors.js'
 import { formatSize } from '../sizes.js'
 import { join } from 'node:path'
 import { formatEndpoint, type Endpoint } from './endpoint.js'
@@ -28,6 +28,7 @@ import { checkFileSystemPresent } from './file-checks.js'
 import { checkGroupMembers, withMembersTheFilesHold } from './group-members.js'
 import { checkMetaAgainstFiles } from './meta-check.js'
 import { groupVerdict, judgeMethods, methodLabel, verdictExitCodes, type MethodJudgement } from './verdict-rules.js'
+import { firstNotJudged, notJudgedExitCode, type NotJudgedCheck } from './not-judged-rules.js'
 import { writerEnvironment, type Io } from './writer.js'
 
 export interface VerifyOptions {
@@ -68,6 +69,9 @@ export interface NotJudgedReport {
   /** The runs of the group that was not judged (not printed): each gets a 'not-judged' stored verdict. */
   readonly groupRunIds?: readonly string[]
 }
+
+/** What one not-judged check found (not-judged-rules.ts decides which checks are asked, in what order). */
+type NotJudgedFinding = Pick<NotJudgedReport, 'reason' | 'detail'>
 
 const shownRangesLimit = 10
 
@@ -222,14 +226,17 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
     const find = async (runId: string): Promise<StoredRun | undefined> => (await from.find({ ...query, runId })).runs.find((r) => r.meta.runId === runId)
     runs = inReportOrder(await withMembersTheFilesHold(runs, files.at, source, find))
   }
-  const notJudged =
-    fileChangedDuringRun(runs) ??
-    (options.runId === undefined
-      ? conflictingClaims(runs, claims, files) ?? stillRunning(runs, claims, thisHost, thisBootId) ?? replacedLater(runs, claims, files)
-      : stillRunning(runs, claims, thisHost, thisBootId) ?? supersededBy(runs[0]!, claims, files))
+  const checks: Record<NotJudgedCheck, () => NotJudgedFinding | null> = {
+    'file-changed': () => fileChangedDuringRun(runs),
+    'conflicting-claims': () => conflictingClaims(runs, claims, files),
+    'still-running': () => stillRunning(runs, claims, thisHost, thisBootId),
+    'replaced-later': () => replacedLater(runs, claims, files),
+    'superseded-by': () => supersededBy(runs[0]!, claims, files),
+  }
+  const notJudged = firstNotJudged(options.runId === undefined ? 'latest' : 'chosen', (check) => checks[check]())
   if (notJudged !== null) {
     const report: NotJudgedReport = { verdict: 'not-judged', ...notJudged, host, file: options.file, source, claims, runs: [], groupRunIds: runs.map((r) => r.meta.runId) }
-    return { report, exitCode: exitCodes.usage }
+    return { report, exitCode: notJudgedExitCode }
   }
   checkMetaAgainstFiles(runs, files.at, source, from.metaFileOf)
   for (const run of runs) checkFileSystemPresent(run)
@@ -437,7 +444,7 @@ function rebootedSince(run: StoredRun, thisHost: string, thisBootId: string | nu
  * this path, or the file's superblock names another run of this path announced from another address
  * than the run the listener calls latest (a shadowing announcement). Either way the storage is not to blame.
  */
-function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[], files: Superblocks): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[], files: Superblocks): NotJudgedFinding | null {
   const liveGroups = new Set(claims.filter((c) => c.live).map((c) => c.groupId))
   if (liveGroups.size > 1) {
     return { reason: 'conflicting-claims', detail: `${liveGroups.size} writers are writing this path right now` }
@@ -473,7 +480,7 @@ function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[],
  * The writer saw one of the group's data files deleted, replaced or truncated by something else during
  * the run and ended it so: what is missing from the file was taken by that, not lost by the storage.
  */
-function fileChangedDuringRun(runs: readonly StoredRun[]): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+function fileChangedDuringRun(runs: readonly StoredRun[]): NotJudgedFinding | null {
   const run = runs.find((r) => r.end?.reason === 'file-changed')
   if (run === undefined) return null
   return { reason: 'file-changed', detail: `run ${run.meta.runId} (${run.meta.method}) ended because ${run.end!.detail ?? 'its data file was changed by something other than plugcheck during the run'}` }
@@ -496,7 +503,7 @@ function storageLostNotes(runs: readonly StoredRun[]): string[] {
  * told the listener so, and it ended such runs; it keeps them live only for a machine back at another
  * address without --token, until TCP keepalive finds the old connection dead.
  */
-function stillRunning(runs: readonly StoredRun[], claims: readonly Claim[], thisHost: string, thisBootId: string | null): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+function stillRunning(runs: readonly StoredRun[], claims: readonly Claim[], thisHost: string, thisBootId: string | null): NotJudgedFinding | null {
   for (const run of runs) {
     if (!claims.some((c) => c.runId === run.meta.runId && c.live)) continue
     if (rebootedSince(run, thisHost, thisBootId) === true) continue
@@ -522,7 +529,7 @@ function claimsAfter(run: StoredRun, claims: readonly Claim[]): Claim[] {
  * another host name or spelling of the path), not lost. A run the listener lists as earlier is a
  * lost creation, and is judged.
  */
-function replacedLater(runs: readonly StoredRun[], claims: readonly Claim[], files: Superblocks): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+function replacedLater(runs: readonly StoredRun[], claims: readonly Claim[], files: Superblocks): NotJudgedFinding | null {
   for (const run of runs) {
     const reading = files.of(run)
     if (reading.kind !== 'valid' || reading.meta.runId === run.meta.runId) continue
@@ -540,7 +547,7 @@ function replacedLater(runs: readonly StoredRun[], claims: readonly Claim[], fil
 }
 
 /** --run X: a later group claims the path and the file no longer holds X, so X was replaced, not lost. */
-function supersededBy(run: StoredRun, claims: readonly Claim[], files: Superblocks): Pick<NotJudgedReport, 'reason' | 'detail'> | null {
+function supersededBy(run: StoredRun, claims: readonly Claim[], files: Superblocks): NotJudgedFinding | null {
   const later = claimsAfter(run, claims)
   if (later.length === 0) return replacedLater([run], claims, files)
   const reading = files.of(run)

@@ -31,7 +31,7 @@ import { hostname } from 'node:os'
 import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { encodeFrame } from '../protocol/framing.js'
-import { maxClaims, writerEnvSchema, type CampaignTag, type EndReason, type WriterEnv } from '../protocol/messages.js'
+import { groupRunsMax, writerEnvSchema, type CampaignTag, type EndReason, type WriterEnv } from '../protocol/messages.js'
 import { collectFingerprint } from '../bench/fingerprint.js'
 import { NativeError, directAlignmentBytes, nativePort, type DataFile, type FileLock } from '../native/index.js'
 import { methodAvailability, type MethodName } from '../native/registry.js'
@@ -109,8 +109,8 @@ export interface JobOf {
   readonly groupKey: string
 }
 
-/** Runs of one group: the listener answers a verify with at most this many (maxClaims), so --jobs x methods is bounded by it. */
-export const groupRunsMax = maxClaims
+/** Runs of one group: the listener answers a verify with at most this many, so --jobs x methods is bounded by it. */
+export { groupRunsMax }
 
 export interface Io {
   readonly out: (text: string) => void

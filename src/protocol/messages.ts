@@ -13,7 +13,7 @@
 import { z } from 'zod'
 import { fingerprintSchema } from '../bench/schema.js'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
-import { campaignNameSchema, maxClaims } from './names.js'
+import { campaignNameSchema, groupRunsMax, maxClaims } from './names.js'
 
 /**
  * 2: run carries the writer's environment; runs carries the claims on a path; more error codes.
@@ -23,7 +23,7 @@ import { campaignNameSchema, maxClaims } from './names.js'
  */
 export const protocolVersion = 4
 export { defaultPort } from './default-port.js'
-export { campaignNameSchema, maxClaims }
+export { campaignNameSchema, groupRunsMax, maxClaims }
 
 /**
  * No writer produces records faster than this (tmpfs, the fastest case, reaches ~40k/s). Seqs beyond
@@ -320,9 +320,9 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('recorded'), runId: runIdSchema, throughSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER) }),
   z.object({
     type: z.literal('runs'),
-    runs: z.array(storedRunSchema).max(64),
-    /** Every run on record for the queried host and path (newest first, at most maxClaims). */
-    claims: z.array(claimSchema).max(maxClaims),
+    runs: z.array(storedRunSchema).max(groupRunsMax),
+    /** Every run on record for the queried host and path (newest first, at most groupRunsMax). */
+    claims: z.array(claimSchema).max(groupRunsMax),
   }),
   z.object({ type: z.literal('error'), code: z.enum(errorCodes), message: z.string().max(4096) }),
   z.object({ type: z.literal('verdict-ok'), runId: runIdSchema }),

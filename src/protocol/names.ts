@@ -3,8 +3,11 @@
  * flags with zod alone, without loading the wire codec (msgpackr, xxhash): bench/startup.ts.
  */
 import { z } from 'zod'
+import { groupRunsMax } from '../record/run-id.js'
+
+export { groupRunsMax }
 
 /** A campaign's name: what `listen --campaign` and the report call it. */
 export const campaignNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a campaign name is 1-64 letters, digits, dots, dashes or underscores')
-/** The most runs a listener names in one answer about a host and path (so the most one verify judges). */
-export const maxClaims = 64
+/** The most runs a listener names in one answer about a host and path: a group's (groupRunsMax), under the name ack-store.ts reads. */
+export const maxClaims = groupRunsMax

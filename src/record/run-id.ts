@@ -5,3 +5,10 @@
 import { z } from 'zod'
 
 export const runIdSchema = z.string().regex(/^[0-9a-f]{16}$/, 'a run id is 16 lower-case hex digits')
+
+/**
+ * The most runs one group holds: one write makes jobs x methods runs, announced on one connection,
+ * and one verify judges them together from one listener answer (its claims). Every bound on runs of a
+ * group (--jobs, the superblock's job fields, a campaign cycle's runs, a query reply) is this one.
+ */
+export const groupRunsMax = 64

@@ -4,7 +4,8 @@
  *   waiting-for-writer --steady--> waiting-to-cut --plannedCutMs--> cutting --cut command exit 0-->
  *   waiting-for-agent --every run of the cycle's group has a verdict--> next cycle (or done)
  *
- * and a cut command that fails, or no agent within the reboot timeout, stops the campaign.
+ * and a cut command that fails, or no agent within the reboot timeout, stops the campaign. Every
+ * phase and event is in the table of campaign-transitions.ts, which each step below consults.
  *
  * Fault model: the listener can be killed at any moment (so can the machine it runs on, whose disk
  * keeps what was fsynced). Every state change is written whole to <dir>/campaigns/<name>.json
@@ -21,10 +22,12 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { randomInt } from 'node:crypto'
 import { mkdir, open, readFile, rename } from 'node:fs/promises'
 import { join } from 'node:path'
+import { assert } from '../assert.js'
 import { describeSystemError, runtimeError, usageError } from '../errors.js'
 import { syncDirectoryAsync } from '../directory-sync.js'
 import type { CampaignState, CampaignTag, StoredVerdict } from '../protocol/messages.js'
 import type { CampaignOptions } from './listen.js'
+import { campaignStep, movesTo, takes } from './campaign-transitions.js'
 import { campaignChecksumProblem, campaignFileSchema, campaignFileText, campaignFileVersion, type CampaignFile, type CycleRecord } from './campaign-file.js'
 
 /** The cut command gets this long, then it is killed (with its process group) and the cut counts as failed. */
@@ -240,7 +243,8 @@ export class Campaign {
 
   private get current(): CycleRecord {
     const record = this.file.history[this.file.cycle - 1]
-    if (record === undefined || record.cycle !== this.file.cycle) throw new Error(`campaign ${this.file.name}: no record of cycle ${this.file.cycle}`)
+    // parseCampaignFile refuses a file without a record of its cycle, and every commit keeps one.
+    assert(record !== undefined && record.cycle === this.file.cycle, () => `campaign ${this.file.name}: no record of cycle ${this.file.cycle}`)
     return record
   }
 
@@ -290,7 +294,7 @@ export class Campaign {
       case 'cutting':
         // The command may have run (the cut moment was on disk before it started): never run it twice.
         await this.commit((next) => {
-          next.phase = 'waiting-for-agent'
+          next.phase = movesTo(phase, 'restarted')!
           next.detail = 'the listener restarted while the cut command ran; it is not run again'
         })
         this.log(`${where}: the listener stopped while the cut command ran; it is not run again; waiting for the agent`)
@@ -339,16 +343,15 @@ export class Campaign {
       this.ended.add((event as unknown as { runId: string }).runId)
       return
     }
-    if (this.file.phase === 'done' || this.file.phase === 'stopped') return
     if (event.kind === 'run') {
       const e = event as Extract<CampaignInputEvent, { kind: 'run' }>
       if (this.ours(e.campaign)) await this.runAnnounced(e)
     } else if (event.kind === 'steady') {
       const e = event as Extract<CampaignInputEvent, { kind: 'steady' }>
-      if (this.file.phase === 'waiting-for-writer' && e.groupId === this.current.groupId && this.current.runIds.includes(e.runId)) await this.steady(e.atMs)
+      if (takes(this.file.phase, 'steady') && e.groupId === this.current.groupId && this.current.runIds.includes(e.runId)) await this.steady(e.atMs)
     } else if (event.kind === 'verdict') {
       const e = event as Extract<CampaignInputEvent, { kind: 'verdict' }>
-      if ((this.file.phase === 'cutting' || this.file.phase === 'waiting-for-agent') && this.current.runIds.includes(e.runId)) {
+      if (takes(this.file.phase, 'verdict') && this.current.runIds.includes(e.runId)) {
         this.verdicts.add(e.runId)
         if (this.current.runIds.every((id) => this.verdicts.has(id))) await this.cameBack()
       }
@@ -356,13 +359,17 @@ export class Campaign {
   }
 
   private async runAnnounced(e: Extract<CampaignInputEvent, { kind: 'run' }>): Promise<void> {
+    // A campaign done has no record of a current cycle to tell the two apart: a phase that drops both drops the run here.
+    if (!takes(this.file.phase, 'member-announced') && campaignStep(this.file.phase, 'writer-announced').kind === 'ignore') return
     const record = this.current
     if (record.groupId === e.groupId) {
-      if (record.runIds.includes(e.runId)) return
+      if (record.runIds.includes(e.runId) || !takes(this.file.phase, 'member-announced')) return
       await this.commit((_, r) => void r.runIds.push(e.runId))
       return
     }
-    if (this.file.phase !== 'waiting-for-writer' && this.file.phase !== 'waiting-to-cut') {
+    const nextPhase = movesTo(this.file.phase, 'writer-announced')
+    if (nextPhase === undefined) {
+      if (campaignStep(this.file.phase, 'writer-announced').kind === 'ignore') return
       this.log(`cycle ${this.file.cycle}: ignored run ${e.runId} of ${e.host}:${e.path}: it was announced after the cut (${this.file.phase}); the agent starts a cycle's writer only after it reported the verdicts`)
       return
     }
@@ -377,7 +384,7 @@ export class Campaign {
     clearTimeout(this.cutTimer)
     await this.commit((next, r) => {
       Object.assign(r, newCycle(r.cycle), { groupId: e.groupId, runIds: [e.runId], host: e.host, path: e.path })
-      next.phase = 'waiting-for-writer'
+      next.phase = nextPhase
       delete next.detail
     })
     this.log(
@@ -387,27 +394,30 @@ export class Campaign {
   }
 
   private async steady(atMs: number): Promise<void> {
+    const nextPhase = movesTo(this.file.phase, 'steady')
+    if (nextPhase === undefined) return
     const delayMs = cutDelayMs(this.file.seed, this.file.cycle, this.file.cutAfterS)
     // From the moment the listener recorded steady: plannedCutMs - steadyMs is the drawn delay exactly.
     const plannedCutMs = atMs + delayMs
     await this.commit((next, r) => {
       r.steadyMs = atMs
       r.plannedCutMs = plannedCutMs
-      next.phase = 'waiting-to-cut'
+      next.phase = nextPhase
     })
     this.log(`cycle ${this.file.cycle}: the writer is steady; cut planned in ${seconds(delayMs)} (seed ${this.file.seed})`)
     this.armCut(plannedCutMs)
   }
 
   private async cut(cycle: number): Promise<void> {
-    if (this.file.phase !== 'waiting-to-cut' || this.file.cycle !== cycle) return
+    const nextPhase = movesTo(this.file.phase, 'cut-due')
+    if (nextPhase === undefined || this.file.cycle !== cycle) return
     // A timer runs on the monotonic clock and may fire a moment before the wall clock reaches the plan: wait for the rest.
     const cutMs = Date.now()
     if (cutMs < this.current.plannedCutMs!) return this.armCut(this.current.plannedCutMs!)
     // On disk before the command starts: a restart from here on never runs it again.
     await this.commit((next, r) => {
       r.cutMs = cutMs
-      next.phase = 'cutting'
+      next.phase = nextPhase
     })
     this.verdicts.clear()
     this.log(`cycle ${cycle}: cutting now: ${this.file.cutCommand}`)
@@ -422,12 +432,12 @@ export class Campaign {
       r.cutExitCode = result.exitCode
       r.cutOutput = result.output
       // The agent may already be back (a fast power cycle): then only the command's result is recorded.
-      if (next.cycle !== cycle || next.phase !== 'cutting') return
-      if (ok) {
-        next.phase = 'waiting-for-agent'
-      } else {
+      if (next.cycle !== cycle) return
+      const nextPhase = movesTo(next.phase, ok ? 'cut-ok' : 'cut-failed')
+      if (nextPhase === undefined) return
+      next.phase = nextPhase
+      if (!ok) {
         r.outcome = 'cut-failed'
-        next.phase = 'stopped'
         next.detail = `cycle ${cycle}: ${detail}`
       }
     })
@@ -443,9 +453,10 @@ export class Campaign {
   }
 
   private async cameBack(): Promise<void> {
-    if (this.file.phase !== 'cutting' && this.file.phase !== 'waiting-for-agent') return
-    clearTimeout(this.rebootTimer)
     const cycle = this.file.cycle
+    const nextPhase = movesTo(this.file.phase, cycle >= this.file.cycles ? 'last-verdicts-in' : 'verdicts-in')
+    if (nextPhase === undefined) return
+    clearTimeout(this.rebootTimer)
     const cameBackMs = Date.now()
     const runs = this.current.runIds.length
     await this.commit((next, r) => {
@@ -453,12 +464,8 @@ export class Campaign {
       r.outcome = 'verdict'
       delete next.detail
       next.cycle = cycle + 1
-      if (cycle >= next.cycles) {
-        next.phase = 'done'
-      } else {
-        next.phase = 'waiting-for-writer'
-        next.history.push(newCycle(cycle + 1))
-      }
+      next.phase = nextPhase
+      if (nextPhase !== 'done') next.history.push(newCycle(cycle + 1))
     })
     this.verdicts.clear()
     const afterS = this.file.history[cycle - 1]!.cutMs === null ? '' : `, ${seconds(cameBackMs - this.file.history[cycle - 1]!.cutMs!)} after the cut`
@@ -467,11 +474,12 @@ export class Campaign {
   }
 
   private async rebootTimedOut(cycle: number): Promise<void> {
-    if (this.file.cycle !== cycle || (this.file.phase !== 'waiting-for-agent' && this.file.phase !== 'cutting')) return
+    const nextPhase = movesTo(this.file.phase, 'reboot-timeout')
+    if (this.file.cycle !== cycle || nextPhase === undefined) return
     const detail = `cycle ${cycle}: no agent came back with the verdicts within ${this.file.rebootTimeoutS} s after the cut`
     await this.commit((next, r) => {
       r.outcome = 'did-not-come-back'
-      next.phase = 'stopped'
+      next.phase = nextPhase
       next.detail = detail
     })
     this.log(`STOPPED: ${detail}; the machine under test did not come back: check it (console, BMC) before anything else`)

@@ -66,8 +66,8 @@ import { FrameDecoder, FrameError, encodeFrame, frameHeaderBytes, maxClientFrame
 import { ackFastDecoder } from '../protocol/ack-frame.js'
 import {
   clientMessageSchema,
+  groupRunsMax,
   inlineSpansMax,
-  maxClaims,
   maxListedRuns,
   maxPlausibleSeq,
   maxSpansPerPage,
@@ -95,6 +95,7 @@ import { fitDescriptorLimit } from './descriptor-budget.js'
 import { ServedSockets, defaultSendBufferBytes, unsentBytes } from './served-socket.js'
 import { TokenBackoff, defaultMaxBackoffMs } from './token-backoff.js'
 import { defaultMaxRuns, defaultMaxRunsPerPeer, quotaRefusal, ReserveCheck, type QuotaLimits, type Reserve } from './quotas.js'
+import { messageRules, refusalOf, refusalText, type Budget, type MessageFacts } from './message-rules.js'
 
 export const defaultMaxConnections = 1024
 export const defaultHelloTimeoutMs = 10_000
@@ -110,8 +111,8 @@ export const maxLingering = 256
 export const defaultMaxQueuedReplyBytes = 256 * 1024 * 1024
 /** A peer that took none of the bytes queued for it this long, while another reply is to be queued, is dropped. */
 export const defaultReplyStallMs = 30_000
-/** A writer announces one run per method (there are fewer than 16); no real writer comes near this. Runs hold no descriptor between commits, so the cap bounds memory only. */
-export const maxRunsPerConnection = 64
+/** A write announces its whole group (jobs x methods runs) on one connection; no writer sends more. Runs hold no descriptor between commits, so the cap bounds memory only. */
+export const maxRunsPerConnection = groupRunsMax
 export const maxQueriesPerConnection = 100
 /** An agent reports one verdict per method of a run group; no verifier comes near this. */
 export const maxVerdictsPerConnection = 1024
@@ -121,12 +122,14 @@ export const minProtocolVersion = 2
 const pagedSpansProtocol = 4
 /** A protocol 2 or 3 verifier gets every span of the group in one reply, up to this many (~30 MB, a day of acks). */
 export const legacyReplySpansMax = 1_000_000
-/** Spans inline in one protocol 4 runs reply, over all its runs (a group of maxClaims runs each under inlineSpansMax would be ~500,000); the other runs' spans are paged. */
+/** Spans inline in one protocol 4 runs reply, over all its runs (a group of groupRunsMax runs each under inlineSpansMax would be ~500,000); the other runs' spans are paged. */
 export const inlineSpansPerReplyMax = inlineSpansMax
 /** Protocol 2 and 3 replies built at once (each holds its ~30 MB while built); later ones wait their turn. */
 export const legacyRepliesAtOnce = 2
-/** Span pages per connection: every page of every run of a group (maxClaims runs of maxStoredSpans spans each). */
-export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * maxClaims
+/** Span pages per connection: every page of every run of a group (groupRunsMax runs of maxStoredSpans spans each). */
+export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * groupRunsMax
+/** Each budget of a connection (message-rules.ts), at most. */
+const budgetMaxes: Readonly<Record<Budget, number>> = { runs: maxRunsPerConnection, queries: maxQueriesPerConnection, verdicts: maxVerdictsPerConnection, 'span-pages': maxSpanPagesPerConnection }
 /** A list reply stays under this many bytes (verdicts carry fingerprints); older runs beyond are left out. */
 export const listReplyBudgetBytes = 16 * 1024 * 1024
 /** Keepalive probes start after this much silence; dead peers are found, silent writers are not cut off. */
@@ -640,10 +643,8 @@ class Connection {
   private readonly ownedGroups = new Set<string>()
   /** The key each owned group was announced with (write --jobs), for the group's other jobs to prove. */
   readonly groupKeys = new Map<string, string>()
-  private announcedRuns = 0
-  private queries = 0
-  private spanPages = 0
-  private verdicts = 0
+  /** What this connection spent of each budget (message-rules.ts). */
+  private readonly spent: Record<Budget, number> = { runs: 0, queries: 0, verdicts: 0, 'span-pages': 0 }
   /** Messages are handled strictly in arrival order; while one waits for disk I/O the rest wait here. */
   private waiting: ClientMessage[] = []
   private waitingHead = 0
@@ -771,9 +772,7 @@ class Connection {
   private handleAcks(first: Extract<ClientMessage, { type: 'ack' }>): undefined {
     const store = this.listener.store
     const runId = first.runId
-    if (!this.ownedRuns.has(runId)) throw new ProtocolViolation('unknown-run', `ack for run ${runId}, which this connection did not announce`)
-    const info = store.runInfo(runId)!
-    if (info.ended) throw new ProtocolViolation('out-of-order', `ack for run ${runId} after its end`)
+    const info = store.runInfo(runId)! // admit(): a run this connection announced, not ended
     if (!store.isWritable(runId)) throw new ProtocolViolation('storage', `acks of run ${runId} can no longer be recorded`)
     const fromSeq = store.lastAckedSeq(runId) + 1
     const nowMs = store.ackStampMs(runId, Date.now())
@@ -804,8 +803,8 @@ class Connection {
   /** Returns a promise only when the message needs I/O before the next one may be handled. */
   private handle(message: ClientMessage): Promise<void> | undefined {
     const listener = this.listener
+    this.admit(message)
     if (message.type === 'hello') {
-      if (this.role !== undefined) throw new ProtocolViolation('out-of-order', 'hello sent twice')
       if (message.protocol < minProtocolVersion || message.protocol > protocolVersion) {
         throw new ProtocolViolation('protocol-version', `protocol ${message.protocol} is not supported (this listener speaks ${minProtocolVersion} to ${protocolVersion})`)
       }
@@ -823,8 +822,26 @@ class Connection {
       // Busy until its turn: nothing else from this connection is read meanwhile.
       return new Promise<void>((resolve) => (this.backoffTimer = setTimeout(resolve, turn.waitMs))).then(() => (this.closed ? undefined : checked()))
     }
-    if (this.role === undefined) throw new ProtocolViolation('out-of-order', `${message.type} before hello`)
     return this.handleServed(message)
+  }
+
+  /** Refuses a message the rules do not take (message-rules.ts), and charges its budget. */
+  private admit(message: ClientMessage): void {
+    const rule = messageRules[message.type]
+    const runId = rule.run !== undefined && 'runId' in message ? message.runId : undefined
+    const info = runId === undefined ? undefined : this.listener.store.runInfo(runId)
+    const budget = rule.budget
+    const facts: MessageFacts = {
+      overBudget: budget !== undefined && this.spent[budget] >= budgetMaxes[budget],
+      announcedHere: runId !== undefined && this.ownedRuns.has(runId),
+      ended: info?.ended === true,
+      held: info !== undefined && !info.creating,
+    }
+    const refusal = refusalOf(this.role ?? 'awaiting-hello', message.type, facts)
+    if (refusal !== undefined) {
+      throw new ProtocolViolation(refusal.code, refusalText(message.type, refusal.kind, runId ?? '', budget === undefined ? 0 : budgetMaxes[budget]))
+    }
+    if (budget !== undefined) this.spent[budget]++
   }
 
   /** The token (if any) is checked here, in this hello's turn. */
@@ -857,10 +874,8 @@ class Connection {
     const store = listener.store
     switch (message.type) {
       case 'run': {
-        if (this.role !== 'writer') throw new ProtocolViolation('out-of-order', 'run announced on a verifier connection')
         const { meta } = message
         if (store.hasRun(meta.runId)) throw new ProtocolViolation('out-of-order', `run ${meta.runId} was already announced`)
-        if (++this.announcedRuns > maxRunsPerConnection) throw new ProtocolViolation('limit', `more than ${maxRunsPerConnection} runs announced on one connection`)
         listener.admitRun(this.peer, message.writer)
         // A run joining another connection's group would be judged with that group by verify: only
         // another job of the same `write --jobs` may, with the group's key.
@@ -916,9 +931,7 @@ class Connection {
       case 'ack':
         return this.handleAcks(message)
       case 'end': {
-        if (!this.ownedRuns.has(message.runId)) throw new ProtocolViolation('unknown-run', `end for run ${message.runId}, which this connection did not announce`)
         const info = store.runInfo(message.runId)!
-        if (info.ended) throw new ProtocolViolation('limit', `end of run ${message.runId} sent twice`)
         const atMs = Date.now()
         store.endRun(message.runId, message.reason, message.detail, atMs)
         listener.emit({
@@ -936,10 +949,7 @@ class Connection {
         return
       }
       case 'steady': {
-        if (this.role !== 'writer') throw new ProtocolViolation('out-of-order', 'steady sent on a verifier connection')
-        if (!this.ownedRuns.has(message.runId)) throw new ProtocolViolation('unknown-run', `steady for run ${message.runId}, which this connection did not announce`)
         const info = store.runInfo(message.runId)!
-        if (info.ended) throw new ProtocolViolation('out-of-order', `steady for run ${message.runId} after its end`)
         // A run whose log failed takes nothing more; its writer is being told so.
         if (!store.isWritable(message.runId)) return
         const atMs = Date.now()
@@ -957,11 +967,8 @@ class Connection {
         return
       }
       case 'verdict': {
-        if (this.role !== 'verifier') throw new ProtocolViolation('out-of-order', 'verdict sent on a writer connection')
-        if (++this.verdicts > maxVerdictsPerConnection) throw new ProtocolViolation('limit', `more than ${maxVerdictsPerConnection} verdicts on one connection`)
         const { runId, result } = message
-        const info = store.runInfo(runId)
-        if (info === undefined || info.creating) throw new ProtocolViolation('unknown-run', `verdict for run ${runId}, which the listener does not hold`)
+        const info = store.runInfo(runId)! // admit(): held and created
         // Without a token anyone can connect: only the machine that announced the run may judge it.
         if (listener.options.token === undefined && info.origin.peer !== this.peer) {
           throw new ProtocolViolation(
@@ -998,20 +1005,15 @@ class Connection {
         })
       }
       case 'list': {
-        if (this.role !== 'verifier') throw new ProtocolViolation('out-of-order', 'list sent on a writer connection')
-        if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
         const { runs, truncated } = listener.listRuns(message.campaign)
         this.sendQueryReply(encodeFrame({ type: 'run-list', runs, truncated } satisfies ServerMessage))
         return
       }
       case 'campaign-query': {
-        if (this.role !== 'verifier') throw new ProtocolViolation('out-of-order', 'campaign-query sent on a writer connection')
-        if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
         this.send({ type: 'campaign-state', campaign: listener.options.campaignState?.() ?? null })
         return
       }
       case 'query': {
-        if (++this.queries > maxQueriesPerConnection) throw new ProtocolViolation('limit', `more than ${maxQueriesPerConnection} queries on one connection`)
         // Async: an ended run's spans are read back from its log (ack-store.ts), a chunk at a time.
         if (this.protocol < pagedSpansProtocol) return this.legacyQuery(message)
         return this.runsToJudge(message).then((runs) => {
@@ -1020,10 +1022,6 @@ class Connection {
         })
       }
       case 'spans': {
-        if (this.role !== 'verifier') throw new ProtocolViolation('out-of-order', 'spans asked on a writer connection')
-        if (++this.spanPages > maxSpanPagesPerConnection) throw new ProtocolViolation('limit', `more than ${maxSpanPagesPerConnection} span pages on one connection`)
-        const info = store.runInfo(message.runId)
-        if (info === undefined || info.creating) throw new ProtocolViolation('unknown-run', `spans of run ${message.runId}, which the listener does not hold`)
         return store.spanPageAsync(message.runId, message.afterSeq, message.throughSeq, maxSpansPerPage).then((page) => {
           if (page === undefined) throw new ProtocolViolation('bad-frame', `spans of run ${message.runId} through seq ${message.throughSeq}, but its acks go to seq ${store.lastAckedSeq(message.runId)}`)
           this.sendQueryReply(encodeFrame({ type: 'span-page', runId: message.runId, afterSeq: message.afterSeq, spans: page } satisfies ServerMessage))

@@ -9,6 +9,7 @@
  * neighbouring spans are merged pairwise: the seqs stay exact, a merged window covers both halves
  * (coarser, never wrong), so memory stays bounded however long a run lasts.
  */
+import { assert } from '../assert.js'
 import type { AckSpan } from '../protocol/messages.js'
 import { encodeSpanPage } from '../protocol/span-page.js'
 
@@ -39,7 +40,7 @@ export class SpanTable {
 
   /** Seqs fromSeq..toSeq, the next ones, received between firstMs and lastMs; beyond maxSpans spans, neighbours merge. */
   add(fromSeq: number, toSeq: number, firstMs: number, lastMs: number, maxSpans: number): void {
-    if (fromSeq !== this.throughSeq + 1) throw new Error(`span ${fromSeq}-${toSeq} does not follow seq ${this.throughSeq}`)
+    assert(fromSeq === this.throughSeq + 1, () => `span ${fromSeq}-${toSeq} does not follow seq ${this.throughSeq}`)
     const last = this.count - 1
     if (last >= 0 && lastMs - this.firstMss[last]! <= spanWindowMs) {
       this.toSeqs[last] = toSeq
@@ -178,7 +179,7 @@ export class SpanSummary {
 
   /** SpanTable.add, on the summary. */
   add(fromSeq: number, toSeq: number, firstMs: number, lastMs: number, maxSpans: number): void {
-    if (fromSeq !== this.lastToSeq + 1) throw new Error(`span ${fromSeq}-${toSeq} does not follow seq ${this.lastToSeq}`)
+    assert(fromSeq === this.lastToSeq + 1, () => `span ${fromSeq}-${toSeq} does not follow seq ${this.lastToSeq}`)
     if (this.count > 0 && lastMs - this.lastFirstMs <= spanWindowMs) {
       this.lastToSeq = toSeq
       this.lastLastMs = Math.max(this.lastLastMs, lastMs)
@@ -196,7 +197,7 @@ export class SpanSummary {
   /** SpanTable.coarsen, on the last span: merged with the one before it when the count is even. */
   private coarsen(): void {
     if (this.count % 2 === 0) {
-      if (Number.isNaN(this.beforeFirstMs)) throw new Error('SpanSummary: the span before the last is not known at a coarsening (maxSpans < 2?)')
+      assert(!Number.isNaN(this.beforeFirstMs), 'SpanSummary: the span before the last is not known at a coarsening (maxSpans < 2?)')
       this.lastFirstMs = Math.min(this.beforeFirstMs, this.lastFirstMs)
       this.lastLastMs = Math.max(this.beforeLastMs, this.lastLastMs)
     }

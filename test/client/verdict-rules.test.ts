@@ -7,13 +7,18 @@
 import t from 'tap'
 import {
   findingOf,
+  findingOfFacts,
+  findingRows,
   findings,
   groupVerdict,
   groupVerdictOf,
   judgeMethods,
   runVerdict,
   verdictExitCodes,
+  verdictTable,
+  groupVerdictOrder,
   type Finding,
+  type RunFacts,
   type JudgedRun,
   type Role,
 } from '../../src/client/verdict-rules.js'
@@ -117,4 +122,31 @@ t.test('methods are told apart by --direct too, and come in the order of their r
 
 t.test('exit codes: pass 0, fail 1, inconclusive 4', async (t) => {
   t.same(verdictExitCodes, { pass: 0, fail: 1, inconclusive: 4 })
+})
+
+t.test('the finding rows: every combination of facts has a row, and every row decides some combination (none shadowed)', async (t) => {
+  const firstRowOf = new Map<number, number>()
+  let combinations = 0
+  for (const acked of [false, true])
+    for (const superblockValid of [false, true])
+      for (const badRecords of [false, true])
+        for (const lostWhileRunning of [false, true]) {
+          const facts: RunFacts = { acked, superblockValid, badRecords, lostWhileRunning }
+          const first = findingRows.findIndex((r) => Object.entries(r.when).every(([k, v]) => facts[k as keyof RunFacts] === v))
+          t.ok(first >= 0, `a row for ${JSON.stringify(facts)}`)
+          firstRowOf.set(first, (firstRowOf.get(first) ?? 0) + 1)
+          t.equal(findingOfFacts(facts), findingRows[first]!.finding)
+          combinations++
+        }
+  t.equal(combinations, 16)
+  t.same([...firstRowOf.keys()].sort(), findingRows.map((_, i) => i), 'every row is the first match for some facts')
+  t.same([...new Set(findingRows.map((r) => r.finding))].sort(), [...findings].sort(), 'every finding has a row')
+})
+
+t.test('the verdict and exit-code tables: every role and finding once, every verdict once', async (t) => {
+  t.same(Object.keys(verdictTable).sort(), [...roles].sort())
+  for (const role of roles) t.same(Object.keys(verdictTable[role]).sort(), [...findings].sort(), role)
+  t.equal(new Set(findings).size, findings.length, 'findings: none twice')
+  t.same([...groupVerdictOrder].sort(), [...verdicts].sort(), 'the group order names every verdict once')
+  t.same(Object.keys(verdictExitCodes).sort(), [...verdicts].sort())
 })
