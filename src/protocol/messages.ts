@@ -13,7 +13,7 @@
 import { z } from 'zod'
 import { fingerprintSchema } from '../bench/schema.js'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
-import { campaignNameSchema, groupRunsMax, maxClaims } from './names.js'
+import { campaignNameSchema, groupRunsMax } from './names.js'
 
 /**
  * 2: run carries the writer's environment; runs carries the claims on a path; more error codes.
@@ -23,7 +23,7 @@ import { campaignNameSchema, groupRunsMax, maxClaims } from './names.js'
  */
 export const protocolVersion = 4
 export { defaultPort } from './default-port.js'
-export { campaignNameSchema, groupRunsMax, maxClaims }
+export { campaignNameSchema, groupRunsMax }
 
 /**
  * No writer produces records faster than this (tmpfs, the fastest case, reaches ~40k/s). Seqs beyond

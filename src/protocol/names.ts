@@ -9,5 +9,3 @@ export { groupRunsMax }
 
 /** A campaign's name: what `listen --campaign` and the report call it. */
 export const campaignNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a campaign name is 1-64 letters, digits, dots, dashes or underscores')
-/** The most runs a listener names in one answer about a host and path: a group's (groupRunsMax), under the name ack-store.ts reads. */
-export const maxClaims = groupRunsMax

@@ -105,7 +105,7 @@ import {
   campaignTagSchema,
   endReasons,
   epochMsSchema,
-  maxClaims,
+  groupRunsMax,
   maxPlausibleSeq,
   maxStoredSpans,
   storedVerdictSchema,
@@ -1952,7 +1952,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     return [...this.runs.values()]
       .filter((r) => r.meta.groupId === groupId && r.meta.host === host && r.meta.requestedPath === requestedPath)
       .sort((a, b) => a.meta.method.localeCompare(b.meta.method))
-      .slice(0, maxClaims)
+      .slice(0, groupRunsMax)
   }
 
   /** Spans the run holds in memory (0 for a run not on record). */
@@ -1974,14 +1974,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /**
-   * Every run on record for this host and path, newest first, at most maxClaims; live here only for a
+   * Every run on record for this host and path, newest first, at most groupRunsMax; live here only for a
    * run whose end is accepted and not recorded yet (the listener marks the runs whose writer is connected).
    */
   claims(host: string, requestedPath: string): Claim[] {
     return [...this.runs.values()]
       .filter((r) => r.meta.host === host && r.meta.requestedPath === requestedPath)
       .sort((a, b) => announceOrder(b, a))
-      .slice(0, maxClaims)
+      .slice(0, groupRunsMax)
       .map((r) => ({
         runId: r.meta.runId,
         groupId: r.meta.groupId,
