@@ -1,0 +1,85 @@
+/**
+ * A SIGTERM to `listen --retain` waits only for the group being pruned (README, and the change that
+ * made a stop break between groups). But before any group is pruned, the pass selects the runs: after
+ * the background check it holds every selected run against its files again (selectPrunableChecked:
+ * summaryFromFiles replays each catalogued run's log, one after the other), and a stop does not cut
+ * that short: it waits for every selected run's log to be read a second time, then prunes nothing.
+ * Here 3,000 ended runs of 64 spans, a month old, catalogued: a SIGTERM during the check returns in
+ * ~30 ms, one during the selection takes seconds (5-12 s measured on 8,000 runs; on 100,000 runs, as
+ * long as the background check, "half a minute" by its own comment). The stop must come within 1.5 s.
+ * The selection is told from the check by the bytes the listener read (/proc/PID/io rchar): the
+ * check reads every log once, the selection a second time.
+ */
+import t from 'tap'
+import { appendFileSync, readFileSync, rmSync } from 'node:fs'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { join } from 'node:path'
+import { AckStore } from '../../src/server/ack-store.js'
+import { frameCommit } from '../../src/server/ack-log.js'
+import { binPath, tempDir } from '../fixtures/cli.js'
+import { runMeta, runIdOf } from '../server/peer.js'
+
+const runCount = 3000
+const spans = 64
+
+t.test('SIGTERM to listen --retain during its selection stops within 1.5 s', async (t) => {
+  const dir = tempDir(t, 'plugcheck-retain-selection-')
+  const announcedMs = Date.now() - 30 * 86_400_000
+  const store = await AckStore.open(dir)
+  store.setMaxListeners(0)
+  const metas = Array.from({ length: runCount }, (_, i) => runMeta(runIdOf(0x10000 + i), { createdMs: announcedMs }))
+  for (let i = 0; i < runCount; i += 1000) await Promise.all(metas.slice(i, i + 1000).map((m) => store.createRun(m, announcedMs)))
+  await store.close()
+  let logBytes = 0
+  for (const { runId } of metas) {
+    const frames: Buffer[] = []
+    let n = 0
+    for (let s = 1; s <= spans; s += 16) frames.push(frameCommit(++n, Array.from({ length: 16 }, (_, k) => ({ k: 'ack', fromSeq: s + k, toSeq: s + k, firstMs: announcedMs + (s + k) * 200, lastMs: announcedMs + (s + k) * 200 }))))
+    frames.push(frameCommit(++n, [{ k: 'end', reason: 'duration', atMs: announcedMs + (spans + 1) * 200 }]))
+    const bytes = Buffer.concat(frames)
+    logBytes += bytes.length
+    appendFileSync(join(dir, 'runs', runId, 'acks.log'), bytes)
+  }
+  rmSync(join(dir, 'catalog.msgpack'), { force: true })
+  const start = (extra: string[]): { child: ChildProcess; out: () => string; listening: Promise<void>; exited: Promise<number | null> } => {
+    const child = spawn(process.execPath, [binPath, 'listen', '--port', '0', '--host', '127.0.0.1', '--dir', dir, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    const listening = new Promise<void>((resolve) => {
+      const on = (d: Buffer): void => {
+        out += d.toString()
+        if (out.includes('listening on')) resolve()
+      }
+      child.stdout!.on('data', on)
+      child.stderr!.on('data', on)
+    })
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+    t.teardown(() => void child.kill('SIGKILL'))
+    return { child, out: () => out, listening, exited }
+  }
+  // A first start replays the logs and writes the catalog; a clean stop.
+  const first = start([])
+  await first.listening
+  first.child.kill('SIGTERM')
+  await first.exited
+
+  const second = start(['--retain', '1d'])
+  await second.listening
+  const rchar = (): number => {
+    try {
+      return Number(/rchar: (\d+)/.exec(readFileSync(`/proc/${second.child.pid}/io`, 'utf8'))![1])
+    } catch {
+      return 0
+    }
+  }
+  const atListening = rchar()
+  // The check reads every log once; halfway through the second reading, the selection is under way.
+  while (rchar() < atListening + 1.5 * logBytes && second.child.exitCode === null) await new Promise((r) => setTimeout(r, 10))
+  t.equal(second.child.exitCode, null, 'the listener is still running')
+  t.notMatch(second.out(), /pruned/, 'no group pruned yet')
+  const stoppedAt = Date.now()
+  second.child.kill('SIGTERM')
+  const code = await second.exited
+  const tookMs = Date.now() - stoppedAt
+  t.equal(code, 0, 'a clean stop')
+  t.ok(tookMs < 1500, `the stop took ${tookMs} ms (at most 1.5 s)`)
+})
