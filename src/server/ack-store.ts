@@ -118,7 +118,7 @@ import {
   type WriterEnv,
 } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
-import { describeSystemError, runtimeError, usageError } from '../errors.js'
+import { describeSystemError, exitCodes, runtimeError, usageError } from '../errors.js'
 import { frameCommit, logHeader, maxCommitBytes, maxEndDetailBytes, maxItemsPerCommit, parseCommitFrame, readFramesBetween, replayLog, type LogItem, type LogReplay } from './ack-log.js'
 import { damagedSegment, frameRound, listSegments, readSegment, roundTargetBytes, segmentHeader, segmentName, type JournalRound } from './journal.js'
 import { foldRuns, logShorterThanJournal, type FoldRun } from './fold.js'
@@ -281,7 +281,7 @@ interface Committed {
 
 /** The journal as read at start: its segments and, per run, what it holds. */
 interface JournalRead {
-  readonly segments: Array<{ segment: number; path: string; rounds: JournalRound[]; validBytes: number }>
+  readonly segments: Array<{ segment: number; path: string; rounds: JournalRound[]; validBytes: number; torn: boolean }>
   /** Bytes of commits each run has in the journal (and its log header, when announced there): its log may be no longer than where they end. */
   readonly journalEnd: Map<string, number>
   /** The first commit of each run in the journal: where the durable part of its log ends. */
@@ -450,6 +450,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         // started first, so that a crash during the folds leaves a chain that still holds.
         const last = journal.segments.at(-1)
         const keepLast = last !== undefined && last.rounds.length === 0 && last.validBytes > 0
+        // A torn last round (never reported recorded) is cut off first: once a segment follows, only
+        // whole rounds may end it (journal.ts), and rounds appended after it must not leave its bytes behind.
+        if (last !== undefined && last.torn && last.validBytes > 0) await cutTornTail(last.path, last.validBytes)
         if (last !== undefined && last.validBytes === 0) {
           // Its header was torn by a crash while it was being started: it holds nothing; started again.
           await unlink(last.path)
@@ -461,11 +464,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
           .filter((segment) => segment !== last || (!keepLast && last.validBytes > 0))
           .map(({ segment, path, rounds }) => ({ segment, path, fold: new Map(foldPlan(rounds).map((run) => [run.runId, run])) }))
         store.unfolded.push(...backlog)
-        // A retired run wholly in runs/ holds its summary only; one with commits in the backlog keeps its
-        // spans until its fold is done (fold evicts it then).
+        // Every retired run holds its summary only, those with commits in the backlog too (read back from
+        // their log, then from the segments not folded yet): a long run live at the crash is not held
+        // whole for the backlog's fold. A run announced in the backlog keeps its spans until its fold
+        // (its meta.msgpack, where a read-back finds its writer, is not written yet).
         store.evicting = true
         // (A catalogued run holds a summary only already: not sorted, 100,000 of them take ~0.1 s.)
-        for (const run of [...store.runs.values()].filter((r) => r.catalogued !== true && !store.inJournal(r.meta.runId)).sort((a, b) => announceOrder(b, a))) store.evict(run)
+        const announcedInBacklog = (runId: string): boolean => backlog.some((segment) => segment.fold.get(runId)?.meta !== undefined)
+        for (const run of [...store.runs.values()].filter((r) => r.catalogued !== true && !announcedInBacklog(r.meta.runId)).sort((a, b) => announceOrder(b, a))) store.evict(run)
       } catch (error) {
         store.endStartCache()
         if ((error as { exitCode?: number }).exitCode !== undefined) throw error
@@ -492,7 +498,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * run's files or the journal cannot be read.
    */
   static async load(dir: string, options: AckStoreOptions = {}): Promise<AckStore> {
-    return (await AckStore.read(dir, options, 'check')).store
+    return AckStore.readWhileLive(dir, options, 'check')
   }
 
   /**
@@ -501,7 +507,25 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * as runs --prune --dry-run does, so that it selects what the prune itself would.
    */
   static async peek(dir: string, options: AckStoreOptions = {}): Promise<AckStore> {
-    return (await AckStore.read(dir, options, 'peek')).store
+    return AckStore.readWhileLive(dir, options, 'peek')
+  }
+
+  /**
+   * A read without the lock, of a directory a listener may be writing: its journal is read before its
+   * logs, and a fold in between (rounds appended since, then folded) makes a log longer than the
+   * journal read says, which on a still directory is damage. A failed read is tried again while the
+   * journal changed during it (segments appended to, rotated or deleted), at most readAttemptsMax
+   * times; a read that fails on a journal that did not change is damage, said at once.
+   */
+  private static async readWhileLive(dir: string, options: AckStoreOptions, catalogUse: 'check' | 'peek'): Promise<AckStore> {
+    for (let attempt = 1; ; attempt++) {
+      const before = await journalState(join(dir, 'journal'))
+      try {
+        return (await AckStore.read(dir, options, catalogUse)).store
+      } catch (error) {
+        if (attempt >= readAttemptsMax || (error as { exitCode?: number }).exitCode !== exitCodes.runtime || (await journalState(join(dir, 'journal'))) === before) throw error
+      }
+    }
   }
 
   /**
@@ -517,6 +541,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     // there is room): a start holds the cache and the run being replayed, never every run's spans.
     // verify --acks and report judge every run they read from its spans: they keep them.
     if (catalogUse === 'use') store.startCache = new MinHeap((a, b) => announceOrder(a, b) < 0)
+    // Without the lock (verify --acks, report, --dry-run) a listener may write meanwhile (see readWhileLive).
+    const journalBefore = catalogUse === 'use' ? undefined : await journalState(join(dir, 'journal'))
     const names = await readdir(join(dir, 'runs'))
     const runIds = names.filter((name) => /^[0-9a-f]{16}$/.test(name)).sort()
     const pruned = new Set(names.filter((name) => name.startsWith('.pruned-')).map((name) => name.slice('.pruned-'.length)))
@@ -537,7 +563,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       // log longer than the journal's commits of it is not a fold cut short: the journal is from an
       // earlier state of the directory (it would read as fewer acks).
       const end = journal.journalEnd.get(runId)
-      if (end !== undefined) await checkLogWithinJournal(join(dir, 'runs', runId, 'acks.log'), end, journal)
+      // A log longer than the journal read says is damage on a still directory; where the journal
+      // changed since, a fold of later rounds wrote it (they are after this read's moment: not read).
+      const journalMoved = async (): Promise<boolean> => journalBefore !== undefined && (await journalState(join(dir, 'journal'))) !== journalBefore
+      if (end !== undefined) await checkLogWithinJournal(join(dir, 'runs', runId, 'acks.log'), end, journal, journalMoved)
       if (journal.announced.has(runId)) continue
       const entry = catalogued.get(runId)
       catalogued.delete(runId)
@@ -650,7 +679,7 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
           journalEnd.set(c.id, c.at + c.f.length)
         }
       }
-      segments.push({ segment, path, rounds: read.rounds, validBytes: read.validBytes })
+      segments.push({ segment, path, rounds: read.rounds, validBytes: read.validBytes, torn: read.tornTail !== null })
     }
     return { segments, firstAt, journalEnd, announced, lastRound: nextRound === 0 ? 0 : nextRound - 1, lastSegment: listed.at(-1)?.segment ?? 0 }
   }
@@ -1270,10 +1299,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const refusals = runIds.map((id) => this.pruneCandidate(id)).flatMap((c) => ('refused' in c ? [c.refused] : []))
     if (refusals.length > 0) throw new Error(`not pruned: ${refusals.join('; ')}`)
     // Its end (queued, maybe) recorded and folded: nothing of it is left in the journal. A run wholly
-    // in runs/ (an old ended run, as a rule) waits for no fold (a start's backlog may take minutes).
+    // in runs/ and in no segment still on disk (an old ended run, as a rule) waits for no fold (a
+    // start's backlog may take minutes). A segment whose fold wrote the run files is still read at a
+    // start until it is deleted: a run renamed away meanwhile would be a commit of a run not on record.
     const whollyInRuns = (runId: string): boolean => {
       const run = this.runs.get(runId)
-      return run !== undefined && this.inCatalog(run)
+      return run !== undefined && this.inCatalog(run) && !this.unfolded.some((segment) => segment.fold.has(runId))
     }
     if (!runIds.every(whollyInRuns)) await this.foldNow()
     if (this.broken !== undefined) throw new StorageError(`could not prune runs: ${this.broken.message}`)
@@ -2424,6 +2455,27 @@ class RunMap extends Map<string, RunState> {
   }
 }
 
+/** Reads of a live directory tried at most (readWhileLive): a fold every 5 s meets a read rarely twice in a row. */
+const readAttemptsMax = 5
+
+/** The journal's segments and their sizes, as one string (a change means a listener wrote to it). */
+async function journalState(journalDir: string): Promise<string> {
+  const parts: string[] = []
+  for (const { path } of await listSegments(journalDir).catch(() => [])) parts.push(`${path}:${await fileSize(path).catch(() => -1)}`)
+  return parts.join(',')
+}
+
+/** A segment cut back to its whole rounds, and made durable so. */
+async function cutTornTail(path: string, validBytes: number): Promise<void> {
+  const handle = await open(path, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK)
+  try {
+    await handle.truncate(validBytes)
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+}
+
 /** Directories of pruned runs, renamed out of the runs before their deletion (a crash may leave some). */
 async function removePruned(runsDir: string): Promise<void> {
   for (const name of await readdir(runsDir)) if (name.startsWith('.pruned-')) await rm(join(runsDir, name), { recursive: true, force: true })
@@ -2525,9 +2577,9 @@ function storedRun(run: RunState, inlineSpansMax = Number.POSITIVE_INFINITY): St
 }
 
 /** A run's log may hold at most what the journal's commits of it end at (a fold cut short holds less). */
-async function checkLogWithinJournal(logPath: string, journalEndByte: number, journal: JournalRead): Promise<void> {
+async function checkLogWithinJournal(logPath: string, journalEndByte: number, journal: JournalRead, journalMoved: () => Promise<boolean>): Promise<void> {
   const sizeBytes = await fileSize(logPath)
-  if (sizeBytes <= journalEndByte) return
+  if (sizeBytes <= journalEndByte || (await journalMoved())) return
   const path = journal.segments.at(-1)?.path ?? 'the journal'
   throw damagedSegment(
     path,

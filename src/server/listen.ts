@@ -266,7 +266,7 @@ function startRetention(listener: Listener, retainMs: number): () => Promise<voi
       if (stopped) return
       // Said once, not at every tick (a run kept for what its files say is found again at each).
       const warn = (message: string): void => void (said.has(message) || (said.add(message), listener.emit({ kind: 'warning', message, atMs: Date.now() })))
-      const selection = await selectPrunableChecked(listener.store, nowForAgesMs(), retainMs, (runId) => listener.isLive(runId), warn)
+      const selection = await selectPrunableChecked(listener.store, nowForAgesMs(), retainMs, (runId) => listener.isLive(runId), warn, () => stopped)
       const age = formatDurationFlag(retainMs)
       let runs = 0
       let bytes = 0

@@ -102,13 +102,22 @@ export function selectPrunable(store: AckStore, nowMs: number, olderThanMs: numb
  * on what they say (a run the catalog shows older, ended, or judged than its files is kept as they
  * say). Each disagreement, and each run whose files cannot be read, is a warning naming it.
  */
-export async function selectPrunableChecked(store: AckStore, nowMs: number, olderThanMs: number, isLive: (runId: string) => boolean, warn: (message: string) => void): Promise<PruneSelection> {
+export async function selectPrunableChecked(
+  store: AckStore,
+  nowMs: number,
+  olderThanMs: number,
+  isLive: (runId: string) => boolean,
+  warn: (message: string) => void,
+  stopped: () => boolean = () => false,
+): Promise<PruneSelection> {
   const first = selectPrunable(store, nowMs, olderThanMs, isLive)
   if (first.runIds.length === 0) return first
   const selected = new Set(first.runIds)
   const fromFiles = new Map<string, RunSummary | 'unreadable'>()
   for (const run of store.summaries()) {
     if (!selected.has(run.runId)) continue
+    // A stop (listen --retain's SIGTERM) does not wait for every selected run's files: nothing is pruned.
+    if (stopped()) return { ...first, runIds: [], groups: [], bytes: 0 }
     try {
       const files = await store.summaryFromFiles(run.runId)
       const disagreement = judgedFieldsDisagree(run, files)
