@@ -17,6 +17,15 @@ import type { Io } from './writer.js'
 
 export const binPath = fileURLToPath(new URL('../../bin/plugcheck.js', import.meta.url))
 
+/** How long the demo waits for the listener to record the killed writer's end before it verifies anyway. */
+const endWaitMs = 10_000
+
+/** Until every run the listener holds has its end recorded (the killed writer's: vanished), or waitMs passed. */
+async function endsRecorded(listener: Listener, waitMs: number): Promise<void> {
+  const deadlineMs = performance.now() + waitMs
+  while (performance.now() < deadlineMs && listener.store.summaries().some((run) => run.end === undefined)) await new Promise((resolve) => setTimeout(resolve, 20))
+}
+
 export interface DemoOptions {
   readonly method: MethodName
   readonly killAfterS: number
@@ -42,6 +51,9 @@ export async function runDemo(options: DemoOptions, io: Io): Promise<number> {
     writer.kill('SIGKILL')
     await exited
     io.err(`plugcheck demo: writer killed with SIGKILL; verifying\n`)
+    // The listener sees the writer's connection close a moment after the kill, and answers its run as
+    // ended once that end is recorded (until then verify says it is still being written, exit 2).
+    await endsRecorded(listener, endWaitMs)
     const code = await runVerify({ source: { server: { host: '127.0.0.1', port: listener.address().port } }, file, json: options.json }, io)
     if (!options.json) {
       io.out(
