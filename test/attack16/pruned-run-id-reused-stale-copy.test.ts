@@ -6,17 +6,9 @@
 import t from 'tap'
 import { AckStore } from '../../src/server/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
+import { recorded as recordedOnce } from '../server/store-fixture.js'
 import { runIdOf, runMeta } from '../server/peer.js'
 
-const recordedOnce = (store: AckStore, runId: string, throughSeq: number): Promise<void> =>
-  new Promise((resolve) => {
-    const on = (id: string, seq: number): void => {
-      if (id !== runId || seq < throughSeq) return
-      store.off('recorded', on)
-      resolve()
-    }
-    store.on('recorded', on)
-  })
 
 /** Acks 1..count, each recorded and 150 ms after the one before: a span each (spanWindowMs is 100). */
 async function ackApart(store: AckStore, id: string, count: number): Promise<void> {

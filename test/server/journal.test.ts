@@ -12,21 +12,13 @@ import { fileURLToPath } from 'node:url'
 import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
+import { recorded as recordedOnce } from './store-fixture.js'
 import { runMeta, runIdOf } from './peer.js'
 import { verdictOf } from './verdict-fixture.js'
 
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 const childPath = fileURLToPath(new URL('./journal-child.ts', import.meta.url))
 
-const recordedOnce = (store: AckStore, runId: string, throughSeq: number): Promise<void> =>
-  new Promise((resolve) => {
-    const on = (id: string, seq: number): void => {
-      if (id !== runId || seq < throughSeq) return
-      store.off('recorded', on)
-      resolve()
-    }
-    store.on('recorded', on)
-  })
 
 const segments = (dir: string): string[] => readdirSync(join(dir, 'journal')).filter((n) => n.endsWith('.wal')).sort()
 /** The journal after a clean stop or a recovery: one segment holding its header only (the end of the chain of segments). */
