@@ -1,8 +1,8 @@
 /**
  * A skipped case is a defect: every test runs and asserts on the machines the project supports (CI
  * installs all they need), and a requirement a machine lacks fails with what to install. This reads
- * every file under test/ and names each tap skip or todo in code: a skip or todo option ({ skip },
- * { skip: ... }), t.skip()/t.todo(), and t.plan(0, ...), the way a test ends as skipped from within.
+ * every file under test/ and names each tap skip or todo in code: a skip or todo option of a test,
+ * a call of the skip or todo method, and a plan of zero tests, the way a test ends as skipped from within.
  */
 import t from 'tap'
 import { readdirSync, readFileSync } from 'node:fs'
@@ -16,8 +16,8 @@ const thisFile = fileURLToPath(import.meta.url)
 /** What a skip looks like in code, and its name in the failure message. */
 const skipForms: ReadonlyArray<readonly [string, RegExp]> = [
   ['a skip or todo option', /(^|[{,(\s])(skip|todo)\s*(:|,|\})/],
-  ['t.skip() or t.todo()', /\.(skip|todo)\s*\(/],
-  ['t.plan(0, ...)', /\.plan\(\s*0\s*[,)]/],
+  ['a call of the skip or todo method', /\.(skip|todo)\s*\(/],
+  ['a plan of zero tests', /\.plan\(\s*0\s*[,)]/],
 ]
 
 function sourceFiles(dir: string): string[] {
@@ -59,20 +59,23 @@ t.test('no test under test/ skips, by an option, a call or an empty plan', async
 })
 
 t.test('each form of skip is found, and prose about skipping is not', async (t) => {
+  // Spelled from parts at run time: this file holds no skip of its own, even as sample text.
+  const spelled = (line: string): string => line.replaceAll('SKIP', ['sk', 'ip'].join('')).replaceAll('TODO', ['to', 'do'].join('')).replaceAll('PLAN', ['pl', 'an'].join(''))
   const cases: ReadonlyArray<readonly [string, boolean]> = [
-    ["t.test('x', { skip: process.platform === 'win32' }, async () => {})", true],
-    ["t.test('x', { skip }, async () => {})", true],
-    ["t.test('x', { timeout: 5, todo: 'later' }, async () => {})", true],
-    ['  return { skip: false }', true],
-    ["  t.skip('not here')", true],
-    ["  else t.plan(0, 'lab skipped')", true],
-    ['  if (x) return t.plan(0)', true],
+    ["t.test('x', { SKIP: process.platform === 'win32' }, async () => {})", true],
+    ["t.test('x', { SKIP }, async () => {})", true],
+    ["t.test('x', { timeout: 5, TODO: 'later' }, async () => {})", true],
+    ['  return { SKIP: false }', true],
+    ["  t.SKIP('not here')", true],
+    ["  else t.PLAN(0, 'lab skipped')", true],
+    ['  if (x) return t.PLAN(0)', true],
     [' * Without chromium the test skips with the reason.', false],
-    ["  // a stray file is skipped with a warning", false],
+    ['  // a stray file is skipped with a warning', false],
     ["t.test('a renamed directory is skipped at load', async (t) => {", false],
-    ['  t.plan(3)', false],
+    ['  t.PLAN(3)', false],
   ]
-  for (const [line, isSkip] of cases) {
+  for (const [template, isSkip] of cases) {
+    const line = spelled(template)
     const found = skipForms.some(([, pattern]) => pattern.test(codeOf(line)))
     t.equal(found, isSkip, `${isSkip ? 'a skip' : 'not a skip'}: ${line.trim()}`)
   }
