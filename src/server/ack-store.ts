@@ -543,6 +543,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (catalogUse === 'use') store.startCache = new MinHeap((a, b) => announceOrder(a, b) < 0)
     // Without the lock (verify --acks, report, --dry-run) a listener may write meanwhile (see readWhileLive).
     const journalBefore = catalogUse === 'use' ? undefined : await journalState(join(dir, 'journal'))
+    // A log longer than the journal read says is damage on a still directory; where the journal
+    // changed since, a fold of later rounds wrote it (they are after this read's moment: not read).
+    const journalMoved = async (): Promise<boolean> => journalBefore !== undefined && (await journalState(join(dir, 'journal'))) !== journalBefore
     const names = await readdir(join(dir, 'runs'))
     const runIds = names.filter((name) => /^[0-9a-f]{16}$/.test(name)).sort()
     const pruned = new Set(names.filter((name) => name.startsWith('.pruned-')).map((name) => name.slice('.pruned-'.length)))
@@ -563,9 +566,6 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       // log longer than the journal's commits of it is not a fold cut short: the journal is from an
       // earlier state of the directory (it would read as fewer acks).
       const end = journal.journalEnd.get(runId)
-      // A log longer than the journal read says is damage on a still directory; where the journal
-      // changed since, a fold of later rounds wrote it (they are after this read's moment: not read).
-      const journalMoved = async (): Promise<boolean> => journalBefore !== undefined && (await journalState(join(dir, 'journal'))) !== journalBefore
       if (end !== undefined) await checkLogWithinJournal(join(dir, 'runs', runId, 'acks.log'), end, journal, journalMoved)
       if (journal.announced.has(runId)) continue
       const entry = catalogued.get(runId)
