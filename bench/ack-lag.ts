@@ -26,8 +26,8 @@ import type { Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { Listener } from '../src/server/listener.js'
-import { traceEntryBytes } from '../src/client/writer.js'
+import { Listener } from '../src/server/listen/listener.js'
+import { traceEntryBytes } from '../src/client/write/writer.js'
 import { fileSystemName, formatRate, median, plugcheckWriteArgs, quantileSorted, recordsFromSummary, roundsAndSeconds, runChild, table, tmpfsDir } from './common.js'
 
 const goalLagUsP50 = 100

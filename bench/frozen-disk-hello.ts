@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { startListener } from '../test/fixtures/cli.js'
-import { Peer, runMeta } from '../test/server/peer.js'
+import { Peer, runMeta } from '../test/fixtures/peer.js'
 
 const { values } = parseArgs({ options: { freeze: { type: 'string', default: '8' } } })
 const freezeMs = Number(values.freeze) * 1000

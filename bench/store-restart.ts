@@ -30,8 +30,8 @@ import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { Packr } from 'msgpackr'
-import type { AckStore } from '../src/server/ack-store.js'
-import { seal, unseal } from '../src/server/sealed-file.js'
+import type { AckStore } from '../src/store/ack-store.js'
+import { seal, unseal } from '../src/store/sealed-file.js'
 import { quantileSorted, repoRoot, table } from './common.js'
 import { FleetConnection, LatencySink } from './fleet-clients.js'
 
@@ -55,7 +55,7 @@ const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`
 async function fill(dir: string, runCount: number): Promise<void> {
   const fillStartMs = performance.now()
   // Imported here: the in-process child of another tree must not load this tree's native modules.
-  const store = await (await import('../src/server/ack-store.js')).AckStore.open(dir)
+  const store = await (await import('../src/store/ack-store.js')).AckStore.open(dir)
   for (let i = 0; i < runCount; i += 1024) {
     const ids = Array.from({ length: Math.min(1024, runCount - i) }, (_, j) => (i + j + 1).toString(16).padStart(16, '0'))
     await Promise.all(ids.map((runId) => store.createRun({ runId, groupId: runId, method: 'fdatasync', direct: false, pattern: 'append', recordSizeBytes: 8192, slotCount: 1_000_000, host: 'bench', path: `/data/${runId}`, requestedPath: `/data/${runId}`, createdMs: Date.now() }, Date.now(), { peer: '127.0.0.1' })))
@@ -78,7 +78,7 @@ function catalogValues(bytes: Buffer): { header: Record<string, unknown>; entrie
 
 /** The catalog in the format the tree writes (its catalog.ts says which), so that it starts from it. */
 function catalogFor(tree: string, bytes: Buffer): Buffer {
-  const catalogFormatVersion = Number(/export const catalogFormatVersion = (\d+)/.exec(readFileSync(join(tree, 'src/server/catalog.ts'), 'utf8'))?.[1] ?? 1)
+  const catalogFormatVersion = Number(/export const catalogFormatVersion = (\d+)/.exec(readFileSync(join(tree, 'src/store/catalog.ts'), 'utf8'))?.[1] ?? 1)
   const { header, entries } = catalogValues(bytes)
   if (header.version === catalogFormatVersion) return bytes
   if (catalogFormatVersion !== 1) throw new Error(`${tree} writes catalogs of format ${catalogFormatVersion}: this bench makes 1 only`)
@@ -151,7 +151,7 @@ async function measureListener(tree: string, dir: string, note: (metric: string,
 
 /** The tree's AckStore in this process: open, then the background check with the event loop timed. */
 async function measureInProcess(tree: string, dir: string, note: (metric: string, value: string) => void): Promise<void> {
-  const { AckStore: TreeStore } = (await import(join(tree, 'src/server/ack-store.ts'))) as { AckStore: typeof AckStore }
+  const { AckStore: TreeStore } = (await import(join(tree, 'src/store/ack-store.ts'))) as { AckStore: typeof AckStore }
   globalThis.gc?.()
   const openStartMs = performance.now()
   const store = await TreeStore.open(dir)

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
-import { AckStore } from '../src/server/ack-store.js'
+import { AckStore } from '../src/store/ack-store.js'
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '1024' }, seconds: { type: 'string', default: '10' }, dir: { type: 'string' } } })
 const runCount = Number(values.runs)

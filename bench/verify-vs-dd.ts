@@ -28,9 +28,9 @@ import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { threadsEnv } from '../src/client/scan-threads.js'
+import { threadsEnv } from '../src/client/verify/scan-threads.js'
 import { nativePort } from '../src/native/index.js'
-import { parseSize } from '../src/sizes.js'
+import { parseSize } from '../src/base/sizes.js'
 import { fileSystemName, median, plugcheckBin, runChild, startListenerProcess, table, tmpfsDir } from './common.js'
 
 const goalRatio = 0.9

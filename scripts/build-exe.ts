@@ -4,14 +4,14 @@
  *
  * Each executable is a copy of node (this Linux node for linux-x64; for win-x64 node.exe of the same
  * version, from scripts/wine.ts's cache) with a blob injected by postject. The blob's main script is
- * src/sea-main.ts bundled as CommonJS; its assets are
+ * src/exe/sea-main.ts bundled as CommonJS; its assets are
  *   plugcheck.mjs     src/bin.ts bundled by esbuild as one ES module (it awaits at its top level),
- *   job-worker.mjs    src/client/job-worker.ts likewise (--jobs starts it beside the bundle),
- *   scan-worker.mjs   src/client/scan-worker.ts likewise (verify's checking threads),
+ *   job-worker.mjs    src/client/write/job-worker.ts likewise (--jobs starts it beside the bundle),
+ *   scan-worker.mjs   src/client/verify/scan-worker.ts likewise (verify's checking threads),
  *   koffi.node, msgpackr-extract.node, xxhash.node   the native modules of this platform,
  *   manifest.json     every file above with its sha256.
  * At its first start the executable unpacks them into a cache directory named by the manifest's
- * hash and checks them there at every start (src/sea.ts). In the bundles, `koffi`, `msgpackr-extract`
+ * hash and checks them there at every start (src/exe/sea.ts). In the bundles, `koffi`, `msgpackr-extract`
  * and `@node-rs/xxhash` are stand-ins that load the .node file beside the bundle; a module a platform
  * does not pack throws when imported, as a missing native build does (Windows packs no xxhash.node:
  * its build needs the MSVC runtime, and checksum.ts then computes xxh64 with xxhash-wasm).
@@ -25,7 +25,7 @@ import { performance } from 'node:perf_hooks'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
-import type { SeaManifest } from '../src/sea.js'
+import type { SeaManifest } from '../src/exe/sea.js'
 import { cacheDir as wineCacheDir, ensureWindowsBuilds, nodeExePath, npmPackInto, repoRoot } from './wine.js'
 
 export const exeTargets = ['linux-x64', 'win-x64'] as const
@@ -134,8 +134,8 @@ async function bundle(dir: string, packed: ReadonlySet<string>): Promise<void> {
   await build({
     entryPoints: {
       plugcheck: join(repoRoot, 'src', 'bin.ts'),
-      'job-worker': join(repoRoot, 'src', 'client', 'job-worker.ts'),
-      'scan-worker': join(repoRoot, 'src', 'client', 'scan-worker.ts'),
+      'job-worker': join(repoRoot, 'src', 'client', 'write', 'job-worker.ts'),
+      'scan-worker': join(repoRoot, 'src', 'client', 'verify', 'scan-worker.ts'),
     },
     outdir: dir,
     outExtension: { '.js': '.mjs' },
@@ -152,7 +152,7 @@ async function bundle(dir: string, packed: ReadonlySet<string>): Promise<void> {
     logLevel: 'error',
   })
   await build({
-    entryPoints: [join(repoRoot, 'src', 'sea-main.ts')],
+    entryPoints: [join(repoRoot, 'src', 'exe', 'sea-main.ts')],
     outfile: join(dir, 'sea-main.cjs'),
     bundle: true,
     platform: 'node',

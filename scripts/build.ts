@@ -31,8 +31,8 @@ export async function buildDist(): Promise<void> {
     await build({
       entryPoints: {
         bin: join(repoRoot, 'src', 'bin.ts'),
-        'chunks/job-worker': join(repoRoot, 'src', 'client', 'job-worker.ts'),
-        'chunks/scan-worker': join(repoRoot, 'src', 'client', 'scan-worker.ts'),
+        'chunks/job-worker': join(repoRoot, 'src', 'client', 'write', 'job-worker.ts'),
+        'chunks/scan-worker': join(repoRoot, 'src', 'client', 'verify', 'scan-worker.ts'),
       },
       chunkNames: 'chunks/[name]-[hash]',
       outdir: stageDir,

@@ -8,12 +8,12 @@
  * (O_DIRECT) is "n/a*" with a footnote. A failed write or sync stops the run (exit 3): a failed
  * fsync is never retried or ignored.
  */
-import type { Io } from '../client/writer.js'
-import { describeSystemError, exitCodes, runtimeError } from '../errors.js'
+import type { Io } from '../client/write/writer.js'
+import { describeSystemError, exitCodes, runtimeError } from '../base/errors.js'
 import { NativeError, nativePort } from '../native/index.js'
 import { fsyncSync } from 'node:fs'
 import { methodAvailability } from '../native/registry.js'
-import { collectFingerprint } from './fingerprint.js'
+import { collectFingerprint } from '../env/fingerprint.js'
 import { assessPlausibility } from './plausibility.js'
 import { renderFlags, renderFootnotes, renderHeader, type PlatformFacts, renderRowFigures, renderRowLabel, renderSectionTitle } from './report/render.js'
 import { benchFormatVersion, type BenchReport, type Fingerprint, type RowResult, type SectionResult } from './schema.js'

@@ -13,7 +13,7 @@
  *
  * Decisions use p50 latency, which one stall or a noisy neighbour does not move.
  */
-import { hasVolatileWriteCache, isRotating } from './fingerprint.js'
+import { hasVolatileWriteCache, isRotating } from '../env/fingerprint.js'
 import { kilobytesLabel } from './sections/plan.js'
 import type { Fingerprint, PlausibilityFlag, RowResult, SectionResult } from './schema.js'
 

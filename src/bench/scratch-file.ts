@@ -18,7 +18,7 @@ import { randomBytes, randomFillSync } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { describeSystemError, usageError } from '../errors.js'
+import { describeSystemError, usageError } from '../base/errors.js'
 import { directAlignmentBytes, nativePort } from '../native/index.js'
 
 export const scratchHeaderBytes = 4096

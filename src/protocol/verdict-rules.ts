@@ -5,7 +5,7 @@
  * for every verdict it shows. A verdict is a claim made over the network; a "pass" over 3,270 lost
  * records must never reach `runs` or the report.
  *
- * The rules follow verify's judging (src/client/judge.ts), per run:
+ * The rules follow verify's judging (src/client/verify/judge.ts), per run:
  *   acked = intact + lost + torn + corrupt + superseded + interrupted   (verifiers that send the last
  *           two; without them, the first four may not exceed acked)
  *   bad   = lost + torn + corrupt

@@ -53,7 +53,7 @@ export class WholeRecordCheck {
   /**
    * seqOf for each of `slots` slots from firstSlot, the chunk holding them back to back from its
    * start (shorter when the file ends inside it): the record's seq, or 0 where seqOf gives null (no
-   * record has seq 0). What verify's threads return for a chunk (client/scan-threads.ts). One word
+   * record has seq 0). What verify's threads return for a chunk (client/verify/scan-threads.ts). One word
    * view of the whole chunk, no view per record.
    */
   seqsOf(chunk: Buffer, firstSlot: number, slots: number): Float64Array<ArrayBuffer> {

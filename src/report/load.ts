@@ -13,11 +13,11 @@
 import { constants as fsConstants } from 'node:fs'
 import { open, readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { AckStore, describeInvalid } from '../server/ack-store.js'
-import { campaignChecksumProblem, campaignFileSchema, type CampaignFile } from '../server/campaign-file.js'
+import { AckStore, describeInvalid } from '../store/ack-store.js'
+import { campaignChecksumProblem, campaignFileSchema, type CampaignFile } from '../store/campaign-file.js'
 import { campaignNameSchema } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
-import { describeSystemError, runtimeError, usageError } from '../errors.js'
+import { describeSystemError, runtimeError, usageError } from '../base/errors.js'
 import type { CampaignInput, RunRecord } from './model.js'
 
 /** A campaign file of 100,000 cycles with long cut outputs stays well under this. */

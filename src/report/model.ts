@@ -10,7 +10,7 @@
  */
 import { z } from 'zod'
 import type { Fingerprint, BlockDeviceInfo } from '../bench/schema.js'
-import { cycleOutcomes, type CampaignFile, type CycleRecord } from '../server/campaign-file.js'
+import { cycleOutcomes, type CampaignFile, type CycleRecord } from '../store/campaign-file.js'
 import { endReasons, storedVerdictSchema, type RunSummary, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
 
 export const reportFormatVersion = 1

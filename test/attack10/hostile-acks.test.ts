@@ -5,10 +5,10 @@
  * group cannot ack a sibling's run; a group's key admits a connection only while a job is live.
  */
 import t from 'tap'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { encodeFrame } from '../../src/protocol/framing.js'
 import { tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from '../server/peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 const ack = (runId: string, fromSeq: number, toSeq: number) => ({ type: 'ack', runId, fromSeq, toSeq })
 const hello = { type: 'hello', protocol: 3, role: 'writer' }

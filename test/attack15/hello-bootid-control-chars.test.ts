@@ -8,12 +8,12 @@ import t from 'tap'
 import { connect } from 'node:net'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
-import { listRuns } from '../../src/client/listener-client.js'
-import { parseEndpoint, type Endpoint } from '../../src/client/endpoint.js'
+import { listRuns } from '../../src/client/verify/listener-client.js'
+import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { encodeFrame } from '../../src/protocol/framing.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
 import { fileSize, runCli, sleep, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
-import { rebootSilenceMs } from '../../src/server/listener.js'
+import { rebootSilenceMs } from '../../src/server/listen/listener.js'
 
 t.test('a boot id with a newline and an escape sequence does not reach the log or the stored end raw', async (t) => {
   const dir = tempDir(t)

@@ -11,7 +11,7 @@ import t from 'tap'
 import { spawn } from 'node:child_process'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { binPath, runCli, runInProcess, tempDir, waitFor } from '../fixtures/cli.js'
 
 const libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'

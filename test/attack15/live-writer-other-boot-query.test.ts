@@ -6,8 +6,8 @@
  */
 import t from 'tap'
 import { join } from 'node:path'
-import { listRuns } from '../../src/client/listener-client.js'
-import { parseEndpoint, type Endpoint } from '../../src/client/endpoint.js'
+import { listRuns } from '../../src/client/verify/listener-client.js'
+import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { fileSize, sleep, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 import { newBootIdFile, runCliRebooted } from '../fixtures/rebooted.js'
 

@@ -10,11 +10,11 @@
 import t from 'tap'
 import { statSync, truncateSync } from 'node:fs'
 import { join } from 'node:path'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
-import { runIdOf } from '../server/peer.js'
-import { verdictOf } from '../server/verdict-fixture.js'
+import { runIdOf } from '../fixtures/peer.js'
+import { verdictOf } from '../fixtures/verdict-fixture.js'
 
 t.test('a torn tail that drops acks a stored verdict counted is damage, named', async (t) => {
   const dir = tempDir(t)

@@ -6,11 +6,11 @@
  * superseded and interrupted accounts for every acknowledged record: acked is the listener's count.
  */
 import t from 'tap'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { protocolVersion, type ServerMessage } from '../../src/protocol/messages.js'
 import { tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from '../server/peer.js'
-import { verdictOf } from '../server/verdict-fixture.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
+import { verdictOf } from '../fixtures/verdict-fixture.js'
 
 const acked = 3270
 

@@ -10,7 +10,7 @@
 import t from 'tap'
 import { closeSync, cpSync, openSync, readFileSync, rmSync, statSync, truncateSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { runCli, runInProcess, startListener, tempDir } from '../fixtures/cli.js'
 
 function zero(path: string, from: number, bytes: number): void {

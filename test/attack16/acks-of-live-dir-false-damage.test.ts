@@ -16,10 +16,10 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
 
-const childPath = fileURLToPath(new URL('../server/journal-child.ts', import.meta.url))
+const childPath = fileURLToPath(new URL('../fixtures/journal-child.ts', import.meta.url))
 
 t.test('verify --acks on a live directory: no false damage, no ack missing', async (t) => {
   const dir = tempDir(t, 'plugcheck-live-acks-')

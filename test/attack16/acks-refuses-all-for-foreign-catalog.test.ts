@@ -9,12 +9,12 @@
 import t from 'tap'
 import { copyFileSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { runCli, tempDir } from '../fixtures/cli.js'
 import { storeRecords } from '../../src/report/load.js'
 import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
-import { runIdOf } from '../server/peer.js'
-import { recordRun } from '../server/store-fixture.js'
+import { runIdOf } from '../fixtures/peer.js'
+import { recordRun } from '../fixtures/store-fixture.js'
 
 async function directoryWith(dir: string, runId: string, path: string, acked: number): Promise<ReturnType<typeof craftMeta>> {
   mkdirSync(dir, { recursive: true })

@@ -13,11 +13,11 @@
 import t from 'tap'
 import { appendFileSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { AckStore } from '../../src/server/ack-store.js'
-import { frameCommit, maxItemsPerCommit } from '../../src/server/ack-log.js'
-import { frameRound, readSegment } from '../../src/server/journal.js'
+import { AckStore } from '../../src/store/ack-store.js'
+import { frameCommit, maxItemsPerCommit } from '../../src/store/ack-log.js'
+import { frameRound, readSegment } from '../../src/store/journal.js'
 import { tempDir } from '../fixtures/cli.js'
-import { runIdOf, runMeta } from '../server/peer.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
 
 const runCount = 24
 const spansPerRun = 40_000

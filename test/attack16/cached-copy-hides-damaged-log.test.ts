@@ -10,10 +10,10 @@ import t from 'tap'
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { runIdOf, runMeta } from '../server/peer.js'
-import { liveRunOutOfMemory, recorded } from '../server/store-fixture.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
+import { liveRunOutOfMemory, recorded } from '../fixtures/store-fixture.js'
 
 t.test('a live run whose log was damaged where its cached copy was read from: the next query is refused, as a restart refuses it', async (t) => {
   const { dir, store, meta, log, ackAlone } = await liveRunOutOfMemory(t, 0xa1900, 'plugcheck-cached-')

@@ -12,11 +12,11 @@ import t from 'tap'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
-import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { AckStore, frameLogEntry } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { recraftCatalog } from '../server/catalog-values.js'
-import { runIdOf, runMeta } from '../server/peer.js'
-import { recordRun } from '../server/store-fixture.js'
+import { recraftCatalog } from '../fixtures/catalog-values.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
+import { recordRun } from '../fixtures/store-fixture.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
 

@@ -8,11 +8,11 @@
  * verify --acks answers), or the query is refused (exit 3) - never the older run in its place.
  */
 import t from 'tap'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { entryOf, recraftCatalog, type CatalogValue } from '../server/catalog-values.js'
-import { runIdOf, runMeta } from '../server/peer.js'
-import { recordRun } from '../server/store-fixture.js'
+import { entryOf, recraftCatalog, type CatalogValue } from '../fixtures/catalog-values.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
+import { recordRun } from '../fixtures/store-fixture.js'
 
 const path = '/data/db'
 const older = runIdOf(0x43001)

@@ -10,10 +10,10 @@ import t, { type Test } from 'tap'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
-import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { AckStore, frameLogEntry } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { entryOf as byId, recraftCatalog, type CatalogValue as Entry } from '../server/catalog-values.js'
-import { runIdOf, runMeta } from '../server/peer.js'
+import { entryOf as byId, recraftCatalog, type CatalogValue as Entry } from '../fixtures/catalog-values.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
 

@@ -11,10 +11,10 @@
  */
 import t from 'tap'
 import { cpSync } from 'node:fs'
-import { AckStore } from '../../src/server/ack-store.js'
-import { encodeCatalog, readCatalog, writeCatalog, type CatalogEntry } from '../../src/server/catalog.js'
+import { AckStore } from '../../src/store/ack-store.js'
+import { encodeCatalog, readCatalog, writeCatalog, type CatalogEntry } from '../../src/store/catalog.js'
 import { tempDir } from '../fixtures/cli.js'
-import { runIdOf, runMeta } from '../server/peer.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test("a catalog entry with another end reason than the run's log is not answered once the files are checked", async (t) => {
   const dir = tempDir(t, 'plugcheck-catalog-end-')

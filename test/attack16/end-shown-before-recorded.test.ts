@@ -13,9 +13,9 @@
  */
 import t from 'tap'
 import { cpSync } from 'node:fs'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { runIdOf, runMeta } from '../server/peer.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('a run whose end is not recorded yet is not answered as ended (or is answered with every ack before its end)', async (t) => {
   const dir = tempDir(t, 'plugcheck-end-')

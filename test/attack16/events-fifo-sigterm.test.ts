@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process'
 import { closeSync, constants, openSync } from 'node:fs'
 import { join } from 'node:path'
 import { sleep, startListener, tempDir } from '../fixtures/cli.js'
-import { Peer } from '../server/peer.js'
+import { Peer } from '../fixtures/peer.js'
 
 t.test('a listener whose --events is a FIFO nobody reads exits on SIGTERM', async (t) => {
   const dir = tempDir(t)

@@ -10,8 +10,8 @@ import t from 'tap'
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { EventsFile } from '../../src/server/listen.js'
-import type { ListenerEvent } from '../../src/server/events.js'
+import { EventsFile } from '../../src/server/listen/listen.js'
+import type { ListenerEvent } from '../../src/server/listen/events.js'
 import { sleep, tempDir } from '../fixtures/cli.js'
 
 const warning = (n: number): ListenerEvent => ({ kind: 'warning', message: `event ${n} ${'x'.repeat(900)}`, atMs: 1_700_000_000_000 + n })

@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { encodeFrame } from '../../src/protocol/framing.js'
 import { craftLongRun } from '../fixtures/long-run-store.js'
 import { binPath, tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from '../server/peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('a legacy query of a long group does not stall hellos or an honest writer', async (t) => {
   const dir = tempDir(t)

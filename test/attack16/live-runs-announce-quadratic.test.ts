@@ -11,7 +11,7 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from '../server/peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('the CPU of an announcement does not grow with the live runs', async (t) => {
   const listener = await startListener(tempDir(t))

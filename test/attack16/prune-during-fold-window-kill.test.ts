@@ -12,10 +12,10 @@
 import t from 'tap'
 import { cpSync, existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { recorded } from '../server/store-fixture.js'
-import { runMeta, runIdOf } from '../server/peer.js'
+import { recorded } from '../fixtures/store-fixture.js'
+import { runMeta, runIdOf } from '../fixtures/peer.js'
 
 t.test('a prune during a fold, then a kill -9: the directory still starts, no run lost', async (t) => {
   const dir = tempDir(t, 'plugcheck-prune-window-')

@@ -8,10 +8,10 @@
  */
 import t from 'tap'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
 import { runCli, runInProcess, sleep, startListener, tempDir } from '../fixtures/cli.js'
-import { Peer } from '../server/peer.js'
+import { Peer } from '../fixtures/peer.js'
 
 t.test('a prune whose age falls between the ends of one group keeps the whole group, and verify judges it', async (t) => {
   const base = tempDir(t)

@@ -10,11 +10,11 @@ import t from 'tap'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
-import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { AckStore, frameLogEntry } from '../../src/store/ack-store.js'
 import { runCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
-import { entryOf, recraftCatalog, type CatalogValue as Entry } from '../server/catalog-values.js'
-import { runIdOf, runMeta } from '../server/peer.js'
-import { verdictOf } from '../server/verdict-fixture.js'
+import { entryOf, recraftCatalog, type CatalogValue as Entry } from '../fixtures/catalog-values.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
+import { verdictOf } from '../fixtures/verdict-fixture.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
 const dayMs = 24 * 3_600_000

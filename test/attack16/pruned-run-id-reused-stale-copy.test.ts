@@ -4,10 +4,10 @@
  * spans, never the pruned run's cached copy.
  */
 import t from 'tap'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { recorded as recordedOnce } from '../server/store-fixture.js'
-import { runIdOf, runMeta } from '../server/peer.js'
+import { recorded as recordedOnce } from '../fixtures/store-fixture.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
 
 
 /** Acks 1..count, each recorded and 150 ms after the one before: a span each (spanWindowMs is 100). */

@@ -8,11 +8,11 @@
  * store's own count, plus the copies being read back) must stay within the cache plus a run or two.
  */
 import t from 'tap'
-import { AckStore } from '../../src/server/ack-store.js'
-import { SpanTable } from '../../src/server/span-table.js'
+import { AckStore } from '../../src/store/ack-store.js'
+import { SpanTable } from '../../src/store/span-table.js'
 import { tempDir } from '../fixtures/cli.js'
-import { runIdOf, runMeta } from '../server/peer.js'
-import { storeOfEndedRuns } from '../server/store-fixture.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
+import { storeOfEndedRuns } from '../fixtures/store-fixture.js'
 
 const runCount = 16
 const spansPerRun = 40_000

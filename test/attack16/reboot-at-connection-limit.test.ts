@@ -8,10 +8,10 @@
  * The hello of a rebooted machine must free its earlier boot's slot and be served.
  */
 import t from 'tap'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { tempDir } from '../fixtures/cli.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
-import { Peer, runIdOf, runMeta } from '../server/peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('a rebooted machine says hello while its dead connection holds the last slot', async (t) => {
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), maxConnections: 2, rebootSilenceMs: 0 })

@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { sleep, startListener, tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from '../server/peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('a disk that went under the reserve while no run was announced: the next new run is refused', async (t) => {
   const mnt = join(tempDir(t), 'mnt')

@@ -14,10 +14,10 @@ import t from 'tap'
 import { appendFileSync, readFileSync, rmSync } from 'node:fs'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
-import { AckStore } from '../../src/server/ack-store.js'
-import { frameCommit } from '../../src/server/ack-log.js'
+import { AckStore } from '../../src/store/ack-store.js'
+import { frameCommit } from '../../src/store/ack-log.js'
 import { binPath, tempDir } from '../fixtures/cli.js'
-import { runMeta, runIdOf } from '../server/peer.js'
+import { runMeta, runIdOf } from '../fixtures/peer.js'
 
 const runCount = 3000
 const spans = 64

@@ -5,9 +5,9 @@
  */
 import t from 'tap'
 import { cpSync } from 'node:fs'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { runIdOf, runMeta } from '../server/peer.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
 
 const recordedAll = (store: AckStore, runIds: readonly string[], throughSeq: number): Promise<void> => {
   const left = new Set(runIds)

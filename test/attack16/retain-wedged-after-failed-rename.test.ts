@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, sleep, startListener, tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from '../server/peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('a retention prune that failed on one run recovers once the cause is gone', async (t) => {
   const dir = join(tempDir(t), 'acks')

@@ -9,10 +9,10 @@
  * than memory fits never listens (a damaged catalog makes every start such a start).
  */
 import t from 'tap'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { runIdOf, runMeta } from '../server/peer.js'
-import { storeOfEndedRuns } from '../server/store-fixture.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
+import { storeOfEndedRuns } from '../fixtures/store-fixture.js'
 
 const runCount = 24
 const spansPerRun = 60_000

@@ -14,10 +14,10 @@
 import t from 'tap'
 import { cpSync, existsSync, readdirSync, statSync, truncateSync } from 'node:fs'
 import { join } from 'node:path'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { recorded } from '../server/store-fixture.js'
-import { runMeta, runIdOf } from '../server/peer.js'
+import { recorded } from '../fixtures/store-fixture.js'
+import { runMeta, runIdOf } from '../fixtures/peer.js'
 
 t.test('a torn last round, a start, a kill -9 during its backlog fold: the next start still works', async (t) => {
   const dir = tempDir(t, 'plugcheck-torn-backlog-')

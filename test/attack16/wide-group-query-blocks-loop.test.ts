@@ -17,7 +17,7 @@ import { unpack } from 'msgpackr'
 import { encodeFrame } from '../../src/protocol/framing.js'
 import { inlineSpansMax } from '../../src/protocol/messages.js'
 import { binPath, tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from '../server/peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 const libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
 

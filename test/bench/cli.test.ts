@@ -2,8 +2,8 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
-import { main, reportError } from '../../src/cli.js'
-import { quickSecs, runCli, scratchDir } from './helpers.js'
+import { main, reportError } from '../../src/cli/cli.js'
+import { quickSecs, runCli, scratchDir } from '../fixtures/bench-helpers.js'
 
 /** The CLI in-process, as bin/plugcheck.js runs it: an exit code, and what went to stdout and stderr. */
 async function runInProcess(args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {

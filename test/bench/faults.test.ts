@@ -8,10 +8,10 @@ import fs from 'node:fs'
 import * as native from '../../src/native/index.js'
 import { NativeError } from '../../src/native/errors.js'
 import type { DataFile, NativePort } from '../../src/native/port.js'
-import { PlugcheckError } from '../../src/errors.js'
+import { PlugcheckError } from '../../src/base/errors.js'
 import type { ScratchFile } from '../../src/bench/scratch-file.js'
 import type { RowSpec } from '../../src/bench/sections/plan.js'
-import { scratchDir } from './helpers.js'
+import { scratchDir } from '../fixtures/bench-helpers.js'
 
 type BenchModule = typeof import('../../src/bench/bench.js')
 

@@ -3,7 +3,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { collectFingerprint, describeBlockDevice, findMount, parseMountInfo, splitDeviceNumber } from '../../src/bench/fingerprint.js'
+import { collectFingerprint, describeBlockDevice, findMount, parseMountInfo, splitDeviceNumber } from '../../src/env/fingerprint.js'
 import { fingerprintSchema } from '../../src/bench/schema.js'
 import { nativePort } from '../../src/native/index.js'
 

@@ -6,7 +6,7 @@
 import t from 'tap'
 import fs from 'node:fs'
 import { benchReportSchema, type BenchReport } from '../../src/bench/schema.js'
-import { quickSecs, runCli, scratchDir } from './helpers.js'
+import { quickSecs, runCli, scratchDir } from '../fixtures/bench-helpers.js'
 
 const shm = '/dev/shm'
 

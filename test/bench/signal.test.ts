@@ -6,7 +6,7 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
-import { cliPath, quickSecs, repoRoot, runCli, scratchDir, spawn } from './helpers.js'
+import { cliPath, quickSecs, repoRoot, runCli, scratchDir, spawn } from '../fixtures/bench-helpers.js'
 
 const startupTimeoutMs = 60_000
 

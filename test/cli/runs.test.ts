@@ -7,8 +7,8 @@ import t from 'tap'
 import { join } from 'node:path'
 import { protocolVersion, type RunSummary } from '../../src/protocol/messages.js'
 import { runCli, runInProcess, startListener, tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from '../server/peer.js'
-import { verdictOf } from '../server/verdict-fixture.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
+import { verdictOf } from '../fixtures/verdict-fixture.js'
 
 t.test('runs lists every run newest first, as a table and as JSON', async (t) => {
   const dir = tempDir(t)

@@ -5,8 +5,8 @@
  */
 import t from 'tap'
 import type { NetworkInterfaceInfo } from 'node:os'
-import { formatEndpoint, literalFamily, parseEndpoint, resolveEndpoint, type Endpoint, type ResolverEnv } from '../../src/client/endpoint.js'
-import { PlugcheckError } from '../../src/errors.js'
+import { formatEndpoint, literalFamily, parseEndpoint, resolveEndpoint, type Endpoint, type ResolverEnv } from '../../src/protocol/endpoint.js'
+import { PlugcheckError } from '../../src/base/errors.js'
 import { defaultPort } from '../../src/protocol/messages.js'
 
 t.test('accepted forms parse and format back', async (t) => {

@@ -10,9 +10,9 @@
 import { closeSync, openSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { judgeRun } from '../../src/client/judge.js'
+import { judgeRun } from '../../src/client/verify/judge.js'
 import { encodeSuperblock, fillRecord, runKey, slotOf, slotOffsetBytes } from '../../src/record/format.js'
-import { timelineOfSpans } from '../../src/client/ack-timeline.js'
+import { timelineOfSpans } from '../../src/client/verify/ack-timeline.js'
 import type { AckSpan } from '../../src/protocol/messages.js'
 import { craftMeta, craftRun } from '../fixtures/crafted-run.js'
 

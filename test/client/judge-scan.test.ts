@@ -11,13 +11,13 @@
 import { closeSync, openSync, statSync, truncateSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { judgeRun, type RunReport } from '../../src/client/judge.js'
-import { threadsEnv } from '../../src/client/scan-threads.js'
-import { PlugcheckError } from '../../src/errors.js'
+import { judgeRun, type RunReport } from '../../src/client/verify/judge.js'
+import { threadsEnv } from '../../src/client/verify/scan-threads.js'
+import { PlugcheckError } from '../../src/base/errors.js'
 import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type Pattern, type RunMeta } from '../../src/record/format.js'
 import { craftMeta, craftRun, writeDataFile, range } from '../fixtures/crafted-run.js'
 import { compareWithReference, reference, setEnv, type Reference } from '../fixtures/judge-oracle.js'
-import { seededRandom } from '../lab/seeded.js'
+import { seededRandom } from '../fixtures/lab/seeded.js'
 
 const recordSize = 12 * 1024
 const slotCount = 1600 // 18.75 MiB of records: more than one 16 MiB read

@@ -5,8 +5,8 @@
 import { closeSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { judgeRun } from '../../src/client/judge.js'
-import { threadsEnv } from '../../src/client/scan-threads.js'
+import { judgeRun } from '../../src/client/verify/judge.js'
+import { threadsEnv } from '../../src/client/verify/scan-threads.js'
 import { encodeSuperblock, fillRecord, runKey, slotOf, slotOffsetBytes } from '../../src/record/format.js'
 import { craftMeta, craftRun } from '../fixtures/crafted-run.js'
 

@@ -1,11 +1,11 @@
 /**
- * The not-judged table (src/client/not-judged-rules.ts) over every input: each lookup (the latest
+ * The not-judged table (src/client/verify/not-judged-rules.ts) over every input: each lookup (the latest
  * group, or --run) with every subset of the checks finding something, against the rule as verify
  * wrote it before it became a table (a `??` chain, copied below); then that each check is asked only
  * while none before it found anything, that the table names every check once, and the exit code.
  */
 import t from 'tap'
-import { checksFor, firstNotJudged, lookups, notJudgedChecks, notJudgedExitCode, notJudgedRules, type Lookup, type NotJudgedCheck } from '../../src/client/not-judged-rules.js'
+import { checksFor, firstNotJudged, lookups, notJudgedChecks, notJudgedExitCode, notJudgedRules, type Lookup, type NotJudgedCheck } from '../../src/client/verify/not-judged-rules.js'
 
 /** Every subset of values. */
 function* subsets<T>(values: readonly T[]): Generator<T[]> {

@@ -1,5 +1,5 @@
 /**
- * verify's verdict tables (src/client/verdict-rules.ts) over every input: a run's finding from its
+ * verify's verdict tables (src/client/verify/verdict-rules.ts) over every input: a run's finding from its
  * counts, a run's verdict per role and finding, a method's over every mix of findings of 1 to 4 jobs,
  * the group's over every mix of 1 to 3 method verdicts, and each verdict's exit code. Each is checked
  * against the rule as the README states it, written out here independently of the tables.
@@ -21,8 +21,8 @@ import {
   type RunFacts,
   type JudgedRun,
   type Role,
-} from '../../src/client/verdict-rules.js'
-import type { RunVerdict } from '../../src/client/judge.js'
+} from '../../src/client/verify/verdict-rules.js'
+import type { RunVerdict } from '../../src/client/verify/judge.js'
 
 const roles: readonly Role[] = ['tested', 'control']
 const verdicts: readonly RunVerdict[] = ['pass', 'fail', 'inconclusive']

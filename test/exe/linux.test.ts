@@ -10,7 +10,7 @@ import { lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, w
 import { join } from 'node:path'
 import t from 'tap'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { builtExe, ensureLinuxX64 } from './exe.js'
+import { builtExe, ensureLinuxX64 } from '../fixtures/exe.js'
 
 interface ExeResult {
   readonly code: number | null

@@ -1,5 +1,5 @@
 /**
- * src/sea.ts without an executable: the cache directory per platform, the first unpack, a damaged
+ * src/exe/sea.ts without an executable: the cache directory per platform, the first unpack, a damaged
  * file rewritten with a notice, a damaged asset refused, cache directories that may hold someone
  * else's data refused, links and fifos among the files replaced without being read or written
  * through, and the command that starts plugcheck again.
@@ -10,8 +10,8 @@ import * as fs from 'node:fs'
 import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { PlugcheckError } from '../../src/errors.js'
-import { cacheRoot, ensureUnpacked, markSingleExecutable, mismatchedFiles, selfCommand, unpackDirName, type SeaManifest } from '../../src/sea.js'
+import { PlugcheckError } from '../../src/base/errors.js'
+import { cacheRoot, ensureUnpacked, markSingleExecutable, mismatchedFiles, selfCommand, unpackDirName, type SeaManifest } from '../../src/exe/sea.js'
 import { tempDir } from '../fixtures/cli.js'
 
 const assets: Record<string, Buffer> = { 'plugcheck.mjs': Buffer.from('export {}\n'), 'koffi.node': Buffer.from('native bytes') }
@@ -135,7 +135,7 @@ t.test('ensureUnpacked: a cache on a read-only file system fails with EROFS, not
     if (path.endsWith('/plugcheck')) throw options?.recursive ? Object.assign(new Error('ENOENT'), { code: 'ENOENT' }) : erofs(path)
     return fs.mkdirSync(path, options)
   }
-  const sea = await t.mockImport<typeof import('../../src/sea.js')>('../../src/sea.js', { 'node:fs': { ...fs, mkdirSync } })
+  const sea = await t.mockImport<typeof import('../../src/exe/sea.js')>('../../src/exe/sea.js', { 'node:fs': { ...fs, mkdirSync } })
   const root = join(tempDir(t, 'plugcheck-sea-'), 'plugcheck')
   t.throws(() => sea.ensureUnpacked(manifest, root, readAsset, () => {}), { code: 'EROFS', syscall: 'mkdir', path: root })
 })

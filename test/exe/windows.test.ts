@@ -6,8 +6,8 @@
 import { join } from 'node:path'
 import t from 'tap'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { ensureWine, runWineNode, winePath, wineRunTimeoutMs } from '../windows/wine.js'
-import { builtExe } from './exe.js'
+import { ensureWine, runWineNode, winePath, wineRunTimeoutMs } from '../fixtures/wine.js'
+import { builtExe } from '../fixtures/exe.js'
 
 t.test('the win-x64 single executable (under Wine)', async (t) => {
   ensureWine()

@@ -7,7 +7,7 @@
  * this machine's own link-local address (on an interface the test makes where none has one), which
  * the kernel delivers locally.
  */
-import { shellQuote } from '../../src/client/writer.js'
+import { shellQuote } from '../../src/client/write/writer.js'
 import t, { type Test } from 'tap'
 import { execFileSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'

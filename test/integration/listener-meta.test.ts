@@ -10,10 +10,10 @@ import t from 'tap'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
-import { seal, unseal } from '../../src/server/sealed-file.js'
+import { seal, unseal } from '../../src/store/sealed-file.js'
 import { runCli, runInProcess, startListener, tempDir } from '../fixtures/cli.js'
 
-/** The listener's own encoding of meta.msgpack (src/server/ack-store.ts). */
+/** The listener's own encoding of meta.msgpack (src/store/ack-store.ts). */
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 
 for (const [field, bit] of [

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { craftLongRun, repairDataFiles, seqsPerSpan, watchPeakRss } from '../fixtures/long-run-store.js'
 import { spawnCli, startListener, tempDir, type CliResult } from '../fixtures/cli.js'
-import { Peer } from '../server/peer.js'
+import { Peer } from '../fixtures/peer.js'
 import { maxSpansPerPage } from '../../src/protocol/messages.js'
 
 /** Bounds, not timings: far above what the listener (~450 MiB) and verify (~130 MiB) take, far below the old reply. */

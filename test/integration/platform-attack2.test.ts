@@ -6,7 +6,7 @@ import t from 'tap'
 import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, renameSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { shellQuote } from '../../src/client/writer.js'
+import { shellQuote } from '../../src/client/write/writer.js'
 import { binPath, runCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 
 /** `plugcheck write` in the background: its exit code and output once it ends. */

@@ -5,9 +5,9 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { listRuns } from '../../src/client/listener-client.js'
-import { parseEndpoint } from '../../src/client/endpoint.js'
-import type { Endpoint } from '../../src/client/endpoint.js'
+import { listRuns } from '../../src/client/verify/listener-client.js'
+import { parseEndpoint } from '../../src/protocol/endpoint.js'
+import type { Endpoint } from '../../src/protocol/endpoint.js'
 import { runCli, startListener, tempDir } from '../fixtures/cli.js'
 
 t.test('write --duration 5 with two methods, no TTY: one steady per run, stored and logged', async (t) => {

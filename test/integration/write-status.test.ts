@@ -8,8 +8,8 @@ import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { runWrite, type WriteProgress } from '../../src/client/writer.js'
-import { parseEndpoint, type Endpoint } from '../../src/client/endpoint.js'
+import { runWrite, type WriteProgress } from '../../src/client/write/writer.js'
+import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { startListener, tempDir, type CliResult } from '../fixtures/cli.js'
 
 const ttyScript = fileURLToPath(new URL('../fixtures/write-tty.ts', import.meta.url))

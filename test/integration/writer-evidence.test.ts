@@ -8,8 +8,8 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { listRuns } from '../../src/client/listener-client.js'
-import { parseEndpoint, type Endpoint } from '../../src/client/endpoint.js'
+import { listRuns } from '../../src/client/verify/listener-client.js'
+import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { runCli, runInProcess, sleep, startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
 
 const endpoint = (server: string): Endpoint => parseEndpoint(server) as Endpoint

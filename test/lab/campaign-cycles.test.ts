@@ -24,12 +24,12 @@ import fs from 'node:fs'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { campaignFileSchema, type CampaignFile } from '../../src/server/campaign-file.js'
+import { campaignFileSchema, type CampaignFile } from '../../src/store/campaign-file.js'
 import { reportDocumentSchema, type CampaignReport } from '../../src/report/model.js'
 import { binPath, runCli } from '../fixtures/cli.js'
-import { labUnavailableReason, type DiskMode } from './harness.js'
-import { LabMachine } from './cut-and-reboot.js'
-import { labSeed } from './seeded.js'
+import { labUnavailableReason, type DiskMode } from '../fixtures/lab/harness.js'
+import { LabMachine } from '../fixtures/lab/cut-and-reboot.js'
+import { labSeed } from '../fixtures/lab/seeded.js'
 
 const cycles = 3
 /** Bounds, not timings: a cycle takes ~8 s (3 s to steady, a 1-2 s cut delay, cut, reboot, verify). */

@@ -6,9 +6,9 @@
  */
 import t from 'tap'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { fileSize, runInProcess, spawnCli, tempDir, traceEntryBytes, waitFor } from '../fixtures/cli.js'
-import { labFor, labUnavailableReason } from './harness.js'
+import { labFor, labUnavailableReason } from '../fixtures/lab/harness.js'
 
 const reason = labUnavailableReason()
 if (reason !== null) {

@@ -8,7 +8,7 @@ import crypto from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
-import { diskModes, labFor, labUnavailableReason, type DiskMode } from './harness.js'
+import { diskModes, labFor, labUnavailableReason, type DiskMode } from '../fixtures/lab/harness.js'
 
 const blockBytes = 4096
 const blockCount = 50

@@ -18,10 +18,10 @@ import t from 'tap'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
-import { diskModes, labFor, labUnavailableReason, type DiskMode } from './harness.js'
-import { failedRecords, plugPull } from './plug.js'
-import { labSeed, seededRandom } from './seeded.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { diskModes, labFor, labUnavailableReason, type DiskMode } from '../fixtures/lab/harness.js'
+import { failedRecords, plugPull } from '../fixtures/lab/plug.js'
+import { labSeed, seededRandom } from '../fixtures/lab/seeded.js'
 
 const reason = labUnavailableReason()
 if (reason !== null) {

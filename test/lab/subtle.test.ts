@@ -12,10 +12,10 @@ import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
-import { labFor, labUnavailableReason } from './harness.js'
-import { failedRecords, plugPull } from './plug.js'
-import { labSeed, seededRandom } from './seeded.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { labFor, labUnavailableReason } from '../fixtures/lab/harness.js'
+import { failedRecords, plugPull } from '../fixtures/lab/plug.js'
+import { labSeed, seededRandom } from '../fixtures/lab/seeded.js'
 
 const recordBytes = 8192
 

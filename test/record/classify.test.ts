@@ -6,7 +6,7 @@
 import t from 'tap'
 import { Classifier, runLayout } from '../../src/record/classify.js'
 import { decodeSuperblock, encodeSuperblock, fillRecord, runKey, sectorBytes, slotOf, writeTimeOffset, type RunMeta } from '../../src/record/format.js'
-import { seededRandom } from '../lab/seeded.js'
+import { seededRandom } from '../fixtures/lab/seeded.js'
 
 const recordSize = 8192
 const sectors = recordSize / sectorBytes

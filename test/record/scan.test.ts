@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap'
 import { Classifier, runLayout, type RunLayout } from '../../src/record/classify.js'
 import { fillRecord, runKey, sectorBytes, slotOf, writeTimeOffset, type Pattern, type RunKey } from '../../src/record/format.js'
-import { seededRandom } from '../lab/seeded.js'
+import { seededRandom } from '../fixtures/lab/seeded.js'
 
 const key = runKey('0123456789abcdef')
 const otherKey = runKey('fedcba9876543210')

@@ -10,8 +10,8 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { runInProcess } from '../fixtures/cli.js'
-import { campaignFileText, type CampaignFile } from '../../src/server/campaign-file.js'
-import { craftListenerDir, otherDevice, threeCycles } from './fixtures.js'
+import { campaignFileText, type CampaignFile } from '../../src/store/campaign-file.js'
+import { craftListenerDir, otherDevice, threeCycles } from '../fixtures/report.js'
 
 const chromiumPath = '/usr/bin/chromium'
 const artifacts = fileURLToPath(new URL('../../test-artifacts/', import.meta.url))

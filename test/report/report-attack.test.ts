@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, runInProcess } from '../fixtures/cli.js'
-import { craftListenerDir, threeCycles } from './fixtures.js'
+import { craftListenerDir, threeCycles } from '../fixtures/report.js'
 
 t.test('--html naming the campaign file itself does not overwrite the listener\'s state', async (t) => {
   const dir = t.testdir()

@@ -9,9 +9,9 @@ import t, { type Test } from 'tap'
 import * as fsPromises from 'node:fs/promises'
 import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { runIdOf, runMeta } from './peer.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
 
 const onPath = (runId: string) => runMeta(runId, { requestedPath: '/data/db', path: '/data/db' })
 
@@ -34,7 +34,7 @@ async function refusedAnnouncementStaysRefused(t: Test, handleOverrides: (handle
   await store.createRun(onPath(previous), Date.now())
   await store.close()
 
-  const { AckStore: FaultyStore } = await t.mockImport<typeof import('../../src/server/ack-store.js')>('../../src/server/ack-store.js', {
+  const { AckStore: FaultyStore } = await t.mockImport<typeof import('../../src/store/ack-store.js')>('../../src/store/ack-store.js', {
     'node:fs/promises': { ...fsPromises, open: faultyOpen(handleOverrides) },
   })
   const faulty = await FaultyStore.open(dir)

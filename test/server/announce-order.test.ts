@@ -8,10 +8,10 @@ import t from 'tap'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
-import { AckStore } from '../../src/server/ack-store.js'
-import { unseal } from '../../src/server/sealed-file.js'
+import { AckStore } from '../../src/store/ack-store.js'
+import { unseal } from '../../src/store/sealed-file.js'
 import { tempDir } from '../fixtures/cli.js'
-import { runIdOf, runMeta } from './peer.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
 
 const onPath = (runId: string) => runMeta(runId, { requestedPath: '/data/db', path: '/data/db' })
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })

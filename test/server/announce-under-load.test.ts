@@ -6,11 +6,11 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
-const floodScript = fileURLToPath(new URL('./ack-flood.ts', import.meta.url))
+const floodScript = fileURLToPath(new URL('../fixtures/ack-flood.ts', import.meta.url))
 
 t.test('announcing a run while 8 writers stream acks takes under a second', async (t) => {
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t) })

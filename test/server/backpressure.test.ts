@@ -3,9 +3,9 @@
  * listener queues about one reply for it, not all of them; once the peer reads, every reply comes.
  */
 import t from 'tap'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, bulkyGroup } from './peer.js'
+import { Peer, bulkyGroup } from '../fixtures/peer.js'
 
 t.test('a peer that does not read its replies is not read either', async (t) => {
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t) })

@@ -5,10 +5,10 @@
  */
 import t from 'tap'
 import { readdirSync } from 'node:fs'
-import { Listener, maxQueriesPerConnection } from '../../src/server/listener.js'
-import { AckStore } from '../../src/server/ack-store.js'
+import { Listener, maxQueriesPerConnection } from '../../src/server/listen/listener.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { limitDescriptors, startListener, tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('2,000 connections that never say hello are closed with an error frame', async (t) => {
   const lines: string[] = []

@@ -6,12 +6,12 @@
 import t, { type Test } from 'tap'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
-import { Campaign } from '../../src/server/campaign.js'
-import type { CampaignOptions } from '../../src/server/listen.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { Campaign } from '../../src/server/campaign/campaign.js'
+import type { CampaignOptions } from '../../src/server/listen/listen.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runMeta } from './peer.js'
-import { ackedRecords, passVerdict, readCampaign, startCycleWriter, waitForPhase } from './campaign-agent.js'
+import { Peer, runMeta } from '../fixtures/peer.js'
+import { ackedRecords, passVerdict, readCampaign, startCycleWriter, waitForPhase } from '../fixtures/campaign-agent.js'
 
 async function startCampaign(t: Test, dir: string, options: CampaignOptions): Promise<{ listener: Listener; campaign: Campaign; port: number }> {
   let campaign: Campaign | undefined

@@ -9,8 +9,8 @@ import t from 'tap'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
-import { campaignFilePath } from '../../src/server/campaign.js'
-import { cutScript, readCampaign, reportVerdict, startCycleWriter, waitForPhase } from './campaign-agent.js'
+import { campaignFilePath } from '../../src/server/campaign/campaign.js'
+import { cutScript, readCampaign, reportVerdict, startCycleWriter, waitForPhase } from '../fixtures/campaign-agent.js'
 
 const flags = (name: string, command: string, cycles: number, cutAfter = '1-1.5'): string[] => [
   '--campaign', name, '--cycles', String(cycles), '--cut-command', command, '--cut-after', cutAfter, '--reboot-timeout', '60', '--seed', '99',

@@ -1,12 +1,12 @@
 /**
- * The campaign's transition table (src/server/campaign-transitions.ts) over every phase and event,
+ * The campaign's transition table (src/server/campaign/campaign-transitions.ts) over every phase and event,
  * against the conditions campaign.ts wrote before they became a table (copied below); then that the
  * table has every phase and every event exactly once, that every phase can be reached from a new
  * campaign's, and that a campaign done or stopped never moves again.
  */
 import t from 'tap'
 import { campaignPhases } from '../../src/protocol/messages.js'
-import { campaignEvents, campaignStep, campaignTransitions, movesTo, type CampaignEvent, type CampaignPhase, type CampaignStep } from '../../src/server/campaign-transitions.js'
+import { campaignEvents, campaignStep, campaignTransitions, movesTo, type CampaignEvent, type CampaignPhase, type CampaignStep } from '../../src/server/campaign/campaign-transitions.js'
 
 /** campaign.ts before the table: handle(), runAnnounced(), steady(), cut(), cutDone(), cameBack(), rebootTimedOut(), resume(). */
 function before(phase: CampaignPhase, event: CampaignEvent): CampaignStep {

@@ -4,13 +4,13 @@
  * moments, a failing cut command, an agent that never comes back.
  */
 import t, { type Test } from 'tap'
-import { Listener } from '../../src/server/listener.js'
-import { Campaign, cutDelayMs } from '../../src/server/campaign.js'
-import type { CampaignOptions } from '../../src/server/listen.js'
-import type { ListenerEvent } from '../../src/server/events.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { Campaign, cutDelayMs } from '../../src/server/campaign/campaign.js'
+import type { CampaignOptions } from '../../src/server/listen/listen.js'
+import type { ListenerEvent } from '../../src/server/listen/events.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer } from './peer.js'
-import { cutScript, readCampaign, reportVerdict, startCycleWriter, waitForPhase } from './campaign-agent.js'
+import { Peer } from '../fixtures/peer.js'
+import { cutScript, readCampaign, reportVerdict, startCycleWriter, waitForPhase } from '../fixtures/campaign-agent.js'
 
 async function startCampaign(t: Test, dir: string, options: CampaignOptions): Promise<{ listener: Listener; campaign: Campaign; port: number; messages: string[] }> {
   const messages: string[] = []

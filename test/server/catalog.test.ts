@@ -10,11 +10,11 @@ import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, truncateSyn
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
-import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { AckStore, frameLogEntry } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { entryOf, readCatalogValues, recraftCatalog, writeCatalogValues, type CatalogValue } from './catalog-values.js'
-import { runIdOf, runMeta } from './peer.js'
-import { verdictOf } from './verdict-fixture.js'
+import { entryOf, readCatalogValues, recraftCatalog, writeCatalogValues, type CatalogValue } from '../fixtures/catalog-values.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
+import { verdictOf } from '../fixtures/verdict-fixture.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
 

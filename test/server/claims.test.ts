@@ -4,10 +4,10 @@
  * runs reply carries every claim on the path with its peer and whether it is live.
  */
 import t from 'tap'
-import { Listener } from '../../src/server/listener.js'
-import { AckStore } from '../../src/server/ack-store.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 const onPath = (n: number, methodIndex = 0) =>
   runMeta(runIdOf(n), { host: 'box', requestedPath: '/data/db', path: '/data/db', groupId: runIdOf(n - methodIndex), method: methodIndex === 0 ? 'fdatasync' : 'none' })

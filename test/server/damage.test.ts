@@ -11,13 +11,13 @@ import t, { type Test } from 'tap'
 import { closeSync, mkdirSync, openSync, readFileSync, readSync, rmSync, statSync, truncateSync, writeFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
-import { Listener } from '../../src/server/listener.js'
-import { AckStore } from '../../src/server/ack-store.js'
-import { seal, unseal } from '../../src/server/sealed-file.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { AckStore } from '../../src/store/ack-store.js'
+import { seal, unseal } from '../../src/store/sealed-file.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
 import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
-import { listenerRefuses } from './damage-refusal.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
+import { listenerRefuses } from '../fixtures/damage-refusal.js'
 
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 

@@ -13,8 +13,8 @@ import { readdirSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import { binPath, runInProcess, tempDir } from '../fixtures/cli.js'
 import { nativePort } from '../../src/native/index.js'
-import { Listener, maxLingering } from '../../src/server/listener.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Listener, maxLingering } from '../../src/server/listen/listener.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 
 interface Started {

@@ -6,8 +6,8 @@
 import t from 'tap'
 import { readdirSync } from 'node:fs'
 import { limitDescriptors, startListener, tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
-import { maxRunsPerConnection } from '../../src/server/listener.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
+import { maxRunsPerConnection } from '../../src/server/listen/listener.js'
 
 t.test('64 live runs under a 64-descriptor limit, and a new run still accepted', async (t) => {
   const dir = tempDir(t)

@@ -4,10 +4,10 @@
  * directory) while the first holds <dir>/lock; verify --acks reads the directory without the lock.
  */
 import t from 'tap'
-import { Listener } from '../../src/server/listener.js'
-import { AckStore } from '../../src/server/ack-store.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { runCli, startListener, tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('a second listener on the same directory is refused; verify --acks still reads it', async (t) => {
   const dir = tempDir(t)

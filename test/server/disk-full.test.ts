@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { Peer, runMeta } from './peer.js'
+import { Peer, runMeta } from '../fixtures/peer.js'
 
 t.test('a full disk stops the run, and no ack reported as recorded is lost', async (t) => {
   // A real full file system needs a mount: run the suite as root, as CI does (never skipped).

@@ -8,10 +8,10 @@ import t from 'tap'
 import { execFileSync } from 'node:child_process'
 import { closeSync, constants, existsSync, openSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { EventsFile } from '../../src/server/listen.js'
-import type { ListenerEvent } from '../../src/server/events.js'
+import { EventsFile } from '../../src/server/listen/listen.js'
+import type { ListenerEvent } from '../../src/server/listen/events.js'
 import { runCli, runInProcess, startListener, tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 const quietIo = { out: () => undefined, err: () => undefined, statusTty: false }
 

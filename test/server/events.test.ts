@@ -7,11 +7,11 @@
 import t from 'tap'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { describeEvent, type ListenerEvent } from '../../src/server/events.js'
+import { describeEvent, type ListenerEvent } from '../../src/server/listen/events.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
 import { runCli, startListener, tempDir, waitFor, writeThenKill } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
-import { verdictOf } from './verdict-fixture.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
+import { verdictOf } from '../fixtures/verdict-fixture.js'
 
 function eventsIn(path: string): ListenerEvent[] {
   if (!existsSync(path)) return []

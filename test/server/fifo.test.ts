@@ -8,10 +8,10 @@ import t from 'tap'
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
-import { listenerRefuses } from './damage-refusal.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { listenerRefuses } from '../fixtures/damage-refusal.js'
 import { runCli, tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 async function storeWithRun(dir: string, runId: string): Promise<void> {
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })

@@ -4,9 +4,9 @@
  * writer on the path (another group) is still refused while the jobs run.
  */
 import t from 'tap'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 const key = 'a'.repeat(32)
 const requestedPath = '/data/jobs'

@@ -5,9 +5,9 @@
  */
 import t from 'tap'
 import { connect, type Socket } from 'node:net'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('tokenless peers holding every slot without hello do not keep a writer with the token out', async (t) => {
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), token: 's3cret', maxConnections: 8, maxPendingHandshakes: 16 })

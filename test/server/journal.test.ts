@@ -10,14 +10,14 @@ import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSyn
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Packr } from 'msgpackr'
-import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { AckStore, frameLogEntry } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { recorded as recordedOnce } from './store-fixture.js'
-import { runMeta, runIdOf } from './peer.js'
-import { verdictOf } from './verdict-fixture.js'
+import { recorded as recordedOnce } from '../fixtures/store-fixture.js'
+import { runMeta, runIdOf } from '../fixtures/peer.js'
+import { verdictOf } from '../fixtures/verdict-fixture.js'
 
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
-const childPath = fileURLToPath(new URL('./journal-child.ts', import.meta.url))
+const childPath = fileURLToPath(new URL('../fixtures/journal-child.ts', import.meta.url))
 
 
 const segments = (dir: string): string[] => readdirSync(join(dir, 'journal')).filter((n) => n.endsWith('.wal')).sort()

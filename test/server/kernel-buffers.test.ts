@@ -6,10 +6,10 @@
  * /proc/net/tcp (Linux).
  */
 import t from 'tap'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
 import { kernelQueuesOfPort } from '../fixtures/kernel-queues.js'
-import { Peer, largestFingerprint, bulkyGroup, runIdOf, runMeta } from './peer.js'
+import { Peer, largestFingerprint, bulkyGroup, runIdOf, runMeta } from '../fixtures/peer.js'
 
 
 /** A group of `runs` ended runs on box:/data/db, each with the largest fingerprint an announcement may carry (~16.5 KB): a query's reply is ~runs x 17 KB. */

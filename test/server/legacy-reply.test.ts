@@ -7,12 +7,12 @@
 import t from 'tap'
 import { join } from 'node:path'
 import { unpack } from 'msgpackr'
-import { AckStore } from '../../src/server/ack-store.js'
-import { legacyRunsReply, Turns } from '../../src/server/legacy-reply.js'
+import { AckStore } from '../../src/store/ack-store.js'
+import { legacyRunsReply, Turns } from '../../src/server/listen/legacy-reply.js'
 import { encodeFrame } from '../../src/protocol/framing.js'
 import { craftLongRun } from '../fixtures/long-run-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { runIdOf, runMeta } from './peer.js'
+import { runIdOf, runMeta } from '../fixtures/peer.js'
 
 async function bothReplies(store: AckStore, host: string, requestedPath: string): Promise<{ streamed: Buffer; whole: Buffer }> {
   const claims = (): ReturnType<AckStore['claims']> => store.claims(host, requestedPath)

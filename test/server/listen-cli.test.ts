@@ -4,8 +4,8 @@
  */
 import t from 'tap'
 import { spawnCli, runInProcess, tempDir, waitFor } from '../fixtures/cli.js'
-import { isLoopbackHost } from '../../src/server/listen.js'
-import { Peer } from './peer.js'
+import { isLoopbackHost } from '../../src/server/listen/listen.js'
+import { Peer } from '../fixtures/peer.js'
 
 async function listenOutput(args: readonly string[]): Promise<{ stdout: string; stderr: string; port: number; stop: () => Promise<void> }> {
   const child = spawnCli(['listen', '--port', '0', ...args])

@@ -5,10 +5,10 @@
  */
 import t from 'tap'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
-import { AckStore } from '../../src/server/ack-store.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { Peer, runMeta } from './peer.js'
+import { Peer, runMeta } from '../fixtures/peer.js'
 
 const meta = (runId: string) => runMeta(runId)
 

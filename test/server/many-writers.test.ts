@@ -6,9 +6,9 @@
  */
 import t from 'tap'
 import { AckFrameEncoder } from '../../src/protocol/framing.js'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 const writerCount = 256
 const acksPerWriter = 300

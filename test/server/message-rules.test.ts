@@ -1,5 +1,5 @@
 /**
- * The listener's message rules (src/server/message-rules.ts) over every input: each state of a
+ * The listener's message rules (src/server/listen/message-rules.ts) over every input: each state of a
  * connection (before hello, writer, verifier), each client message, and every combination of what the
  * listener knows (over budget or not, the run announced here or not, ended or not, held or not),
  * against the rules as listener.ts wrote them case by case before they became a table (copied below):
@@ -8,8 +8,8 @@
  */
 import t from 'tap'
 import { clientMessageSchema, type ErrorCode } from '../../src/protocol/messages.js'
-import { connectionStates, messageRules, messageTypes, refusalOf, refusalText, type ConnectionState, type MessageFacts, type MessageType } from '../../src/server/message-rules.js'
-import { maxQueriesPerConnection, maxRunsPerConnection, maxSpanPagesPerConnection, maxVerdictsPerConnection } from '../../src/server/listener.js'
+import { connectionStates, messageRules, messageTypes, refusalOf, refusalText, type ConnectionState, type MessageFacts, type MessageType } from '../../src/server/listen/message-rules.js'
+import { maxQueriesPerConnection, maxRunsPerConnection, maxSpanPagesPerConnection, maxVerdictsPerConnection } from '../../src/server/listen/listener.js'
 
 const runId = '0123456789abcdef'
 

@@ -7,14 +7,14 @@
 import t from 'tap'
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
-import { AckStore } from '../../src/server/ack-store.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { runCli, runInProcess, sleep, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
-import type { ListenerEvent } from '../../src/server/events.js'
-import { campaignFileText, type CampaignFile } from '../../src/server/campaign-file.js'
-import { describeKept, selectPrunable } from '../../src/server/prune.js'
-import { verdictOf } from './verdict-fixture.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
+import type { ListenerEvent } from '../../src/server/listen/events.js'
+import { campaignFileText, type CampaignFile } from '../../src/store/campaign-file.js'
+import { describeKept, selectPrunable } from '../../src/server/listen/prune.js'
+import { verdictOf } from '../fixtures/verdict-fixture.js'
 
 /** Fills dir with `ended` runs, run n acked 1..n and ended; `campaign` tags them. */
 async function fill(dir: string, ended: number, campaign?: string): Promise<void> {

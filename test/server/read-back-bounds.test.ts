@@ -6,10 +6,10 @@
  * that fit in the cache, whatever the order of their directories.
  */
 import t, { type Test } from 'tap'
-import { AckStore } from '../../src/server/ack-store.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
-import { bulkyFingerprint, runIdOf, runMeta } from '../server/peer.js'
-import { storeOfEndedRuns } from './store-fixture.js'
+import { bulkyFingerprint, runIdOf, runMeta } from '../fixtures/peer.js'
+import { storeOfEndedRuns } from '../fixtures/store-fixture.js'
 import type { RunMeta } from '../../src/record/format.js'
 
 const announcedMs = Date.now() - 30 * 86_400_000

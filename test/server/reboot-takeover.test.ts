@@ -6,12 +6,12 @@
  * machine and its new boot id ends the old boot's runs the same way.
  */
 import t from 'tap'
-import { Listener } from '../../src/server/listener.js'
-import { AckStore } from '../../src/server/ack-store.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { AckStore } from '../../src/store/ack-store.js'
 import { tempDir } from '../fixtures/cli.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
-import { verdictOf } from './verdict-fixture.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
+import { verdictOf } from '../fixtures/verdict-fixture.js'
 
 const writerEnv = (bootId: string | null) => ({ writer: { bootId, fingerprint: null } })
 const path = '/data/rebooted'

@@ -6,12 +6,12 @@
 import t from 'tap'
 import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync, truncateSync } from 'node:fs'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
-import { listenerRefuses } from './damage-refusal.js'
-import { AckStore, frameCommit } from '../../src/server/ack-store.js'
-import { maxCommitBytes, maxEndDetailBytes } from '../../src/server/ack-log.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { listenerRefuses } from '../fixtures/damage-refusal.js'
+import { AckStore, frameCommit } from '../../src/store/ack-store.js'
+import { maxCommitBytes, maxEndDetailBytes } from '../../src/store/ack-log.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
-import { Peer, runMeta } from './peer.js'
+import { Peer, runMeta } from '../fixtures/peer.js'
 
 const commit = frameCommit
 

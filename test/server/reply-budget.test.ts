@@ -6,9 +6,9 @@
  * dropped for this.
  */
 import t from 'tap'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
-import { Peer, bulkyGroup, runIdOf, runMeta } from './peer.js'
+import { Peer, bulkyGroup, runIdOf, runMeta } from '../fixtures/peer.js'
 
 async function nonReadingQuerier(port: number): Promise<Peer> {
   const peer = await Peer.open(port)

@@ -9,12 +9,12 @@ import t, { type Test } from 'tap'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
-import { Listener } from '../../src/server/listener.js'
-import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { AckStore, frameLogEntry } from '../../src/store/ack-store.js'
 import { storedRunSchema, type AckSpan } from '../../src/protocol/messages.js'
 import { craftMeta, range, writeDataFile } from '../fixtures/crafted-run.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 const entry = frameLogEntry
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })

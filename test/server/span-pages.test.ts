@@ -8,14 +8,14 @@
  */
 import t from 'tap'
 import { join } from 'node:path'
-import { SpanTable } from '../../src/server/span-table.js'
-import { Listener, maxSpanPagesPerConnection } from '../../src/server/listener.js'
+import { SpanTable } from '../../src/store/span-table.js'
+import { Listener, maxSpanPagesPerConnection } from '../../src/server/listen/listener.js'
 import { readSpanPage } from '../../src/protocol/span-page.js'
 import { inlineSpansMax, maxSpansPerPage, protocolVersion, type AckSpan, type ServerMessage } from '../../src/protocol/messages.js'
 import { craftLongRun, seqsPerSpan } from '../fixtures/long-run-store.js'
 import { runInProcess, tempDir } from '../fixtures/cli.js'
-import { seededRandom } from '../lab/seeded.js'
-import { Peer } from './peer.js'
+import { seededRandom } from '../fixtures/lab/seeded.js'
+import { Peer } from '../fixtures/peer.js'
 
 /** The rule SpanTable replaced, on arrays: the oracle. */
 function oracleAdd(spans: AckSpan[], fromSeq: number, toSeq: number, firstMs: number, lastMs: number, maxSpans: number): void {

@@ -5,8 +5,8 @@
  * every item.
  */
 import t from 'tap'
-import { SpanSummary, SpanTable, spanWindowMs } from '../../src/server/span-table.js'
-import { seededRandom } from '../lab/seeded.js'
+import { SpanSummary, SpanTable, spanWindowMs } from '../../src/store/span-table.js'
+import { seededRandom } from '../fixtures/lab/seeded.js'
 
 t.test('the summary answers length, throughSeq and lastAckMs as the table does, after every item', async (t) => {
   for (const maxSpans of [2, 3, 4, 5, 7, 8, 16, 33]) {

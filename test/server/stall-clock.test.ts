@@ -8,7 +8,7 @@
 import t from 'tap'
 import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
-import { Listener } from '../../src/server/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
 import { encodeFrame } from '../../src/protocol/framing.js'
 import { craftLongRun } from '../fixtures/long-run-store.js'
 import { tempDir } from '../fixtures/cli.js'

@@ -6,10 +6,10 @@
  */
 import t from 'tap'
 import { performance } from 'node:perf_hooks'
-import { Listener } from '../../src/server/listener.js'
-import { TokenBackoff, addressGroup, backoffMs, freeWrongTokens } from '../../src/server/token-backoff.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { TokenBackoff, addressGroup, backoffMs, freeWrongTokens } from '../../src/server/listen/token-backoff.js'
 import { tempDir } from '../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from './peer.js'
+import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('the schedule, the address groups and the bound on memory', async (t) => {
   t.same([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 40].map((n) => backoffMs(n, 5000)), [0, 0, 0, 250, 500, 1000, 2000, 4000, 5000, 5000, 5000])

@@ -9,13 +9,13 @@ import t from 'tap'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
-import { Listener, maxVerdictsPerConnection, maxQueriesPerConnection } from '../../src/server/listener.js'
-import { AckStore, frameLogEntry } from '../../src/server/ack-store.js'
-import { seal } from '../../src/server/sealed-file.js'
+import { Listener, maxVerdictsPerConnection, maxQueriesPerConnection } from '../../src/server/listen/listener.js'
+import { AckStore, frameLogEntry } from '../../src/store/ack-store.js'
+import { seal } from '../../src/store/sealed-file.js'
 import { maxListedRuns, protocolVersion, type RunSummary, type ServerMessage, type StoredVerdict } from '../../src/protocol/messages.js'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { Peer, bulkyFingerprint, runIdOf, runMeta } from './peer.js'
-import { verdictOf } from './verdict-fixture.js'
+import { Peer, bulkyFingerprint, runIdOf, runMeta } from '../fixtures/peer.js'
+import { verdictOf } from '../fixtures/verdict-fixture.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
 

@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { startListener, tempDir, waitFor } from '../fixtures/cli.js'
-import { ensureWine, runWine, winePath, wineRunTimeoutMs } from './wine.js'
+import { ensureWine, runWine, winePath, wineRunTimeoutMs } from '../fixtures/wine.js'
 
 t.test('Windows port attacks, round 2 (under Wine)', async (t) => {
   ensureWine()

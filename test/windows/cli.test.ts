@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { spawnSync } from 'node:child_process'
 import t from 'tap'
 import { startListener, tempDir } from '../fixtures/cli.js'
-import { ensureWine, runWine, winePath, wineRunTimeoutMs } from './wine.js'
+import { ensureWine, runWine, winePath, wineRunTimeoutMs } from '../fixtures/wine.js'
 
 t.test('plugcheck on Windows (under Wine)', async (t) => {
   ensureWine()

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { cacheDir, repoRoot } from '../../scripts/wine.js'
-import { ensureWine, runWineNode, winePath, wineRunTimeoutMs } from './wine.js'
+import { ensureWine, runWineNode, winePath, wineRunTimeoutMs } from '../fixtures/wine.js'
 
 type Outcome = { ok: boolean; value?: any; code?: string; message?: string; ms?: number }
 
@@ -23,7 +23,7 @@ async function bundleProbe(): Promise<string> {
   // Inside node_modules, so node.exe finds koffi (and its Windows build) by walking up.
   const out = join(cacheDir, 'port-wine-probe.mjs')
   await build({
-    entryPoints: [join(repoRoot, 'test', 'windows', 'port-wine-probe.ts')],
+    entryPoints: [join(repoRoot, 'test', 'fixtures', 'port-wine-probe.ts')],
     bundle: true,
     platform: 'node',
     format: 'esm',

@@ -6,7 +6,7 @@ import { rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { build } from 'esbuild'
 import t from 'tap'
-import { distBin, ensureWine, runWine, runWineNode, winePath, wineRunTimeoutMs } from './wine.js'
+import { distBin, ensureWine, runWine, runWineNode, winePath, wineRunTimeoutMs } from '../fixtures/wine.js'
 
 const repoRoot = dirname(dirname(distBin))
 

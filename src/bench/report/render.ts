@@ -4,7 +4,7 @@
  * latency percentiles, then what the figures mean. Pure functions: bench.ts decides when to print.
  */
 import type { BlockDeviceInfo, Fingerprint, PlausibilityFlag, RowResult, SectionResult } from '../schema.js'
-import { formatSize } from '../../sizes.js'
+import { formatSize } from '../../base/sizes.js'
 
 const labelIndent = '        '
 const labelWidth = 30

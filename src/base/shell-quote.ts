@@ -1,0 +1,14 @@
+import { nativePort } from '../native/index.js'
+
+/**
+ * Quoting for the shell the user pastes into: plain paths stay as they are, anything else goes in
+ * single quotes, which neither a POSIX shell nor PowerShell expands inside ($HOME, %PATH%, globs such
+ * as [::1]). POSIX escapes a quote as '\'' and PowerShell by doubling it. On Windows the command is written
+ * for PowerShell; cmd.exe has no quoting that stops %VAR% expansion.
+ */
+export function shellQuote(text: string, shell: 'posix' | 'windows' = nativePort().shell): string {
+  // PowerShell: a comma is its array operator and @ splats, so both are quoted; inside single quotes
+  // it ends the string at the ASCII quote and at U+2018-U+201B alike, and a doubled one stands for itself.
+  if (shell === 'windows') return /^[A-Za-z0-9_+=:.\\/-]+$/.test(text) ? text : `'${text.replace(/[\u0027\u2018-\u201b]/g, (q) => q + q)}'`
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`
+}

@@ -1,0 +1,72 @@
+/**
+ * `plugcheck demo`: the whole workflow on one machine. A listener on 127.0.0.1 with a temp
+ * directory, a writer on a temp file, SIGKILL after a few seconds, verify, and what it means.
+ * A killed process keeps the page cache, so this rehearses the workflow; it does not test storage.
+ */
+import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Listener } from '../server/listen/listener.js'
+import type { MethodName } from '../native/registry.js'
+import { runtimeError } from '../base/errors.js'
+import { selfCommand } from '../exe/sea.js'
+import { runVerify } from '../client/verify/verify.js'
+import type { Io } from '../client/write/writer.js'
+
+export const binPath = fileURLToPath(new URL('../../bin/plugcheck.js', import.meta.url))
+
+/** How long the demo waits for the listener to record the killed writer's end before it verifies anyway. */
+const endWaitMs = 10_000
+
+/** Until every run the listener holds has its end recorded (the killed writer's: vanished), or waitMs passed. */
+async function endsRecorded(listener: Listener, waitMs: number): Promise<void> {
+  const deadlineMs = performance.now() + waitMs
+  while (performance.now() < deadlineMs && listener.store.summaries().some((run) => run.end === undefined)) await new Promise((resolve) => setTimeout(resolve, 20))
+}
+
+export interface DemoOptions {
+  readonly method: MethodName
+  readonly killAfterS: number
+  readonly json: boolean
+}
+
+export async function runDemo(options: DemoOptions, io: Io): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'plugcheck-demo-'))
+  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: join(dir, 'listener') })
+  try {
+    const server = `127.0.0.1:${listener.address().port}`
+    const file = join(dir, 'data.plugcheck')
+    io.err(`plugcheck demo: listener on ${server}; writer on ${file} with ${options.method}; SIGKILL in ${options.killAfterS} s\n`)
+    const [plugcheck, ...plugcheckArgs] = selfCommand(binPath)
+    const writer = spawn(plugcheck!, [...plugcheckArgs, 'write', '--server', server, '--file', file, '--method', options.method, '--size', '64MiB'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    let writerStderr = ''
+    writer.stderr.on('data', (chunk: Buffer) => (writerStderr += chunk.toString()))
+    const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)))
+    const early = await Promise.race([exited, new Promise<'timer'>((resolve) => setTimeout(() => resolve('timer'), options.killAfterS * 1000))])
+    if (early !== 'timer') throw runtimeError(`the writer stopped by itself (exit ${early}) before the kill: ${writerStderr.trim()}`)
+    writer.kill('SIGKILL')
+    await exited
+    io.err(`plugcheck demo: writer killed with SIGKILL; verifying\n`)
+    // The listener sees the writer's connection close a moment after the kill, and answers its run as
+    // ended once that end is recorded (until then verify says it is still being written, exit 2).
+    await endsRecorded(listener, endWaitMs)
+    const code = await runVerify({ source: { server: { host: '127.0.0.1', port: listener.address().port } }, file, json: options.json }, io)
+    if (!options.json) {
+      io.out(
+        '\nWhat this means: the writer was killed in the middle of its run, yet every record it had reported as ' +
+          'synced is on disk, because a killed process leaves its writes in the kernel page cache. This rehearses the ' +
+          'workflow (listener, writer, verify) on one machine; it says nothing about your storage. Only a real power ' +
+          'cut tests whether the drive and the stack above it keep what fdatasync acknowledged: run `plugcheck listen` ' +
+          'on a second machine, `plugcheck write` on the machine under test, pull its plug, reboot, and run `plugcheck verify`.\n',
+      )
+    }
+    return code
+  } finally {
+    await listener.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+}

@@ -1,0 +1,212 @@
+/**
+ * `plugcheck agent`: what the machine under test starts at boot during a campaign. It verifies the
+ * last run of this host and path (as `verify` does) and reports the verdicts to the listener, then, if
+ * the listener's campaign has cycles left, writes the next cycle until the power goes.
+ *
+ * Fault model: at boot the network (or the listener) may come up late, so the first contact is
+ * retried for a bounded time. A run the listener still holds open is never given a verdict: its
+ * writer may be alive (the agent started twice, or before the cut), and a verdict on a live run would
+ * end a campaign cycle that was never cut. The agent writes only through runWrite, so it replaces
+ * nothing but its own data files (a foreign file at --file is refused exactly as `write` refuses it).
+ */
+import { realpathSync } from 'node:fs'
+import { performance } from 'node:perf_hooks'
+import { hostname } from 'node:os'
+import { dirname, resolve } from 'node:path'
+import { PlugcheckError, exitCodes, runtimeError } from '../../base/errors.js'
+import { selfCommand } from '../../exe/sea.js'
+import type { CampaignState } from '../../protocol/messages.js'
+import { listenerTimeoutMs as defaultListenerTimeoutMs } from '../write/ack-channel.js'
+import { formatEndpoint } from '../../protocol/endpoint.js'
+import { listRuns, queryCampaign, queryRuns, reportVerdicts } from '../verify/listener-client.js'
+import { printedReport, storedVerdicts, verifyReport } from '../verify/verify.js'
+import { runWrite, shellQuote, validateWriteFlags, writerEnvironment, type Io, type WriteOptions } from '../write/writer.js'
+
+export interface AgentOptions extends Omit<WriteOptions, 'durationS' | 'traceFile' | 'campaign'> {
+  /** Print a service definition that starts this agent at boot, and exit. */
+  readonly printService?: 'systemd' | 'windows'
+}
+
+/** At boot the network may come up late: the first contact with the listener is retried this long. */
+export const listenerWaitMs = 5 * 60_000
+const waitMessageIntervalMs = 30_000
+const retryIntervalMs = 1000
+/** After the verdicts, the campaign moves to the next cycle on its own schedule: asked again this often, within the listener time-out. */
+const campaignPollIntervalMs = 200
+
+/** argv is the agent's own command line, for --print-service to repeat. */
+export async function runAgent(options: AgentOptions, argv: readonly string[], io: Io): Promise<number> {
+  if (options.printService !== undefined) {
+    io.out(serviceDefinition(options.printService, agentCommand(argv, options.file)))
+    return exitCodes.ok
+  }
+  validateWriteFlags(options)
+  const timeoutMs = options.listenerTimeoutMs ?? defaultListenerTimeoutMs
+  const where = formatEndpoint(options.server)
+  let campaign = await untilListenerAnswers(() => queryCampaign(options.server, options.token, timeoutMs), where, io)
+
+  // 1. The last run of this host and path: verified and reported unless every run of its group has a verdict.
+  let exitCode: number = exitCodes.ok
+  /** The files of the run this agent just verified: its own, to be replaced by the next cycle's. */
+  let ownPaths = new Set<string>()
+  const latest = await queryRuns(options.server, options.token, { host: hostname(), requestedPath: options.file }, timeoutMs)
+  if (latest.runs.length === 0) {
+    io.out(`no earlier run of ${hostname()}:${options.file} at the listener ${where}: nothing to verify\n`)
+  } else {
+    const groupId = latest.runs[0]!.meta.groupId
+    const { runs: summaries } = await listRuns(options.server, options.token, timeoutMs)
+    const unjudged = latest.runs.filter((r) => summaries.find((s) => s.runId === r.meta.runId)?.verdict == null)
+    if (unjudged.length === 0) {
+      io.out(`the latest run of ${options.file} (group ${groupId}) has its verdicts at the listener already\n`)
+    } else {
+      const outcome = await verifyReport({ source: { server: options.server }, file: options.file, json: false, listenerTimeoutMs: timeoutMs, ...(options.token === undefined ? {} : { token: options.token }) }, io)
+      io.out(printedReport(outcome.report, false))
+      const live = new Set(outcome.report.claims.filter((c) => c.live).map((c) => c.runId))
+      const report = outcome.report
+      if (report.verdict === 'not-judged' && (report.reason === 'still-running' || (report.groupRunIds ?? []).some((id) => live.has(id)))) {
+        // Its writer may be alive: a verdict now would end a cycle that was never cut. Nothing is reported, nothing written.
+        io.err(`plugcheck: not reporting a verdict for a run that is still being written, and not starting another\n`)
+        return outcome.exitCode
+      }
+      const machine = writerEnvironment(dirname(options.file))
+      const verdicts = storedVerdicts(outcome.report, machine.bootId, machine.fingerprint)
+      await reportVerdicts(options.server, options.token, timeoutMs, verdicts)
+      // A cut may have destroyed a superblock: the next write would refuse the file as not plugcheck's.
+      // It is: this host's latest run at this path wrote it, and it was judged just now.
+      ownPaths = new Set(latest.runs.filter((r) => r.meta.host === hostname()).map((r) => r.meta.path))
+      io.out(`reported ${verdicts.length} verdict${verdicts.length === 1 ? '' : 's'} to the listener ${where}\n`)
+      exitCode = outcome.exitCode
+      campaign = await campaignAfterVerdicts(() => queryCampaign(options.server, options.token, timeoutMs), timeoutMs)
+    }
+  }
+
+  // 2. The next cycle, if the campaign has one.
+  if (campaign === null) {
+    io.out(`the listener runs no campaign: nothing to write\n`)
+    return exitCode
+  }
+  if (campaign.phase === 'waiting-for-writer' && campaign.cycle <= campaign.cycles) {
+    io.out(`campaign ${campaign.name}: cycle ${campaign.cycle} of ${campaign.cycles}: writing until the power goes\n`)
+    // No --duration: the run ends when the power does. The last run was verified above (or had its
+    // verdicts, or there was none): nothing unverified is discarded.
+    return runWrite({ ...options, ownPaths, discardUnverified: true, campaign: { name: campaign.name, cycle: campaign.cycle } }, io)
+  }
+  io.out(`${describeCampaign(campaign)}: nothing to write\n`)
+  return exitCode
+}
+
+function describeCampaign(c: CampaignState): string {
+  if (c.phase === 'done') return `campaign ${c.name} is done (${c.cycles} cycles)`
+  if (c.phase === 'stopped') return `campaign ${c.name} stopped${c.detail === undefined ? '' : `: ${c.detail}`}`
+  return `campaign ${c.name} is in cycle ${Math.min(c.cycle, c.cycles)} of ${c.cycles}, ${c.phase}${c.detail === undefined ? '' : ` (${c.detail})`}`
+}
+
+/**
+ * The first contact: retried while the listener cannot be reached (exit-3 failures: refused, timed
+ * out, no route, a name not yet resolvable), for at most listenerWaitMs, saying so every 30 s.
+ * A refusal the operator must fix (a wrong token, another protocol) is not retried.
+ */
+async function untilListenerAnswers<T>(ask: () => Promise<T>, where: string, io: Io): Promise<T> {
+  // Monotonic: NTP stepping the clock at boot (the moment the agent runs) must not end the wait early.
+  const startMs = performance.now()
+  let nextMessageMs = startMs
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ask()
+    } catch (error) {
+      if (!(error instanceof PlugcheckError) || error.exitCode !== exitCodes.runtime) throw error
+      const waitedMs = performance.now() - startMs
+      if (waitedMs >= listenerWaitMs) {
+        throw runtimeError(`the listener at ${where} could not be reached for ${listenerWaitMs / 1000} s (${attempt} attempts): ${error.message}`, 'start `plugcheck listen` there, and check host, port and firewall')
+      }
+      if (performance.now() >= nextMessageMs) {
+        io.err(`plugcheck: waiting for the listener at ${where} (${Math.round(waitedMs / 1000)} s of ${listenerWaitMs / 1000}): ${error.message}\n`)
+        nextMessageMs += waitMessageIntervalMs
+      }
+      await sleep(Math.min(retryIntervalMs, listenerWaitMs - waitedMs))
+    }
+  }
+}
+
+/** The campaign takes in the verdicts on its own schedule: wait (bounded) until it has left the cycle just verified. */
+async function campaignAfterVerdicts(ask: () => Promise<CampaignState | null>, timeoutMs: number): Promise<CampaignState | null> {
+  const deadlineMs = performance.now() + timeoutMs
+  for (;;) {
+    const state = await ask()
+    if (state === null || (state.phase !== 'cutting' && state.phase !== 'waiting-for-agent') || performance.now() >= deadlineMs) return state
+    await sleep(campaignPollIntervalMs)
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms))
+
+/**
+ * The command a service runs: this node, this plugcheck, and the agent's own arguments without
+ * --print-service; --file as the absolute path the agent resolved (a service starts elsewhere).
+ */
+export function agentCommand(argv: readonly string[], file: string): string[] {
+  const args: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    const flag = /^--(print-service|printService|file)(=.*)?$/.exec(arg)
+    if (flag === null) {
+      args.push(arg)
+      continue
+    }
+    if (flag[2] === undefined) i++ // the value follows as its own argument
+    if (flag[1] === 'file') args.push('--file', file)
+  }
+  let bin = process.argv[1] ?? ''
+  try {
+    bin = realpathSync(bin)
+  } catch {
+    bin = resolve(bin)
+  }
+  return [...selfCommand(bin), ...args]
+}
+
+/** The service definition and one comment line saying where it goes and how to enable it. */
+export function serviceDefinition(kind: 'systemd' | 'windows', command: readonly string[]): string {
+  if (kind === 'systemd') {
+    return [
+      '# save as /etc/systemd/system/plugcheck-agent.service, then: systemctl daemon-reload && systemctl enable plugcheck-agent.service',
+      '[Unit]',
+      'Description=plugcheck agent: verify the last power-cut cycle, report it, write the next one',
+      'After=network-online.target',
+      'Wants=network-online.target',
+      '',
+      '[Service]',
+      'Type=simple',
+      `ExecStart=${command.map(systemdQuote).join(' ')}`,
+      'Restart=no',
+      '',
+      '[Install]',
+      'WantedBy=multi-user.target',
+      '',
+    ].join('\n')
+  }
+  const task = command.map(windowsArgQuote).join(' ')
+  const lines = [
+    '# run in an elevated PowerShell: the task starts the agent at every boot as SYSTEM (remove it with: schtasks /Delete /TN plugcheck-agent)',
+    `schtasks /Create /TN plugcheck-agent /SC ONSTART /RU SYSTEM /TR ${shellQuote(task, 'windows')}`,
+  ]
+  if (task.length > 261) lines.push(`# note: schtasks takes at most 261 characters after /TR (this is ${task.length}): put the command in a .cmd file and give /TR its path`)
+  return lines.join('\n') + '\n'
+}
+
+/**
+ * systemd's ExecStart splitting: plain words as they are, anything else in double quotes with
+ * backslash and quote escaped; % (its specifiers) and $ (its variables) doubled everywhere.
+ */
+export function systemdQuote(text: string): string {
+  const escaped = text.replace(/%/g, '%%').replace(/\$/g, '$$$$')
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(escaped)) return escaped
+  return `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\t/g, '\\t')}"`
+}
+
+/** One argument of a Windows command line, as CommandLineToArgvW (and Node on Windows) splits it. */
+export function windowsArgQuote(text: string): string {
+  if (text.length > 0 && !/[\s"]/.test(text)) return text
+  // Backslashes are literal unless they precede a quote: double those, and the ones before the closing quote.
+  return `"${text.replace(/(\\*)"/g, '$1$1\\"').replace(/(\\+)$/, '$1$1')}"`
+}

@@ -1,0 +1,599 @@
+/**
+ * The campaign engine: drives power cuts from the listener. One cycle is
+ *
+ *   waiting-for-writer --steady--> waiting-to-cut --plannedCutMs--> cutting --cut command exit 0-->
+ *   waiting-for-agent --every run of the cycle's group has a verdict--> next cycle (or done)
+ *
+ * and a cut command that fails, or no agent within the reboot timeout, stops the campaign. Every
+ * phase and event is in the table of campaign-transitions.ts, which each step below consults.
+ *
+ * Fault model: the listener can be killed at any moment (so can the machine it runs on, whose disk
+ * keeps what was fsynced). Every state change is written whole to <dir>/campaigns/<name>.json
+ * (temporary file, fsync, rename, directory fsync) BEFORE it is acted on: the cut moment is on disk
+ * before the cut command runs, so a restarted listener never runs the command twice for a cycle
+ * (after a kill in `cutting` it assumes the command ran and waits for the agent); a cycle advances
+ * only on disk, so it is never counted twice or lost. If the file cannot be written the campaign
+ * halts where it is (no cut is made) and says so; a restart resumes from the last state on disk.
+ *
+ * Everything from the network (events of runs the listener accepted) is matched against the file:
+ * only runs tagged with this campaign's name and current cycle move it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomInt } from 'node:crypto'
+import { mkdir, open, readFile, rename } from 'node:fs/promises'
+import { join } from 'node:path'
+import { assert } from '../../base/assert.js'
+import { describeSystemError, runtimeError, usageError } from '../../base/errors.js'
+import { syncDirectoryAsync } from '../../base/directory-sync.js'
+import type { CampaignState, CampaignTag, StoredVerdict } from '../../protocol/messages.js'
+import type { CampaignOptions } from '../listen/listen.js'
+import { campaignStep, movesTo, takes } from './campaign-transitions.js'
+import { campaignChecksumProblem, campaignFileSchema, campaignFileText, campaignFileVersion, type CampaignFile, type CycleRecord } from '../../store/campaign-file.js'
+
+/** The cut command gets this long, then it is killed (with its process group) and the cut counts as failed. */
+export const cutCommandTimeoutMs = 120_000
+/** The cut command's output kept in the cycle's record: its last 4 KiB. */
+export const cutOutputBytes = 4096
+/** Events kept while the campaign file is loaded (runs, steadies and verdicts are a few per cycle). */
+const maxEarlyEvents = 10_000
+
+/** The listener events the engine consumes (src/server/listen/events.ts's ListenerEvent has them all). */
+export type CampaignInputEvent =
+  | { kind: 'run'; runId: string; groupId: string; host: string; path: string; campaign: CampaignTag | null; atMs: number }
+  | { kind: 'steady'; runId: string; groupId: string; campaign: CampaignTag | null; atMs: number }
+  | { kind: 'verdict'; runId: string; groupId: string; campaign: CampaignTag | null; result: StoredVerdict; atMs: number }
+  | { kind: string }
+export interface CampaignLogEvent {
+  kind: 'campaign'
+  name: string
+  message: string
+  atMs: number
+}
+
+/** What the engine needs of the listener. */
+export interface CampaignListener {
+  readonly events: {
+    on(name: 'event', handler: (event: CampaignInputEvent) => void): unknown
+    off(name: 'event', handler: (event: CampaignInputEvent) => void): unknown
+  }
+  emit(event: CampaignLogEvent): void
+  /** The verdicts already on record, so a resumed campaign counts those that came while it was down. */
+  readonly store?: { summaries?(campaign?: string): ReadonlyArray<{ runId: string; verdict: { readonly atMs: number } | null }> }
+}
+
+/** The file of a campaign in a listener's directory. */
+export function campaignFilePath(dir: string, name: string): string {
+  return join(dir, 'campaigns', `${name}.json`)
+}
+
+/**
+ * The delay between steady and the cut of a cycle: uniform in [min, max] seconds, drawn from a PRNG
+ * seeded with (seed, cycle) alone, so a campaign's cut moments replay from its seed, resumed or not.
+ */
+export function cutDelayMs(seed: number, cycle: number, cutAfterS: readonly [number, number]): number {
+  // splitmix32 over the seed and the cycle: every cycle's draw is independent of the others.
+  let state = (seed ^ Math.imul(cycle, 0x9e3779b9)) >>> 0
+  const next = (): number => {
+    state = (state + 0x9e3779b9) >>> 0
+    let z = state
+    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0
+    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0
+    return (z ^ (z >>> 16)) >>> 0
+  }
+  next()
+  const unit = next() / 2 ** 32
+  const [minS, maxS] = cutAfterS
+  return Math.round((minS + unit * (maxS - minS)) * 1000)
+}
+
+const newCycle = (cycle: number): CycleRecord => ({
+  cycle,
+  groupId: null,
+  runIds: [],
+  host: null,
+  path: null,
+  steadyMs: null,
+  plannedCutMs: null,
+  cutMs: null,
+  cutExitCode: null,
+  cutOutput: '',
+  cameBackMs: null,
+  outcome: 'pending',
+})
+
+const seconds = (ms: number): string => `${Math.round(ms / 100) / 10} s`
+
+export class Campaign {
+  private cutTimer: NodeJS.Timeout | undefined
+  private rebootTimer: NodeJS.Timeout | undefined
+  /** State changes run one at a time, in order: each is on disk before the next starts. */
+  private queue: Promise<void> = Promise.resolve()
+  /** Runs of the current cycle with a verdict received since the cut. */
+  private readonly verdicts = new Set<string>()
+  /** Runs whose writer is gone (ended or vanished); after a restart, every run known before it. */
+  private readonly ended = new Set<string>()
+  private halted = false
+  private closed = false
+  private readonly onEvent = (event: CampaignInputEvent): void => this.enqueue(() => this.handle(event))
+
+  private constructor(
+    private readonly path: string,
+    private file: CampaignFile,
+    private readonly listener: CampaignListener,
+  ) {}
+
+  /**
+   * Loads <dir>/campaigns/<name>.json (resumes it) or creates it. A damaged file refuses to start
+   * (exit 3); options that differ from the stored campaign's refuse too (exit 2): a resumed campaign
+   * is the same campaign.
+   */
+  static async open(dir: string, options: CampaignOptions, listener: CampaignListener): Promise<Campaign> {
+    // Events that arrive while the file is read or written are kept and handled after: a writer can
+    // announce its run the moment the listener accepts connections.
+    const early: CampaignInputEvent[] = []
+    const collect = (event: CampaignInputEvent): void => void (early.length < maxEarlyEvents && early.push(event))
+    listener.events.on('event', collect)
+    let campaign: Campaign
+    let resumed: boolean
+    try {
+      ;[campaign, resumed] = await Campaign.load(dir, options, listener)
+    } finally {
+      listener.events.off('event', collect)
+    }
+    listener.events.on('event', campaign.onEvent)
+    if (resumed) campaign.enqueue(() => campaign.resume())
+    for (const event of early) campaign.onEvent(event)
+    await campaign.queue
+    return campaign
+  }
+
+  private static async load(dir: string, options: CampaignOptions, listener: CampaignListener): Promise<[Campaign, boolean]> {
+    const campaignsDir = join(dir, 'campaigns')
+    const path = campaignFilePath(dir, options.name)
+    let text: string | undefined
+    try {
+      text = await readFile(path, 'utf8')
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw runtimeError(`could not read the campaign file ${path}: ${describeSystemError(error)}`)
+    }
+    if (text !== undefined) {
+      const file = parseCampaignFile(text, path, options.name)
+      const differences = optionDifferences(file, options)
+      if (differences.length > 0) {
+        throw usageError(
+          `campaign ${options.name} in ${path} was started with other options: ${differences.join('; ')}`,
+          `resume it with ${resumeFlags(file)}, or give the new campaign another --campaign name`,
+        )
+      }
+      return [new Campaign(path, file, listener), true]
+    }
+    const created = await mkdir(campaignsDir, { recursive: true }).catch((error: unknown) => {
+      throw runtimeError(`could not create ${campaignsDir}: ${describeSystemError(error)}`)
+    })
+    if (created !== undefined) await syncDirectoryAsync(dir)
+    const file: CampaignFile = {
+      version: campaignFileVersion,
+      name: options.name,
+      cycles: options.cycles,
+      cutCommand: options.cutCommand,
+      cutAfterS: [options.cutAfterS[0], options.cutAfterS[1]],
+      rebootTimeoutS: options.rebootTimeoutS,
+      seed: options.seed ?? randomInt(2 ** 32 - 1),
+      createdMs: Date.now(),
+      phase: 'waiting-for-writer',
+      cycle: 1,
+      history: [newCycle(1)],
+    }
+    const campaign = new Campaign(path, file, listener)
+    try {
+      await campaign.persist(file)
+    } catch (error) {
+      throw runtimeError(`could not write the campaign file ${path}: ${describeSystemError(error)}`)
+    }
+    campaign.log(
+      `started: ${file.cycles} cycles, cut ${file.cutAfterS[0]}-${file.cutAfterS[1]} s after the writer is steady (seed ${file.seed}), ` +
+        `reboot timeout ${file.rebootTimeoutS} s, cut command: ${file.cutCommand}; state in ${path}`,
+    )
+    campaign.log(`cycle 1 of ${file.cycles}: waiting for the agent's writer`)
+    return [campaign, false]
+  }
+
+  /** What the agent asks for (campaign-query). */
+  state(): CampaignState {
+    const { name, cycles, cycle, phase, detail } = this.file
+    return { name, cycles, cycle, phase, ...(detail === undefined ? {} : { detail }) }
+  }
+
+  /** The durable state as it is now (a copy). */
+  snapshot(): CampaignFile {
+    return structuredClone(this.file)
+  }
+
+  /** Stops listening and timing; a cut command under way is left to finish (the power may be going). */
+  async close(): Promise<void> {
+    this.closed = true
+    this.listener.events.off('event', this.onEvent)
+    clearTimeout(this.cutTimer)
+    clearTimeout(this.rebootTimer)
+    await this.queue
+  }
+
+  private log(message: string): void {
+    this.listener.emit({ kind: 'campaign', name: this.file.name, message, atMs: Date.now() })
+  }
+
+  private enqueue(step: () => Promise<void> | void): void {
+    this.queue = this.queue.then(async () => {
+      if (this.halted || this.closed) return
+      try {
+        await step()
+      } catch (error) {
+        this.halt(error)
+      }
+    })
+  }
+
+  /** The file could not be written: act on nothing more (a restart resumes from the last state on disk). */
+  private halt(error: unknown): void {
+    this.halted = true
+    clearTimeout(this.cutTimer)
+    clearTimeout(this.rebootTimer)
+    this.log(`could not record its state in ${this.path}: ${describeSystemError(error)}; the campaign is halted and makes no cut; restart the listener to resume it`)
+  }
+
+  private get current(): CycleRecord {
+    const record = this.file.history[this.file.cycle - 1]
+    // parseCampaignFile refuses a file without a record of its cycle, and every commit keeps one.
+    assert(record !== undefined && record.cycle === this.file.cycle, () => `campaign ${this.file.name}: no record of cycle ${this.file.cycle}`)
+    return record
+  }
+
+  /** Applies a change to a copy, writes it durably, and only then makes it the state acted on. */
+  private async commit(change: (next: CampaignFile, record: CycleRecord) => void): Promise<void> {
+    const next = structuredClone(this.file)
+    change(next, next.history[next.cycle - 1]!)
+    campaignFileSchema.parse(next) // a programmer error if the engine builds a file it would refuse to load
+    await this.persist(next)
+    this.file = next
+  }
+
+  private async persist(file: CampaignFile): Promise<void> {
+    const tmpPath = `${this.path}.tmp`
+    const handle = await open(tmpPath, 'w')
+    try {
+      await handle.writeFile(campaignFileText(file))
+      await handle.sync()
+    } finally {
+      await handle.close()
+    }
+    await rename(tmpPath, this.path)
+    await syncDirectoryAsync(join(this.path, '..'))
+  }
+
+  private async resume(): Promise<void> {
+    const { phase, cycle, cycles } = this.file
+    // The listener restarted: no writer of before is connected any more.
+    for (const record of this.file.history) for (const id of record.runIds) this.ended.add(id)
+    const where = `resumed in cycle ${Math.min(cycle, cycles)} of ${cycles}, ${phase}`
+    switch (phase) {
+      case 'done':
+        this.log(`already done: ${cycles} cycles; nothing to do (give another --campaign name for a new campaign)`)
+        return
+      case 'stopped':
+        this.log(`stopped in cycle ${cycle} of ${cycles}${this.file.detail === undefined ? '' : `: ${this.file.detail}`}; nothing to do`)
+        return
+      case 'waiting-for-writer':
+        this.log(`${where}: waiting for the agent's writer`)
+        return
+      case 'waiting-to-cut': {
+        const plannedCutMs = this.current.plannedCutMs!
+        this.log(`${where}: the cut is planned for ${new Date(plannedCutMs).toISOString()}${plannedCutMs <= Date.now() ? ', which has passed: cutting now' : ''}`)
+        this.armCut(plannedCutMs)
+        return
+      }
+      case 'cutting':
+        // The command may have run (the cut moment was on disk before it started): never run it twice.
+        await this.commit((next) => {
+          next.phase = movesTo(phase, 'restarted')!
+          next.detail = 'the listener restarted while the cut command ran; it is not run again'
+        })
+        this.log(`${where}: the listener stopped while the cut command ran; it is not run again; waiting for the agent`)
+        this.recallVerdicts()
+        this.armReboot()
+        return
+      case 'waiting-for-agent':
+        this.log(`${where}: waiting for the agent`)
+        this.recallVerdicts()
+        this.armReboot()
+        return
+    }
+  }
+
+  /** Verdicts the listener stored while the campaign was not watching (between a restart and now). */
+  private recallVerdicts(): void {
+    const summaries = this.listener.store?.summaries?.(this.file.name) ?? []
+    const runIds = new Set(this.current.runIds)
+    // Only a verdict given after this cycle's cut says the agent came back from it.
+    const cutMs = this.current.cutMs ?? Infinity
+    for (const s of summaries) if (runIds.has(s.runId) && s.verdict != null && s.verdict.atMs >= cutMs) this.verdicts.add(s.runId)
+    if (runIds.size > 0 && [...runIds].every((id) => this.verdicts.has(id))) this.enqueue(() => this.cameBack())
+  }
+
+  private armCut(plannedCutMs: number): void {
+    if (this.closed) return // a step that was under way when the listener closed arms nothing (no timer keeps the process alive)
+    clearTimeout(this.cutTimer)
+    const cycle = this.file.cycle
+    this.cutTimer = setTimeout(() => this.enqueue(() => this.cut(cycle)), Math.max(0, plannedCutMs - Date.now()))
+  }
+
+  private armReboot(): void {
+    if (this.closed) return // a step that was under way when the listener closed arms nothing (no timer keeps the process alive)
+    clearTimeout(this.rebootTimer)
+    const cycle = this.file.cycle
+    const deadlineMs = this.current.cutMs! + this.file.rebootTimeoutS * 1000
+    this.rebootTimer = setTimeout(() => this.enqueue(() => this.rebootTimedOut(cycle)), Math.max(0, deadlineMs - Date.now()))
+  }
+
+  private ours(tag: CampaignTag | null): boolean {
+    return tag !== null && tag.name === this.file.name && tag.cycle === this.file.cycle
+  }
+
+  private async handle(event: CampaignInputEvent): Promise<void> {
+    if (event.kind === 'end' || event.kind === 'vanished') {
+      this.ended.add((event as unknown as { runId: string }).runId)
+      return
+    }
+    if (event.kind === 'run') {
+      const e = event as Extract<CampaignInputEvent, { kind: 'run' }>
+      if (this.ours(e.campaign)) await this.runAnnounced(e)
+    } else if (event.kind === 'steady') {
+      const e = event as Extract<CampaignInputEvent, { kind: 'steady' }>
+      if (takes(this.file.phase, 'steady') && e.groupId === this.current.groupId && this.current.runIds.includes(e.runId)) await this.steady(e.atMs)
+    } else if (event.kind === 'verdict') {
+      const e = event as Extract<CampaignInputEvent, { kind: 'verdict' }>
+      if (takes(this.file.phase, 'verdict') && this.current.runIds.includes(e.runId)) {
+        this.verdicts.add(e.runId)
+        if (this.current.runIds.every((id) => this.verdicts.has(id))) await this.cameBack()
+      }
+    }
+  }
+
+  private async runAnnounced(e: Extract<CampaignInputEvent, { kind: 'run' }>): Promise<void> {
+    // A campaign done has no record of a current cycle to tell the two apart: a phase that drops both drops the run here.
+    if (!takes(this.file.phase, 'member-announced') && campaignStep(this.file.phase, 'writer-announced').kind === 'ignore') return
+    const record = this.current
+    if (record.groupId === e.groupId) {
+      if (record.runIds.includes(e.runId) || !takes(this.file.phase, 'member-announced')) return
+      await this.commit((_, r) => void r.runIds.push(e.runId))
+      return
+    }
+    const nextPhase = movesTo(this.file.phase, 'writer-announced')
+    if (nextPhase === undefined) {
+      if (campaignStep(this.file.phase, 'writer-announced').kind === 'ignore') return
+      this.log(`cycle ${this.file.cycle}: ignored run ${e.runId} of ${e.host}:${e.path}: it was announced after the cut (${this.file.phase}); the agent starts a cycle's writer only after it reported the verdicts`)
+      return
+    }
+    // A new writer for this cycle (the agent restarted it): the cycle follows the newest group, but
+    // only once the current group's writer is gone. While it is live, another group tagged with this
+    // cycle is a second writer or a stranger (without --token anyone can send a tag): ignored.
+    if (record.groupId !== null && record.runIds.some((id) => !this.ended.has(id))) {
+      this.log(`cycle ${this.file.cycle}: ignored run ${e.runId} of ${e.host}:${e.path} (group ${e.groupId}): the cycle's writer (group ${record.groupId}) is still connected`)
+      return
+    }
+    const replaced = record.groupId
+    clearTimeout(this.cutTimer)
+    await this.commit((next, r) => {
+      Object.assign(r, newCycle(r.cycle), { groupId: e.groupId, runIds: [e.runId], host: e.host, path: e.path })
+      next.phase = nextPhase
+      delete next.detail
+    })
+    this.log(
+      `cycle ${this.file.cycle}: writer on ${e.host}:${e.path} announced (group ${e.groupId})` +
+        (replaced === null ? '' : `; it replaces group ${replaced}, and the cut waits for the new writer to be steady`),
+    )
+  }
+
+  private async steady(atMs: number): Promise<void> {
+    const nextPhase = movesTo(this.file.phase, 'steady')
+    if (nextPhase === undefined) return
+    const delayMs = cutDelayMs(this.file.seed, this.file.cycle, this.file.cutAfterS)
+    // From the moment the listener recorded steady: plannedCutMs - steadyMs is the drawn delay exactly.
+    const plannedCutMs = atMs + delayMs
+    await this.commit((next, r) => {
+      r.steadyMs = atMs
+      r.plannedCutMs = plannedCutMs
+      next.phase = nextPhase
+    })
+    this.log(`cycle ${this.file.cycle}: the writer is steady; cut planned in ${seconds(delayMs)} (seed ${this.file.seed})`)
+    this.armCut(plannedCutMs)
+  }
+
+  private async cut(cycle: number): Promise<void> {
+    const nextPhase = movesTo(this.file.phase, 'cut-due')
+    if (nextPhase === undefined || this.file.cycle !== cycle) return
+    // A timer runs on the monotonic clock and may fire a moment before the wall clock reaches the plan: wait for the rest.
+    const cutMs = Date.now()
+    if (cutMs < this.current.plannedCutMs!) return this.armCut(this.current.plannedCutMs!)
+    // On disk before the command starts: a restart from here on never runs it again.
+    await this.commit((next, r) => {
+      r.cutMs = cutMs
+      next.phase = nextPhase
+    })
+    this.verdicts.clear()
+    this.log(`cycle ${cycle}: cutting now: ${this.file.cutCommand}`)
+    runCutCommand(this.file.cutCommand, (result) => this.enqueue(() => this.cutDone(cycle, result)))
+  }
+
+  private async cutDone(cycle: number, result: CutResult): Promise<void> {
+    const ok = result.exitCode === 0
+    const detail = ok ? undefined : `the cut command ${result.failure}`
+    await this.commit((next) => {
+      const r = next.history[cycle - 1]!
+      r.cutExitCode = result.exitCode
+      r.cutOutput = result.output
+      // The agent may already be back (a fast power cycle): then only the command's result is recorded.
+      if (next.cycle !== cycle) return
+      const nextPhase = movesTo(next.phase, ok ? 'cut-ok' : 'cut-failed')
+      if (nextPhase === undefined) return
+      next.phase = nextPhase
+      if (!ok) {
+        r.outcome = 'cut-failed'
+        next.detail = `cycle ${cycle}: ${detail}`
+      }
+    })
+    const tail = result.output.trim().split('\n').slice(-3).join(' | ')
+    this.log(`cycle ${cycle}: cut command ${result.failure}${tail === '' ? '' : `; output: ${tail}`}`)
+    if (this.file.cycle !== cycle) return
+    if (this.file.phase === 'waiting-for-agent') {
+      this.log(`cycle ${cycle}: waiting for the agent up to ${this.file.rebootTimeoutS} s after the cut`)
+      this.armReboot()
+    } else if (this.file.phase === 'stopped') {
+      this.log(`STOPPED in cycle ${cycle}: ${detail}; fix the command and start a campaign of another name`)
+    }
+  }
+
+  private async cameBack(): Promise<void> {
+    const cycle = this.file.cycle
+    const nextPhase = movesTo(this.file.phase, cycle >= this.file.cycles ? 'last-verdicts-in' : 'verdicts-in')
+    if (nextPhase === undefined) return
+    clearTimeout(this.rebootTimer)
+    const cameBackMs = Date.now()
+    const runs = this.current.runIds.length
+    await this.commit((next, r) => {
+      r.cameBackMs = cameBackMs
+      r.outcome = 'verdict'
+      delete next.detail
+      next.cycle = cycle + 1
+      next.phase = nextPhase
+      if (nextPhase !== 'done') next.history.push(newCycle(cycle + 1))
+    })
+    this.verdicts.clear()
+    const afterS = this.file.history[cycle - 1]!.cutMs === null ? '' : `, ${seconds(cameBackMs - this.file.history[cycle - 1]!.cutMs!)} after the cut`
+    this.log(`cycle ${cycle}: verdicts in for ${runs} run${runs === 1 ? '' : 's'}${afterS}`)
+    this.log(this.state().phase === 'done' ? `campaign done: ${this.file.cycles} cycles` : `cycle ${cycle + 1} of ${this.file.cycles}: waiting for the agent's writer`)
+  }
+
+  private async rebootTimedOut(cycle: number): Promise<void> {
+    const nextPhase = movesTo(this.file.phase, 'reboot-timeout')
+    if (this.file.cycle !== cycle || nextPhase === undefined) return
+    const detail = `cycle ${cycle}: no agent came back with the verdicts within ${this.file.rebootTimeoutS} s after the cut`
+    await this.commit((next, r) => {
+      r.outcome = 'did-not-come-back'
+      next.phase = nextPhase
+      next.detail = detail
+    })
+    this.log(`STOPPED: ${detail}; the machine under test did not come back: check it (console, BMC) before anything else`)
+  }
+}
+
+interface CutResult {
+  /** null when the command could not start or was killed. */
+  readonly exitCode: number | null
+  /** "exited 0", "exited 3", "was killed after 120 s", "could not start: ...". */
+  readonly failure: string
+  readonly output: string
+}
+
+/** How long the cut command's pipes are still read after its shell exited. */
+const pipeLingerMs = 200
+
+/** Runs the cut command with the shell, output captured (the last 4 KiB), bounded by cutCommandTimeoutMs. */
+function runCutCommand(command: string, done: (result: CutResult) => void): ChildProcess {
+  // Its own process group (POSIX), so a time-out kills what the shell started too.
+  const detached = process.platform !== 'win32'
+  const child = spawn(command, { shell: true, stdio: ['ignore', 'pipe', 'pipe'], detached })
+  let output = Buffer.alloc(0)
+  const keep = (chunk: Buffer): void => {
+    output = Buffer.concat([output, chunk])
+    if (output.length > cutOutputBytes * 2) output = output.subarray(output.length - cutOutputBytes)
+  }
+  child.stdout!.on('data', keep)
+  child.stderr!.on('data', keep)
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    try {
+      if (detached && child.pid !== undefined) process.kill(-child.pid, 'SIGKILL')
+      else child.kill('SIGKILL')
+    } catch {
+      // already gone
+    }
+  }, cutCommandTimeoutMs)
+  let finished = false
+  const finish = (result: Omit<CutResult, 'output'>): void => {
+    if (finished) return
+    finished = true
+    clearTimeout(timer)
+    const text = output.subarray(Math.max(0, output.length - cutOutputBytes)).toString('utf8')
+    done({ ...result, output: text.slice(-cutOutputBytes) })
+  }
+  child.on('error', (error) => finish({ exitCode: null, failure: `could not start: ${describeSystemError(error)}` }))
+  // Judged by the shell's exit, not by its pipes closing: a script may leave a child behind that holds
+  // them (a smart plug switched back on later, in the background). Once the shell has exited, what is
+  // left in the pipes is read for a moment, then they are let go.
+  child.on('exit', (code, signal) => {
+    const result = timedOut
+      ? { exitCode: null, failure: `was killed after ${cutCommandTimeoutMs / 1000} s` }
+      : code !== null
+        ? { exitCode: code, failure: `exited ${code}` }
+        : { exitCode: null, failure: `was killed by ${signal}` }
+    const release = (): void => {
+      child.stdout?.destroy()
+      child.stderr?.destroy()
+      finish(result)
+    }
+    const linger = setTimeout(release, pipeLingerMs)
+    child.once('close', () => {
+      clearTimeout(linger)
+      finish(result)
+    })
+  })
+  return child
+}
+
+function parseCampaignFile(text: string, path: string, name: string): CampaignFile {
+  const damaged = (why: string) =>
+    runtimeError(`the campaign file ${path} is damaged: ${why}`, 'the campaign cannot resume from it; keep the file for the record and start a campaign of another name')
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (error) {
+    throw damaged((error as Error).message)
+  }
+  const checksum = campaignChecksumProblem(json)
+  if (checksum !== undefined) throw damaged(checksum)
+  const parsed = campaignFileSchema.safeParse(json)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    throw damaged(`${issue.path.join('.') || 'the file'}: ${issue.message}`)
+  }
+  const file = parsed.data
+  if (file.name !== name) throw damaged(`it holds campaign ${file.name}`)
+  // The engine's own invariants: the current cycle has its record, the history is in order.
+  if (file.history.some((r, i) => r.cycle !== i + 1)) throw damaged('its history is out of order')
+  const running = file.phase !== 'done'
+  if (running && file.cycle > file.cycles) throw damaged(`cycle ${file.cycle} is beyond its ${file.cycles} cycles`)
+  if (file.phase !== 'done' && file.history.length !== file.cycle) throw damaged(`cycle ${file.cycle} has no record of its own`)
+  if (file.phase === 'done' && (file.cycle !== file.cycles + 1 || file.history.length !== file.cycles)) throw damaged('it is done without a record of every cycle')
+  const record = file.history[file.cycle - 1]
+  if (file.phase === 'waiting-to-cut' && record?.plannedCutMs === null) throw damaged('it waits to cut without a planned cut')
+  if ((file.phase === 'cutting' || file.phase === 'waiting-for-agent') && record?.cutMs === null) throw damaged(`it is ${file.phase} without a cut moment`)
+  return file
+}
+
+function optionDifferences(file: CampaignFile, options: CampaignOptions): string[] {
+  const differences: string[] = []
+  if (file.cycles !== options.cycles) differences.push(`--cycles ${options.cycles}, stored ${file.cycles}`)
+  if (file.cutCommand !== options.cutCommand) differences.push(`--cut-command ${JSON.stringify(options.cutCommand)}, stored ${JSON.stringify(file.cutCommand)}`)
+  if (file.cutAfterS[0] !== options.cutAfterS[0] || file.cutAfterS[1] !== options.cutAfterS[1]) {
+    differences.push(`--cut-after ${options.cutAfterS[0]}-${options.cutAfterS[1]}, stored ${file.cutAfterS[0]}-${file.cutAfterS[1]}`)
+  }
+  if (file.rebootTimeoutS !== options.rebootTimeoutS) differences.push(`--reboot-timeout ${options.rebootTimeoutS}, stored ${file.rebootTimeoutS}`)
+  if (options.seed !== undefined && options.seed !== file.seed) differences.push(`--seed ${options.seed}, stored ${file.seed}`)
+  return differences
+}
+
+function resumeFlags(file: CampaignFile): string {
+  const quoted = `'${file.cutCommand.replaceAll("'", `'\\''`)}'`
+  return `--campaign ${file.name} --cycles ${file.cycles} --cut-command ${quoted} --cut-after ${file.cutAfterS[0]}-${file.cutAfterS[1]} --reboot-timeout ${file.rebootTimeoutS} --seed ${file.seed}`
+}

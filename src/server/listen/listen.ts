@@ -1,0 +1,368 @@
+/**
+ * `plugcheck listen`: runs the listener until SIGINT/SIGTERM, then closes cleanly. Every listener event
+ * is one line on stderr (at most eventLinesPerWindow per eventWindowMs, then a line counting the rest:
+ * a flood of strangers must not bury the operator's log) and, with --events FILE, one JSON line
+ * appended to FILE (every event the disk keeps up with, rotated at eventsFileMaxBytes: EventsFile; a
+ * failing file is a warning, never the listener's end). --retain prunes old ended runs on a timer.
+ */
+import { performance } from 'node:perf_hooks'
+import { RateLimitedLog } from './rate-limited-log.js'
+import { readFileSync } from 'node:fs'
+import { constants } from 'node:fs'
+import { open, rename, type FileHandle } from 'node:fs/promises'
+import { isIP } from 'node:net'
+import { resolve } from 'node:path'
+import { PlugcheckError, describeSystemError, exitCodes, runtimeError } from '../../base/errors.js'
+import type { Io } from '../../client/write/writer.js'
+import type { CampaignState } from '../../protocol/messages.js'
+import { describeEvent, type ListenerEvent } from './events.js'
+import { Listener } from './listener.js'
+import { Campaign, campaignFilePath } from '../campaign/campaign.js'
+import { campaignFileSchema } from '../../store/campaign-file.js'
+import type { QuotaLimits, Reserve } from './quotas.js'
+import { selectPrunableChecked } from './prune.js'
+import { formatDurationFlag } from '../../base/durations.js'
+
+const eventLinesPerWindow = 50
+const eventWindowMs = 10_000
+
+export interface CampaignOptions {
+  readonly name: string
+  readonly cycles: number
+  readonly cutCommand: string
+  /** [min, max] seconds after the writer is steady. */
+  readonly cutAfterS: readonly [number, number]
+  readonly rebootTimeoutS: number
+  /** Seed of the cut moments; random (and logged) when absent. */
+  readonly seed?: number
+}
+
+export interface ListenOptions {
+  readonly host: string
+  readonly port: number
+  readonly dir: string
+  readonly token?: string
+  readonly maxConnections?: number
+  /** Connections that have not said hello yet (--max-pending-hellos). */
+  readonly maxPendingHandshakes?: number
+  /** Also append every event as a JSON line here. */
+  readonly eventsFile?: string
+  readonly quotas?: Partial<QuotaLimits>
+  readonly reserve?: Reserve
+  /** Prune ended runs older than this, on a timer (--retain). */
+  readonly retainMs?: number
+  readonly campaign?: CampaignOptions
+}
+
+/** The campaign's state as its file says (or a new campaign's first); the engine checks the file properly. */
+function storedCampaignState(dir: string, options: CampaignOptions): CampaignState {
+  const fresh: CampaignState = { name: options.name, cycles: options.cycles, cycle: 1, phase: 'waiting-for-writer' }
+  try {
+    const parsed = campaignFileSchema.safeParse(JSON.parse(readFileSync(campaignFilePath(dir, options.name), 'utf8')))
+    if (!parsed.success) return fresh
+    const { name, cycles, cycle, phase } = parsed.data
+    return { name, cycles, cycle, phase }
+  } catch {
+    return fresh
+  }
+}
+
+/** 127.0.0.0/8, ::1, localhost: only this machine can connect. */
+export function isLoopbackHost(host: string): boolean {
+  if (host === 'localhost' || host === '::1' || host === '0:0:0:0:0:0:0:1') return true
+  if (isIP(host) === 4) return host.startsWith('127.')
+  return /^::ffff:127\./i.test(host)
+}
+
+/** Prints events on stderr, one line each, at most eventLinesPerWindow per window. */
+function eventPrinter(io: Io): (event: ListenerEvent) => void {
+  const log = new RateLimitedLog((line) => io.err(line + '\n'), eventLinesPerWindow, eventWindowMs, (n, windowS) => `plugcheck: ${n} more events in the last ${windowS} s were not shown (--events FILE keeps every one)`)
+  return (event) => log.line(describeEvent(event))
+}
+
+/** The events file is rotated past this size: events -> events.1 -> events.2 (the oldest dropped). */
+export const eventsFileMaxBytes = 64 * 1024 * 1024
+/** Rotated files kept besides the current one. */
+export const eventsFilesKept = 2
+/** Lines waiting for a slow or frozen disk; beyond this they are dropped and counted. */
+export const eventsQueueMaxBytes = 4 * 1024 * 1024
+
+/**
+ * Appends each event to path as one JSON line. Asynchronous: lines wait in a bounded queue and one
+ * writer appends them in order, so a frozen or slow disk never blocks the thread that answers
+ * hellos and acks; when the queue is full lines are dropped, and the next line written is a warning
+ * counting them. Each batch is one write() in append mode of whole lines, and a write cut short (a
+ * full disk) is truncated back off, its lines dropped and counted, so a reader never sees a torn
+ * line. The file is opened non-blocking: a FIFO nobody reads is a failure, never a hang. Past
+ * maxBytes the file is rotated (path.1, path.2; the oldest dropped). A failure is reported once
+ * (until a write succeeds again) and never stops the listener.
+ */
+export class EventsFile {
+  private file: FileHandle | undefined
+  private sizeBytes = 0
+  private queue: Buffer[] = []
+  private queuedBytes = 0
+  private dropped = 0
+  private writing: Promise<void> | undefined
+  private failing = false
+  private regular = true
+  /** A line was left in part (it could not be cut back): the next write starts with a newline. */
+  private newlineFirst = false
+  constructor(
+    private readonly path: string,
+    private readonly io: Io,
+    private readonly maxBytes = eventsFileMaxBytes,
+    private readonly queueMaxBytes = eventsQueueMaxBytes,
+  ) {}
+
+  append(event: ListenerEvent): void {
+    const line = Buffer.from(JSON.stringify(event) + '\n')
+    if (this.queuedBytes + line.length > this.queueMaxBytes) {
+      this.dropped++
+      return
+    }
+    this.queue.push(line)
+    this.queuedBytes += line.length
+    this.writing ??= this.writeAll().finally(() => (this.writing = undefined))
+  }
+
+  /** Lines dropped since the last one written (for tests). */
+  droppedCount(): number {
+    return this.dropped
+  }
+
+  private async writeAll(): Promise<void> {
+    while (this.queue.length > 0) {
+      const lines = this.queue
+      this.queue = []
+      this.queuedBytes = 0
+      if (this.dropped > 0) {
+        const warning: ListenerEvent = { kind: 'warning', message: `${this.dropped} events were not written to ${this.path}: its disk did not keep up, was full or failed`, atMs: Date.now() }
+        lines.unshift(Buffer.from(JSON.stringify(warning) + '\n'))
+        this.dropped = 0
+      }
+      // Whole lines up to the room left in the file per write: rotation happens between lines.
+      while (lines.length > 0) {
+        const room = Math.max(this.maxBytes - this.sizeBytes, 0)
+        let count = 1
+        let bytes = lines[0]!.length
+        while (count < lines.length && bytes + lines[count]!.length <= room) bytes += lines[count++]!.length
+        const batch = lines.splice(0, count)
+        if (this.newlineFirst) batch.unshift(Buffer.from('\n'))
+        this.newlineFirst = false
+        await this.write(Buffer.concat(batch), count)
+      }
+    }
+  }
+
+  /** Writes whole lines or none: a short write is cut back off (a disk that fills mid-line), its lines counted as dropped. */
+  private async write(bytes: Buffer, lines: number): Promise<void> {
+    try {
+      let file = await this.openFile()
+      if (this.regular && this.sizeBytes > 0 && this.sizeBytes + bytes.length > this.maxBytes) {
+        await this.rotate()
+        file = await this.openFile()
+      }
+      const before = this.sizeBytes
+      const { bytesWritten } = await file.write(bytes)
+      if (bytesWritten !== bytes.length) {
+        await this.cutBack(file, before, bytesWritten)
+        throw Object.assign(new Error(`short write: ${bytesWritten} of ${bytes.length} bytes (disk full?)`), { code: 'ENOSPC' })
+      }
+      this.sizeBytes += bytesWritten
+      this.failing = false
+    } catch (error) {
+      this.dropped += lines
+      if (!this.failing) this.io.err(`plugcheck: warning: could not append to the events file ${this.path}: ${describeSystemError(error)}; the listener goes on (events still go to stderr)\n`)
+      this.failing = true
+      // Opened afresh next time: the file may have been moved, or its file system remounted.
+      await this.closeFile()
+    }
+  }
+
+  /**
+   * Takes a line cut in part back off the file (truncated to its size before the write), so the next
+   * line is not glued onto half of one; when that fails too, the next write starts on a new line.
+   */
+  private async cutBack(file: FileHandle, sizeBytes: number, written: number): Promise<void> {
+    if (written === 0) return
+    try {
+      if (!this.regular) throw new Error('not a regular file')
+      await file.truncate(sizeBytes)
+    } catch {
+      this.newlineFirst = true
+    }
+  }
+
+  private async openFile(): Promise<FileHandle> {
+    if (this.file !== undefined) return this.file
+    // O_NONBLOCK: a FIFO nobody reads must fail now, not hold a threadpool thread (and the process) for ever.
+    const file = await open(this.path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK, 0o644)
+    this.file = file
+    const stat = await file.stat()
+    this.regular = stat.isFile()
+    this.sizeBytes = stat.size
+    return file
+  }
+
+  /** path.1 -> path.2, path -> path.1, then a new path; the oldest is replaced. */
+  private async rotate(): Promise<void> {
+    await this.closeFile()
+    for (let n = eventsFilesKept; n >= 1; n--) {
+      const from = n === 1 ? this.path : `${this.path}.${n - 1}`
+      await rename(from, `${this.path}.${n}`).catch((error: NodeJS.ErrnoException) => {
+        if (error.code !== 'ENOENT') throw error
+      })
+    }
+  }
+
+  private async closeFile(): Promise<void> {
+    const file = this.file
+    this.file = undefined
+    this.sizeBytes = 0
+    await file?.close().catch(() => undefined) // every line was written by then
+  }
+
+  /** Writes what is queued (waiting at most waitMs for a frozen disk), then closes. */
+  async close(waitMs = 2000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))
+    await Promise.race([(async () => {
+      while (this.writing !== undefined) await this.writing
+    })(), timeout])
+    clearTimeout(timer)
+    await this.closeFile()
+  }
+}
+
+/** How often --retain looks for runs to prune: a tenth of the age, within [1 s, 1 h]. */
+function retainIntervalMs(retainMs: number): number {
+  return Math.min(3_600_000, Math.max(1_000, Math.floor(retainMs / 10)))
+}
+
+/**
+ * Prunes the listener's ended runs older than retainMs on a timer, group by group (each whole or not
+ * at all: one group that cannot go keeps no other back); a failure is a warning event.
+ */
+function startRetention(listener: Listener, retainMs: number): () => Promise<void> {
+  let running: Promise<void> | undefined
+  // Ages are measured against the earlier of the wall clock and the wall clock at start plus the
+  // monotonic time since: a clock stepped forward (NTP at boot) cannot make a run that just ended
+  // look old, and one stepped back makes runs look younger (kept longer), never older.
+  const wallAtStartMs = Date.now()
+  const perfAtStartMs = performance.now()
+  const nowForAgesMs = (): number => Math.min(Date.now(), wallAtStartMs + (performance.now() - perfAtStartMs))
+  const said = new Set<string>()
+  let stopped = false
+  let stop = (): void => undefined
+  const stopping = new Promise<void>((resolve) => (stop = resolve))
+  const tick = (): void => {
+    if (running !== undefined) return
+    running = (async () => {
+      // After the background check (runs taken from the catalog held against their files), and each
+      // run selected held against its files again: nothing goes on the catalog's word alone.
+      // (A stop does not wait for the check: on 100,000 runs it takes half a minute.)
+      await Promise.race([listener.store.startScrub(), stopping])
+      if (stopped) return
+      // Said once, not at every tick (a run kept for what its files say is found again at each).
+      const warn = (message: string): void => void (said.has(message) || (said.add(message), listener.emit({ kind: 'warning', message, atMs: Date.now() })))
+      const selection = await selectPrunableChecked(listener.store, nowForAgesMs(), retainMs, (runId) => listener.isLive(runId), warn, () => stopped)
+      const age = formatDurationFlag(retainMs)
+      let runs = 0
+      let bytes = 0
+      const failed: string[] = []
+      for (const group of selection.groups) {
+        // A stop waits for the group being pruned, not for the whole pass (the next start prunes the rest).
+        if (stopped) break
+        const groupBytes = group.reduce((sum, runId) => sum + pruneBytes(listener, runId), 0)
+        try {
+          await listener.store.prune(group)
+          runs += group.length
+          bytes += groupBytes
+        } catch (error) {
+          failed.push(`${group.join(', ')}: ${(error as Error).message}`)
+        }
+      }
+      if (runs > 0) listener.emit({ kind: 'pruned', runs, bytes, olderThan: age, atMs: Date.now() })
+      if (failed.length > 0) {
+        const what = failed.length === 1 ? 'one group of runs' : `${failed.length} groups of runs`
+        listener.emit({ kind: 'warning', message: `could not prune ${what} older than ${age} (each kept whole; tried again in ${formatDurationFlag(retainIntervalMs(retainMs))}): ${failed.join('; ')}`, atMs: Date.now() })
+      }
+    })().finally(() => (running = undefined))
+  }
+  tick()
+  const timer = setInterval(tick, retainIntervalMs(retainMs))
+  return async () => {
+    stopped = true
+    stop()
+    clearInterval(timer)
+    await running
+  }
+}
+
+function pruneBytes(listener: Listener, runId: string): number {
+  const candidate = listener.store.pruneCandidate(runId)
+  return 'bytes' in candidate ? candidate.bytes : 0
+}
+
+export async function runListen(options: ListenOptions, io: Io): Promise<number> {
+  const dir = resolve(options.dir)
+  const print = eventPrinter(io)
+  const eventsFile = options.eventsFile === undefined ? undefined : new EventsFile(options.eventsFile, io)
+  const onEvent = (event: ListenerEvent): void => {
+    print(event)
+    eventsFile?.append(event)
+  }
+  /**
+   * The campaign engine's state, once it runs: the answer to an agent's campaign-query. Until the
+   * engine has opened its file, the answer is what the file says (or a new campaign's first state),
+   * never null: an agent that asks in that moment must not conclude there is no campaign.
+   */
+  let campaignState: (() => CampaignState | null) | undefined
+  if (options.campaign !== undefined) {
+    const stored = storedCampaignState(dir, options.campaign)
+    campaignState = () => stored
+  }
+  let listener: Listener
+  try {
+    listener = await Listener.start({ ...options, dir, log: (line) => io.err(line + '\n'), onEvent, campaignState: () => campaignState?.() ?? null })
+  } catch (error) {
+    // A configuration problem (another listener holds --dir) is reported as it is: exit 2.
+    if (error instanceof PlugcheckError && error.exitCode === exitCodes.usage) throw error
+    throw runtimeError(`could not listen on ${options.host}:${options.port} with acks in ${dir}: ${describeSystemError(error)}`)
+  }
+  const address = listener.address()
+  const shown = address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`
+  io.out(`listening on ${shown}, storing acks in ${dir}\n`)
+  if (options.token === undefined && !isLoopbackHost(options.host)) {
+    io.err(
+      `plugcheck: warning: listening on ${shown} without --token: anyone who can reach this port can announce runs, and a run announced for another machine's host and path shadows the real one in verify\n` +
+        'hint: start the listener and every writer and verifier with the same --token SECRET (it crosses the network in clear text), or listen on a trusted network only\n',
+    )
+  }
+  // campaign engine starts here (it sets campaignState, and emits through listener.emit)
+  let campaign: Campaign | undefined
+  if (options.campaign !== undefined) {
+    try {
+      campaign = await Campaign.open(dir, options.campaign, listener)
+    } catch (error) {
+      // A damaged campaign file (exit 3) or other options than the stored campaign's (exit 2): no listener.
+      await listener.close()
+      await eventsFile?.close()
+      throw error
+    }
+    const opened = campaign
+    campaignState = () => opened.state()
+  }
+  const stopRetention = options.retainMs === undefined ? undefined : startRetention(listener, options.retainMs)
+  await new Promise<void>((done) => {
+    process.once('SIGINT', done)
+    process.once('SIGTERM', done)
+  })
+  await stopRetention?.()
+  await campaign?.close()
+  await listener.close()
+  await eventsFile?.close()
+  io.err('plugcheck: listener stopped; every ack it reported as recorded is on disk\n')
+  return 0
+}
