@@ -8,7 +8,7 @@
  * (O_DIRECT) is "n/a*" with a footnote. A failed write or sync stops the run (exit 3): a failed
  * fsync is never retried or ignored.
  */
-import type { Io } from '../client/write/writer.js'
+import type { Io } from '../base/io.js'
 import { describeSystemError, exitCodes, runtimeError } from '../base/errors.js'
 import { NativeError, nativePort } from '../native/index.js'
 import { fsyncSync } from 'node:fs'
@@ -16,7 +16,8 @@ import { methodAvailability } from '../native/registry.js'
 import { collectFingerprint } from '../env/fingerprint.js'
 import { assessPlausibility } from './plausibility.js'
 import { renderFlags, renderFootnotes, renderHeader, type PlatformFacts, renderRowFigures, renderRowLabel, renderSectionTitle } from './report/render.js'
-import { benchFormatVersion, type BenchReport, type Fingerprint, type RowResult, type SectionResult } from './schema.js'
+import { benchFormatVersion, type BenchReport, type RowResult, type SectionResult } from './schema.js'
+import { type Fingerprint } from '../env/fingerprint-schema.js'
 import { BenchInterrupted, createScratchFile, fillScratchFile, guardScratchFile, removeScratchFile, type ScratchFile } from './scratch-file.js'
 import { measure } from './sections/measure.js'
 import { describeCalls, prepareRow } from './sections/ops.js'

@@ -15,7 +15,8 @@
  */
 import { hasVolatileWriteCache, isRotating } from '../env/fingerprint.js'
 import { kilobytesLabel } from './sections/plan.js'
-import type { Fingerprint, PlausibilityFlag, RowResult, SectionResult } from './schema.js'
+import type { PlausibilityFlag, RowResult, SectionResult } from './schema.js'
+import type { Fingerprint } from '../env/fingerprint-schema.js'
 
 /**
  * Fastest plausible flush of a volatile write cache, in microseconds per sync. A rotating disk must

@@ -5,7 +5,7 @@
 import { writeSync } from 'node:fs'
 import { resolve } from 'node:path'
 import yargs, { type Argv } from 'yargs'
-import type { Io } from '../client/write/writer.js'
+import type { Io } from '../base/io.js'
 import { PlugcheckError, exitCodes, usageError } from '../base/errors.js'
 import { methodNames } from '../native/methods.js'
 import { defaultPort } from '../protocol/default-port.js'
@@ -165,8 +165,8 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
         run = async () => {
           const { validate, writeOptionsOf } = await flagSchemas()
           const a = validate('write', args)
-          const { runWrite } = await import('../client/write/writer.js')
-          return runWrite(
+          const { writeCommand } = await import('../client/write/jobs.js')
+          return writeCommand(
             {
               ...writeOptionsOf(a),
               discardUnverified: a.discardUnverified,

@@ -13,7 +13,7 @@ import type { MethodName } from '../native/registry.js'
 import { runtimeError } from '../base/errors.js'
 import { selfCommand } from '../exe/sea.js'
 import { runVerify } from '../client/verify/verify.js'
-import type { Io } from '../client/write/writer.js'
+import type { Io } from '../base/io.js'
 
 export const binPath = fileURLToPath(new URL('../../bin/plugcheck.js', import.meta.url))
 

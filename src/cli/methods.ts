@@ -7,7 +7,7 @@ import { methodNames } from '../native/methods.js'
 import { methodRow } from '../native/registry.js'
 import { nativePort } from '../native/index.js'
 import { exitCodes } from '../base/errors.js'
-import type { Io } from '../client/write/writer.js'
+import type { Io } from '../base/io.js'
 
 /** The JSON document (`methods --json`), validated before it is printed. */
 export const methodsReportSchema = z.object({

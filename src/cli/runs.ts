@@ -6,7 +6,7 @@
 import type { RunSummary } from '../protocol/messages.js'
 import { formatEndpoint, type Endpoint } from '../protocol/endpoint.js'
 import { listRuns } from '../client/verify/listener-client.js'
-import type { Io } from '../client/write/writer.js'
+import type { Io } from '../base/io.js'
 
 export interface RunsOptions {
   readonly server: Endpoint

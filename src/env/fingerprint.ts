@@ -10,7 +10,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { nativePort } from '../native/index.js'
-import type { BlockDeviceInfo, Fingerprint } from '../bench/schema.js'
+import type { BlockDeviceInfo, Fingerprint } from './fingerprint-schema.js'
 
 export type { BlockDeviceInfo, Fingerprint }
 

@@ -8,7 +8,7 @@
  * same listener when a name has several addresses.
  */
 import { lookup } from 'node:dns/promises'
-import { isIP } from 'node:net'
+import { isIP, isIPv6 } from 'node:net'
 import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os'
 import { usageError } from '../base/errors.js'
 import type { SocketAddress } from '../native/port.js'
@@ -129,4 +129,25 @@ function scopeIdOf(where: string, address: string, zone: string, interfaces: Nod
   // lo). The kernels ignore the scope of an address that is not link-local (Linux tcp_v6_connect
   // looks at sin6_scope_id only for link-local destinations), so none is sent.
   return 0
+}
+
+/** Default bound on connect, every send and every wait for an answer (`--listener-timeout`). */
+export const listenerTimeoutMs = 10_000
+
+/** A peer as the listener's quotas count it: IPv4 as it is (also when mapped into IPv6), IPv6 by its /64. */
+export function peerKey(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)
+  if (mapped !== null) return mapped[1]!
+  if (!isIPv6(address)) return address
+  return `${expandIPv6(address).slice(0, 4).join(':')}::/64`
+}
+
+/** The eight groups of an IPv6 address, without leading zeros (::1 -> 0,0,0,0,0,0,0,1). */
+function expandIPv6(address: string): string[] {
+  const plain = address.split('%')[0]!
+  const [head, tail] = plain.includes('::') ? plain.split('::') : [plain, undefined]
+  const left = head === '' ? [] : head!.split(':')
+  const right = tail === undefined || tail === '' ? [] : tail.split(':')
+  const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right]
+  return groups.map((g) => (g.includes('.') ? g : Number.parseInt(g, 16).toString(16)))
 }

@@ -11,7 +11,7 @@
  * Any problem:             error, then the listener closes the connection.
  */
 import { z } from 'zod'
-import { fingerprintSchema } from '../bench/schema.js'
+import { fingerprintSchema } from '../env/fingerprint-schema.js'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
 import { campaignNameSchema, groupRunsMax } from './names.js'
 

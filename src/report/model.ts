@@ -9,7 +9,7 @@
  * report, never a crash and never a run counted twice.
  */
 import { z } from 'zod'
-import type { Fingerprint, BlockDeviceInfo } from '../bench/schema.js'
+import type { Fingerprint, BlockDeviceInfo } from '../env/fingerprint-schema.js'
 import { cycleOutcomes, type CampaignFile, type CycleRecord } from '../store/campaign-file.js'
 import { endReasons, storedVerdictSchema, type RunSummary, type StoredRun, type StoredVerdict } from '../protocol/messages.js'
 

@@ -11,7 +11,7 @@ import { closeSync, fsyncSync, lstatSync, openSync, readSync, renameSync, unlink
 import { basename, dirname, join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { describeSystemError, exitCodes, runtimeError, usageError } from '../base/errors.js'
-import type { Io } from '../client/write/writer.js'
+import type { Io } from '../base/io.js'
 import { loadListenerDir, storeRecords, type RecordSource } from './load.js'
 import { buildCampaign, reportDocumentSchema, reportFormatVersion, type ReportDocument } from './model.js'
 import { renderText } from './text.js'

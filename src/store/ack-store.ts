@@ -93,7 +93,7 @@ import { mkdir, open, readdir, rename, rm, stat, unlink, type FileHandle } from 
 import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../base/locks.js'
-import { peerKey } from '../server/listen/quotas.js'
+import { peerKey } from '../protocol/endpoint.js'
 import { type FileLock } from '../native/index.js'
 import { syncDirectoryAsync } from '../base/directory-sync.js'
 import { performance } from 'node:perf_hooks'

@@ -4,7 +4,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { collectFingerprint, describeBlockDevice, findMount, parseMountInfo, splitDeviceNumber } from '../../src/env/fingerprint.js'
-import { fingerprintSchema } from '../../src/bench/schema.js'
+import { fingerprintSchema } from '../../src/env/fingerprint-schema.js'
 import { nativePort } from '../../src/native/index.js'
 
 const mountinfo = [

@@ -1,7 +1,8 @@
 /** The judgements, on synthetic figures: what each rule flags, and that honest figures pass. */
 import t from 'tap'
 import { assessPlausibility, flushFloorUsRotating, flushFloorUsSolidState } from '../../src/bench/plausibility.js'
-import type { BlockDeviceInfo, Fingerprint, RowResult, SectionResult } from '../../src/bench/schema.js'
+import type { RowResult, SectionResult } from '../../src/bench/schema.js'
+import type { BlockDeviceInfo, Fingerprint } from '../../src/env/fingerprint-schema.js'
 
 function device(overrides: Partial<BlockDeviceInfo> = {}): BlockDeviceInfo {
   return { name: 'sda', partition: 'sda1', model: 'Example SSD', vendor: null, driver: 'sd', writeCache: 'write back', fua: false, rotational: false, logicalBlockBytes: 512, physicalBlockBytes: 4096, underlying: [], ...overrides }

@@ -22,7 +22,7 @@ import {
   type JudgedRun,
   type Role,
 } from '../../src/client/verify/verdict-rules.js'
-import type { RunVerdict } from '../../src/client/verify/judge.js'
+import type { RunVerdict } from '../../src/client/verify/verdict-rules.js'
 
 const roles: readonly Role[] = ['tested', 'control']
 const verdicts: readonly RunVerdict[] = ['pass', 'fail', 'inconclusive']

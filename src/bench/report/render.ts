@@ -3,7 +3,8 @@
  * of 30, "%13.3f ops/sec  %6.0f usecs/op", n/a right-aligned in 21), each row followed by its
  * latency percentiles, then what the figures mean. Pure functions: bench.ts decides when to print.
  */
-import type { BlockDeviceInfo, Fingerprint, PlausibilityFlag, RowResult, SectionResult } from '../schema.js'
+import type { PlausibilityFlag, RowResult, SectionResult } from '../schema.js'
+import type { BlockDeviceInfo, Fingerprint } from '../../env/fingerprint-schema.js'
 import { formatSize } from '../../base/sizes.js'
 
 const labelIndent = '        '

@@ -8,7 +8,7 @@
  * loop stops if one asked it to. The pauses are not counted in the elapsed time.
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises'
-import { LatencyHistogram } from '../../client/write/latency.js'
+import { LatencyHistogram } from '../../base/latency.js'
 
 /** Longest stretch without yielding to the event loop (and so without noticing a signal). */
 export const sliceMs = 100

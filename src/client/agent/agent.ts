@@ -6,7 +6,7 @@
  * Fault model: at boot the network (or the listener) may come up late, so the first contact is
  * retried for a bounded time. A run the listener still holds open is never given a verdict: its
  * writer may be alive (the agent started twice, or before the cut), and a verdict on a live run would
- * end a campaign cycle that was never cut. The agent writes only through runWrite, so it replaces
+ * end a campaign cycle that was never cut. The agent writes only through writeCommand (runWrite, or runJobs for --jobs), so it replaces
  * nothing but its own data files (a foreign file at --file is refused exactly as `write` refuses it).
  */
 import { realpathSync } from 'node:fs'
@@ -16,11 +16,14 @@ import { dirname, resolve } from 'node:path'
 import { PlugcheckError, exitCodes, runtimeError } from '../../base/errors.js'
 import { selfCommand } from '../../exe/sea.js'
 import type { CampaignState } from '../../protocol/messages.js'
-import { listenerTimeoutMs as defaultListenerTimeoutMs } from '../write/ack-channel.js'
+import { listenerTimeoutMs as defaultListenerTimeoutMs } from '../../protocol/endpoint.js'
 import { formatEndpoint } from '../../protocol/endpoint.js'
 import { listRuns, queryCampaign, queryRuns, reportVerdicts } from '../verify/listener-client.js'
 import { printedReport, storedVerdicts, verifyReport } from '../verify/verify.js'
-import { runWrite, shellQuote, validateWriteFlags, writerEnvironment, type Io, type WriteOptions } from '../write/writer.js'
+import { shellQuote, validateWriteFlags, type WriteOptions } from '../write/writer.js'
+import { writeCommand } from '../write/jobs.js'
+import { writerEnvironment } from '../environment.js'
+import type { Io } from '../../base/io.js'
 
 export interface AgentOptions extends Omit<WriteOptions, 'durationS' | 'traceFile' | 'campaign'> {
   /** Print a service definition that starts this agent at boot, and exit. */
@@ -89,7 +92,7 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
     io.out(`campaign ${campaign.name}: cycle ${campaign.cycle} of ${campaign.cycles}: writing until the power goes\n`)
     // No --duration: the run ends when the power does. The last run was verified above (or had its
     // verdicts, or there was none): nothing unverified is discarded.
-    return runWrite({ ...options, ownPaths, discardUnverified: true, campaign: { name: campaign.name, cycle: campaign.cycle } }, io)
+    return writeCommand({ ...options, ownPaths, discardUnverified: true, campaign: { name: campaign.name, cycle: campaign.cycle } }, io)
   }
   io.out(`${describeCampaign(campaign)}: nothing to write\n`)
   return exitCode

@@ -20,7 +20,7 @@ import { decodeSuperblock, maxRecordSizeBytes, runKey, slotOf, slotOffsetBytes, 
 import { describeSystemError, runtimeError } from '../../base/errors.js'
 import { WholeRecordCheck } from '../../record/scan.js'
 import { readAhead, type ChunkRequest } from './read-ahead.js'
-import { findingOf, roleOf, runVerdict } from './verdict-rules.js'
+import { findingOf, roleOf, runVerdict, type RunVerdict } from './verdict-rules.js'
 import { chunkBuffers, inThreadChecker, scanThreadCount, startScanThreads, type ChunkChecker } from './scan-threads.js'
 
 /**
@@ -58,7 +58,6 @@ export interface RecordFinding {
   readonly detail: string
 }
 
-export type RunVerdict = 'pass' | 'fail' | 'inconclusive'
 
 export interface RunReport {
   readonly runId: string

@@ -25,8 +25,8 @@ import { PlugcheckError, describeSystemError, runtimeError } from '../../base/er
 import { nodeConnectHost } from '../../native/sockaddr.js'
 import { nativePort } from '../../native/index.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from '../../protocol/endpoint.js'
-import { listenerTimeoutMs as defaultListenerTimeoutMs } from '../write/ack-channel.js'
-import { epochAt, listenerClockOf, type TimeBase } from '../write/run-clock.js'
+import { listenerTimeoutMs as defaultListenerTimeoutMs } from '../../protocol/endpoint.js'
+import { epochAt, listenerClockOf, type TimeBase } from '../run-clock.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, oneLine, startsWithListenerFrame } from '../../protocol/listener-errors.js'
 
 /**

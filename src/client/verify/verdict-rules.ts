@@ -18,7 +18,9 @@
  */
 import { assert } from '../../base/assert.js'
 import { exitCodes } from '../../base/errors.js'
-import type { RunVerdict } from './judge.js'
+
+/** A run's verdict: pass, fail (an acknowledged record lost, torn or corrupt) or inconclusive. */
+export type RunVerdict = 'pass' | 'fail' | 'inconclusive'
 
 export type Role = 'tested' | 'control'
 export type Finding = 'file-lost' | 'records-lost' | 'lost-running' | 'kept' | 'idle'

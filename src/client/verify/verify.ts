@@ -20,16 +20,17 @@ import { describeSystemError, runtimeError, usageError, PlugcheckError } from '.
 import { formatSize } from '../../base/sizes.js'
 import { join } from 'node:path'
 import { formatEndpoint, type Endpoint } from '../../protocol/endpoint.js'
-import { judgeRun, readSuperblock, type RunReport, type RunVerdict } from './judge.js'
+import { judgeRun, readSuperblock, type RunReport } from './judge.js'
 import { listenerNowMs, queryRuns, readSpanPages, reportVerdicts } from './listener-client.js'
-import { listenerTimeoutMs } from '../write/ack-channel.js'
+import { listenerTimeoutMs } from '../../protocol/endpoint.js'
 import { ackedThroughSeqOf, pagedTimeline, spansLeftOut, timelineOfSpans, type AckTimeline, type SpanPageReader } from './ack-timeline.js'
 import { checkFileSystemPresent } from './file-checks.js'
 import { checkGroupMembers, withMembersTheFilesHold } from './group-members.js'
 import { checkMetaAgainstFiles } from './meta-check.js'
-import { groupVerdict, judgeMethods, methodLabel, verdictExitCodes, type MethodJudgement } from './verdict-rules.js'
+import { groupVerdict, judgeMethods, methodLabel, verdictExitCodes, type MethodJudgement, type RunVerdict } from './verdict-rules.js'
 import { firstNotJudged, notJudgedExitCode, type NotJudgedCheck } from './not-judged-rules.js'
-import { writerEnvironment, type Io } from '../write/writer.js'
+import { writerEnvironment } from '../environment.js'
+import type { Io } from '../../base/io.js'
 
 export interface VerifyOptions {
   readonly source: { readonly server: Endpoint } | { readonly acksDir: string }

@@ -16,10 +16,9 @@ import { nativePort, type AckSocket } from '../../native/index.js'
 import { PlugcheckError, describeSystemError, runtimeError } from '../../base/errors.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from '../../protocol/endpoint.js'
 import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, startsWithListenerFrame } from '../../protocol/listener-errors.js'
-import { listenerClockOf, type TimeBase } from './run-clock.js'
+import { listenerClockOf, type TimeBase } from '../run-clock.js'
+import { listenerTimeoutMs } from '../../protocol/endpoint.js'
 
-/** Default bound on connect, every send and every wait for an answer (`--listener-timeout`). */
-export const listenerTimeoutMs = 10_000
 
 export class AckChannel {
   private readonly decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)

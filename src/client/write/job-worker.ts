@@ -16,7 +16,7 @@ import { writeSync } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import { PlugcheckError, exitCodes } from '../../base/errors.js'
 import type { JobCommand, JobData, JobMessage } from './jobs.js'
-import { runWrite, type GroupStart, type Io, type StopSignal } from './writer.js'
+import { runWrite, type GroupStart, type WriteIo, type StopSignal } from './writer.js'
 
 const resendSignalMs = 20
 
@@ -47,7 +47,7 @@ function startBarrier(failure: string | undefined): Promise<GroupStart> {
   })
 }
 
-const io: Io = {
+const io: WriteIo = {
   out: (text) => post({ kind: 'out', text }),
   err: (text) => post({ kind: 'err', text }),
   statusTty,

@@ -27,8 +27,9 @@ import { PlugcheckError, exitCodes } from '../../base/errors.js'
 import type { FileLock } from '../../native/index.js'
 import { lockExisting } from './data-file.js'
 import { checkEvidence } from './evidence.js'
-import { listenerTimeoutMs } from './ack-channel.js'
-import { evidenceQuestion, formatUs, groupDataPaths, stoppedLine, validateWriteOptions, verifyLine, type Io, type StopSignal, type WriteOptions, type WriteProgress } from './writer.js'
+import { listenerTimeoutMs } from '../../protocol/endpoint.js'
+import { evidenceQuestion, formatUs, groupDataPaths, stoppedLine, validateWriteOptions, verifyLine, type WriteIo, type StopSignal, type WriteOptions, type WriteProgress } from './writer.js'
+import { runWrite } from './writer.js'
 
 /** What the main thread hands a job. */
 export interface JobData {
@@ -67,7 +68,12 @@ interface Job {
 
 type JobResult = Extract<JobMessage, { kind: 'done' }>
 
-export async function runJobs(options: WriteOptions, io: Io): Promise<number> {
+/** `plugcheck write`: one job in this process, or --jobs N jobs in worker threads (runJobs). */
+export function writeCommand(options: WriteOptions, io: WriteIo): Promise<number> {
+  return (options.jobs ?? 1) > 1 && options.job === undefined ? runJobs(options, io) : runWrite(options, io)
+}
+
+export async function runJobs(options: WriteOptions, io: WriteIo): Promise<number> {
   const count = options.jobs ?? 1
   validateWriteOptions(options)
   // Every job's files, before any job announces anything: a second writer on any of them is refused

@@ -31,23 +31,26 @@ import { hostname } from 'node:os'
 import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { encodeFrame } from '../../protocol/framing.js'
+import type { Io } from '../../base/io.js'
+import { assert } from '../../base/assert.js'
 import { groupRunsMax, writerEnvSchema, type CampaignTag, type EndReason, type WriterEnv } from '../../protocol/messages.js'
-import { collectFingerprint } from '../../env/fingerprint.js'
+import { writerEnvironment } from '../environment.js'
 import { NativeError, directAlignmentBytes, nativePort, type DataFile, type FileLock } from '../../native/index.js'
 import { methodAvailability, type MethodName } from '../../native/registry.js'
 import { encodeSuperblock, fillRecord, memberPath, readStamp, runKey, sectorBytes, slotOf, slotOffsetBytes, stampBytes, type Pattern, type RunKey, type RunMeta } from '../../record/format.js'
 import { PlugcheckError, describeSystemError, exitCodes, runtimeError, usageError } from '../../base/errors.js'
 import { formatSize } from '../../base/sizes.js'
-import { AckChannel, listenerTimeoutMs as defaultListenerTimeoutMs } from './ack-channel.js'
+import { AckChannel } from './ack-channel.js'
+import { listenerTimeoutMs as defaultListenerTimeoutMs } from '../../protocol/endpoint.js'
 import { checkDirectSupported, checkFolder, directFlag, checkReplaceable, createDataFile, lockExisting } from './data-file.js'
 import { formatEndpoint, type Endpoint } from '../../protocol/endpoint.js'
 import { superblockHeadBytes, watchFiles, type FileFinding, type WatchedRun } from './file-watch.js'
-import { epochAt, runTimeBase, type TimeBase } from './run-clock.js'
+import { epochAt, runTimeBase, type TimeBase } from '../run-clock.js'
 import { checkEvidence, type EvidenceQuestion } from './evidence.js'
 import { shellQuote } from '../../base/shell-quote.js'
 
 export { shellQuote }
-import { LatencyHistogram } from './latency.js'
+import { LatencyHistogram } from '../../base/latency.js'
 
 export interface WriteOptions {
   readonly server: Endpoint
@@ -112,12 +115,8 @@ export interface JobOf {
 /** Runs of one group: the listener answers a verify with at most this many, so --jobs x methods is bounded by it. */
 export { groupRunsMax }
 
-export interface Io {
-  readonly out: (text: string) => void
-  readonly err: (text: string) => void
-  readonly statusTty: boolean
-  /** out, but written before it returns (the process may be SIGKILLed right after); defaults to out. */
-  readonly outNow?: (text: string) => void
+/** The command's output, with the write loop's progress when a parent sums it (write --jobs). */
+export interface WriteIo extends Io {
   /**
    * Where a terminal's status goes as data (write --jobs: each job's, summed by the main thread);
    * without it the loop draws its own status line and 'steady' line on err. Only when statusTty.
@@ -166,8 +165,6 @@ const steadyAfterMs = 3000
 export const unrecordedAcksMax = 100_000
 /** Once blocked, resume when the listener has caught up to half the bound (no flapping). */
 const unrecordedAcksResume = unrecordedAcksMax / 2
-/** A fingerprint is a few KiB; one bigger than this is not sent (a client frame is at most 64 KiB). */
-const fingerprintFrameBytesMax = 16 * 1024
 /** Trace entries: run id (8 bytes), seq (f64), sync-return time from process.hrtime in ns (f64). */
 export const traceEntryBytes = 24
 
@@ -225,8 +222,8 @@ export function groupDataPaths(options: Pick<WriteOptions, 'file' | 'methods' | 
   return Array.from({ length: count }, (_, index) => dataPaths({ ...options, job: { index, count, groupId: '', groupKey: '' } })).flat()
 }
 
-export async function runWrite(options: WriteOptions, io: Io): Promise<number> {
-  if ((options.jobs ?? 1) > 1 && options.job === undefined) return (await import('./jobs.js')).runJobs(options, io)
+export async function runWrite(options: WriteOptions, io: WriteIo): Promise<number> {
+  assert((options.jobs ?? 1) === 1 || options.job !== undefined, 'runWrite writes one job; --jobs N goes through writeCommand')
   validateWriteOptions(options)
   const timeoutMs = options.listenerTimeoutMs ?? defaultListenerTimeoutMs
   const paths = dataPaths(options)
@@ -339,25 +336,6 @@ export function evidenceQuestion(options: WriteOptions, timeoutMs: number): Evid
   }
 }
 
-/** Boot id and environment fingerprint for the listener; anything that cannot be collected is null. */
-export function writerEnvironment(directory: string): WriterEnv {
-  let bootId: string | null = null
-  try {
-    bootId = nativePort().bootId() // null where the platform has none: verify then says it cannot tell
-  } catch {
-    bootId = null
-  }
-  let fingerprint: WriterEnv['fingerprint'] = null
-  try {
-    fingerprint = collectFingerprint(directory, nativePort().fileSystemOf(directory))
-  } catch {
-    fingerprint = null
-  }
-  const env = writerEnvSchema.safeParse({ bootId, fingerprint })
-  if (!env.success) return { bootId: writerEnvSchema.shape.bootId.safeParse(bootId).success ? bootId : null, fingerprint: null }
-  if (env.data.fingerprint !== null && encodeFrame(env.data.fingerprint).length > fingerprintFrameBytesMax) return { bootId: env.data.bootId, fingerprint: null }
-  return env.data
-}
 
 /** The trail's last line: what to run after the cut. */
 export function verifyLine(options: Pick<WriteOptions, 'server' | 'file' | 'token'>): string {
@@ -406,7 +384,7 @@ async function writeLoop(
   options: WriteOptions,
   runs: ActiveRun[],
   channel: AckChannel,
-  io: Io,
+  io: WriteIo,
   timeoutMs: number,
   stoppedBefore: StopSignal | undefined,
   clock: TimeBase,

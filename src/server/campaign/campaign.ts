@@ -26,9 +26,19 @@ import { assert } from '../../base/assert.js'
 import { describeSystemError, runtimeError, usageError } from '../../base/errors.js'
 import { syncDirectoryAsync } from '../../base/directory-sync.js'
 import type { CampaignState, CampaignTag, StoredVerdict } from '../../protocol/messages.js'
-import type { CampaignOptions } from '../listen/listen.js'
 import { campaignStep, movesTo, takes } from './campaign-transitions.js'
 import { campaignChecksumProblem, campaignFileSchema, campaignFileText, campaignFileVersion, type CampaignFile, type CycleRecord } from '../../store/campaign-file.js'
+
+export interface CampaignOptions {
+  readonly name: string
+  readonly cycles: number
+  readonly cutCommand: string
+  /** [min, max] seconds after the writer is steady. */
+  readonly cutAfterS: readonly [number, number]
+  readonly rebootTimeoutS: number
+  /** Seed of the cut moments; random (and logged) when absent. */
+  readonly seed?: number
+}
 
 /** The cut command gets this long, then it is killed (with its process group) and the cut counts as failed. */
 export const cutCommandTimeoutMs = 120_000

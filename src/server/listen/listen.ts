@@ -13,11 +13,11 @@ import { open, rename, type FileHandle } from 'node:fs/promises'
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import { PlugcheckError, describeSystemError, exitCodes, runtimeError } from '../../base/errors.js'
-import type { Io } from '../../client/write/writer.js'
+import type { Io } from '../../base/io.js'
 import type { CampaignState } from '../../protocol/messages.js'
 import { describeEvent, type ListenerEvent } from './events.js'
 import { Listener } from './listener.js'
-import { Campaign, campaignFilePath } from '../campaign/campaign.js'
+import { Campaign, campaignFilePath, type CampaignOptions } from '../campaign/campaign.js'
 import { campaignFileSchema } from '../../store/campaign-file.js'
 import type { QuotaLimits, Reserve } from './quotas.js'
 import { selectPrunableChecked } from './prune.js'
@@ -26,16 +26,6 @@ import { formatDurationFlag } from '../../base/durations.js'
 const eventLinesPerWindow = 50
 const eventWindowMs = 10_000
 
-export interface CampaignOptions {
-  readonly name: string
-  readonly cycles: number
-  readonly cutCommand: string
-  /** [min, max] seconds after the writer is steady. */
-  readonly cutAfterS: readonly [number, number]
-  readonly rebootTimeoutS: number
-  /** Seed of the cut moments; random (and logged) when absent. */
-  readonly seed?: number
-}
 
 export interface ListenOptions {
   readonly host: string

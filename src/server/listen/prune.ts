@@ -15,7 +15,7 @@
 import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { PlugcheckError, describeSystemError, exitCodes, runtimeError, usageError } from '../../base/errors.js'
-import type { Io } from '../../client/write/writer.js'
+import type { Io } from '../../base/io.js'
 import { formatDurationFlag } from '../../base/durations.js'
 import { AckStore } from '../../store/ack-store.js'
 import type { RunSummary } from '../../protocol/messages.js'

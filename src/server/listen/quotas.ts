@@ -8,8 +8,8 @@
  * (bounding each of its 2^64 addresses alone would bound nothing).
  */
 import { statfs } from 'node:fs/promises'
-import { isIPv6 } from 'node:net'
 import { performance } from 'node:perf_hooks'
+import { peerKey } from '../../protocol/endpoint.js'
 import type { StoreUsage } from '../../store/ack-store.js'
 
 export const defaultMaxRuns = 100_000
@@ -31,23 +31,6 @@ export interface QuotaLimits {
 /** --reserve: bytes, or a percentage of the file system's size. */
 export type Reserve = { readonly bytes: number } | { readonly percent: number }
 
-/** IPv4 as it is (also when mapped into IPv6), IPv6 by its /64. */
-export function peerKey(address: string): string {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)
-  if (mapped !== null) return mapped[1]!
-  if (!isIPv6(address)) return address
-  return `${expandIPv6(address).slice(0, 4).join(':')}::/64`
-}
-
-/** The eight groups of an IPv6 address, without leading zeros (::1 -> 0,0,0,0,0,0,0,1). */
-function expandIPv6(address: string): string[] {
-  const plain = address.split('%')[0]!
-  const [head, tail] = plain.includes('::') ? plain.split('::') : [plain, undefined]
-  const left = head === '' ? [] : head!.split(':')
-  const right = tail === undefined || tail === '' ? [] : tail.split(':')
-  const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right]
-  return groups.map((g) => (g.includes('.') ? g : Number.parseInt(g, 16).toString(16)))
-}
 
 /** Runs and bytes on record for the peer's key (every address of an IPv6 /64 together): one lookup. */
 function usageOfPeer(usage: StoreUsage, peer: string): { runs: number; bytes: number } {

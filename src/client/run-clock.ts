@@ -10,8 +10,8 @@
  * time, before 2000, is refused then: the listener would refuse the run).
  */
 import { performance } from 'node:perf_hooks'
-import { epochMsSchema } from '../../protocol/messages.js'
-import { usageError } from '../../base/errors.js'
+import { epochMsSchema } from '../protocol/messages.js'
+import { usageError } from '../base/errors.js'
 
 /** A wall-clock reading (ms since the epoch) and the monotonic time, performance.now(), at which it held. */
 export interface TimeBase {
