@@ -28,7 +28,18 @@ import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Listener } from '../src/server/listen/listener.js'
 import { traceEntryBytes } from '../src/client/write/writer.js'
-import { fileSystemName, formatRate, median, plugcheckWriteArgs, quantileSorted, recordsFromSummary, roundsAndSeconds, runChild, table, tmpfsDir } from './common.js'
+import {
+  fileSystemName,
+  formatRate,
+  median,
+  plugcheckWriteArgs,
+  quantileSorted,
+  recordsFromSummary,
+  roundsAndSeconds,
+  runChild,
+  table,
+  tmpfsDir,
+} from './common.js'
 
 const goalLagUsP50 = 100
 const goalLagUsP99 = 1000
@@ -102,7 +113,24 @@ async function main(): Promise<number> {
     }
   })
 
-  const rows = [['target', 'round', 'records/s', 'p50', 'p90', 'p99', 'p99.9', 'max', 'missing', 'wire p50', 'wire p99', 'handling p50', 'handling p99', 'listener CPU/ack']]
+  const rows = [
+    [
+      'target',
+      'round',
+      'records/s',
+      'p50',
+      'p90',
+      'p99',
+      'p99.9',
+      'max',
+      'missing',
+      'wire p50',
+      'wire p99',
+      'handling p50',
+      'handling p99',
+      'listener CPU/ack',
+    ],
+  ]
   const summaryRows = [['target', 'records/s', 'lag p50', 'lag p99', 'lag max', 'goal p50 <= 100 us', 'goal p99 <= 1 ms']]
   try {
     for (const target of targets) {
@@ -111,14 +139,32 @@ async function main(): Promise<number> {
       for (let r = 0; r < roundCount; r++) {
         const sample = await measureOnce(listener.address().port, target.dir, durationS, receipts)
         samples.push(sample)
-        rows.push([label, String(r + 1), formatRate(sample.ratePerS), ...lagColumns(sample.lagsUs), String(sample.missing), ...partColumns(sample), `${sample.listenerCpuUsPerAck.toFixed(1)} us`])
-        console.log(`${label} round ${r + 1}: ${formatRate(sample.ratePerS)}, lag p50 ${formatUs(quantileSorted(sample.lagsUs, 0.5))}, p99 ${formatUs(quantileSorted(sample.lagsUs, 0.99))}`)
+        rows.push([
+          label,
+          String(r + 1),
+          formatRate(sample.ratePerS),
+          ...lagColumns(sample.lagsUs),
+          String(sample.missing),
+          ...partColumns(sample),
+          `${sample.listenerCpuUsPerAck.toFixed(1)} us`,
+        ])
+        console.log(
+          `${label} round ${r + 1}: ${formatRate(sample.ratePerS)}, lag p50 ${formatUs(quantileSorted(sample.lagsUs, 0.5))}, p99 ${formatUs(quantileSorted(sample.lagsUs, 0.99))}`,
+        )
       }
       const pool = (part: (s: LagSample) => Float64Array): Float64Array => Float64Array.from(samples.flatMap((s) => [...part(s)])).sort()
       const pooled = pool((s) => s.lagsUs)
       const pooledParts = { wireUs: pool((s) => s.wireUs), handlingUs: pool((s) => s.handlingUs) }
       const meanRatePerS = samples.reduce((n, s) => n + s.ratePerS, 0) / samples.length
-      rows.push([label, 'all', formatRate(meanRatePerS), ...lagColumns(pooled), String(samples.reduce((n, s) => n + s.missing, 0)), ...partColumns(pooledParts), `${median(samples.map((s) => s.listenerCpuUsPerAck)).toFixed(1)} us`])
+      rows.push([
+        label,
+        'all',
+        formatRate(meanRatePerS),
+        ...lagColumns(pooled),
+        String(samples.reduce((n, s) => n + s.missing, 0)),
+        ...partColumns(pooledParts),
+        `${median(samples.map((s) => s.listenerCpuUsPerAck)).toFixed(1)} us`,
+      ])
       const p50 = quantileSorted(pooled, 0.5)
       const p99 = quantileSorted(pooled, 0.99)
       summaryRows.push([
@@ -203,7 +249,10 @@ function lagColumns(sortedUs: Float64Array): string[] {
 }
 
 function partColumns(parts: Pick<LagSample, 'wireUs' | 'handlingUs'>): string[] {
-  return [parts.wireUs, parts.handlingUs].flatMap((sorted) => [formatUs(quantileSorted(sorted, 0.5)), formatUs(quantileSorted(sorted, 0.99))])
+  return [parts.wireUs, parts.handlingUs].flatMap((sorted) => [
+    formatUs(quantileSorted(sorted, 0.5)),
+    formatUs(quantileSorted(sorted, 0.99)),
+  ])
 }
 
 function formatUs(us: number): string {

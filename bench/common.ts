@@ -58,13 +58,20 @@ export function plugcheckWriteArgs(port: number, file: string, durationS: number
   return [
     plugcheckBin,
     'write',
-    '--server', `127.0.0.1:${port}`,
-    '--file', file,
-    '--method', 'fdatasync',
-    '--pattern', 'overwrite',
-    '--size', String(dataFileSizeBytes),
-    '--record-size', String(recordSizeBytes),
-    '--duration', String(durationS),
+    '--server',
+    `127.0.0.1:${port}`,
+    '--file',
+    file,
+    '--method',
+    'fdatasync',
+    '--pattern',
+    'overwrite',
+    '--size',
+    String(dataFileSizeBytes),
+    '--record-size',
+    String(recordSizeBytes),
+    '--duration',
+    String(durationS),
     ...extra,
   ]
 }
@@ -85,7 +92,11 @@ export interface ListenerProcess {
 const listenerStartTimeoutMs = 30_000
 
 /** Starts `plugcheck listen` on 127.0.0.1 with an ephemeral port, as a separate process (bin: another tree's, for a baseline). */
-export function startListenerProcess(storeDir: string, bin = plugcheckBin, startTimeoutMs = listenerStartTimeoutMs): Promise<ListenerProcess> {
+export function startListenerProcess(
+  storeDir: string,
+  bin = plugcheckBin,
+  startTimeoutMs = listenerStartTimeoutMs,
+): Promise<ListenerProcess> {
   const child = spawn(process.execPath, [bin, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', storeDir], {
     stdio: ['ignore', 'pipe', 'inherit'],
   })

@@ -74,7 +74,19 @@ export class FleetConnection {
     const state: RunState = { encoder: new AckFrameEncoder(runId), sentSeq: 0, recordedSeq: 0, pending: [], runOk: undefined }
     this.runs.set(runId, state)
     const ok = new Promise<void>((resolve) => (state.runOk = resolve))
-    const meta: RunMeta = { runId, groupId: runId, method: 'fdatasync', direct: false, pattern: 'append', recordSizeBytes: 8192, slotCount: 1 << 30, host: 'fleet', path, requestedPath: path, createdMs: Date.now() }
+    const meta: RunMeta = {
+      runId,
+      groupId: runId,
+      method: 'fdatasync',
+      direct: false,
+      pattern: 'append',
+      recordSizeBytes: 8192,
+      slotCount: 1 << 30,
+      host: 'fleet',
+      path,
+      requestedPath: path,
+      createdMs: Date.now(),
+    }
     this.socket.write(encodeFrame({ type: 'run', meta, writer: { bootId: null, fingerprint: null } }))
     await bounded(ok, timeoutMs, `no run-ok for ${path}`)
     if (this.error !== undefined) throw new Error(this.error)
@@ -195,7 +207,10 @@ export async function countSpans(port: number, runId: string, throughSeq: number
   const receive = (): Promise<ServerMessage> =>
     bounded(
       new Promise<ServerMessage>((resolve, reject) => {
-        const take = (m: ServerMessage | Error): void => ((next = undefined), m instanceof Error ? reject(m) : m.type === 'error' ? reject(new Error(`${m.code}: ${m.message}`)) : resolve(m))
+        const take = (m: ServerMessage | Error): void => (
+          (next = undefined),
+          m instanceof Error ? reject(m) : m.type === 'error' ? reject(new Error(`${m.code}: ${m.message}`)) : resolve(m)
+        )
         if (inbox.length > 0) take(inbox.shift()!)
         else next = take
       }),

@@ -95,7 +95,13 @@ async function main(): Promise<number> {
   const base = values.quick ? quickScale : fullScale
   const scale: Scale = {
     runs: Number(values.runs ?? base.runs),
-    live: values.live === undefined ? base.live : values.live.split(',').filter((n) => n !== '' && n !== 'none').map(Number),
+    live:
+      values.live === undefined
+        ? base.live
+        : values.live
+            .split(',')
+            .filter((n) => n !== '' && n !== 'none')
+            .map(Number),
     trickleSeconds: Number(values['trickle-seconds'] ?? base.trickleSeconds),
     spanWriters: Number(values['span-writers'] ?? base.spanWriters),
     spanSeconds: Number(values['span-seconds'] ?? base.spanSeconds),
@@ -137,7 +143,10 @@ async function measureTree(tree: string, parentDir: string, scale: Scale): Promi
       await withHonest(listener.port, `${scale.runs} ended runs`, note, async () => {
         const startMs = Date.now()
         const failures = await announceEnded(listener.port, scale.runs)
-        note(`${scale.runs} runs announced+ended: time`, `${((Date.now() - startMs) / 1000).toFixed(1)} s${failures === 0 ? '' : ` (${failures} connections failed)`}`)
+        note(
+          `${scale.runs} runs announced+ended: time`,
+          `${((Date.now() - startMs) / 1000).toFixed(1)} s${failures === 0 ? '' : ` (${failures} connections failed)`}`,
+        )
       })
       await new Promise((done) => setTimeout(done, 2000)) // the last ends' commit round
       note(`RSS after ${scale.runs} ended runs (VmRSS / VmHWM)`, rssText(listener.child.pid!))
@@ -155,7 +164,9 @@ async function measureTree(tree: string, parentDir: string, scale: Scale): Promi
 
 /** Announces `runs` runs, each acked seqs 1..3 and ended, 64 to a connection, crowdWidth connections at once. */
 async function announceEnded(port: number, runs: number): Promise<number> {
-  const batches = Array.from({ length: Math.ceil(runs / runsPerConnection) }, (_, i) => Math.min(runsPerConnection, runs - i * runsPerConnection))
+  const batches = Array.from({ length: Math.ceil(runs / runsPerConnection) }, (_, i) =>
+    Math.min(runsPerConnection, runs - i * runsPerConnection),
+  )
   const outcomes = await inParallel(batches, crowdWidth, async (count, b) => {
     const sink = new LatencySink()
     let connection: FleetConnection | undefined
@@ -213,20 +224,27 @@ async function trickle(port: number, live: number, seconds: number, note: (m: st
   const sink = new LatencySink()
   await withHonest(port, `${live} live runs`, note, async () => {
     const startMs = Date.now()
-    const opened = await inParallel(Array.from({ length: Math.ceil(live / runsPerConnection) }, (_, i) => Math.min(runsPerConnection, live - i * runsPerConnection)), crowdWidth, async (count, b) => {
-      const runIds: string[] = []
-      let connection: FleetConnection | undefined
-      try {
-        connection = await FleetConnection.open(port, sink, waitMs)
-        for (let i = 0; i < count; i++) runIds.push(await connection.announce(`/fleet/live/${live}/${b}/${i}.dat`, waitMs))
-      } catch (error) {
-        console.log(`  connection ${b}: ${(error as Error).message}`) // a refused run (a quota, a limit) is a figure, not the end of the bench
-      }
-      return connection === undefined ? undefined : { connection, runIds }
-    })
+    const opened = await inParallel(
+      Array.from({ length: Math.ceil(live / runsPerConnection) }, (_, i) => Math.min(runsPerConnection, live - i * runsPerConnection)),
+      crowdWidth,
+      async (count, b) => {
+        const runIds: string[] = []
+        let connection: FleetConnection | undefined
+        try {
+          connection = await FleetConnection.open(port, sink, waitMs)
+          for (let i = 0; i < count; i++) runIds.push(await connection.announce(`/fleet/live/${live}/${b}/${i}.dat`, waitMs))
+        } catch (error) {
+          console.log(`  connection ${b}: ${(error as Error).message}`) // a refused run (a quota, a limit) is a figure, not the end of the bench
+        }
+        return connection === undefined ? undefined : { connection, runIds }
+      },
+    )
     const connections = opened.filter((c) => c !== undefined)
     const announced = connections.reduce((n, c) => n + c.runIds.length, 0)
-    note(`${live} live runs: announcing`, `${((Date.now() - startMs) / 1000).toFixed(1)} s${announced === live ? '' : ` (${announced} announced)`}`)
+    note(
+      `${live} live runs: announcing`,
+      `${((Date.now() - startMs) / 1000).toFixed(1)} s${announced === live ? '' : ` (${announced} announced)`}`,
+    )
     const timers: NodeJS.Timeout[] = []
     for (const { connection, runIds } of connections) {
       for (const runId of runIds) {
@@ -242,7 +260,10 @@ async function trickle(port: number, live: number, seconds: number, note: (m: st
     const unrecorded = connections.reduce((n, { connection }) => n + connection.unrecorded(), 0)
     const failed = connections.filter(({ connection }) => connection.error !== undefined).length
     const sorted = Float64Array.from(sink.samplesUs).sort()
-    note(`${live} live runs: ack->recorded p50 / p99 / max`, `${latencyText(sorted)} (${sorted.length} acks${unrecorded === 0 ? '' : `, ${unrecorded} never recorded`}${failed === 0 ? '' : `, ${failed} connections failed`})`)
+    note(
+      `${live} live runs: ack->recorded p50 / p99 / max`,
+      `${latencyText(sorted)} (${sorted.length} acks${unrecorded === 0 ? '' : `, ${unrecorded} never recorded`}${failed === 0 ? '' : `, ${failed} connections failed`})`,
+    )
     for (const { connection } of connections) connection.close()
   })
 }
@@ -255,10 +276,14 @@ async function spanWeek(bin: string, parentDir: string, scale: Scale, note: (m: 
   try {
     await withHonest(listener.port, `${scale.spanWriters} span writers`, note, async () => {
       const sink = new LatencySink()
-      const writers = await inParallel(Array.from({ length: scale.spanWriters }, (_, i) => i), crowdWidth, async (i) => {
-        const connection = await FleetConnection.open(listener.port, sink, waitMs)
-        return { connection, runId: await connection.announce(`/fleet/spans/${i}.dat`, waitMs) }
-      })
+      const writers = await inParallel(
+        Array.from({ length: scale.spanWriters }, (_, i) => i),
+        crowdWidth,
+        async (i) => {
+          const connection = await FleetConnection.open(listener.port, sink, waitMs)
+          return { connection, runId: await connection.announce(`/fleet/spans/${i}.dat`, waitMs) }
+        },
+      )
       await new Promise((done) => setTimeout(done, 1000))
       const before = rssKiB(listener.child.pid!)
       const stopAtMs = Date.now() + scale.spanSeconds * 1000
@@ -268,9 +293,10 @@ async function spanWeek(bin: string, parentDir: string, scale: Scale, note: (m: 
       let nextSampleMs = Date.now() + 1000
       // One ack per writer every 10 ms real (1 s of the listener's clock): each one a span of its own.
       while (Date.now() < stopAtMs) {
-        for (const w of writers) if (w.connection.error === undefined && w.connection.unrecorded() < 10_000) (w.connection.ack(w.runId), spans++)
+        for (const w of writers)
+          if (w.connection.error === undefined && w.connection.unrecorded() < 10_000) w.connection.ack(w.runId), spans++
         await new Promise((done) => setTimeout(done, 10))
-        if (Date.now() >= nextSampleMs) (samples.push([spans, rssKiB(listener.child.pid!).rss * 1024]), (nextSampleMs += 1000))
+        if (Date.now() >= nextSampleMs) samples.push([spans, rssKiB(listener.child.pid!).rss * 1024]), (nextSampleMs += 1000)
       }
       await Promise.all(writers.map((w) => w.connection.drain(waitMs)))
       await new Promise((done) => setTimeout(done, 1000))
@@ -285,22 +311,37 @@ async function spanWeek(bin: string, parentDir: string, scale: Scale, note: (m: 
         heldSpans += await countSpans(listener.port, w.runId, w.connection.sentSeq(w.runId), waitMs)
       }
       const spansPerAck = heldSpans / Math.max(1, probedAcks)
-      note(`${scale.spanWriters} writers: spans held per ack sent (${probed.length} runs read back by span pages)`, `${spansPerAck.toFixed(3)} (${heldSpans} / ${probedAcks})`)
+      note(
+        `${scale.spanWriters} writers: spans held per ack sent (${probed.length} runs read back by span pages)`,
+        `${spansPerAck.toFixed(3)} (${heldSpans} / ${probedAcks})`,
+      )
       // The slope per span held, not per ack sent.
       const perSpanBytes = slope(samples.map(([acks, rss]) => [acks * spansPerAck, rss] as const))
       const failed = writers.filter((w) => w.connection.error !== undefined).length
-      note(`${scale.spanWriters} writers: acks sent (1 every 10 ms a writer)`, `${spans.toLocaleString('en-US')} in ${scale.spanSeconds} s${failed === 0 ? '' : ` (${failed} writers failed)`}`)
+      note(
+        `${scale.spanWriters} writers: acks sent (1 every 10 ms a writer)`,
+        `${spans.toLocaleString('en-US')} in ${scale.spanSeconds} s${failed === 0 ? '' : ` (${failed} writers failed)`}`,
+      )
       note(`${scale.spanWriters} writers: RSS before / after spans`, `${mib(before.rss)} / ${mib(after.rss)} (VmHWM ${mib(after.hwm)})`)
       note(`RSS per span (least-squares slope of RSS over spans)`, `${perSpanBytes.toFixed(1)} B`)
       const weekSpans = scale.spanWriters * spansPerWriterWeek
-      note(`RSS for a week of ${scale.spanWriters} writers (${(weekSpans / 1e9).toFixed(2)} G spans, extrapolated)`, mib(before.rss + (Math.max(0, perSpanBytes) * weekSpans) / 1024))
+      note(
+        `RSS for a week of ${scale.spanWriters} writers (${(weekSpans / 1e9).toFixed(2)} G spans, extrapolated)`,
+        mib(before.rss + (Math.max(0, perSpanBytes) * weekSpans) / 1024),
+      )
       // Past 4,096 spans a run, a live run's spans leave memory (ack-store.ts residentSpansMax): the
       // slope from there on is what a week costs; before it, each run's table grows to ~96 KiB.
       const pastResident = samples.filter(([acks]) => (acks * spansPerAck) / scale.spanWriters > residentSpansPerRun * 1.1)
       if (pastResident.length >= 3) {
         const tailBytes = slope(pastResident.map(([acks, rss]) => [acks * spansPerAck, rss] as const))
-        note(`RSS per span past ${residentSpansPerRun} spans a run (slope over the samples from there)`, `${tailBytes.toFixed(1)} B (${pastResident.length} samples)`)
-        note(`RSS for a week of ${scale.spanWriters} writers (extrapolated from that slope)`, mib(after.rss + (Math.max(0, tailBytes) * weekSpans) / 1024))
+        note(
+          `RSS per span past ${residentSpansPerRun} spans a run (slope over the samples from there)`,
+          `${tailBytes.toFixed(1)} B (${pastResident.length} samples)`,
+        )
+        note(
+          `RSS for a week of ${scale.spanWriters} writers (extrapolated from that slope)`,
+          mib(after.rss + (Math.max(0, tailBytes) * weekSpans) / 1024),
+        )
       } else {
         note(`RSS per span past ${residentSpansPerRun} spans a run`, `n/a (runs held fewer: raise --span-seconds)`)
       }
@@ -324,8 +365,14 @@ async function withHonest(port: number, phase: string, note: (m: string, v: stri
     child.stdin!.write('stop\n')
     const line = await bounded(lines.next(), 2 * waitMs, 'no report from the honest writer')
     const report = JSON.parse(line.value as string) as HonestReport
-    const problems = [report.unrecorded === 0 ? '' : `${report.unrecorded} never recorded`, report.error === null ? '' : report.error].filter((p) => p !== '')
-    note(`honest writer during ${phase}: p50 / p99 / max`, `${us(report.p50Us)} / ${us(report.p99Us)} / ${us(report.maxUs)} (${report.acks} acks${problems.length === 0 ? '' : `; ${problems.join('; ')}`})`)
+    const problems = [
+      report.unrecorded === 0 ? '' : `${report.unrecorded} never recorded`,
+      report.error === null ? '' : report.error,
+    ].filter((p) => p !== '')
+    note(
+      `honest writer during ${phase}: p50 / p99 / max`,
+      `${us(report.p50Us)} / ${us(report.p99Us)} / ${us(report.maxUs)} (${report.acks} acks${problems.length === 0 ? '' : `; ${problems.join('; ')}`})`,
+    )
   }
 }
 

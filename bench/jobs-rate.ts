@@ -16,7 +16,17 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { fileSystemName, formatRate, median, plugcheckWriteArgs, roundsAndSeconds, runChild, startListenerProcess, table, tmpfsDir } from './common.js'
+import {
+  fileSystemName,
+  formatRate,
+  median,
+  plugcheckWriteArgs,
+  roundsAndSeconds,
+  runChild,
+  startListenerProcess,
+  table,
+  tmpfsDir,
+} from './common.js'
 
 const { values } = parseArgs({
   options: {
@@ -42,7 +52,9 @@ function recordsOfAllJobs(stdout: string): number {
 const storeDir = mkdtempSync(join(tmpfsDir, 'plugcheck-jobs-bench-store-'))
 const listener = await startListenerProcess(storeDir)
 try {
-  console.log(`jobs-rate: ${roundCount} rounds x ${durationS} s, jobs ${jobCounts.join(', ')}, ${cpus().length} cores, listener store on ${tmpfsDir}`)
+  console.log(
+    `jobs-rate: ${roundCount} rounds x ${durationS} s, jobs ${jobCounts.join(', ')}, ${cpus().length} cores, listener store on ${tmpfsDir}`,
+  )
   for (const target of targets) {
     const workDir = mkdtempSync(join(target, 'plugcheck-jobs-bench-'))
     const rates = new Map<number, number[]>(jobCounts.map((n) => [n, []]))
@@ -63,7 +75,12 @@ try {
     for (const n of jobCounts) {
       const r = rates.get(n)!
       const ratios = r.map((x, i) => x / base[i]!)
-      rows.push([String(n), formatRate(median(r)), `${formatRate(Math.min(...r))}-${formatRate(Math.max(...r))}`, median(ratios).toFixed(2)])
+      rows.push([
+        String(n),
+        formatRate(median(r)),
+        `${formatRate(Math.min(...r))}-${formatRate(Math.max(...r))}`,
+        median(ratios).toFixed(2),
+      ])
     }
     console.log(`\n${target} (${fileSystemName(target)})\n${table(rows)}`)
   }

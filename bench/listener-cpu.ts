@@ -35,7 +35,17 @@ import { parseArgs } from 'node:util'
 import { AckFrameEncoder, FrameDecoder, encodeFrame, maxServerFrameBytes } from '../src/protocol/framing.js'
 import { protocolVersion, serverMessageSchema, type ServerMessage } from '../src/protocol/messages.js'
 import type { RunMeta } from '../src/record/format.js'
-import { fileSystemName, formatRate, median, plugcheckBin, quantileSorted, roundsAndSeconds, startListenerProcess, table, tmpfsDir } from './common.js'
+import {
+  fileSystemName,
+  formatRate,
+  median,
+  plugcheckBin,
+  quantileSorted,
+  roundsAndSeconds,
+  startListenerProcess,
+  table,
+  tmpfsDir,
+} from './common.js'
 
 const benchFile = fileURLToPath(import.meta.url)
 /** Clock ticks per second of /proc/PID/stat (USER_HZ; 100 on every Linux we run on). */
@@ -77,7 +87,12 @@ async function main(): Promise<number> {
     },
   })
   const { roundCount, durationS } = roundsAndSeconds(values)
-  const clientOptions = { window: Number(values.window), framesPerWrite: Number(values['frames-per-write']), timeoutMs: Number(values['timeout-ms']), durationS }
+  const clientOptions = {
+    window: Number(values.window),
+    framesPerWrite: Number(values['frames-per-write']),
+    timeoutMs: Number(values['timeout-ms']),
+    durationS,
+  }
   if (values.client) return runClients(Number(values.port), Number(values.clients), clientOptions)
 
   const variants = [{ label: 'now', bin: plugcheckBin }]
@@ -86,7 +101,9 @@ async function main(): Promise<number> {
   if (values['disk-clients'] !== '') targets.push({ clients: Number(values['disk-clients']), dir: resolve(values['disk-dir']) })
 
   const samples = new Map<string, Sample[]>()
-  const rows = [['store', 'clients', 'variant', 'round', 'CPU/ack', 'main', 'acks/s', 'lag p50', 'lag p99', 'lag max', 'timeouts', 'unrecorded']]
+  const rows = [
+    ['store', 'clients', 'variant', 'round', 'CPU/ack', 'main', 'acks/s', 'lag p50', 'lag p99', 'lag max', 'timeouts', 'unrecorded'],
+  ]
   for (let r = 0; r < roundCount; r++) {
     for (const target of targets) {
       // Alternate which variant goes first, so neither always runs on a warmer machine.
@@ -103,7 +120,21 @@ async function main(): Promise<number> {
       }
     }
   }
-  const summary = [['store', 'clients', 'variant', 'CPU/ack (median)', 'CPU/ack range', 'main (median)', 'acks/s (median)', 'lag p50', 'lag p99 (worst)', 'timeouts', 'unrecorded']]
+  const summary = [
+    [
+      'store',
+      'clients',
+      'variant',
+      'CPU/ack (median)',
+      'CPU/ack range',
+      'main (median)',
+      'acks/s (median)',
+      'lag p50',
+      'lag p99 (worst)',
+      'timeouts',
+      'unrecorded',
+    ],
+  ]
   for (const [key, list] of samples) {
     const cpu = list.map(cpuUsPerAck)
     const [store, clients, variant] = key.split('\t')
@@ -142,7 +173,16 @@ function ratePerS(s: Sample): number {
 
 function sampleColumns(list: Sample[]): string[] {
   const s = list[0]!
-  return [`${cpuUsPerAck(s).toFixed(2)} us`, `${mainCpuUsPerAck(s).toFixed(2)} us`, formatRate(ratePerS(s)), formatUs(s.lagP50Us), formatUs(s.lagP99Us), formatUs(s.lagMaxUs), String(s.timeouts), String(s.acksUnrecorded)]
+  return [
+    `${cpuUsPerAck(s).toFixed(2)} us`,
+    `${mainCpuUsPerAck(s).toFixed(2)} us`,
+    formatRate(ratePerS(s)),
+    formatUs(s.lagP50Us),
+    formatUs(s.lagP99Us),
+    formatUs(s.lagMaxUs),
+    String(s.timeouts),
+    String(s.acksUnrecorded),
+  ]
 }
 
 /** One listener process, one client process; the listener's CPU between "every run announced" and "every ack recorded". */
@@ -153,7 +193,24 @@ async function measureOnce(bin: string, parentDir: string, clients: number, opti
   try {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', benchFile, '--client', '--port', String(listener.port), '--clients', String(clients), '--window', String(options.window), '--frames-per-write', String(options.framesPerWrite), '--timeout-ms', String(options.timeoutMs), '--seconds', String(options.durationS)],
+      [
+        '--import',
+        'tsx',
+        benchFile,
+        '--client',
+        '--port',
+        String(listener.port),
+        '--clients',
+        String(clients),
+        '--window',
+        String(options.window),
+        '--frames-per-write',
+        String(options.framesPerWrite),
+        '--timeout-ms',
+        String(options.timeoutMs),
+        '--seconds',
+        String(options.durationS),
+      ],
       { stdio: ['pipe', 'pipe', 'inherit'] },
     )
     const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]()
@@ -274,7 +331,19 @@ async function runClients(port: number, count: number, options: ClientOptions): 
     socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'writer' }))
     if (!(await welcome)) return undefined
     const path = `/bench/listener-cpu/${index}.dat`
-    const meta: RunMeta = { runId: writer.runId, groupId: writer.runId, method: 'fdatasync', direct: false, pattern: 'append', recordSizeBytes: 8192, slotCount: 1 << 30, host: 'bench', path, requestedPath: path, createdMs: Date.now() }
+    const meta: RunMeta = {
+      runId: writer.runId,
+      groupId: writer.runId,
+      method: 'fdatasync',
+      direct: false,
+      pattern: 'append',
+      recordSizeBytes: 8192,
+      slotCount: 1 << 30,
+      host: 'bench',
+      path,
+      requestedPath: path,
+      createdMs: Date.now(),
+    }
     const runOk = writer.waitFor('run-ok', options.timeoutMs)
     socket.write(encodeFrame({ type: 'run', meta, writer: { bootId: null, fingerprint: null } }))
     return (await runOk) ? writer : undefined
@@ -297,7 +366,8 @@ async function runClients(port: number, count: number, options: ClientOptions): 
   const sendSeconds = Number(process.hrtime.bigint() - startNs) / 1e9
   // Every sent ack recorded (bounded wait), or the connection failed.
   const drainDeadline = Date.now() + options.timeoutMs
-  while (Date.now() < drainDeadline && writers.some((w) => w.error === undefined && w.recordedSeq < w.sentSeq)) await new Promise((done) => setTimeout(done, 5))
+  while (Date.now() < drainDeadline && writers.some((w) => w.error === undefined && w.recordedSeq < w.sentSeq))
+    await new Promise((done) => setTimeout(done, 5))
   const lags = Float64Array.from(writers.flatMap((w) => w.lagsUs)).sort()
   const report: ClientReport = {
     acksRecorded: writers.reduce((n, w) => n + w.recordedSeq, 0),

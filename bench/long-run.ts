@@ -61,7 +61,10 @@ function rssMiB(pid: number): number {
   return watch.stop()
 }
 
-async function startListener(bin: string, dir: string): Promise<{ port: number; pid: number; stop(): Promise<void>; startSeconds: number }> {
+async function startListener(
+  bin: string,
+  dir: string,
+): Promise<{ port: number; pid: number; stop(): Promise<void>; startSeconds: number }> {
   const startedMs = performance.now()
   const listener = await startListenerProcess(dir, bin, listenerStartTimeoutMs)
   return { port: listener.port, pid: listener.child.pid!, startSeconds: (performance.now() - startedMs) / 1000, stop: listener.stop }
@@ -69,7 +72,9 @@ async function startListener(bin: string, dir: string): Promise<{ port: number; 
 
 async function verify(bin: string, port: number, file: string): Promise<VerifyFigures> {
   const startedMs = performance.now()
-  const child = spawn(process.execPath, [bin, 'verify', '--server', `127.0.0.1:${port}`, '--file', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [bin, 'verify', '--server', `127.0.0.1:${port}`, '--file', file], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   const watch = watchPeakRss(child.pid!)
   let output = ''
   child.stdout!.on('data', (c: Buffer) => (output += c.toString()))
@@ -89,7 +94,15 @@ async function readAllPages(port: number, long: LongRun, meta: RunMeta): Promise
 }
 
 /** lose(): the data files with a seq lost near the end; repair(): intact. pages: read every page of every run too. */
-async function measureTree(label: string, bin: string, dir: string, long: LongRun, pages: boolean, lose: () => void, repair: () => void): Promise<TreeFigures> {
+async function measureTree(
+  label: string,
+  bin: string,
+  dir: string,
+  long: LongRun,
+  pages: boolean,
+  lose: () => void,
+  repair: () => void,
+): Promise<TreeFigures> {
   const file = join(dir, 'data')
   lose()
   const listener = await startListener(bin, join(dir, 'listener'))
@@ -101,7 +114,15 @@ async function measureTree(label: string, bin: string, dir: string, long: LongRu
     const pass = await verify(bin, listener.port, file)
     const allPages: PagesFigures[] = []
     if (pages) for (const meta of long.metas) allPages.push(await readAllPages(listener.port, long, meta))
-    return { label, startSeconds: listener.startSeconds, heldMiB, fail, pass, allPages: pages ? allPages : null, listenerPeakMiB: listenerPeak.stop() }
+    return {
+      label,
+      startSeconds: listener.startSeconds,
+      heldMiB,
+      fail,
+      pass,
+      allPages: pages ? allPages : null,
+      listenerPeakMiB: listenerPeak.stop(),
+    }
   } finally {
     await listener.stop()
   }
@@ -118,7 +139,8 @@ async function main(): Promise<void> {
   })
   const days = Number(values.days)
   const spansPerRun = Math.round((days * 86_400_000) / spanGapMs)
-  if (!(spansPerRun >= 1 && spansPerRun <= maxStoredSpans)) throw new Error(`--days must give 1 to ${maxStoredSpans} spans a run (a week at most)`)
+  if (!(spansPerRun >= 1 && spansPerRun <= maxStoredSpans))
+    throw new Error(`--days must give 1 to ${maxStoredSpans} spans a run (a week at most)`)
   const methods = values.methods.split(',') as Array<RunMeta['method']>
   const dir = mkdtempSync(join(values.dir ?? tmpdir(), 'plugcheck-long-run-'))
   try {
@@ -128,13 +150,25 @@ async function main(): Promise<void> {
     const long = craftLongRun({ dir: join(dir, 'listener'), file, methods, spansPerRun })
     // One seq near the end lost in every file: verify must read every page to find its window.
     const lostSeq = long.throughSeq - 10
-    process.stderr.write(`crafted in ${((performance.now() - craftedMs) / 1000).toFixed(1)} s: ${long.throughSeq.toLocaleString('en-US')} seqs a run\n`)
+    process.stderr.write(
+      `crafted in ${((performance.now() - craftedMs) / 1000).toFixed(1)} s: ${long.throughSeq.toLocaleString('en-US')} seqs a run\n`,
+    )
     const trees: Array<[string, string]> = [['this tree', plugcheckBin]]
     if (values.baseline !== undefined) trees.unshift(['baseline', join(resolve(values.baseline), 'bin', 'plugcheck.js')])
     const rows: TreeFigures[] = []
     for (const [label, bin] of trees) {
       process.stderr.write(`${label}: ${bin}\n`)
-      rows.push(await measureTree(label, bin, dir, long, label === 'this tree', () => repairDataFiles(long, new Set([lostSeq])), () => repairDataFiles(long)))
+      rows.push(
+        await measureTree(
+          label,
+          bin,
+          dir,
+          long,
+          label === 'this tree',
+          () => repairDataFiles(long, new Set([lostSeq])),
+          () => repairDataFiles(long),
+        ),
+      )
     }
     printFigures(rows)
   } finally {

@@ -56,7 +56,10 @@ const dir = path.resolve(args.dir)
 function ensurePgTestFsync(): void {
   if (fs.existsSync(pgTestFsync)) return
   console.error(`${pgTestFsync} is missing: installing Debian's postgresql-15`)
-  execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'postgresql-15'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
+  execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'postgresql-15'], {
+    stdio: 'inherit',
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  })
 }
 
 // --- pg_test_fsync's output -----------------------------------------------------------------
@@ -88,13 +91,17 @@ function parsePgOutput(text: string): { key: string; opsPerSec: number }[] {
 /** Our row for a pg_test_fsync row: same label, or pg_test_fsync's O_DIRECT rows against our "(direct)" ones. */
 function matchSpec(specs: readonly RowSpec[], key: string): RowSpec | undefined {
   const [sectionId, label] = key.split('|') as [string, string]
-  return specs.find((spec) => spec.id.startsWith(`${sectionId}/`) && (squash(spec.label) === label || squash(spec.label) === `${label} (direct)`))
+  return specs.find(
+    (spec) => spec.id.startsWith(`${sectionId}/`) && (squash(spec.label) === label || squash(spec.label) === `${label} (direct)`),
+  )
 }
 
 /** pg_test_fsync's timed rows on Linux, in its order (the rows it and we both print). */
 const sharedSpecs: RowSpec[] = benchPlan(recordSizeBytes)
   .flatMap((section) => section.rows)
-  .filter((spec) => !(spec.shape === 'sync-at-open' && !spec.direct) && spec.method !== 'pwritev2_dsync' && spec.method !== 'fsync_writethrough')
+  .filter(
+    (spec) => !(spec.shape === 'sync-at-open' && !spec.direct) && spec.method !== 'pwritev2_dsync' && spec.method !== 'fsync_writethrough',
+  )
 
 // --- one round --------------------------------------------------------------------------------
 
@@ -201,17 +208,24 @@ async function roundByRows(shim: string, pgFirst: boolean): Promise<Pair[]> {
 }
 
 function runPgAlone(): { key: string; opsPerSec: number }[] {
-  const result = spawnSync(pgTestFsync, ['-s', String(secs), '-f', path.join(dir, 'pg_test_fsync.out')], { encoding: 'utf8', timeout: runTimeoutMs })
+  const result = spawnSync(pgTestFsync, ['-s', String(secs), '-f', path.join(dir, 'pg_test_fsync.out')], {
+    encoding: 'utf8',
+    timeout: runTimeoutMs,
+  })
   if (result.status !== 0) throw new Error(`pg_test_fsync failed (${result.status}): ${result.stderr}`)
   return parsePgOutput(result.stdout)
 }
 
 function runPlugcheckCli(): BenchReport {
-  const result = spawnSync(process.execPath, [path.join(repoRoot, 'bin/plugcheck.js'), 'bench', '--secs', String(secs), '--file', dir, '--json'], {
-    encoding: 'utf8',
-    timeout: runTimeoutMs,
-    maxBuffer: 64 * 1024 * 1024,
-  })
+  const result = spawnSync(
+    process.execPath,
+    [path.join(repoRoot, 'bin/plugcheck.js'), 'bench', '--secs', String(secs), '--file', dir, '--json'],
+    {
+      encoding: 'utf8',
+      timeout: runTimeoutMs,
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  )
   if (result.status !== 0) throw new Error(`plugcheck bench failed (${result.status}): ${result.stderr}`)
   return benchReportSchema.parse(JSON.parse(result.stdout))
 }
@@ -285,5 +299,8 @@ console.log(lines.join('\n'))
 const outDir = path.join(repoRoot, 'bench', 'out')
 fs.mkdirSync(outDir, { recursive: true })
 const outFile = path.join(outDir, `pg-test-fsync-ratio-${new Date().toISOString().replace(/[:.]/g, '-')}.json`)
-fs.writeFileSync(outFile, `${JSON.stringify({ dir, fileSystem, secs, rounds, mode: args.mode, table, pairs: Object.fromEntries(pairsByKey) }, null, 2)}\n`)
+fs.writeFileSync(
+  outFile,
+  `${JSON.stringify({ dir, fileSystem, secs, rounds, mode: args.mode, table, pairs: Object.fromEntries(pairsByKey) }, null, 2)}\n`,
+)
 console.error(`raw figures: ${path.relative(repoRoot, outFile)}`)

@@ -86,9 +86,16 @@ rmSync(scratchDir, { recursive: true, force: true })
 const ms = (value: number): string => `${value.toFixed(0)} ms`
 /** Median, p10-p90 and the median's ratio to bare node's, of one measure. */
 function columns(c: Case, measure: (s: Sample) => number): string[] {
-  const sorted = samples.get(c)!.map(measure).sort((a, b) => a - b)
+  const sorted = samples
+    .get(c)!
+    .map(measure)
+    .sort((a, b) => a - b)
   const bareMedian = median(samples.get(bare)!.map(measure))
-  return [ms(median(sorted)), `${ms(quantileSorted(sorted, 0.1))}-${ms(quantileSorted(sorted, 0.9))}`, `${(median(sorted) / bareMedian).toFixed(2)}x`]
+  return [
+    ms(median(sorted)),
+    `${ms(quantileSorted(sorted, 0.1))}-${ms(quantileSorted(sorted, 0.9))}`,
+    `${(median(sorted) / bareMedian).toFixed(2)}x`,
+  ]
 }
 const rows = cases.map((c) => [c.label, ...columns(c, (s) => s.wallMs), ...columns(c, (s) => s.cpuMs)])
 console.log(`${roundCount} interleaved rounds, node ${process.version}`)
@@ -96,4 +103,6 @@ console.log(table([['command', 'wall median', 'p10-p90', 'vs bare', 'cpu median'
 
 // npx resolves the package and starts a node of its own before plugcheck's: its cost is npm's.
 const npxMs = timeChild('npx', ['plugcheck', '--help'])
-console.log(`npx plugcheck --help (once): ${ms(npxMs)} wall (${(npxMs / median(samples.get(bare)!.map((s) => s.wallMs))).toFixed(2)}x bare node)`)
+console.log(
+  `npx plugcheck --help (once): ${ms(npxMs)} wall (${(npxMs / median(samples.get(bare)!.map((s) => s.wallMs))).toFixed(2)}x bare node)`,
+)

@@ -20,13 +20,38 @@
  *        [--parts rounds,reopen,damage]
  */
 import { spawn } from 'node:child_process'
-import { closeSync, copyFileSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeSync } from 'node:fs'
+import {
+  closeSync,
+  copyFileSync,
+  fdatasyncSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { fileSystemName, quantileSorted, table } from './common.js'
-import { checkLmdbEntry, fillJournal, fillLmdb, journalFrame, journalHeaderBytes, lmdbValue, loadLmdb, openLmdb, recordRest, runIdOf, scanJournal, writeAll } from './store-stores.js'
+import {
+  checkLmdbEntry,
+  fillJournal,
+  fillLmdb,
+  journalFrame,
+  journalHeaderBytes,
+  lmdbValue,
+  loadLmdb,
+  openLmdb,
+  recordRest,
+  runIdOf,
+  scanJournal,
+  writeAll,
+} from './store-stores.js'
 
 const benchFile = fileURLToPath(import.meta.url)
 const outcomes = ['crash', 'error', 'named', 'silently wrong', 'correct'] as const
@@ -50,7 +75,9 @@ async function main(): Promise<number> {
     },
   })
   if (values.lmdb === undefined) {
-    process.stderr.write('plugcheck: store-choice needs --lmdb DIR, a scratch install of lmdb\nhint: npm i --prefix /tmp/lmdb-scratch lmdb@3.5.6, then --lmdb /tmp/lmdb-scratch\n')
+    process.stderr.write(
+      'plugcheck: store-choice needs --lmdb DIR, a scratch install of lmdb\nhint: npm i --prefix /tmp/lmdb-scratch lmdb@3.5.6, then --lmdb /tmp/lmdb-scratch\n',
+    )
     return 2
   }
   const scratch = resolve(values.lmdb)
@@ -61,11 +88,14 @@ async function main(): Promise<number> {
   const trials = Number(values.trials ?? (values.quick ? 20 : 200))
   const seed = Number(values.seed)
   const work = mkdtempSync(join(resolve(values.dir), 'plugcheck-store-choice-'))
-  console.log(`store choice: ${loadLmdb(scratch).version.versionString} (lmdb-js from ${scratch}) vs a journal, on ${work} (${fileSystemName(work)}), seed ${seed}`)
+  console.log(
+    `store choice: ${loadLmdb(scratch).version.versionString} (lmdb-js from ${scratch}) vs a journal, on ${work} (${fileSystemName(work)}), seed ${seed}`,
+  )
   try {
     const parts = new Set(values.parts.split(','))
     const rows: string[][] = [['measure', 'lmdb', 'journal']]
-    if (parts.has('rounds')) for (const n of [1024, 24_576]) rows.push(await commitRounds(scratch, work, n, n > 1024 ? Math.max(5, rounds / 5) : rounds))
+    if (parts.has('rounds'))
+      for (const n of [1024, 24_576]) rows.push(await commitRounds(scratch, work, n, n > 1024 ? Math.max(5, rounds / 5) : rounds))
     if (parts.has('reopen')) rows.push(...(await reopen(scratch, work, runs, spans)))
     const damageRuns = Number(values['damage-runs'])
     const tallies: Array<[string, Tally]> = []
@@ -73,9 +103,19 @@ async function main(): Promise<number> {
       const lmdbTally = await damage(scratch, work, 'lmdb', where, damageRuns, spans, trials, seed)
       const journalTally = await damage(scratch, work, 'journal', where, damageRuns, spans, trials, seed)
       tallies.push([`lmdb, flips ${where}`, lmdbTally], [`journal, flips ${where}`, journalTally])
-      const share = (t: Tally): string => `${((100 * t.targetBytes) / t.fileBytes).toFixed(1)}% of ${(t.fileBytes / 2 ** 20).toFixed(1)} MiB`
-      rows.push([`damage: 1 byte flipped ${where} (${where === 'anywhere' ? 'uniform over the file' : 'lmdb: meta/branch/leaf pages; journal: frame headers'})`, share(lmdbTally), share(journalTally)])
-      for (const outcome of outcomes) rows.push([`  ${outcome} (of ${trials} trials, ${damageRuns} runs)`, String(lmdbTally.counts.get(outcome) ?? 0), String(journalTally.counts.get(outcome) ?? 0)])
+      const share = (t: Tally): string =>
+        `${((100 * t.targetBytes) / t.fileBytes).toFixed(1)}% of ${(t.fileBytes / 2 ** 20).toFixed(1)} MiB`
+      rows.push([
+        `damage: 1 byte flipped ${where} (${where === 'anywhere' ? 'uniform over the file' : 'lmdb: meta/branch/leaf pages; journal: frame headers'})`,
+        share(lmdbTally),
+        share(journalTally),
+      ])
+      for (const outcome of outcomes)
+        rows.push([
+          `  ${outcome} (of ${trials} trials, ${damageRuns} runs)`,
+          String(lmdbTally.counts.get(outcome) ?? 0),
+          String(journalTally.counts.get(outcome) ?? 0),
+        ])
     }
     console.log('')
     console.log(table(rows))
@@ -146,7 +186,11 @@ async function reopen(scratch: string, work: string, runs: number, spans: number
   const size = (path: string): string => `${(statSync(path).size / 2 ** 20).toFixed(0)} MiB`
   const field = (r: ChildOutcome, f: string): string => (r.report === null ? `failed: ${r.detail}` : String(r.report[f]))
   return [
-    [`store of ${runs.toLocaleString('en-US')} runs x ${spans} spans: size on disk`, size(join(dir, 'lmdb', 'data.mdb')), size(join(dir, 'journal'))],
+    [
+      `store of ${runs.toLocaleString('en-US')} runs x ${spans} spans: size on disk`,
+      size(join(dir, 'lmdb', 'data.mdb')),
+      size(join(dir, 'journal')),
+    ],
     ['reopen until every run is known (warm cache)', field(lmdb, 'time'), field(journal, 'time')],
     ['reopen: child VmRSS / VmHWM after (RssAnon, RssFile: mapped store pages)', field(lmdb, 'rss'), field(journal, 'rss')],
   ]
@@ -175,7 +219,8 @@ function lmdbStructureRanges(path: string): Array<readonly [number, number]> {
       page += Math.max(1, bytes.readUInt32LE(at + 20))
       continue
     }
-    if (flags & (lmdbPageFlags.meta | lmdbPageFlags.branch | lmdbPageFlags.leaf)) ranges.push([at, Math.min(bytes.length, at + lmdbPageBytes)])
+    if (flags & (lmdbPageFlags.meta | lmdbPageFlags.branch | lmdbPageFlags.leaf))
+      ranges.push([at, Math.min(bytes.length, at + lmdbPageBytes)])
     page++
   }
   return ranges
@@ -196,7 +241,16 @@ function pickOffset(ranges: ReadonlyArray<readonly [number, number]>, n: number)
 }
 
 /** `trials` single-byte flips, each in a fresh copy of a small store, read back in a child. */
-async function damage(scratch: string, work: string, kind: 'lmdb' | 'journal', where: 'anywhere' | 'structure', runs: number, spans: number, trials: number, seed: number): Promise<Tally> {
+async function damage(
+  scratch: string,
+  work: string,
+  kind: 'lmdb' | 'journal',
+  where: 'anywhere' | 'structure',
+  runs: number,
+  spans: number,
+  trials: number,
+  seed: number,
+): Promise<Tally> {
   const dir = join(work, `damage-${kind}-${where}`)
   mkdirSync(dir)
   const pristine = kind === 'lmdb' ? join(dir, 'pristine', 'data.mdb') : join(dir, 'pristine.journal')
@@ -206,7 +260,8 @@ async function damage(scratch: string, work: string, kind: 'lmdb' | 'journal', w
     await db.close()
   } else fillJournal(pristine, 0, runs, spans)
   const size = statSync(pristine).size
-  const structure = where === 'structure' ? (kind === 'lmdb' ? lmdbStructureRanges(pristine) : journalHeaderRanges(pristine)) : [[0, size] as const]
+  const structure =
+    where === 'structure' ? (kind === 'lmdb' ? lmdbStructureRanges(pristine) : journalHeaderRanges(pristine)) : [[0, size] as const]
   const structureBytes = structure.reduce((n, [from, to]) => n + to - from, 0)
   const random = mulberry32(seed)
   const tally: Tally = { counts: new Map(), details: new Map(), targetBytes: structureBytes, fileBytes: size }
@@ -240,7 +295,11 @@ interface ChildOutcome {
 /** Runs this file in a child mode; a signal is a crash, a non-zero exit an error, else its JSON line. */
 function runChild(scratch: string, mode: string, path: string, runs: number, spans: number): Promise<ChildOutcome> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', benchFile, '--lmdb', scratch, '--child', mode, '--path', path, '--runs', String(runs), '--spans', String(spans)], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', benchFile, '--lmdb', scratch, '--child', mode, '--path', path, '--runs', String(runs), '--spans', String(spans)],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
     let stdout = ''
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s))
@@ -249,7 +308,19 @@ function runChild(scratch: string, mode: string, path: string, runs: number, spa
     child.once('close', (code, signal) => {
       clearTimeout(timer)
       if (signal !== null) return done({ outcome: 'crash', detail: signal, report: null })
-      if (code !== 0) return done({ outcome: 'error', detail: (stderr.trim().split('\n').find((l) => /error|MDB_/i.test(l)) ?? stderr.trim().split('\n')[0] ?? `exit ${code}`).slice(0, 160), report: null })
+      if (code !== 0)
+        return done({
+          outcome: 'error',
+          detail: (
+            stderr
+              .trim()
+              .split('\n')
+              .find((l) => /error|MDB_/i.test(l)) ??
+            stderr.trim().split('\n')[0] ??
+            `exit ${code}`
+          ).slice(0, 160),
+          report: null,
+        })
       const report = JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, string>
       done({ outcome: report.outcome as Outcome, detail: report.detail ?? '', report })
     })
@@ -272,7 +343,8 @@ async function child(mode: string, scratch: string, path: string, runs: number, 
     const db = openLmdb(scratch, path)
     for (const { key, value } of db.getRange({})) {
       const index = checkLmdbEntry(key as Buffer, value as Buffer)
-      if (index === null) named ??= `checksum of the entry for key ${(key as Buffer).toString("hex").slice(0, 32)} (${(key as Buffer).length} bytes)`
+      if (index === null)
+        named ??= `checksum of the entry for key ${(key as Buffer).toString('hex').slice(0, 32)} (${(key as Buffer).length} bytes)`
       else expect(index, (value as Buffer).subarray(8))
       known++
     }
@@ -281,7 +353,8 @@ async function child(mode: string, scratch: string, path: string, runs: number, 
     named = scan.damage
     if (mode.startsWith('read')) {
       const bytes = readFileSync(path)
-      for (const [index, at] of scan.index) expect(index, bytes.subarray(at + journalHeaderBytes + 8, at + journalHeaderBytes + bytes.readUInt32LE(at)))
+      for (const [index, at] of scan.index)
+        expect(index, bytes.subarray(at + journalHeaderBytes + 8, at + journalHeaderBytes + bytes.readUInt32LE(at)))
     } else for (const index of scan.index.keys()) expect(index, Buffer.alloc(0))
     known = scan.index.size
   }
@@ -292,7 +365,9 @@ async function child(mode: string, scratch: string, path: string, runs: number, 
   const kib = (f: string): number => Number(new RegExp(`^${f}:\\s+(\\d+)`, 'm').exec(status)![1])
   const outcome: Outcome = named !== null ? 'named' : wrong.length > 0 ? 'silently wrong' : 'correct'
   const detail = named ?? wrong.slice(0, 2).join(', ')
-  process.stdout.write(`${JSON.stringify({ outcome, detail, known, time: `${(timeMs / 1000).toFixed(2)} s`, rss: `${(kib('VmRSS') / 1024).toFixed(0)} / ${(kib('VmHWM') / 1024).toFixed(0)} MiB (anon ${(kib('RssAnon') / 1024).toFixed(0)}, file ${(kib('RssFile') / 1024).toFixed(0)})` })}\n`)
+  process.stdout.write(
+    `${JSON.stringify({ outcome, detail, known, time: `${(timeMs / 1000).toFixed(2)} s`, rss: `${(kib('VmRSS') / 1024).toFixed(0)} / ${(kib('VmHWM') / 1024).toFixed(0)} MiB (anon ${(kib('RssAnon') / 1024).toFixed(0)}, file ${(kib('RssFile') / 1024).toFixed(0)})` })}\n`,
+  )
   return 0
 }
 

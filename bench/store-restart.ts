@@ -58,7 +58,27 @@ async function fill(dir: string, runCount: number): Promise<void> {
   const store = await (await import('../src/store/ack-store.js')).AckStore.open(dir)
   for (let i = 0; i < runCount; i += 1024) {
     const ids = Array.from({ length: Math.min(1024, runCount - i) }, (_, j) => (i + j + 1).toString(16).padStart(16, '0'))
-    await Promise.all(ids.map((runId) => store.createRun({ runId, groupId: runId, method: 'fdatasync', direct: false, pattern: 'append', recordSizeBytes: 8192, slotCount: 1_000_000, host: 'bench', path: `/data/${runId}`, requestedPath: `/data/${runId}`, createdMs: Date.now() }, Date.now(), { peer: '127.0.0.1' })))
+    await Promise.all(
+      ids.map((runId) =>
+        store.createRun(
+          {
+            runId,
+            groupId: runId,
+            method: 'fdatasync',
+            direct: false,
+            pattern: 'append',
+            recordSizeBytes: 8192,
+            slotCount: 1_000_000,
+            host: 'bench',
+            path: `/data/${runId}`,
+            requestedPath: `/data/${runId}`,
+            createdMs: Date.now(),
+          },
+          Date.now(),
+          { peer: '127.0.0.1' },
+        ),
+      ),
+    )
     for (const runId of ids) {
       store.appendAck(runId, 1, 10, Date.now())
       store.endRun(runId, 'duration', undefined, Date.now())
@@ -72,13 +92,18 @@ async function fill(dir: string, runCount: number): Promise<void> {
 function catalogValues(bytes: Buffer): { header: Record<string, unknown>; entries: unknown[] } {
   const file = unseal('catalog', bytes)
   if (file.kind !== 'sealed') throw new Error('catalog.msgpack is not a sealed catalog')
-  const [header, ...rest] = new Packr({ useRecords: true, mapsAsObjects: true, int64AsType: 'number' }).unpackMultiple(file.body) as [Record<string, unknown>, ...unknown[]]
+  const [header, ...rest] = new Packr({ useRecords: true, mapsAsObjects: true, int64AsType: 'number' }).unpackMultiple(file.body) as [
+    Record<string, unknown>,
+    ...unknown[],
+  ]
   return { header, entries: header.version === 1 ? rest : (rest as unknown[][]).flat() }
 }
 
 /** The catalog in the format the tree writes (its catalog.ts says which), so that it starts from it. */
 function catalogFor(tree: string, bytes: Buffer): Buffer {
-  const catalogFormatVersion = Number(/export const catalogFormatVersion = (\d+)/.exec(readFileSync(join(tree, 'src/store/catalog.ts'), 'utf8'))?.[1] ?? 1)
+  const catalogFormatVersion = Number(
+    /export const catalogFormatVersion = (\d+)/.exec(readFileSync(join(tree, 'src/store/catalog.ts'), 'utf8'))?.[1] ?? 1,
+  )
   const { header, entries } = catalogValues(bytes)
   if (header.version === catalogFormatVersion) return bytes
   if (catalogFormatVersion !== 1) throw new Error(`${tree} writes catalogs of format ${catalogFormatVersion}: this bench makes 1 only`)
@@ -113,7 +138,11 @@ async function helloMs(port: number, timeoutMs: number): Promise<number> {
 async function measureListener(tree: string, dir: string, note: (metric: string, value: string) => void): Promise<void> {
   const port = await freePort()
   const startMs = performance.now()
-  const child = spawn(process.execPath, [join(tree, 'bin', 'plugcheck.js'), 'listen', '--host', '127.0.0.1', '--port', String(port), '--dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] })
+  const child = spawn(
+    process.execPath,
+    [join(tree, 'bin', 'plugcheck.js'), 'listen', '--host', '127.0.0.1', '--port', String(port), '--dir', dir],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
   let stderr = ''
   child.stderr!.setEncoding('utf8').on('data', (text: string) => void (stderr = (stderr + text).slice(-4000)))
   try {
@@ -138,7 +167,10 @@ async function measureListener(tree: string, dir: string, note: (metric: string,
     }
     roundTripsMs.sort((a, b) => a - b)
     const p99Ms = quantileSorted(roundTripsMs, 0.99)
-    note(`listener: hello round trip in its first ${probeSeconds} s, p99 / max`, `${p99Ms.toFixed(1)} / ${roundTripsMs.at(-1)!.toFixed(1)} ms (${roundTripsMs.length} hellos)`)
+    note(
+      `listener: hello round trip in its first ${probeSeconds} s, p99 / max`,
+      `${p99Ms.toFixed(1)} / ${roundTripsMs.at(-1)!.toFixed(1)} ms (${roundTripsMs.length} hellos)`,
+    )
     note(`listener: RSS after ${probeSeconds} s (VmRSS / VmHWM)`, rssText(child.pid!))
   } finally {
     if (child.exitCode === null) {
@@ -189,7 +221,17 @@ async function measureInProcess(tree: string, dir: string, note: (metric: string
 
 /** measureInProcess in a child process: its metrics, in order. */
 async function measureInChild(tree: string, dir: string, note: (metric: string, value: string) => void): Promise<void> {
-  const args = ['--expose-gc', '--import', 'tsx', join(repoRoot, 'bench', 'store-restart.ts'), '--in-process', tree, '--from', dir, ...(values['no-check'] ? ['--no-check'] : [])]
+  const args = [
+    '--expose-gc',
+    '--import',
+    'tsx',
+    join(repoRoot, 'bench', 'store-restart.ts'),
+    '--in-process',
+    tree,
+    '--from',
+    dir,
+    ...(values['no-check'] ? ['--no-check'] : []),
+  ]
   const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] })
   let stdout = ''
   child.stdout!.setEncoding('utf8').on('data', (text: string) => void (stdout += text))

@@ -14,7 +14,9 @@ import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { AckStore } from '../src/store/ack-store.js'
 
-const { values } = parseArgs({ options: { runs: { type: 'string', default: '1024' }, seconds: { type: 'string', default: '10' }, dir: { type: 'string' } } })
+const { values } = parseArgs({
+  options: { runs: { type: 'string', default: '1024' }, seconds: { type: 'string', default: '10' }, dir: { type: 'string' } },
+})
 const runCount = Number(values.runs)
 const durationMs = Number(values.seconds) * 1000
 const dir = mkdtempSync(join(values.dir ?? tmpdir(), 'plugcheck-rounds-'))
@@ -23,12 +25,26 @@ const runIds = Array.from({ length: runCount }, (_, i) => (i + 1).toString(16).p
 const announceStartMs = performance.now()
 for (let i = 0; i < runIds.length; i += 256) {
   await Promise.all(
-    runIds.slice(i, i + 256).map((runId) =>
-      store.createRun(
-        { runId, groupId: runId, method: 'fdatasync', direct: false, pattern: 'append', recordSizeBytes: 8192, slotCount: 1_000_000, host: 'bench', path: `/data/${runId}`, requestedPath: `/data/${runId}`, createdMs: Date.now() },
-        Date.now(),
+    runIds
+      .slice(i, i + 256)
+      .map((runId) =>
+        store.createRun(
+          {
+            runId,
+            groupId: runId,
+            method: 'fdatasync',
+            direct: false,
+            pattern: 'append',
+            recordSizeBytes: 8192,
+            slotCount: 1_000_000,
+            host: 'bench',
+            path: `/data/${runId}`,
+            requestedPath: `/data/${runId}`,
+            createdMs: Date.now(),
+          },
+          Date.now(),
+        ),
       ),
-    ),
   )
 }
 const announceMs = performance.now() - announceStartMs
@@ -66,5 +82,7 @@ await store.close()
 latenciesMs.sort((a, b) => a - b)
 const q = (p: number): string => (latenciesMs[Math.min(latenciesMs.length - 1, Math.floor(p * latenciesMs.length))] ?? NaN).toFixed(1)
 const unrecorded = [...sentAt.values()].reduce((sum, m) => sum + m.size, 0)
-console.log(`runs=${runCount} announce=${(announceMs / 1000).toFixed(1)}s acks_recorded=${latenciesMs.length} unrecorded=${unrecorded} ack_to_recorded_ms p50=${q(0.5)} p99=${q(0.99)} max=${q(1)}`)
+console.log(
+  `runs=${runCount} announce=${(announceMs / 1000).toFixed(1)}s acks_recorded=${latenciesMs.length} unrecorded=${unrecorded} ack_to_recorded_ms p50=${q(0.5)} p99=${q(0.99)} max=${q(1)}`,
+)
 rmSync(dir, { recursive: true, force: true })

@@ -147,10 +147,12 @@ export function scanJournal(path: string): JournalScan {
     while (at < size) {
       if (!ensure(journalHeaderBytes)) return { index, damage: `a frame header cut short at byte ${at}` }
       const length = buffer.readUInt32LE(at - bufferStart)
-      if (length > 64 << 20 || !ensure(journalHeaderBytes + length)) return { index, damage: `a frame length (${length}) past the end at byte ${at}` }
+      if (length > 64 << 20 || !ensure(journalHeaderBytes + length))
+        return { index, damage: `a frame length (${length}) past the end at byte ${at}` }
       const frame = buffer.subarray(at - bufferStart, at - bufferStart + journalHeaderBytes + length)
       const body = frame.subarray(journalHeaderBytes)
-      if (frame.readBigUInt64LE(4) !== xxh64(Buffer.concat([frame.subarray(0, 4), body]))) return { index, damage: `a frame's checksum does not match at byte ${at}` }
+      if (frame.readBigUInt64LE(4) !== xxh64(Buffer.concat([frame.subarray(0, 4), body])))
+        return { index, damage: `a frame's checksum does not match at byte ${at}` }
       index.set(body.readUInt32LE(8), at)
       at += journalHeaderBytes + length
     }

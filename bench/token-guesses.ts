@@ -18,12 +18,22 @@ import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../src/protocol/
 import { serverMessageSchema } from '../src/protocol/messages.js'
 import { plugcheckBin } from './common.js'
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, parallel: { type: 'string', default: '64' }, bin: { type: 'string', default: plugcheckBin } } })
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '5' },
+    parallel: { type: 'string', default: '64' },
+    bin: { type: 'string', default: plugcheckBin },
+  },
+})
 const seconds = Number(values.seconds)
 const parallel = Number(values.parallel)
 
 async function startListener(dir: string): Promise<{ port: number; stop: () => void }> {
-  const child = spawn(process.execPath, [values.bin!, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir, '--token', 'the-real-token'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  const child = spawn(
+    process.execPath,
+    [values.bin!, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir, '--token', 'the-real-token'],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  )
   const port = await new Promise<number>((resolve, reject) => {
     let out = ''
     child.stdout!.on('data', (c: Buffer) => {
@@ -69,4 +79,6 @@ await Promise.all(
 listener.stop()
 rmSync(dir, { recursive: true, force: true })
 const tested = counts.get('unauthorized') ?? 0
-console.log(`${parallel} connections in parallel for ${seconds} s from 127.0.0.1: ${tested} guesses answered (${(tested / seconds).toFixed(1)}/s); other answers: ${JSON.stringify(Object.fromEntries([...counts].filter(([k]) => k !== 'unauthorized')))}`)
+console.log(
+  `${parallel} connections in parallel for ${seconds} s from 127.0.0.1: ${tested} guesses answered (${(tested / seconds).toFixed(1)}/s); other answers: ${JSON.stringify(Object.fromEntries([...counts].filter(([k]) => k !== 'unauthorized')))}`,
+)

@@ -82,7 +82,11 @@ async function main(): Promise<number> {
   const threadCounts = values.threads === undefined ? [undefined] : values.threads.split(',')
   if (threadCounts.some((n) => n !== undefined && !/^\d+$/.test(n))) throw new Error('--threads takes counts, e.g. 0,2')
   const verifySides: VerifySide[] = bins.flatMap((b, i) =>
-    threadCounts.map((threads) => ({ bin: b, threads, label: `${i === 0 ? 'this build' : `baseline (${b})`}${threads === undefined ? '' : `, ${threads} threads`}` })),
+    threadCounts.map((threads) => ({
+      bin: b,
+      threads,
+      label: `${i === 0 ? 'this build' : `baseline (${b})`}${threads === undefined ? '' : `, ${threads} threads`}`,
+    })),
   )
 
   let file: string
@@ -134,7 +138,10 @@ async function main(): Promise<number> {
     const rounds: Round[] = []
     for (let r = 0; r < roundCount; r++) {
       // The order rotates from round to round, so a drift of the shared machine hits every side alike.
-      const sides = [async () => ({ dd: await timeDd() }), ...verifySides.map((side, i) => async () => ({ index: i, timing: await timeVerify(side) }))]
+      const sides = [
+        async () => ({ dd: await timeDd() }),
+        ...verifySides.map((side, i) => async () => ({ index: i, timing: await timeVerify(side) })),
+      ]
       const verify: VerifyTiming[] = []
       let dd = { ddS: 0, ddCpuS: 0 }
       for (let i = 0; i < sides.length; i++) {
@@ -144,11 +151,18 @@ async function main(): Promise<number> {
       }
       const { ddS } = dd
       rounds.push({ ...dd, verify })
-      const parts = verify.map((v, i) => `${verifySides[i]!.label}: ${(gb / v.s).toFixed(2)} GB/s (${v.s.toFixed(2)} s, start-up ${v.startupS.toFixed(2)} s, ratio ${(ddS / v.s).toFixed(3)}, net ${(ddS / (v.s - v.startupS)).toFixed(3)}, CPU ${v.cpuS.toFixed(2)} s, peak RSS ${(v.rssKiB / 1024).toFixed(0)} MiB)`)
-      console.log(`  round ${r + 1}: dd ${(gb / ddS).toFixed(2)} GB/s (${ddS.toFixed(2)} s, CPU ${dd.ddCpuS.toFixed(2)} s); ${parts.join('; ')}`)
+      const parts = verify.map(
+        (v, i) =>
+          `${verifySides[i]!.label}: ${(gb / v.s).toFixed(2)} GB/s (${v.s.toFixed(2)} s, start-up ${v.startupS.toFixed(2)} s, ratio ${(ddS / v.s).toFixed(3)}, net ${(ddS / (v.s - v.startupS)).toFixed(3)}, CPU ${v.cpuS.toFixed(2)} s, peak RSS ${(v.rssKiB / 1024).toFixed(0)} MiB)`,
+      )
+      console.log(
+        `  round ${r + 1}: dd ${(gb / ddS).toFixed(2)} GB/s (${ddS.toFixed(2)} s, CPU ${dd.ddCpuS.toFixed(2)} s); ${parts.join('; ')}`,
+      )
     }
     const spread = (xs: number[]): string => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`
-    console.log(`\n${(sizeBytes / 2 ** 30).toFixed(2)} GiB, ${roundCount} rounds, cold cache; medians over rounds; dd ${median(rounds.map((r) => gb / r.ddS)).toFixed(2)} GB/s, CPU ${median(rounds.map((r) => r.ddCpuS / gb)).toFixed(2)} s/GB`)
+    console.log(
+      `\n${(sizeBytes / 2 ** 30).toFixed(2)} GiB, ${roundCount} rounds, cold cache; medians over rounds; dd ${median(rounds.map((r) => gb / r.ddS)).toFixed(2)} GB/s, CPU ${median(rounds.map((r) => r.ddCpuS / gb)).toFixed(2)} s/GB`,
+    )
     const rows = [['verify', 'GB/s', 'verify/dd', 'range', 'net verify/dd', 'range', 'CPU s/GB', 'peak RSS', 'goal', 'met']]
     verifySides.forEach((side, i) => {
       const ratios = rounds.map((r) => r.ddS / r.verify[i]!.s)
@@ -178,7 +192,23 @@ async function writeRun(bin: string, file: string, acksDir: string, sizeBytes: n
   console.log(`writing a ${(sizeBytes / 2 ** 30).toFixed(2)} GiB run to ${file} (acks in ${acksDir})`)
   const listener = await startListenerProcess(acksDir)
   try {
-    const args = [bin, 'write', '--server', `127.0.0.1:${listener.port}`, '--file', file, '--method', 'none', '--pattern', 'append', '--size', String(sizeBytes), '--duration', '86400', '--force']
+    const args = [
+      bin,
+      'write',
+      '--server',
+      `127.0.0.1:${listener.port}`,
+      '--file',
+      file,
+      '--method',
+      'none',
+      '--pattern',
+      'append',
+      '--size',
+      String(sizeBytes),
+      '--duration',
+      '86400',
+      '--force',
+    ]
     const writer = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
     let output = ''
     writer.stdout.setEncoding('utf8').on('data', (s: string) => (output += s))
@@ -189,7 +219,13 @@ async function writeRun(bin: string, file: string, acksDir: string, sizeBytes: n
     const code = await exited // 143: stopped by our SIGTERM, every ack recorded
     clearInterval(poll)
     if (code !== 0 && code !== 143) throw new Error(`plugcheck write exited ${code}:\n${output}`)
-    console.log(output.trim().split('\n').filter((l) => /records/.test(l)).join('\n'))
+    console.log(
+      output
+        .trim()
+        .split('\n')
+        .filter((l) => /records/.test(l))
+        .join('\n'),
+    )
   } finally {
     await listener.stop()
   }
@@ -223,9 +259,14 @@ async function usageOf(command: readonly string[], okCodes: readonly number[]): 
   return { rssKiB: Number(match[1]), cpuS: Number(match[2]) + Number(match[3]) }
 }
 
-async function checkedRun(command: string, args: readonly string[], okCodes: readonly number[]): Promise<{ stdout: string; stderr: string }> {
+async function checkedRun(
+  command: string,
+  args: readonly string[],
+  okCodes: readonly number[],
+): Promise<{ stdout: string; stderr: string }> {
   const result = await runChild(command, args)
-  if (result.code === null || !okCodes.includes(result.code)) throw new Error(`${command} ${args.join(' ')} exited ${result.code}:\n${result.stdout}${result.stderr}`)
+  if (result.code === null || !okCodes.includes(result.code))
+    throw new Error(`${command} ${args.join(' ')} exited ${result.code}:\n${result.stdout}${result.stderr}`)
   return result
 }
 

@@ -108,7 +108,9 @@ async function main(): Promise<number> {
     rmSync(storeDir, { recursive: true, force: true })
   }
 
-  console.log(`\nfdatasync, ${recordSizeBytes / 1024} KiB records overwriting a ${dataFileSizeBytes / 1024 ** 2} MiB region; medians over rounds`)
+  console.log(
+    `\nfdatasync, ${recordSizeBytes / 1024} KiB records overwriting a ${dataFileSizeBytes / 1024 ** 2} MiB region; medians over rounds`,
+  )
   const rows = [['target', 'C', 'C+send/C', 'plugcheck', 'plugcheck/C', 'ratio range', 'goal', 'met']]
   for (const t of results) {
     const ratios = t.rounds.map((r) => r.plugcheckPerS / r.cPerS)

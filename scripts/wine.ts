@@ -20,7 +20,24 @@
  * ignores FILE_FLAG_WRITE_THROUGH and FILE_FLAG_NO_BUFFERING and turns every flush into fsync.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { accessSync, closeSync, constants as fsConstants, existsSync, fstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
+import {
+  accessSync,
+  closeSync,
+  constants as fsConstants,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { delimiter, dirname, join, resolve, sep } from 'node:path'
@@ -43,7 +60,13 @@ const ownerlessLockStaleMs = 60 * 1000
 
 /** The Wine loader: Debian's wine64 package puts it in /usr/lib/wine, not on PATH. */
 function findWine64(): string | null {
-  const candidates = [...(process.env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, 'wine64')), '/usr/lib/wine/wine64']
+  const candidates = [
+    ...(process.env.PATH ?? '')
+      .split(delimiter)
+      .filter(Boolean)
+      .map((dir) => join(dir, 'wine64')),
+    '/usr/lib/wine/wine64',
+  ]
   for (const candidate of candidates) {
     try {
       accessSync(candidate, fsConstants.X_OK)
@@ -57,7 +80,8 @@ function findWine64(): string | null {
 
 /** Null when Wine can run plugcheck here, else why not. */
 export function wineAvailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return `Wine runs the Windows x64 build only from Linux x64 (this is ${process.platform}-${process.arch})`
+  if (process.platform !== 'linux' || process.arch !== 'x64')
+    return `Wine runs the Windows x64 build only from Linux x64 (this is ${process.platform}-${process.arch})`
   if (findWine64() === null) return 'wine64 is not installed (apt-get install wine64 wine; .ci/run does)'
   return null
 }
@@ -185,7 +209,14 @@ function staging(target: string): { dir: string; commit: () => void } {
 }
 
 function run(file: string, args: readonly string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): string {
-  return execFileSync(file, args, { cwd: options.cwd ?? repoRoot, env: options.env ?? process.env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: setupStepTimeoutMs, maxBuffer: 64 * 1024 * 1024 })
+  return execFileSync(file, args, {
+    cwd: options.cwd ?? repoRoot,
+    env: options.env ?? process.env,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+    timeout: setupStepTimeoutMs,
+    maxBuffer: 64 * 1024 * 1024,
+  })
 }
 
 /** `npm pack spec` into dir, unpacked there; returns the path of the unpacked `package/` folder. */
@@ -290,8 +321,13 @@ function ensureDist(): void {
   if (built >= newestMtimeMs(join(repoRoot, 'src'))) return
   // The same build as `npm run build` (scripts/build.ts: one esbuild bundle, renamed into place).
   step('building dist/ from src/', () => {
-    const result = spawnSync(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts', 'build.ts')], { cwd: repoRoot, encoding: 'utf8', timeout: setupStepTimeoutMs })
-    if (result.status !== 0) throw new Error(`npm run build failed (exit ${result.status ?? result.signal}):\n${result.stdout}${result.stderr}`)
+    const result = spawnSync(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts', 'build.ts')], {
+      cwd: repoRoot,
+      encoding: 'utf8',
+      timeout: setupStepTimeoutMs,
+    })
+    if (result.status !== 0)
+      throw new Error(`npm run build failed (exit ${result.status ?? result.signal}):\n${result.stdout}${result.stderr}`)
   })
 }
 
@@ -364,14 +400,26 @@ class FileCapture {
 }
 
 /** Starts node.exe under Wine on the capture's files; resolves with its exit once it has closed. */
-function startNodeExe(nodeArgs: readonly string[], capture: FileCapture, options: WineRunOptions, onTick?: () => void): { child: ChildProcess; done: Promise<{ code: number | null; signal: NodeJS.Signals | null; timedOut: boolean }> } {
+function startNodeExe(
+  nodeArgs: readonly string[],
+  capture: FileCapture,
+  options: WineRunOptions,
+  onTick?: () => void,
+): { child: ChildProcess; done: Promise<{ code: number | null; signal: NodeJS.Signals | null; timedOut: boolean }> } {
   const [file, args] = nodeExeCommand(nodeArgs, options.program)
-  const child = spawn(file, args, { cwd: options.cwd ?? repoRoot, env: wineEnv(options.env), stdio: ['ignore', capture.fds[0], capture.fds[1]] })
+  const child = spawn(file, args, {
+    cwd: options.cwd ?? repoRoot,
+    env: wineEnv(options.env),
+    stdio: ['ignore', capture.fds[0], capture.fds[1]],
+  })
   let timedOut = false
-  const timer = options.timeoutMs === undefined ? undefined : setTimeout(() => {
-    timedOut = true
-    child.kill('SIGKILL')
-  }, options.timeoutMs)
+  const timer =
+    options.timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          timedOut = true
+          child.kill('SIGKILL')
+        }, options.timeoutMs)
   const ticker = onTick === undefined ? undefined : setInterval(onTick, relayPollMs)
   const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; timedOut: boolean }>((resolvePromise, reject) => {
     const stop = () => {
@@ -456,10 +504,13 @@ async function cli(args: readonly string[]): Promise<number> {
   if (wineCanWriteTo(1) && wineCanWriteTo(2)) {
     const [file, wineArgs] = nodeExeCommand(nodeArgs)
     const child = spawn(file, wineArgs, { cwd, env: wineEnv(), stdio: 'inherit' })
-    started = { child, done: new Promise((resolvePromise, reject) => {
-      child.on('error', reject)
-      child.on('close', (code, signal) => resolvePromise({ code, signal }))
-    }) }
+    started = {
+      child,
+      done: new Promise((resolvePromise, reject) => {
+        child.on('error', reject)
+        child.on('close', (code, signal) => resolvePromise({ code, signal }))
+      }),
+    }
   } else {
     // Relayed from files as they grow, so a long run still shows its trail on a pipe.
     const files = new FileCapture()

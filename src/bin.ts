@@ -23,7 +23,10 @@ try {
   // file Node cannot compile (dist/ truncated) is a damaged build: said so, with the file and a rebuild.
   const damaged =
     error instanceof SyntaxError && import.meta.url.endsWith('/bin.js')
-      ? await import('./cli/damaged-build.js').then(({ damagedBuildMessage }) => damagedBuildMessage(error, new URL('.', import.meta.url)), () => undefined)
+      ? await import('./cli/damaged-build.js').then(
+          ({ damagedBuildMessage }) => damagedBuildMessage(error, new URL('.', import.meta.url)),
+          () => undefined,
+        )
       : undefined
   process.stderr.write(damaged ?? `plugcheck: internal error: could not load its modules: ${(error as Error)?.stack ?? String(error)}\n`)
   code = 3

@@ -11,6 +11,11 @@ export function parseDuration(text: string): number | null {
 
 /** "30d", "12h", "90m", "45s": the largest unit that divides it, as the user would write it. */
 export function formatDurationFlag(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000]] as const) if (ms % size === 0) return `${ms / size}${unit}`
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+  ] as const)
+    if (ms % size === 0) return `${ms / size}${unit}`
   return `${ms / 1000}s`
 }

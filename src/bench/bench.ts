@@ -15,10 +15,25 @@ import { fsyncSync } from 'node:fs'
 import { methodAvailability } from '../native/registry.js'
 import { collectFingerprint } from '../env/fingerprint.js'
 import { assessPlausibility } from './plausibility.js'
-import { renderFlags, renderFootnotes, renderHeader, type PlatformFacts, renderRowFigures, renderRowLabel, renderSectionTitle } from './report/render.js'
+import {
+  renderFlags,
+  renderFootnotes,
+  renderHeader,
+  type PlatformFacts,
+  renderRowFigures,
+  renderRowLabel,
+  renderSectionTitle,
+} from './report/render.js'
 import { benchFormatVersion, type BenchReport, type RowResult, type SectionResult } from './schema.js'
-import { type Fingerprint } from '../env/fingerprint-schema.js'
-import { BenchInterrupted, createScratchFile, fillScratchFile, guardScratchFile, removeScratchFile, type ScratchFile } from './scratch-file.js'
+import type { Fingerprint } from '../env/fingerprint-schema.js'
+import {
+  BenchInterrupted,
+  createScratchFile,
+  fillScratchFile,
+  guardScratchFile,
+  removeScratchFile,
+  type ScratchFile,
+} from './scratch-file.js'
 import { measure } from './sections/measure.js'
 import { describeCalls, prepareRow } from './sections/ops.js'
 import { benchPlan, type RowSpec } from './sections/plan.js'
@@ -77,12 +92,22 @@ function settle(scratch: ScratchFile): void {
 }
 
 /** One row, settled and measured, exactly as the bench runs it (exported for bench/pg-test-fsync-ratio.ts). */
-export async function runRow(spec: RowSpec, scratch: ScratchFile, fingerprint: Fingerprint, secsPerTest: number, stopRequested: () => Error | null): Promise<RowResult> {
+export async function runRow(
+  spec: RowSpec,
+  scratch: ScratchFile,
+  fingerprint: Fingerprint,
+  secsPerTest: number,
+  stopRequested: () => Error | null,
+): Promise<RowResult> {
   const availability = methodAvailability(spec.method)
   if (!availability.available) return notRun(spec, 'n/a', availability.reason)
   const logicalBlockBytes = fingerprint.device?.logicalBlockBytes ?? assumedLogicalBlockBytes
   if (spec.direct && spec.writeBytes % logicalBlockBytes !== 0) {
-    return notRun(spec, 'n/a*', `O_DIRECT needs writes in multiples of the ${logicalBlockBytes}-byte logical block, not ${spec.writeBytes} bytes`)
+    return notRun(
+      spec,
+      'n/a*',
+      `O_DIRECT needs writes in multiples of the ${logicalBlockBytes}-byte logical block, not ${spec.writeBytes} bytes`,
+    )
   }
   const prepared = prepareRow(spec, scratch)
   if (prepared.kind === 'open-failed') return notRun(spec, 'n/a*', `open failed: ${describeSystemError(prepared.error)}`)
@@ -92,7 +117,12 @@ export async function runRow(spec: RowSpec, scratch: ScratchFile, fingerprint: F
     return { ...rowIdentity(spec), status: 'ok', reason: null, ...measurement }
   } catch (error) {
     // A file system may accept O_DIRECT at open and refuse a write size (e.g. XFS with 4 KiB sectors).
-    if (spec.direct && error instanceof NativeError && error.code === 'EINVAL' && (error.syscall === 'pwrite' || error.syscall === 'WriteFile')) {
+    if (
+      spec.direct &&
+      error instanceof NativeError &&
+      error.code === 'EINVAL' &&
+      (error.syscall === 'pwrite' || error.syscall === 'WriteFile')
+    ) {
       return notRun(spec, 'n/a*', `write failed: ${describeSystemError(error)}`)
     }
     throw error
@@ -106,7 +136,10 @@ function platformFacts(): PlatformFacts {
   return {
     name: table.name,
     direct: table.direct.applies ? table.direct.how : `n/a: ${table.direct.reason}`,
-    caveats: [...table.methods.filter((m) => m.available && m.caveat !== undefined && m.name !== 'none').map((m) => `${m.name}: ${m.caveat}`), ...table.notes],
+    caveats: [
+      ...table.methods.filter((m) => m.available && m.caveat !== undefined && m.name !== 'none').map((m) => `${m.name}: ${m.caveat}`),
+      ...table.notes,
+    ],
   }
 }
 
@@ -166,7 +199,9 @@ export async function runBench(options: BenchOptions, io: Io): Promise<number> {
     }
     if (error instanceof NativeError) {
       print('\n')
-      const hint = /sync|flush|pwritev2/i.test(error.syscall) ? 'a failed sync is never retried: the kernel may already have dropped the data it could not write' : undefined
+      const hint = /sync|flush|pwritev2/i.test(error.syscall)
+        ? 'a failed sync is never retried: the kernel may already have dropped the data it could not write'
+        : undefined
       throw runtimeError(`${error.syscall} failed on ${scratch.path}: ${describeSystemError(error)}`, hint)
     }
     throw error

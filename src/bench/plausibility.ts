@@ -61,7 +61,13 @@ export const sameCallTable: Partial<Record<NodeJS.Platform, readonly SameCallGro
   ],
 }
 
-const platformNames: Partial<Record<NodeJS.Platform, string>> = { linux: 'Linux', win32: 'Windows', darwin: 'macOS', freebsd: 'FreeBSD', openbsd: 'OpenBSD' }
+const platformNames: Partial<Record<NodeJS.Platform, string>> = {
+  linux: 'Linux',
+  win32: 'Windows',
+  darwin: 'macOS',
+  freebsd: 'FreeBSD',
+  openbsd: 'OpenBSD',
+}
 
 /** Methods whose op is writes then one sync call. */
 const syncAfterWrites: ReadonlySet<string> = new Set(['fsync', 'fdatasync', 'fsync_writethrough', 'barrier_fsync', 'flush_data_only'])
@@ -84,10 +90,16 @@ function joinNames(names: readonly string[]): string {
   return names.length <= 2 ? names.join(' and ') : `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`
 }
 
-export function assessPlausibility(sections: readonly SectionResult[], fingerprint: Fingerprint, platform: NodeJS.Platform = process.platform): PlausibilityFlag[] {
+export function assessPlausibility(
+  sections: readonly SectionResult[],
+  fingerprint: Fingerprint,
+  platform: NodeJS.Platform = process.platform,
+): PlausibilityFlag[] {
   const flags: PlausibilityFlag[] = []
   const measured = (row: RowResult): row is RowResult & { latencyUsP50: number } => row.status === 'ok' && row.latencyUsP50 !== null
-  const durableRows = sections.flatMap((section) => section.rows.filter((row) => row.durable && measured(row)).map((row) => ({ row, section })))
+  const durableRows = sections.flatMap((section) =>
+    section.rows.filter((row) => row.durable && measured(row)).map((row) => ({ row, section })),
+  )
 
   if (fingerprint.target.inMemory) {
     flags.push({
@@ -128,7 +140,9 @@ export function assessPlausibility(sections: readonly SectionResult[], fingerpri
 
   const oneWrite = sections.find((s) => s.id === 'one-write')
   for (const group of sameCallTable[platform] ?? []) {
-    const rows = group.rowNames.map((name) => oneWrite?.rows.find((row) => row.id === `one-write/${name}`)).filter((row): row is RowResult => row !== undefined && row.status === 'ok')
+    const rows = group.rowNames
+      .map((name) => oneWrite?.rows.find((row) => row.id === `one-write/${name}`))
+      .filter((row): row is RowResult => row !== undefined && row.status === 'ok')
     if (rows.length < 2) continue
     flags.push({
       kind: 'same-call',

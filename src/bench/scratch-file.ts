@@ -73,7 +73,10 @@ function isDirectory(p: string): boolean {
 }
 
 function openFailure(file: string, error: unknown): Error {
-  return usageError(`could not create ${file}: ${describeSystemError(error)}`, 'give --file a path on the file system to test, in a directory you can write')
+  return usageError(
+    `could not create ${file}: ${describeSystemError(error)}`,
+    'give --file a path on the file system to test, in a directory you can write',
+  )
 }
 
 /** Creates plugcheck-bench.<random> in dir, never reusing a name. */
@@ -117,7 +120,8 @@ export function createScratchFile(requested: string | undefined, cwd: string = p
   const target = requested === undefined ? cwd : path.resolve(cwd, requested)
   if (requested !== undefined && !isDirectory(target)) {
     const unsafe = nativePort().unsafeFileName(target)
-    if (unsafe !== null) throw usageError(`refusing to create ${target}: ${unsafe}`, 'give --file another name, or a directory to create the scratch file in')
+    if (unsafe !== null)
+      throw usageError(`refusing to create ${target}: ${unsafe}`, 'give --file another name, or a directory to create the scratch file in')
   }
   const { file, fd } = requested === undefined || isDirectory(target) ? createInDirectory(target) : openRequested(target)
   const scratch: ScratchFile = {
@@ -151,7 +155,10 @@ export function fillScratchFile(scratch: ScratchFile): void {
     // Sync now so that the preparation's dirty pages don't skew the first test.
     fs.fsyncSync(scratch.controlFd)
   } catch (error) {
-    throw usageError(`could not prepare ${scratch.path}: ${describeSystemError(error)}`, 'the benchmark needs 16 MiB of free space on the file system under test')
+    throw usageError(
+      `could not prepare ${scratch.path}: ${describeSystemError(error)}`,
+      'the benchmark needs 16 MiB of free space on the file system under test',
+    )
   }
 }
 

@@ -34,7 +34,10 @@ const sizeArg = (flag: string) =>
   })
 
 const methodsArg = z.string().transform((text, ctx) => {
-  const names = text.split(',').map((s) => s.trim()).filter(Boolean)
+  const names = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
   if (names.length === 0) ctx.addIssue({ code: 'custom', message: '--method is empty' })
   for (const name of names) {
     if (!isMethodName(name)) ctx.addIssue({ code: 'custom', message: `unknown method ${name} (known: ${methodNames.join(', ')})` })
@@ -61,7 +64,10 @@ const reserveArg = z.string().transform((text, ctx) => {
   const bytes = percent === null ? parseSize(text) : null
   if (bytes === null || !Number.isSafeInteger(bytes)) {
     const why = /^\s*-/.test(text) ? 'is negative: give' : percent !== null ? 'is over 100%: give' : 'is not'
-    ctx.addIssue({ code: 'custom', message: `--reserve ${text} ${why} a size or a percentage from 0 to 100% (examples: 1GiB, 512M, 5%, 0)` })
+    ctx.addIssue({
+      code: 'custom',
+      message: `--reserve ${text} ${why} a size or a percentage from 0 to 100% (examples: 1GiB, 512M, 5%, 0)`,
+    })
     return z.NEVER
   }
   return { bytes }
@@ -98,7 +104,10 @@ const listenerTimeoutArg = z
 
 const writeArgs = z.object({
   server: endpointArg,
-  file: z.string().min(1).transform((p) => resolve(p)),
+  file: z
+    .string()
+    .min(1)
+    .transform((p) => resolve(p)),
   method: methodsArg,
   direct: z.boolean(),
   recordSize: sizeArg('--record-size'),
@@ -125,7 +134,10 @@ const verifyArgs = z
   .object({
     server: endpointArg.optional(),
     acks: z.string().min(1).optional(),
-    file: z.string().min(1).transform((p) => resolve(p)),
+    file: z
+      .string()
+      .min(1)
+      .transform((p) => resolve(p)),
     run: runIdSchema.optional(),
     json: z.boolean(),
     token: z.string().optional(),
@@ -140,7 +152,10 @@ const cutAfterArg = z.string().transform((text, ctx) => {
   const min = match === null ? NaN : Number(match[1])
   const max = match === null ? NaN : Number(match[2] ?? match[1])
   if (!Number.isFinite(min) || !Number.isFinite(max) || max < min || max > 86_400) {
-    ctx.addIssue({ code: 'custom', message: `--cut-after ${text}: give MIN-MAX seconds after the writer is steady, e.g. 30-90 (at most 86400)` })
+    ctx.addIssue({
+      code: 'custom',
+      message: `--cut-after ${text}: give MIN-MAX seconds after the writer is steady, e.g. 30-90 (at most 86400)`,
+    })
     return z.NEVER
   }
   return [min, max] as [number, number]
@@ -152,8 +167,16 @@ const listenArgs = z
     port: z.number().int().min(0).max(65535),
     dir: z.string().min(1),
     token: z.string().optional(),
-    maxConnections: z.number().int('--max-connections must be a whole number').min(1, '--max-connections must be at least 1').max(1_000_000),
-    maxPendingHellos: z.number().int('--max-pending-hellos must be a whole number').min(1, '--max-pending-hellos must be at least 1').max(1_000_000),
+    maxConnections: z
+      .number()
+      .int('--max-connections must be a whole number')
+      .min(1, '--max-connections must be at least 1')
+      .max(1_000_000),
+    maxPendingHellos: z
+      .number()
+      .int('--max-pending-hellos must be a whole number')
+      .min(1, '--max-pending-hellos must be at least 1')
+      .max(1_000_000),
     maxRuns: runBoundArg('--max-runs'),
     maxRunsPerPeer: runBoundArg('--max-runs-per-peer'),
     maxStoreBytes: boundArg('--max-store-bytes'),
@@ -166,11 +189,17 @@ const listenArgs = z
     cutCommand: z.string().min(1).max(4096).optional(),
     cutAfter: cutAfterArg.optional(),
     rebootTimeout: z.number().positive('--reboot-timeout must be positive').max(86_400).optional(),
-    seed: z.number().int().nonnegative().max(2 ** 32 - 1).optional(),
+    seed: z
+      .number()
+      .int()
+      .nonnegative()
+      .max(2 ** 32 - 1)
+      .optional(),
   })
   .superRefine((a, ctx) => {
     const campaignFlags = [a.cycles, a.cutCommand, a.cutAfter, a.rebootTimeout, a.seed].some((v) => v !== undefined)
-    if (a.campaign === undefined && campaignFlags) ctx.addIssue({ code: 'custom', message: '--cycles, --cut-command, --cut-after, --reboot-timeout and --seed need --campaign NAME' })
+    if (a.campaign === undefined && campaignFlags)
+      ctx.addIssue({ code: 'custom', message: '--cycles, --cut-command, --cut-after, --reboot-timeout and --seed need --campaign NAME' })
     if (a.campaign !== undefined && (a.cutCommand === undefined || a.cutAfter === undefined)) {
       ctx.addIssue({ code: 'custom', message: '--campaign needs --cut-command CMD and --cut-after MIN-MAX' })
     }
@@ -185,7 +214,11 @@ const runsArgs = z
     listenerTimeout: listenerTimeoutArg,
     prune: z.boolean(),
     olderThan: durationArg('--older-than').optional(),
-    dir: z.string().min(1).transform((p) => resolve(p)).optional(),
+    dir: z
+      .string()
+      .min(1)
+      .transform((p) => resolve(p))
+      .optional(),
     dryRun: z.boolean(),
   })
   .superRefine((a, ctx) => {
@@ -195,16 +228,24 @@ const runsArgs = z
       if (a.olderThan !== undefined || a.dir !== undefined || a.dryRun) issue('--older-than, --dir and --dry-run go with --prune')
       return
     }
-    if (a.dir === undefined) issue("--prune needs --dir DIR, the listener's directory (pruning runs where it is, with the listener stopped)")
+    if (a.dir === undefined)
+      issue("--prune needs --dir DIR, the listener's directory (pruning runs where it is, with the listener stopped)")
     if (a.olderThan === undefined) issue('--prune needs --older-than AGE (examples: 30d, 12h): only runs that ended longer ago are pruned')
     if (a.server !== undefined || a.token !== undefined) issue('--prune works on --dir, not through --server or --token')
   })
 
 const reportArgs = z.object({
-  dir: z.string().min(1).transform((p) => resolve(p)),
+  dir: z
+    .string()
+    .min(1)
+    .transform((p) => resolve(p)),
   campaign: z.array(campaignNameSchema).optional(),
   json: z.boolean(),
-  html: z.string().min(1).transform((p) => resolve(p)).optional(),
+  html: z
+    .string()
+    .min(1)
+    .transform((p) => resolve(p))
+    .optional(),
 })
 
 const demoArgs = z.object({
@@ -217,7 +258,10 @@ const demoArgs = z.object({
 const benchRecordSizeBytesMax = 1024 * 1024
 const benchArgs = z.object({
   file: z.string().min(1).optional(),
-  secs: z.number({ message: '--secs must be a number of seconds' }).positive('--secs must be positive').max(3600, '--secs is at most 3600 per test'),
+  secs: z
+    .number({ message: '--secs must be a number of seconds' })
+    .positive('--secs must be positive')
+    .max(3600, '--secs is at most 3600 per test'),
   recordSize: sizeArg('--record-size').refine((bytes) => bytes % 512 === 0 && bytes <= benchRecordSizeBytesMax, {
     message: `--record-size must be a multiple of 512 bytes, at most ${benchRecordSizeBytesMax / 1024} KiB`,
   }),
@@ -245,7 +289,9 @@ export function validate<C extends CommandName>(command: C, args: unknown): Comm
   const parsed = commandSchemas[command].safeParse(args)
   if (!parsed.success) {
     const flag = (key: PropertyKey): string => `--${String(key).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
-    const messages = parsed.error.issues.map((i) => (i.path.length > 0 && !/^(--|unknown method)/.test(i.message) ? `${flag(i.path[0]!)}: ${i.message}` : i.message))
+    const messages = parsed.error.issues.map((i) =>
+      i.path.length > 0 && !/^(--|unknown method)/.test(i.message) ? `${flag(i.path[0]!)}: ${i.message}` : i.message,
+    )
     throw usageError(messages.join('; '))
   }
   return parsed.data as CommandFlags<C>

@@ -53,14 +53,26 @@ function writeOptions<T>(y: Argv<T>) {
     .option('server', { type: 'string', demandOption: true, describe: 'listener HOST[:PORT]' })
     .option('file', { type: 'string', demandOption: true, describe: 'data file on the storage under test' })
     .option('method', { type: 'string', default: 'fdatasync', describe: `sync method, or a comma list: ${methodNames.join(', ')}` })
-    .option('direct', { type: 'boolean', default: false, describe: 'bypass the OS cache (O_DIRECT, F_NOCACHE, FILE_FLAG_NO_BUFFERING; record size a multiple of 4096)' })
+    .option('direct', {
+      type: 'boolean',
+      default: false,
+      describe: 'bypass the OS cache (O_DIRECT, F_NOCACHE, FILE_FLAG_NO_BUFFERING; record size a multiple of 4096)',
+    })
     .option('record-size', { type: 'string', default: '8192', describe: 'bytes per record, a multiple of 512' })
     .option('size', { type: 'string', default: '256MiB', describe: 'data file size; append wraps to the start when full' })
-    .option('pattern', { choices: patterns, default: 'append' as const, describe: 'append (file grows) or overwrite (random slots in place)' })
-    .option('token', { type: 'string', describe: 'the listener\'s --token' })
+    .option('pattern', {
+      choices: patterns,
+      default: 'append' as const,
+      describe: 'append (file grows) or overwrite (random slots in place)',
+    })
+    .option('token', { type: 'string', describe: "the listener's --token" })
     .option('force', { type: 'boolean', default: false, describe: 'replace a file that is not a plugcheck data file' })
     .option('listener-timeout', listenerTimeoutOption)
-    .option('jobs', { type: 'number', default: 1, describe: 'writer threads, each with its own data file (PATH.jobK), run and connection; verify judges them together' })
+    .option('jobs', {
+      type: 'number',
+      default: 1,
+      describe: 'writer threads, each with its own data file (PATH.jobK), run and connection; verify judges them together',
+    })
 }
 
 /**
@@ -101,12 +113,31 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('dir', { type: 'string', default: './plugcheck-data', describe: 'where runs and acks are stored' })
           .option('token', { type: 'string', describe: 'shared secret writers and verifiers must present' })
           .option('max-connections', { type: 'number', default: 1024, describe: 'connections served at once; more are told so and closed' })
-          .option('max-pending-hellos', { type: 'number', default: 1024, describe: 'connections waiting to say hello; beyond, the oldest is closed' })
-          .option('max-runs', { type: 'number', default: 100_000, describe: 'runs on record in all; beyond, new runs are refused (prune ended ones: runs --prune, --retain)' })
+          .option('max-pending-hellos', {
+            type: 'number',
+            default: 1024,
+            describe: 'connections waiting to say hello; beyond, the oldest is closed',
+          })
+          .option('max-runs', {
+            type: 'number',
+            default: 100_000,
+            describe: 'runs on record in all; beyond, new runs are refused (prune ended ones: runs --prune, --retain)',
+          })
           .option('max-runs-per-peer', { type: 'number', default: 10_000, describe: 'runs on record per peer address (IPv6: per /64)' })
-          .option('max-store-bytes', { type: 'string', default: 'none', describe: 'bytes of runs on record in all (e.g. 20GiB, or none); live runs keep recording past it' })
-          .option('max-store-bytes-per-peer', { type: 'string', default: 'none', describe: 'bytes of runs on record per peer address (e.g. 2GiB, or none)' })
-          .option('reserve', { type: 'string', describe: 'free space of --dir under which new runs are refused, a size or a % (default: 1GiB or 5%, the smaller)' })
+          .option('max-store-bytes', {
+            type: 'string',
+            default: 'none',
+            describe: 'bytes of runs on record in all (e.g. 20GiB, or none); live runs keep recording past it',
+          })
+          .option('max-store-bytes-per-peer', {
+            type: 'string',
+            default: 'none',
+            describe: 'bytes of runs on record per peer address (e.g. 2GiB, or none)',
+          })
+          .option('reserve', {
+            type: 'string',
+            describe: 'free space of --dir under which new runs are refused, a size or a % (default: 1GiB or 5%, the smaller)',
+          })
           .option('retain', { type: 'string', describe: 'prune ended runs older than this (30d, 12h, 90m, 45s) as the listener runs' })
           .option('events', { type: 'string', describe: 'also append every event as a JSON line to this file' })
           .option('campaign', { type: 'string', describe: 'run a power-cut campaign of this name (resumed if the directory holds it)' })
@@ -126,7 +157,12 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
               dir: a.dir,
               maxConnections: a.maxConnections,
               maxPendingHandshakes: a.maxPendingHellos,
-              quotas: { maxRuns: a.maxRuns, maxRunsPerPeer: a.maxRunsPerPeer, maxStoreBytes: a.maxStoreBytes, maxStoreBytesPerPeer: a.maxStoreBytesPerPeer },
+              quotas: {
+                maxRuns: a.maxRuns,
+                maxRunsPerPeer: a.maxRunsPerPeer,
+                maxStoreBytes: a.maxStoreBytes,
+                maxStoreBytesPerPeer: a.maxStoreBytesPerPeer,
+              },
               ...(a.reserve === undefined ? {} : { reserve: a.reserve }),
               ...(a.retain === undefined ? {} : { retainMs: a.retain }),
               ...(a.token === undefined ? {} : { token: a.token }),
@@ -209,7 +245,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           .option('file', { type: 'string', demandOption: true, describe: 'the path given to write --file' })
           .option('run', { type: 'string', describe: 'judge this run id instead of the latest for this host and path' })
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
-          .option('token', { type: 'string', describe: 'the listener\'s --token' })
+          .option('token', { type: 'string', describe: "the listener's --token" })
           .option('host', { type: 'string', describe: 'host name the writer ran on (default: this machine)' })
           .option('listener-timeout', listenerTimeoutOption),
       (args) => {
@@ -252,7 +288,10 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
       "pg_test_fsync's tables for this storage, with the environment and a check of which figures are too good to be true",
       (y) =>
         y
-          .option('file', { type: 'string', describe: 'scratch file, or a directory to create it in (default: plugcheck-bench.<random> here)' })
+          .option('file', {
+            type: 'string',
+            describe: 'scratch file, or a directory to create it in (default: plugcheck-bench.<random> here)',
+          })
           .option('secs', { type: 'number', default: 5, describe: 'seconds per test (fractions allowed)' })
           .option('record-size', { type: 'string', default: '8192', describe: 'bytes per write, a multiple of 512' })
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' }),
@@ -260,7 +299,10 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
         run = async () => {
           const a = (await flagSchemas()).validate('bench', args)
           const { runBench } = await import('../bench/bench.js')
-          return runBench({ secsPerTest: a.secs, recordSizeBytes: a.recordSize, json: a.json, ...(a.file === undefined ? {} : { file: a.file }) }, io)
+          return runBench(
+            { secsPerTest: a.secs, recordSizeBytes: a.recordSize, json: a.json, ...(a.file === undefined ? {} : { file: a.file }) },
+            io,
+          )
         }
       },
     )
@@ -270,7 +312,11 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
       (y) =>
         y
           .option('server', { type: 'string', describe: 'listener HOST[:PORT]' })
-          .option('prune', { type: 'boolean', default: false, describe: "remove runs that ended over --older-than ago from the listener's --dir (listener stopped)" })
+          .option('prune', {
+            type: 'boolean',
+            default: false,
+            describe: "remove runs that ended over --older-than ago from the listener's --dir (listener stopped)",
+          })
           .option('older-than', { type: 'string', describe: 'prune: runs that ended longer ago than this (30d, 12h, 90m, 45s)' })
           .option('dir', { type: 'string', describe: "prune: the listener's --dir" })
           .option('dry-run', { type: 'boolean', default: false, describe: 'prune: say what would be pruned, remove nothing' })
@@ -287,7 +333,13 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
           }
           const { runRuns } = await import('./runs.js')
           return runRuns(
-            { server: a.server!, json: a.json, listenerTimeoutMs: a.listenerTimeout, ...(a.token === undefined ? {} : { token: a.token }), ...(a.campaign === undefined ? {} : { campaign: a.campaign }) },
+            {
+              server: a.server!,
+              json: a.json,
+              listenerTimeoutMs: a.listenerTimeout,
+              ...(a.token === undefined ? {} : { token: a.token }),
+              ...(a.campaign === undefined ? {} : { campaign: a.campaign }),
+            },
             io,
           )
         }
@@ -299,14 +351,26 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
       (y) =>
         y
           .option('dir', { type: 'string', demandOption: true, describe: "the listener's --dir (read only)" })
-          .option('campaign', { type: 'string', array: true, describe: 'campaign name; several side by side (default: every campaign in the directory)' })
+          .option('campaign', {
+            type: 'string',
+            array: true,
+            describe: 'campaign name; several side by side (default: every campaign in the directory)',
+          })
           .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
           .option('html', { type: 'string', describe: 'also write a self-contained HTML report to this file' }),
       (args) => {
         run = async () => {
           const a = (await flagSchemas()).validate('report', args)
           const { runReport } = await import('../report/report.js')
-          return runReport({ dir: a.dir, json: a.json, ...(a.campaign === undefined ? {} : { campaigns: a.campaign }), ...(a.html === undefined ? {} : { htmlFile: a.html }) }, io)
+          return runReport(
+            {
+              dir: a.dir,
+              json: a.json,
+              ...(a.campaign === undefined ? {} : { campaigns: a.campaign }),
+              ...(a.html === undefined ? {} : { htmlFile: a.html }),
+            },
+            io,
+          )
         }
       },
     )

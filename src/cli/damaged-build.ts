@@ -18,8 +18,14 @@ for (const file of process.argv.slice(1)) {
 
 /** The first .js file under dir that does not compile as a module, or undefined. */
 export function uncompilableFile(dir: string): string | undefined {
-  const files = (readdirSync(dir, { recursive: true }) as string[]).filter((name) => name.endsWith('.js')).sort().map((name) => join(dir, name))
-  const child = spawnSync(process.execPath, ['--experimental-vm-modules', '--no-warnings', '-e', compileEach, ...files], { encoding: 'utf8', timeout: 30_000 })
+  const files = (readdirSync(dir, { recursive: true }) as string[])
+    .filter((name) => name.endsWith('.js'))
+    .sort()
+    .map((name) => join(dir, name))
+  const child = spawnSync(process.execPath, ['--experimental-vm-modules', '--no-warnings', '-e', compileEach, ...files], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  })
   return child.stdout === '' || child.stdout === null ? undefined : child.stdout
 }
 

@@ -23,7 +23,8 @@ const endWaitMs = 10_000
 /** Until every run the listener holds has its end recorded (the killed writer's: vanished), or waitMs passed. */
 async function endsRecorded(listener: Listener, waitMs: number): Promise<void> {
   const deadlineMs = performance.now() + waitMs
-  while (performance.now() < deadlineMs && listener.store.summaries().some((run) => run.end === undefined)) await new Promise((resolve) => setTimeout(resolve, 20))
+  while (performance.now() < deadlineMs && listener.store.summaries().some((run) => run.end === undefined))
+    await new Promise((resolve) => setTimeout(resolve, 20))
 }
 
 export interface DemoOptions {
@@ -40,13 +41,20 @@ export async function runDemo(options: DemoOptions, io: Io): Promise<number> {
     const file = join(dir, 'data.plugcheck')
     io.err(`plugcheck demo: listener on ${server}; writer on ${file} with ${options.method}; SIGKILL in ${options.killAfterS} s\n`)
     const [plugcheck, ...plugcheckArgs] = selfCommand(binPath)
-    const writer = spawn(plugcheck!, [...plugcheckArgs, 'write', '--server', server, '--file', file, '--method', options.method, '--size', '64MiB'], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    })
+    const writer = spawn(
+      plugcheck!,
+      [...plugcheckArgs, 'write', '--server', server, '--file', file, '--method', options.method, '--size', '64MiB'],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    )
     let writerStderr = ''
     writer.stderr.on('data', (chunk: Buffer) => (writerStderr += chunk.toString()))
     const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)))
-    const early = await Promise.race([exited, new Promise<'timer'>((resolve) => setTimeout(() => resolve('timer'), options.killAfterS * 1000))])
+    const early = await Promise.race([
+      exited,
+      new Promise<'timer'>((resolve) => setTimeout(() => resolve('timer'), options.killAfterS * 1000)),
+    ])
     if (early !== 'timer') throw runtimeError(`the writer stopped by itself (exit ${early}) before the kill: ${writerStderr.trim()}`)
     writer.kill('SIGKILL')
     await exited

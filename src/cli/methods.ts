@@ -38,9 +38,18 @@ export function methodsReport(): MethodsReport {
     // methodRow applies PLUGCHECK_DISABLE_METHODS, as write and bench do.
     methods: table.methods.map((m) => {
       const row = methodRow(m.name)
-      return { name: row.name, available: row.available, reason: row.reason ?? null, calls: row.calls, caveat: row.caveat ?? null, durable: row.durable }
+      return {
+        name: row.name,
+        available: row.available,
+        reason: row.reason ?? null,
+        calls: row.calls,
+        caveat: row.caveat ?? null,
+        durable: row.durable,
+      }
     }),
-    direct: table.direct.applies ? { applies: true, how: table.direct.how, reason: null } : { applies: false, how: null, reason: table.direct.reason },
+    direct: table.direct.applies
+      ? { applies: true, how: table.direct.how, reason: null }
+      : { applies: false, how: null, reason: table.direct.reason },
     notes: [...table.notes],
   })
 }

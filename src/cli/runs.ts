@@ -37,7 +37,11 @@ const columns = ['run', 'host', 'path', 'method', 'acked', 'started', 'state', '
 
 /** The table, columns padded to their widest cell, one run per line. */
 export function formatRunsTable(runs: readonly RunSummary[]): string {
-  const rows = runs.map((r) => [r.runId, r.host, r.path, r.method, r.ackedThroughSeq.toLocaleString('en-US'), timestamp(r.announcedMs), state(r), verdictText(r)].map(printable))
+  const rows = runs.map((r) =>
+    [r.runId, r.host, r.path, r.method, r.ackedThroughSeq.toLocaleString('en-US'), timestamp(r.announcedMs), state(r), verdictText(r)].map(
+      printable,
+    ),
+  )
   const widths = columns.map((c, i) => Math.max(c.length, ...rows.map((row) => row[i]!.length)))
   const line = (cells: readonly string[]): string =>
     cells
@@ -61,7 +65,9 @@ function verdictText(r: RunSummary): string {
   const v = r.verdict
   if (v === null) return '-'
   const lost = v.lost + v.torn + v.corrupt
-  return lost === 0 ? v.verdict : `${v.verdict} (${lost.toLocaleString('en-US')} of ${v.acked.toLocaleString('en-US')} lost, torn or corrupt)`
+  return lost === 0
+    ? v.verdict
+    : `${v.verdict} (${lost.toLocaleString('en-US')} of ${v.acked.toLocaleString('en-US')} lost, torn or corrupt)`
 }
 
 /** "2026-11-30 12:03:04" in local time. */

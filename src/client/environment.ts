@@ -26,6 +26,7 @@ export function writerEnvironment(directory: string): WriterEnv {
   }
   const env = writerEnvSchema.safeParse({ bootId, fingerprint })
   if (!env.success) return { bootId: writerEnvSchema.shape.bootId.safeParse(bootId).success ? bootId : null, fingerprint: null }
-  if (env.data.fingerprint !== null && encodeFrame(env.data.fingerprint).length > fingerprintFrameBytesMax) return { bootId: env.data.bootId, fingerprint: null }
+  if (env.data.fingerprint !== null && encodeFrame(env.data.fingerprint).length > fingerprintFrameBytesMax)
+    return { bootId: env.data.bootId, fingerprint: null }
   return env.data
 }

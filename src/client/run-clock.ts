@@ -44,15 +44,21 @@ export function runTimeBase(listenerClock: TimeBase | undefined, where: string, 
   if (listenerClock !== undefined) {
     const skewMs = localMs - epochAt(listenerClock, perfMs)
     if (Math.abs(skewMs) > skewNoteMs) {
-      const off = local ?? `this machine's clock is ${describeDuration(Math.abs(skewMs))} ${skewMs > 0 ? 'ahead of' : 'behind'} the listener's`
+      const off =
+        local ?? `this machine's clock is ${describeDuration(Math.abs(skewMs))} ${skewMs > 0 ? 'ahead of' : 'behind'} the listener's`
       err(`plugcheck: note: ${off}; the run's times come from the listener's clock (${where}), so verify is not misled by it\n`)
     }
     return listenerClock
   }
   if (local !== undefined) {
-    throw usageError(`${local}, and the listener at ${where} is an older plugcheck that does not send its own`, 'set this machine\'s clock (wait for NTP, or date -s), or update plugcheck on the listener')
+    throw usageError(
+      `${local}, and the listener at ${where} is an older plugcheck that does not send its own`,
+      "set this machine's clock (wait for NTP, or date -s), or update plugcheck on the listener",
+    )
   }
-  err(`plugcheck: warning: the listener at ${where} (an older plugcheck) does not send its clock: the run's times come from this machine's clock\n`)
+  err(
+    `plugcheck: warning: the listener at ${where} (an older plugcheck) does not send its clock: the run's times come from this machine's clock\n`,
+  )
   return { epochMs: localMs, perfMs }
 }
 

@@ -19,7 +19,12 @@ function start(): void {
   const root = cacheRoot(process.env, process.platform)
   let dir: string
   try {
-    dir = ensureUnpacked(manifest, root, (name) => new Uint8Array(getRawAsset(name) as ArrayBuffer), (text) => process.stderr.write(`plugcheck: ${text}\n`))
+    dir = ensureUnpacked(
+      manifest,
+      root,
+      (name) => new Uint8Array(getRawAsset(name) as ArrayBuffer),
+      (text) => process.stderr.write(`plugcheck: ${text}\n`),
+    )
   } catch (error) {
     if (error instanceof PlugcheckError) {
       fail(`${error.message}\nhint: ${error.hint}`)
@@ -30,7 +35,9 @@ function start(): void {
     return
   }
   markSingleExecutable(dir)
-  import(pathToFileURL(join(dir, manifest.entry)).href).catch((error: Error) => fail(`internal error: could not load its modules: ${error?.stack ?? String(error)}`))
+  import(pathToFileURL(join(dir, manifest.entry)).href).catch((error: Error) =>
+    fail(`internal error: could not load its modules: ${error?.stack ?? String(error)}`),
+  )
 }
 
 start()

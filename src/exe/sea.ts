@@ -88,7 +88,10 @@ function lstatIfPresent(path: string): Stats | undefined {
 }
 
 function refused(path: string, why: string): PlugcheckError {
-  return runtimeError(`the cache directory ${path} ${why}: plugcheck writes only into a directory of its own`, `remove ${path} (plugcheck makes it again)`)
+  return runtimeError(
+    `the cache directory ${path} ${why}: plugcheck writes only into a directory of its own`,
+    `remove ${path} (plugcheck makes it again)`,
+  )
 }
 
 /** Refuses (exit 3) a cache directory that may hold data not plugcheck's own. */
@@ -133,7 +136,12 @@ function checkOwnDirIfPresent(dir: string): boolean {
  * does not match its own manifest (a damaged executable) or when the directory stays wrong, and a
  * PlugcheckError (exit 3, with a hint) when plugcheck/ or <hash>/ is not a directory of its own.
  */
-export function ensureUnpacked(manifest: SeaManifest, root: string, readAsset: (name: string) => Uint8Array, notice: (text: string) => void): string {
+export function ensureUnpacked(
+  manifest: SeaManifest,
+  root: string,
+  readAsset: (name: string) => Uint8Array,
+  notice: (text: string) => void,
+): string {
   const dir = join(root, unpackDirName(manifest))
   const asset = (name: string): Uint8Array => {
     const bytes = readAsset(name)
@@ -168,7 +176,8 @@ export function ensureUnpacked(manifest: SeaManifest, root: string, readAsset: (
       renameSync(temporary, join(dir, name))
     }
     wrong = mismatchedFiles(dir, manifest)
-    if (wrong.length > 0) throw new Error(`the unpacked files in ${dir} still do not match this executable after unpacking them again (${wrong.join(', ')})`)
+    if (wrong.length > 0)
+      throw new Error(`the unpacked files in ${dir} still do not match this executable after unpacking them again (${wrong.join(', ')})`)
   }
   return dir
 }

@@ -7,7 +7,17 @@ import { isPosixOs } from './posix/constants.js'
 import { createPosixPort } from './posix/index.js'
 import { windowsPort } from './windows/index.js'
 
-export type { AckSocket, DataFile, DescriptorLimit, FileLock, MethodRow, NativePort, PlatformTable, ServedSocketCalls, SocketAddress } from './port.js'
+export type {
+  AckSocket,
+  DataFile,
+  DescriptorLimit,
+  FileLock,
+  MethodRow,
+  NativePort,
+  PlatformTable,
+  ServedSocketCalls,
+  SocketAddress,
+} from './port.js'
 export { NativeError } from './errors.js'
 export { isMethodName, methodNames, type MethodName } from './methods.js'
 

@@ -13,13 +13,21 @@ type Availability = { readonly available: true } | { readonly available: false; 
 /** Methods forced unavailable, for diagnosis and tests: PLUGCHECK_DISABLE_METHODS=open_sync,open_datasync */
 function disabledByEnvironment(): Set<string> {
   const raw = process.env.PLUGCHECK_DISABLE_METHODS ?? ''
-  return new Set(raw.split(',').map((s) => s.trim()).filter(Boolean))
+  return new Set(
+    raw
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  )
 }
 
 /** The platform's row for a method, with PLUGCHECK_DISABLE_METHODS applied. */
 export function methodRow(name: MethodName): MethodRow {
-  const row = nativePort().table().methods.find((m) => m.name === name)!
-  if (row.available && disabledByEnvironment().has(name)) return { ...row, available: false, reason: `${name} is disabled by PLUGCHECK_DISABLE_METHODS` }
+  const row = nativePort()
+    .table()
+    .methods.find((m) => m.name === name)!
+  if (row.available && disabledByEnvironment().has(name))
+    return { ...row, available: false, reason: `${name} is disabled by PLUGCHECK_DISABLE_METHODS` }
   return row
 }
 

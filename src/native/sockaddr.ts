@@ -137,7 +137,8 @@ const hexGroup = /^[0-9a-fA-F]{1,4}$/
 export function ipv4Bytes(text: string): Buffer {
   const parts = text.split('.')
   const octets = parts.map((part) => (decimalOctet.test(part) ? Number(part) : NaN))
-  if (parts.length !== 4 || octets.some((o) => !(o >= 0 && o <= 255)) || isIP(text) !== 4) throw new Error(`${JSON.stringify(text)} is not an IPv4 address`)
+  if (parts.length !== 4 || octets.some((o) => !(o >= 0 && o <= 255)) || isIP(text) !== 4)
+    throw new Error(`${JSON.stringify(text)} is not an IPv4 address`)
   return Buffer.from(octets)
 }
 

@@ -43,7 +43,8 @@ export function parseEndpoint(text: string): Endpoint | string {
   if (host === '') return `--server ${text}: no host name`
   if (/\s/.test(host)) return `--server ${text}: a host name has no spaces`
   const { address, zone } = splitZone(host)
-  if (zone !== undefined && literalFamily(host) === 6 && unmappedIpv4(address) !== null) return `--server ${text}: an IPv4-mapped address takes no %scope`
+  if (zone !== undefined && literalFamily(host) === 6 && unmappedIpv4(address) !== null)
+    return `--server ${text}: an IPv4-mapped address takes no %scope`
   if (portText !== undefined && !/^[0-9]{1,5}$/.test(portText)) return `--server ${text}: port must be 1-65535`
   const port = portText === undefined ? defaultPort : Number(portText)
   if (port < 1 || port > 65535) return `--server ${text}: port must be 1-65535`
@@ -95,7 +96,12 @@ export async function resolveEndpoint(endpoint: Endpoint, env: ResolverEnv = sys
   // addresses, and OpenBSD refuses them on IPv6 sockets altogether (OpenBSD ip6(4)).
   const mapped = unmappedIpv4(address)
   if (mapped !== null) return { address: mapped, family: 4, port: endpoint.port, scopeId: 0 }
-  return { address, family: 6, port: endpoint.port, scopeId: zone === undefined ? 0 : scopeIdOf(where, address, zone, env.networkInterfaces()) }
+  return {
+    address,
+    family: 6,
+    port: endpoint.port,
+    scopeId: zone === undefined ? 0 : scopeIdOf(where, address, zone, env.networkInterfaces()),
+  }
 }
 
 /**

@@ -92,7 +92,8 @@ export class FrameDecoder<T> {
    */
   private fill(chunk: Buffer, offset: number): number {
     const buffered = this.end - this.start
-    const wanted = buffered < frameHeaderBytes ? frameHeaderBytes - buffered : frameHeaderBytes + this.checkedLength(this.buffer, this.start) - buffered
+    const wanted =
+      buffered < frameHeaderBytes ? frameHeaderBytes - buffered : frameHeaderBytes + this.checkedLength(this.buffer, this.start) - buffered
     const taken = Math.min(wanted, chunk.length - offset)
     this.append(chunk.subarray(offset, offset + taken))
     return offset + taken

@@ -29,7 +29,8 @@ export function listenerRefusal(endpointText: string, code: ErrorCode, text: str
   if (usageErrorCodes.has(code)) return usageError(`the listener at ${endpointText} refused: ${said}`, hints[code])
   if (code === 'storage') return runtimeError(`the listener at ${endpointText} failed: ${said}`)
   // A bound of the listener's store (quotas.ts): the run, not the connection, was refused.
-  if (code === 'limit' && said.startsWith('the listener takes no new runs')) return runtimeError(`the listener at ${endpointText} refused the run: ${said}`)
+  if (code === 'limit' && said.startsWith('the listener takes no new runs'))
+    return runtimeError(`the listener at ${endpointText} refused the run: ${said}`)
   if (code === 'limit') return runtimeError(`the listener at ${endpointText} refused the connection: ${said}`)
   return runtimeError(`the listener at ${endpointText} refused: ${said} (${code})`)
 }
@@ -46,7 +47,9 @@ export function notAListener(endpointText: string, firstBytes: Buffer): Plugchec
 export function noAnswer(endpointText: string, timeoutMs: number, welcomed: boolean): PlugcheckError {
   return runtimeError(
     `the listener at ${endpointText} did not answer within ${timeoutMs / 1000} s`,
-    welcomed ? 'raise --listener-timeout if the listener is busy' : 'a plugcheck listener answers at once: is `plugcheck listen` the program on that port?',
+    welcomed
+      ? 'raise --listener-timeout if the listener is busy'
+      : 'a plugcheck listener answers at once: is `plugcheck listen` the program on that port?',
   )
 }
 
@@ -73,7 +76,10 @@ export function startsWithListenerFrame(firstBytes: Buffer): boolean {
 
 /** A listener's message on one line, without control characters (it crossed the network). */
 export function oneLine(text: string): string {
-  const flat = text.replace(/[\x00-\x1f\x7f]+/g, ' ').replace(/\s+/g, ' ').trim()
+  const flat = text
+    .replace(/[\x00-\x1f\x7f]+/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim()
   return flat.length > 300 ? `${flat.slice(0, 300)}...` : flat
 }
 
@@ -81,5 +87,8 @@ export function oneLine(text: string): string {
 function quote(bytes: Buffer): string {
   const text = bytes.subarray(0, quotedBytesMax).toString('latin1')
   const firstLine = text.split(/\r|\n/)[0]!
-  return firstLine.replace(/[^\x20-\x7e]/g, '.').replace(/"/g, "'") + (firstLine.length < text.length || bytes.length < quotedBytesMax ? '' : '...')
+  return (
+    firstLine.replace(/[^\x20-\x7e]/g, '.').replace(/"/g, "'") +
+    (firstLine.length < text.length || bytes.length < quotedBytesMax ? '' : '...')
+  )
 }

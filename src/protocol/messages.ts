@@ -84,10 +84,9 @@ export const runSchema = z.object({
   groupKey: groupKeySchema.optional(),
 })
 /** Seqs fromSeq..toSeq (inclusive) are covered by a sync that returned success. */
-export const ackSchema = z.object({ type: z.literal('ack'), runId: runIdSchema, fromSeq: seq, toSeq: seq }).refine(
-  (m) => m.toSeq >= m.fromSeq,
-  { message: 'toSeq is below fromSeq' },
-)
+export const ackSchema = z
+  .object({ type: z.literal('ack'), runId: runIdSchema, fromSeq: seq, toSeq: seq })
+  .refine((m) => m.toSeq >= m.fromSeq, { message: 'toSeq is below fromSeq' })
 /**
  * How a writer ended a run: its --duration, a signal, a failed write or sync, its data file deleted,
  * replaced or truncated by someone else during the run (verify then judges nothing), or an
@@ -117,7 +116,12 @@ export const querySchema = z.object({
  * may be merged between two pages, and the next page still starts at the right seq.
  */
 export const spansSchema = z
-  .object({ type: z.literal('spans'), runId: runIdSchema, afterSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER), throughSeq: seq })
+  .object({
+    type: z.literal('spans'),
+    runId: runIdSchema,
+    afterSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+    throughSeq: seq,
+  })
   .refine((m) => m.throughSeq > m.afterSeq, { message: 'throughSeq is not after afterSeq' })
 /** A span on a span-page: toSeq, firstAckMs, lastAckMs as little-endian doubles (span-page.ts). */
 export const spanPageEntryBytes = 24
@@ -174,7 +178,18 @@ export const listSchema = z.object({ type: z.literal('list'), campaign: campaign
 /** The listener's campaign, if it runs one: the agent asks before it starts the next cycle. */
 export const campaignQuerySchema = z.object({ type: z.literal('campaign-query') })
 
-export const clientMessageSchema = z.discriminatedUnion('type', [helloSchema, runSchema, ackSchema, endSchema, querySchema, steadySchema, verdictSchema, listSchema, campaignQuerySchema, spansSchema])
+export const clientMessageSchema = z.discriminatedUnion('type', [
+  helloSchema,
+  runSchema,
+  ackSchema,
+  endSchema,
+  querySchema,
+  steadySchema,
+  verdictSchema,
+  listSchema,
+  campaignQuerySchema,
+  spansSchema,
+])
 export type ClientMessage = z.infer<typeof clientMessageSchema>
 
 /** [fromSeq, toSeq, firstAckMs, lastAckMs]: seqs acknowledged, and when the listener received them. */
@@ -333,9 +348,11 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
     runId: runIdSchema,
     /** The page holds the spans from seq afterSeq + 1 on (as asked). */
     afterSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
-    spans: z.custom<Uint8Array>((b) => b instanceof Uint8Array, { message: 'not bytes' }).refine((b) => b.length % spanPageEntryBytes === 0 && b.length <= maxSpansPerPage * spanPageEntryBytes, {
-      message: `not whole spans of ${spanPageEntryBytes} bytes, or more than ${maxSpansPerPage} of them`,
-    }),
+    spans: z
+      .custom<Uint8Array>((b) => b instanceof Uint8Array, { message: 'not bytes' })
+      .refine((b) => b.length % spanPageEntryBytes === 0 && b.length <= maxSpansPerPage * spanPageEntryBytes, {
+        message: `not whole spans of ${spanPageEntryBytes} bytes, or more than ${maxSpansPerPage} of them`,
+      }),
   }),
 ])
 export type ServerMessage = z.infer<typeof serverMessageSchema>

@@ -8,4 +8,6 @@ import { groupRunsMax } from '../record/run-id.js'
 export { groupRunsMax }
 
 /** A campaign's name: what `listen --campaign` and the report call it. */
-export const campaignNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a campaign name is 1-64 letters, digits, dots, dashes or underscores')
+export const campaignNameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a campaign name is 1-64 letters, digits, dots, dashes or underscores')

@@ -69,7 +69,9 @@ export function readSpanPage(
   for (let i = 0; i < count; i++) {
     const at = i * spanPageEntryBytes
     const span: SpanTuple = [through + 1, view.getFloat64(at, true), view.getFloat64(at + 8, true), view.getFloat64(at + 16, true)]
-    const problem = spanProblem(span, through + 1, announcedMs) ?? (span[1] > throughSeq ? `span ${span[0]}-${span[1]} goes past seq ${throughSeq}, the last acknowledged` : undefined)
+    const problem =
+      spanProblem(span, through + 1, announcedMs) ??
+      (span[1] > throughSeq ? `span ${span[0]}-${span[1]} goes past seq ${throughSeq}, the last acknowledged` : undefined)
     if (problem !== undefined) return { problem }
     visit(span[0], span[1], span[2], span[3])
     through = span[1]

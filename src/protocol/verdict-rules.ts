@@ -37,16 +37,31 @@ const notJudged: Rule = { holds: (f) => f.judged === 0, needs: 'a run that was n
 /** What each verdict needs, per role (judge.ts decides verdicts the same way). */
 const verdictTable: Record<Role, Record<Verdict, Rule>> = {
   tested: {
-    pass: { holds: (f) => f.acked > 0 && f.bad === 0 && f.superblock !== false, needs: "a pass needs acknowledged records, none lost, torn or corrupt, and the run's superblock" },
-    fail: { holds: (f) => f.acked > 0 && (f.bad > 0 || f.superblock === false), needs: 'a fail needs a lost, torn or corrupt acknowledged record, or a lost superblock' },
+    pass: {
+      holds: (f) => f.acked > 0 && f.bad === 0 && f.superblock !== false,
+      needs: "a pass needs acknowledged records, none lost, torn or corrupt, and the run's superblock",
+    },
+    fail: {
+      holds: (f) => f.acked > 0 && (f.bad > 0 || f.superblock === false),
+      needs: 'a fail needs a lost, torn or corrupt acknowledged record, or a lost superblock',
+    },
     inconclusive: { holds: (f) => f.acked === 0, needs: 'a tested method is inconclusive only when nothing was acknowledged' },
     'not-judged': notJudged,
   },
   control: {
-    pass: { holds: (f) => f.acked > 0 && f.bad > 0 && f.superblock !== false, needs: 'the control passes only by losing records of its own file' },
-    fail: { holds: (f) => f.acked > 0 && (f.superblock === false || (f.superblock === undefined && f.bad > 0)), needs: 'the control fails only when its file (its superblock) was lost' },
+    pass: {
+      holds: (f) => f.acked > 0 && f.bad > 0 && f.superblock !== false,
+      needs: 'the control passes only by losing records of its own file',
+    },
+    fail: {
+      holds: (f) => f.acked > 0 && (f.superblock === false || (f.superblock === undefined && f.bad > 0)),
+      needs: 'the control fails only when its file (its superblock) was lost',
+    },
     // Losses the writer saw while the run was going (it ended storage-lost) show no cut either.
-    inconclusive: { holds: (f) => f.acked === 0 || f.superblock !== false, needs: 'the control is inconclusive only when its file survived' },
+    inconclusive: {
+      holds: (f) => f.acked === 0 || f.superblock !== false,
+      needs: 'the control is inconclusive only when its file survived',
+    },
     'not-judged': notJudged,
   },
 }
@@ -63,7 +78,11 @@ export function roleOf(method: string): Role {
 export function verdictDisagreement(result: StoredVerdict, method: string, ackedThroughSeq: number, ended = false): string | undefined {
   const bad = result.lost + result.torn + result.corrupt
   const facts: Facts = { acked: result.acked, bad, judged: result.intact + bad, superblock: result.superblockValid }
-  return countsDisagreement(result, ackedThroughSeq, ended) ?? rangesDisagreement(result, bad) ?? verdictTableDisagreement(result, roleOf(method), facts)
+  return (
+    countsDisagreement(result, ackedThroughSeq, ended) ??
+    rangesDisagreement(result, bad) ??
+    verdictTableDisagreement(result, roleOf(method), facts)
+  )
 }
 
 function countsDisagreement(r: StoredVerdict, ackedThroughSeq: number, ended: boolean): string | undefined {
@@ -76,7 +95,8 @@ function countsDisagreement(r: StoredVerdict, ackedThroughSeq: number, ended: bo
   const judged = r.intact + r.lost + r.torn + r.corrupt
   if (r.superseded !== undefined && r.interrupted !== undefined) {
     const total = judged + r.superseded + r.interrupted
-    if (total !== r.acked) return `counts intact, lost, torn, corrupt, superseded and interrupted records that add up to ${total}, not to the ${r.acked} acknowledged`
+    if (total !== r.acked)
+      return `counts intact, lost, torn, corrupt, superseded and interrupted records that add up to ${total}, not to the ${r.acked} acknowledged`
   } else if (judged > r.acked) {
     return `counts intact, lost, torn and corrupt records that add up to ${judged}, more than the ${r.acked} acknowledged`
   }

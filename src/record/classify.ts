@@ -136,7 +136,11 @@ export class Classifier {
     const whole = this.wholeRecordSeq(bytes, slot)
     if (whole !== null) {
       if (!recordChecksumValid(bytes)) {
-        return { kind: 'corrupt', foundSeq: whole, detail: `record ${whole}: payload intact but write time or checksum field damaged (checksum mismatch)` }
+        return {
+          kind: 'corrupt',
+          foundSeq: whole,
+          detail: `record ${whole}: payload intact but write time or checksum field damaged (checksum mismatch)`,
+        }
       }
       return wholeVerdict(whole, ackedSeq)
     }
@@ -162,9 +166,17 @@ export class Classifier {
     const high = sectors.filter((s) => s.kind === 'match' && s.seq >= ackedSeq).length
     if (high === 0) return { kind: 'lost', detail: describeLoss(sectors), sectors }
     if (high === sectors.length) {
-      return { kind: 'interrupted', detail: `newer, never acknowledged writes were cut mid-way over acknowledged seq ${ackedSeq}: ${describeSeqs(sectors)}`, sectors }
+      return {
+        kind: 'interrupted',
+        detail: `newer, never acknowledged writes were cut mid-way over acknowledged seq ${ackedSeq}: ${describeSeqs(sectors)}`,
+        sectors,
+      }
     }
-    return { kind: 'torn', detail: `${sectors.length - high} of ${sectors.length} sectors lack the acknowledged write: ${describeSeqs(sectors)}`, sectors }
+    return {
+      kind: 'torn',
+      detail: `${sectors.length - high} of ${sectors.length} sectors lack the acknowledged write: ${describeSeqs(sectors)}`,
+      sectors,
+    }
   }
 
   /** Fast path: the seq when the bytes are exactly one of our records for this slot (write time and checksum aside). */
@@ -240,7 +252,10 @@ export class Classifier {
     if (a !== null) {
       const writeTimeUs = readU64(bytes, writeTimeOffset)
       if (writeTimeUs < this.layout.writeTimeUsMin || writeTimeUs > this.layout.writeTimeUsMax) {
-        readings[0] = { kind: 'garbage', why: `the write time of record ${a} (${writeTimeUs} us since the epoch) is not a time this run wrote at` }
+        readings[0] = {
+          kind: 'garbage',
+          why: `the write time of record ${a} (${writeTimeUs} us since the epoch) is not a time this run wrote at`,
+        }
       }
     }
   }
@@ -264,7 +279,8 @@ function describeLoss(sectors: readonly SectorReading[]): string {
 
 /** "sectors 0-7 seq 12, 8-15 zero" */
 export function describeSeqs(sectors: readonly SectorReading[]): string {
-  const label = (s: SectorReading): string => (s.kind === 'match' ? `seq ${s.seq}` : s.kind === 'misdirected' ? `seq ${s.seq} of slot ${s.homeSlot}` : s.kind)
+  const label = (s: SectorReading): string =>
+    s.kind === 'match' ? `seq ${s.seq}` : s.kind === 'misdirected' ? `seq ${s.seq} of slot ${s.homeSlot}` : s.kind
   const parts: string[] = []
   let start = 0
   for (let k = 1; k <= sectors.length; k++) {

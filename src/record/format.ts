@@ -121,7 +121,8 @@ function memberProblem(m: Pick<RunMeta, 'method' | 'path' | 'requestedPath' | 'm
   if (member.job > member.jobs) return { field: 'job', message: `job ${member.job} of ${member.jobs} jobs` }
   if (new Set(member.methods).size !== member.methods.length) return { field: 'methods', message: 'a method is listed twice' }
   if (!member.methods.includes(m.method)) return { field: 'methods', message: `the run's method ${m.method} is not one of the group's` }
-  if (member.jobs * member.methods.length > groupRunsMax) return { field: 'jobs', message: `${member.jobs} jobs x ${member.methods.length} methods is more than ${groupRunsMax} runs` }
+  if (member.jobs * member.methods.length > groupRunsMax)
+    return { field: 'jobs', message: `${member.jobs} jobs x ${member.methods.length} methods is more than ${groupRunsMax} runs` }
   const path = memberPath(m.requestedPath, member.methods, member.jobs, member.job, m.method)
   if (m.path !== path) return { field: 'job', message: `the run's path is not its place in the group's layout (${path})` }
   return null

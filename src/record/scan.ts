@@ -61,7 +61,8 @@ export class WholeRecordCheck {
     if (chunk.byteOffset % 4 !== 0) return seqs
     const words = new Uint32Array(chunk.buffer, chunk.byteOffset, chunk.length >>> 2)
     const size = this.recordSizeBytes
-    for (let i = 0, start = 0; i < slots && start + size <= chunk.length; i++, start += size) seqs[i] = this.seqAt(chunk, words, start, firstSlot + i) ?? 0
+    for (let i = 0, start = 0; i < slots && start + size <= chunk.length; i++, start += size)
+      seqs[i] = this.seqAt(chunk, words, start, firstSlot + i) ?? 0
     return seqs
   }
 
@@ -87,7 +88,15 @@ export class WholeRecordCheck {
     if (words[w0 + 6] !== recordMagic || words[w0 + 7] !== formatVersion || words[w0 + 8] !== size || words[w0 + 9] !== 0) return null
     if (words[w0 + 10] !== slot >>> 0 || words[w0 + 11] !== Math.floor(slot / 0x1_0000_0000)) return null
     for (let w = w0 + wordsPerSector, k = 1; w < wEnd; w += wordsPerSector, k++) {
-      if (words[w] !== sectorMagic || words[w + 1] !== k || words[w + 2] !== lo || words[w + 3] !== hi || words[w + 4] !== seqLo || words[w + 5] !== seqHi) return null
+      if (
+        words[w] !== sectorMagic ||
+        words[w + 1] !== k ||
+        words[w + 2] !== lo ||
+        words[w + 3] !== hi ||
+        words[w + 4] !== seqLo ||
+        words[w + 5] !== seqHi
+      )
+        return null
     }
     // The payload: the pool's windows copied into scratch (copyWithin in one array), the checked
     // fields taken from the bytes themselves (the write time and checksum are what the hash below

@@ -10,7 +10,15 @@
  * one), all lanes together at most maxTotalPoints, and at most maxTimelines cycles get a timeline.
  */
 import type { AckSpan } from '../protocol/messages.js'
-import { jobOf, type BuiltCampaign, type CampaignReport, type CycleReport, type ReportDocument, type RunRecord, type RunReport } from './model.js'
+import {
+  jobOf,
+  type BuiltCampaign,
+  type CampaignReport,
+  type CycleReport,
+  type ReportDocument,
+  type RunRecord,
+  type RunReport,
+} from './model.js'
 import { boot, durationMs, relative, runLabel, summaryRows, thousands, time } from './text.js'
 
 export const maxPointsPerLane = 400
@@ -53,7 +61,10 @@ export function renderHtml(doc: ReportDocument, built: readonly BuiltCampaign[])
     body.push(cycleTable(c))
     const omitted = c.cycles.filter((cycle) => !drawn.has(cycle)).length
     for (const cycle of c.cycles) if (drawn.has(cycle)) body.push(timeline(c, cycle, b.cycleRuns.get(cycle.cycle) ?? [], pointsPerLane))
-    if (omitted > 0) body.push(`<p class="note">${omitted} more cycles are in the table above; timelines are drawn for the first ${maxTimelines} cycles of the report.</p>`)
+    if (omitted > 0)
+      body.push(
+        `<p class="note">${omitted} more cycles are in the table above; timelines are drawn for the first ${maxTimelines} cycles of the report.</p>`,
+      )
     body.push(`</section>`)
   }
   return `<!doctype html>
@@ -100,7 +111,9 @@ svg .axis { stroke: #999; }
 function summaryTable(campaigns: readonly CampaignReport[]): string {
   const rows = summaryRows(campaigns)
   const [head, ...rest] = rows
-  const out = [`<table class="summary"><thead><tr>${head!.map((cell, i) => `<th>${i === 0 ? '' : esc(cell)}</th>`).join('')}</tr></thead><tbody>`]
+  const out = [
+    `<table class="summary"><thead><tr>${head!.map((cell, i) => `<th>${i === 0 ? '' : esc(cell)}</th>`).join('')}</tr></thead><tbody>`,
+  ]
   for (const row of rest) {
     if (row.length === 0) {
       out.push(`<tr class="gap"><td colspan="${campaigns.length + 1}"></td></tr>`)
@@ -118,7 +131,11 @@ function cycleTable(c: CampaignReport): string {
   ]
   for (const cycle of c.cycles) {
     const runs: (RunReport | null)[] = cycle.runs.length === 0 ? [null] : cycle.runs
-    const flagged = cycle.control === 'not-noticed' || cycle.control === 'failed' || cycle.outcome === 'cut-failed' || cycle.outcome === 'did-not-come-back'
+    const flagged =
+      cycle.control === 'not-noticed' ||
+      cycle.control === 'failed' ||
+      cycle.outcome === 'cut-failed' ||
+      cycle.outcome === 'did-not-come-back'
     runs.forEach((run, i) => {
       const lead =
         i === 0
@@ -145,7 +162,8 @@ function runCells(run: RunReport | null): string {
   if (run === null) return '<td colspan="6">no runs</td>'
   const name = runLabel(run)
   const v = run.verdict
-  if (v === null) return `<td>${esc(name)}</td><td class="num">${thousands(run.ackedThroughSeq)}</td><td></td><td></td><td></td><td>no verdict yet</td>`
+  if (v === null)
+    return `<td>${esc(name)}</td><td class="num">${thousands(run.ackedThroughSeq)}</td><td></td><td></td><td></td><td>no verdict yet</td>`
   const bad = v.lost + v.torn + v.corrupt > 0
   const cls = run.role === 'tested' ? (bad || v.verdict === 'fail' ? 'bad' : v.verdict === 'pass' ? 'good' : '') : ''
   return `<td>${esc(name)}</td><td class="num">${thousands(v.acked)}</td><td class="num">${thousands(v.lost)}</td><td class="num">${thousands(v.torn)}</td><td class="num">${thousands(v.corrupt)}</td><td class="${cls}" title="${esc(v.summary)}">${esc(v.verdict)}${v.reordered ? ', reordered' : ''}</td>`
@@ -200,7 +218,9 @@ function timeline(c: CampaignReport, cycle: CycleReport, records: readonly RunRe
     }
     const points = sampleAcks(spans, t0, t1, pointsPerLane)
     if (points.length > 0) {
-      parts.push(`<polyline class="acks" stroke="${colour}" points="${points.map(([t, s]) => `${x(t).toFixed(1)},${y(s).toFixed(1)}`).join(' ')}"/>`)
+      parts.push(
+        `<polyline class="acks" stroke="${colour}" points="${points.map(([t, s]) => `${x(t).toFixed(1)},${y(s).toFixed(1)}`).join(' ')}"/>`,
+      )
     }
     parts.push('</g>')
   })
@@ -213,13 +233,17 @@ function timeline(c: CampaignReport, cycle: CycleReport, records: readonly RunRe
     return `<line class="${cls}" x1="${x(t).toFixed(1)}" y1="${top - 6}" x2="${x(t).toFixed(1)}" y2="${bottom}"/><text ${label} y="${top - 9}">${text}</text>`
   }
   parts.push(marker(cycle.steadyMs, 'steady', 'steady'))
-  parts.push(marker(cycle.plannedCutMs !== null && cycle.plannedCutMs !== cycle.cutMs ? cycle.plannedCutMs : null, 'planned-cut', 'planned'))
+  parts.push(
+    marker(cycle.plannedCutMs !== null && cycle.plannedCutMs !== cycle.cutMs ? cycle.plannedCutMs : null, 'planned-cut', 'planned'),
+  )
   parts.push(marker(cycle.cutMs, 'cut', 'cut'))
   parts.push(`<line class="axis" x1="${laneLeft}" y1="${bottom + 4}" x2="${laneRight}" y2="${bottom + 4}"/>`)
   for (let i = 0; i <= 4; i++) {
     const t = t0 + ((tLast - t0) * i) / 4
     const anchor = i === 0 ? 'start' : i === 4 ? 'end' : 'middle'
-    parts.push(`<text x="${x(t).toFixed(1)}" y="${bottom + 18}" text-anchor="${anchor}">${i === 0 ? time(t0) : `+${durationMs(t - t0)}`}</text>`)
+    parts.push(
+      `<text x="${x(t).toFixed(1)}" y="${bottom + 18}" text-anchor="${anchor}">${i === 0 ? time(t0) : `+${durationMs(t - t0)}`}</text>`,
+    )
   }
   return `<figure class="timeline" id="${id}"><figcaption>${caption}</figcaption><svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="acks over time, cycle ${cycle.cycle}">${parts.join('')}</svg></figure>`
 }

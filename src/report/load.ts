@@ -42,7 +42,11 @@ export const storeRecords: RecordSource = async (dir) => {
  * The runs and the campaigns asked for (every campaign in the directory when names is undefined): a
  * campaign exists when its file does or when runs are tagged with its name.
  */
-export async function loadListenerDir(dir: string, names: readonly string[] | undefined, source: RecordSource = storeRecords): Promise<ListenerDir> {
+export async function loadListenerDir(
+  dir: string,
+  names: readonly string[] | undefined,
+  source: RecordSource = storeRecords,
+): Promise<ListenerDir> {
   await requireListenerDir(dir)
   let loaded: Awaited<ReturnType<RecordSource>>
   try {
@@ -59,7 +63,8 @@ export async function loadListenerDir(dir: string, names: readonly string[] | un
 
   let wanted: string[]
   if (names === undefined) {
-    if (known.length === 0) throw usageError(`${dir} holds no campaign`, 'start one with plugcheck listen --campaign NAME --cycles N --cut-command CMD')
+    if (known.length === 0)
+      throw usageError(`${dir} holds no campaign`, 'start one with plugcheck listen --campaign NAME --cycles N --cut-command CMD')
     wanted = known
   } else {
     wanted = [...new Set(names)]
@@ -81,7 +86,10 @@ export async function loadListenerDir(dir: string, names: readonly string[] | un
 /** The record, without its verdict (said in warnings) when the verdict disagrees with its counts or its run's acks. */
 function withoutDisagreeingVerdict(record: RunRecord, warnings: string[]): RunRecord {
   const { verdict, method, ackedThroughSeq, runId } = record.summary
-  const problem = verdict === null ? undefined : verdictDisagreement(verdict, method, ackedThroughSeq, record.summary.end !== undefined || !record.summary.live)
+  const problem =
+    verdict === null
+      ? undefined
+      : verdictDisagreement(verdict, method, ackedThroughSeq, record.summary.end !== undefined || !record.summary.live)
   if (problem === undefined) return record
   warnings.push(`run ${runId}: the verdict ${problem}; it is not shown`)
   return { ...record, summary: { ...record.summary, verdict: null } }
@@ -126,7 +134,8 @@ export async function readCampaignFile(dir: string, name: string): Promise<Campa
     try {
       const stats = await file.stat()
       if (!stats.isFile()) throw damaged('not a regular file')
-      if (stats.size > maxCampaignFileBytes) throw damaged(`it is over ${maxCampaignFileBytes / 1024 / 1024} MiB, more than any campaign's file`)
+      if (stats.size > maxCampaignFileBytes)
+        throw damaged(`it is over ${maxCampaignFileBytes / 1024 / 1024} MiB, more than any campaign's file`)
       text = (await file.readFile()).toString('utf8')
     } finally {
       await file.close().catch(() => undefined)
@@ -148,6 +157,7 @@ export async function readCampaignFile(dir: string, name: string): Promise<Campa
   if (parsed.data.name !== name) throw damaged(`it describes campaign ${parsed.data.name}`)
   // The engine writes one entry per cycle, in order (as it checks when it resumes).
   const outOfOrder = parsed.data.history.findIndex((r, i) => r.cycle !== i + 1)
-  if (outOfOrder >= 0) throw damaged(`its history is out of order (entry ${outOfOrder + 1} is cycle ${parsed.data.history[outOfOrder]!.cycle})`)
+  if (outOfOrder >= 0)
+    throw damaged(`its history is out of order (entry ${outOfOrder + 1} is cycle ${parsed.data.history[outOfOrder]!.cycle})`)
   return parsed.data
 }

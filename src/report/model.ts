@@ -41,7 +41,20 @@ export const runReportSchema = z.object({
   end: z.enum([...endReasons, 'vanished']).nullable(),
   /** The stored verdict; null while none was reported (the agent has not come back yet). */
   verdict: storedVerdictSchema
-    .pick({ verdict: true, acked: true, intact: true, lost: true, torn: true, corrupt: true, lossWindowMs: true, reordered: true, lostRanges: true, rebootedSinceWrite: true, summary: true, atMs: true })
+    .pick({
+      verdict: true,
+      acked: true,
+      intact: true,
+      lost: true,
+      torn: true,
+      corrupt: true,
+      lossWindowMs: true,
+      reordered: true,
+      lostRanges: true,
+      rebootedSinceWrite: true,
+      summary: true,
+      atMs: true,
+    })
     .nullable(),
 })
 export type RunReport = z.infer<typeof runReportSchema>
@@ -193,7 +206,9 @@ export function buildCampaign(input: CampaignInput, records: readonly RunRecord[
     const tag = record.summary.campaign
     if (tag === null || tag.name !== input.name || cycleOfRun.has(record.summary.runId)) continue
     if (history.has(tag.cycle)) {
-      warnings.push(`run ${record.summary.runId} (${record.summary.method}) is tagged with cycle ${tag.cycle} but is not in that cycle's group: not counted`)
+      warnings.push(
+        `run ${record.summary.runId} (${record.summary.method}) is tagged with cycle ${tag.cycle} but is not in that cycle's group: not counted`,
+      )
       continue
     }
     cycleOfRun.set(record.summary.runId, tag.cycle)
@@ -243,7 +258,12 @@ function displayOrder(a: RunRecord, b: RunRecord): number {
   const controlA = a.summary.method === 'none' ? 1 : 0
   const controlB = b.summary.method === 'none' ? 1 : 0
   const job = (r: RunRecord) => jobOf(r.run.meta.path) ?? 0
-  return controlA - controlB || a.summary.method.localeCompare(b.summary.method) || job(a) - job(b) || a.summary.announcedMs - b.summary.announcedMs
+  return (
+    controlA - controlB ||
+    a.summary.method.localeCompare(b.summary.method) ||
+    job(a) - job(b) ||
+    a.summary.announcedMs - b.summary.announcedMs
+  )
 }
 
 function cycleReport(cycle: number, entry: CycleRecord | null, records: readonly RunRecord[]): CycleReport {
@@ -254,7 +274,13 @@ function cycleReport(cycle: number, entry: CycleRecord | null, records: readonly
   const controls = runs.filter((r) => r.role === 'control' && r.verdict !== null).map((r) => controlSight(r.verdict!))
   // The control of a cycle is all its jobs: one that lost records of its own shows the cut was real,
   // whatever an idle or luckier job lost; a lost control file is flagged over everything.
-  const control = controls.includes('failed') ? 'failed' : controls.includes('noticed') ? 'noticed' : controls.includes('not-noticed') ? 'not-noticed' : null
+  const control = controls.includes('failed')
+    ? 'failed'
+    : controls.includes('noticed')
+      ? 'noticed'
+      : controls.includes('not-noticed')
+        ? 'not-noticed'
+        : null
   return {
     cycle,
     timeMs: steadyMs ?? minOrNull(records.map((r) => r.summary.announcedMs)),
@@ -364,7 +390,12 @@ function methodSummaries(cycles: readonly CycleReport[]): MethodSummary[] {
     for (const [method, runs] of judgedByMethod) {
       const m = byMethod.get(method)!
       m.cycles++
-      m.verdicts[cycleVerdict(m.role, runs.map((r) => r.verdict!.verdict))]++
+      m.verdicts[
+        cycleVerdict(
+          m.role,
+          runs.map((r) => r.verdict!.verdict),
+        )
+      ]++
       if (runs.some((r) => r.verdict!.lost + r.verdict!.torn + r.verdict!.corrupt > 0)) m.cyclesWithLoss++
       if (runs.some((r) => r.verdict!.reordered)) m.reorderingCycles.push(cycle.cycle)
       for (const { verdict: v } of runs) {
@@ -412,13 +443,21 @@ function deviceReport(records: readonly RunRecord[]): DeviceReport {
     if (fingerprint === null) continue
     const devices = flatten(fingerprint.device)
     const named = devices.find((d) => d.model !== null || d.vendor !== null)
-    if (named !== undefined) tally.model.add([named.vendor, named.model].filter((s) => s !== null && s.trim() !== '').map((s) => s!.trim()).join(' '))
+    if (named !== undefined)
+      tally.model.add(
+        [named.vendor, named.model]
+          .filter((s) => s !== null && s.trim() !== '')
+          .map((s) => s!.trim())
+          .join(' '),
+      )
     const firmware = devices.map((d) => (d as { firmware?: unknown }).firmware).find((f): f is string => typeof f === 'string' && f !== '')
     if (firmware !== undefined) tally.firmware.add(firmware)
     const cache = devices.find((d) => d.writeCache !== null)
     if (cache !== undefined) tally.writeCache.add(`${cache.writeCache}${cache.fua === true ? ', FUA' : ''} (${cache.name})`)
     const fs = fingerprint.target.fileSystem
-    tally.fileSystem.add(`${fs.type}${fs.mountPoint === null ? '' : ` on ${fs.mountPoint}`}${fingerprint.target.inMemory ? ' (in memory)' : ''}`)
+    tally.fileSystem.add(
+      `${fs.type}${fs.mountPoint === null ? '' : ` on ${fs.mountPoint}`}${fingerprint.target.inMemory ? ' (in memory)' : ''}`,
+    )
     tally.kernel.add(`${fingerprint.os.platform} ${fingerprint.os.kernel}`)
     tally.virtualMachine.add(fingerprint.virtualMachine)
   }

@@ -56,7 +56,10 @@ function writeReportFile(path: string, html: string): void {
   if (stats !== undefined) {
     if (!stats.isFile()) throw runtimeError(`could not write the report to ${path}: it is not a regular file`, 'give --html a file name')
     if (!isOurReport(path)) {
-      throw usageError(`refusing to overwrite ${path}: it is not a plugcheck report`, 'give --html a new file name (an earlier report of plugcheck is replaced)')
+      throw usageError(
+        `refusing to overwrite ${path}: it is not a plugcheck report`,
+        'give --html a new file name (an earlier report of plugcheck is replaced)',
+      )
     }
   }
   const tmp = join(dirname(path), `.${basename(path)}.plugcheck-${randomBytes(6).toString('hex')}.tmp`)

@@ -20,7 +20,14 @@ function sideBySide(campaigns: readonly CampaignReport[]): string[] {
   const rows = summaryRows(campaigns)
   const widths: number[] = []
   for (const r of rows) r.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, Math.min(cell.length, maxColumnChars))))
-  return rows.map((r) => (r.length === 0 ? '' : r.map((cell, i) => clip(cell).padEnd(i === r.length - 1 ? 0 : widths[i]!)).join('  ').trimEnd()))
+  return rows.map((r) =>
+    r.length === 0
+      ? ''
+      : r
+          .map((cell, i) => clip(cell).padEnd(i === r.length - 1 ? 0 : widths[i]!))
+          .join('  ')
+          .trimEnd(),
+  )
 }
 
 /** Rows of label + one cell per campaign (an empty row between groups); the HTML summary uses them too. */
@@ -37,7 +44,9 @@ export function summaryRows(campaigns: readonly CampaignReport[]): string[][] {
   row('kernel', (c) => list(c.device.kernel))
   row('virtual machine', (c) => list(c.device.virtualMachine.map((v) => (v ? 'yes' : 'no'))))
   row('cycles', (c) => cyclesCell(c))
-  const methods = [...new Set(campaigns.flatMap((c) => c.methods.map((m) => `${m.role === 'control' ? '1' : '0'}${m.method}`)))].sort().map((k) => k.slice(1))
+  const methods = [...new Set(campaigns.flatMap((c) => c.methods.map((m) => `${m.role === 'control' ? '1' : '0'}${m.method}`)))]
+    .sort()
+    .map((k) => k.slice(1))
   for (const method of methods) {
     const of = (c: CampaignReport): MethodSummary | undefined => c.methods.find((m) => m.method === method)
     const cell = (f: (m: MethodSummary) => string) => (c: CampaignReport) => {
@@ -46,24 +55,52 @@ export function summaryRows(campaigns: readonly CampaignReport[]): string[][] {
     }
     const control = method === 'none'
     rows.push([])
-    row(control ? 'none (control)' : method, cell((m) => verdictCounts(m)))
-    row('  cycles with loss', cell((m) => `${m.cyclesWithLoss} of ${m.cycles}`))
+    row(
+      control ? 'none (control)' : method,
+      cell((m) => verdictCounts(m)),
+    )
+    row(
+      '  cycles with loss',
+      cell((m) => `${m.cyclesWithLoss} of ${m.cycles}`),
+    )
     // With write --jobs a cycle holds several runs of the method: said, so the totals below read right.
-    if (campaigns.some((c) => (of(c)?.runs ?? 0) !== (of(c)?.cycles ?? 0))) row('  runs (jobs)', cell((m) => thousands(m.runs)))
-    row('  acked', cell((m) => thousands(m.acked)))
-    row('  lost / torn / corrupt', cell((m) => `${thousands(m.lost)} / ${thousands(m.torn)} / ${thousands(m.corrupt)}`))
+    if (campaigns.some((c) => (of(c)?.runs ?? 0) !== (of(c)?.cycles ?? 0)))
+      row(
+        '  runs (jobs)',
+        cell((m) => thousands(m.runs)),
+      )
+    row(
+      '  acked',
+      cell((m) => thousands(m.acked)),
+    )
+    row(
+      '  lost / torn / corrupt',
+      cell((m) => `${thousands(m.lost)} / ${thousands(m.torn)} / ${thousands(m.corrupt)}`),
+    )
     if (!control) {
-      row('  largest loss window', cell((m) => (m.largestLossWindowMs === null ? '-' : durationMs(m.largestLossWindowMs))))
-      row('  reordering', cell((m) => (m.reorderingCycles.length === 0 ? 'none seen' : `cycles ${m.reorderingCycles.join(', ')}`)))
+      row(
+        '  largest loss window',
+        cell((m) => (m.largestLossWindowMs === null ? '-' : durationMs(m.largestLossWindowMs))),
+      )
+      row(
+        '  reordering',
+        cell((m) => (m.reorderingCycles.length === 0 ? 'none seen' : `cycles ${m.reorderingCycles.join(', ')}`)),
+      )
     } else {
       row('  detection rate', (c) => {
         const k = c.control
         if (k === null || k.detectionRate === null) return '-'
         return `${k.noticed}/${k.ran} cuts noticed (${Math.round(k.detectionRate * 100)}%)`
       })
-      row('  cuts not noticed', (c) => (c.control === null || c.control.notNoticedCycles.length === 0 ? 'none' : `cycles ${c.control.notNoticedCycles.join(', ')}`))
+      row('  cuts not noticed', (c) =>
+        c.control === null || c.control.notNoticedCycles.length === 0 ? 'none' : `cycles ${c.control.notNoticedCycles.join(', ')}`,
+      )
       // A lost control file says nothing about the cut (its losses prove nothing): counted apart.
-      row('  control file lost', (c) => (c.control === null || c.control.failedCycles.length === 0 ? 'none' : `cycles ${c.control.failedCycles.join(', ')} (the storage lost its fsynced creation)`))
+      row('  control file lost', (c) =>
+        c.control === null || c.control.failedCycles.length === 0
+          ? 'none'
+          : `cycles ${c.control.failedCycles.join(', ')} (the storage lost its fsynced creation)`,
+      )
     }
   }
   return rows
@@ -76,7 +113,9 @@ function cyclesCell(c: CampaignReport): string {
 }
 
 function verdictCounts(m: MethodSummary): string {
-  const parts = (['pass', 'fail', 'inconclusive', 'not-judged'] as const).filter((v) => m.verdicts[v] > 0).map((v) => `${v} ${m.verdicts[v]}`)
+  const parts = (['pass', 'fail', 'inconclusive', 'not-judged'] as const)
+    .filter((v) => m.verdicts[v] > 0)
+    .map((v) => `${v} ${m.verdicts[v]}`)
   return parts.length === 0 ? 'no verdict yet' : parts.join(', ')
 }
 
@@ -88,20 +127,37 @@ function cycleTable(c: CampaignReport): string[] {
       `  ${s.cycles} cycles, now ${s.phase}${s.detail === null ? '' : ` (${oneLine(s.detail)})`}; cut by: ${oneLine(s.cutCommand)}; ${s.cutAfterS[0]}-${s.cutAfterS[1]} s after steady, seed ${s.seed}`,
     )
   }
-  const rows: string[][] = [['cycle', 'time (UTC)', 'cut planned', 'cut at', 'boot', 'outcome', 'method', 'acked', 'lost', 'torn', 'corrupt', 'verdict']]
+  const rows: string[][] = [
+    ['cycle', 'time (UTC)', 'cut planned', 'cut at', 'boot', 'outcome', 'method', 'acked', 'lost', 'torn', 'corrupt', 'verdict'],
+  ]
   const flags: string[] = []
   for (const cycle of c.cycles) {
-    const first = [String(cycle.cycle), time(cycle.timeMs), relative(cycle.plannedCutMs, cycle.steadyMs), relative(cycle.cutMs, cycle.steadyMs), boot(cycle), cycle.outcome]
+    const first = [
+      String(cycle.cycle),
+      time(cycle.timeMs),
+      relative(cycle.plannedCutMs, cycle.steadyMs),
+      relative(cycle.cutMs, cycle.steadyMs),
+      boot(cycle),
+      cycle.outcome,
+    ]
     const runs = cycle.runs.length === 0 ? [null] : cycle.runs
     runs.forEach((run, i) => rows.push([...(i === 0 ? first : first.map(() => '')), ...runCells(run)]))
-    if (cycle.control === 'not-noticed') flags.push(`  ! cycle ${cycle.cycle}: the control (none) lost nothing: this cut was not noticed, the cycle tested nothing`)
-    if (cycle.control === 'failed') flags.push(`  ! cycle ${cycle.cycle}: the control's file was lost: its losses prove nothing about the cut`)
-    if (cycle.outcome === 'cut-failed') flags.push(`  ! cycle ${cycle.cycle}: the cut command failed${cycle.cutExitCode === null ? '' : ` (exit ${cycle.cutExitCode})`}`)
+    if (cycle.control === 'not-noticed')
+      flags.push(`  ! cycle ${cycle.cycle}: the control (none) lost nothing: this cut was not noticed, the cycle tested nothing`)
+    if (cycle.control === 'failed')
+      flags.push(`  ! cycle ${cycle.cycle}: the control's file was lost: its losses prove nothing about the cut`)
+    if (cycle.outcome === 'cut-failed')
+      flags.push(`  ! cycle ${cycle.cycle}: the cut command failed${cycle.cutExitCode === null ? '' : ` (exit ${cycle.cutExitCode})`}`)
     if (cycle.outcome === 'did-not-come-back') flags.push(`  ! cycle ${cycle.cycle}: the agent did not come back after the cut`)
   }
   const widths = rows.reduce<number[]>((w, r) => r.map((cell, i) => Math.max(w[i] ?? 0, cell.length)), [])
   const numeric = new Set([7, 8, 9, 10])
-  const lines = rows.map((r) => r.map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join('  ').trimEnd())
+  const lines = rows.map((r) =>
+    r
+      .map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd(),
+  )
   return [...head, ...lines.map((l) => `  ${l}`), ...flags, ...c.warnings.map((w) => `  warning: ${oneLine(w)}`)]
 }
 
@@ -115,7 +171,14 @@ function runCells(run: RunReport | null): string[] {
   const name = runLabel(run)
   const v = run.verdict
   if (v === null) return [name, thousands(run.ackedThroughSeq), '', '', '', 'no verdict yet']
-  return [name, thousands(v.acked), thousands(v.lost), thousands(v.torn), thousands(v.corrupt), v.verdict + (v.reordered ? ', reordered' : '')]
+  return [
+    name,
+    thousands(v.acked),
+    thousands(v.lost),
+    thousands(v.torn),
+    thousands(v.corrupt),
+    v.verdict + (v.reordered ? ', reordered' : ''),
+  ]
 }
 
 export function boot(cycle: CycleReport): string {

@@ -68,7 +68,12 @@ const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObject
 const seqSchema = z.number().int().positive().max(Number.MAX_SAFE_INTEGER)
 export const logItemSchema = z.discriminatedUnion('k', [
   z.object({ k: z.literal('ack'), fromSeq: seqSchema, toSeq: seqSchema, firstMs: epochMsSchema, lastMs: epochMsSchema }),
-  z.object({ k: z.literal('end'), reason: z.enum([...endReasons, 'vanished']), detail: z.string().max(4096).optional(), atMs: epochMsSchema }),
+  z.object({
+    k: z.literal('end'),
+    reason: z.enum([...endReasons, 'vanished']),
+    detail: z.string().max(4096).optional(),
+    atMs: epochMsSchema,
+  }),
   /** The writer said it has run long enough to be cut (first one only). */
   z.object({ k: z.literal('steady'), atMs: epochMsSchema }),
 ])
@@ -106,7 +111,8 @@ export function frameCommit(n: number, items: readonly object[]): Buffer {
  * or what is wrong with it.
  */
 export function parseCommitFrame(frame: Buffer): { n: number; items: LogItem[] } | { problem: string } {
-  if (frame.length < entryHeaderBytes || frame.readUInt32LE(0) !== frame.length - entryHeaderBytes) return { problem: 'is not one whole commit entry' }
+  if (frame.length < entryHeaderBytes || frame.readUInt32LE(0) !== frame.length - entryHeaderBytes)
+    return { problem: 'is not one whole commit entry' }
   const body = frame.subarray(entryHeaderBytes)
   if (xxh64(body) !== frame.readBigUInt64LE(4)) return { problem: 'does not match its checksum' }
   let decoded: unknown
@@ -147,7 +153,13 @@ const readFlags = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
  * before creating it); a log that cannot be read in full, or that is damaged, throws a runtime error
  * naming it.
  */
-export async function replayLog(path: string, runId: string, apply: ApplyItem, limitBytes = Number.POSITIVE_INFINITY, chunkBytes = replayChunkBytes): Promise<LogReplay> {
+export async function replayLog(
+  path: string,
+  runId: string,
+  apply: ApplyItem,
+  limitBytes = Number.POSITIVE_INFINITY,
+  chunkBytes = replayChunkBytes,
+): Promise<LogReplay> {
   let file: FileHandle
   try {
     file = await open(path, readFlags)
@@ -176,7 +188,13 @@ export async function replayLog(path: string, runId: string, apply: ApplyItem, l
  * at toByte are damage (the caller read them as such before, or they were fsynced by a fold); a log
  * that cannot be read is refused, never read as fewer acks. onFrame returns a problem to refuse.
  */
-export async function readFramesBetween(path: string, fromByte: number, toByte: number, onFrame: (frame: Buffer, atByte: number) => string | undefined, chunkBytes = replayChunkBytes): Promise<void> {
+export async function readFramesBetween(
+  path: string,
+  fromByte: number,
+  toByte: number,
+  onFrame: (frame: Buffer, atByte: number) => string | undefined,
+  chunkBytes = replayChunkBytes,
+): Promise<void> {
   let file: FileHandle
   try {
     file = await open(path, readFlags)
@@ -192,10 +210,12 @@ export async function readFramesBetween(path: string, fromByte: number, toByte: 
       let offset = 0
       while (pending.length - offset >= entryHeaderBytes) {
         const length = pending.readUInt32LE(offset)
-        if (length === 0 || length > maxEntryBodyBytes) throw damaged(path, atByte, `the entry there has a length no entry has (${length} bytes), inside bytes read before`)
+        if (length === 0 || length > maxEntryBodyBytes)
+          throw damaged(path, atByte, `the entry there has a length no entry has (${length} bytes), inside bytes read before`)
         if (pending.length - offset - entryHeaderBytes < length) break
         const frame = pending.subarray(offset, offset + entryHeaderBytes + length)
-        if (xxh64(frame.subarray(entryHeaderBytes)) !== frame.readBigUInt64LE(4)) throw damaged(path, atByte, 'the entry there does not match its checksum, inside bytes read before')
+        if (xxh64(frame.subarray(entryHeaderBytes)) !== frame.readBigUInt64LE(4))
+          throw damaged(path, atByte, 'the entry there does not match its checksum, inside bytes read before')
         const problem = onFrame(frame, atByte)
         if (problem !== undefined) throw damaged(path, atByte, `the entry there ${problem}`)
         offset += frame.length
@@ -237,12 +257,14 @@ async function readEntries(file: FileHandle, path: string, reader: LogReader, si
       if (length > maxEntryBodyBytes) return finish({ atByte: validBytes, length, why: 'length' })
       if (pending.length - offset - entryHeaderBytes < length) break
       const body = pending.subarray(offset + entryHeaderBytes, offset + entryHeaderBytes + length)
-      if (length === 0 || xxh64(body) !== pending.readBigUInt64LE(offset + 4)) return finish({ atByte: validBytes, length, why: 'checksum' })
+      if (length === 0 || xxh64(body) !== pending.readBigUInt64LE(offset + 4))
+        return finish({ atByte: validBytes, length, why: 'checksum' })
       reader.take(body, validBytes)
       offset += entryHeaderBytes + length
       validBytes += entryHeaderBytes + length
     }
-    const { bytesRead } = position >= sizeBytes ? { bytesRead: 0 } : await file.read(chunk, 0, Math.min(chunk.length, sizeBytes - position), position)
+    const { bytesRead } =
+      position >= sizeBytes ? { bytesRead: 0 } : await file.read(chunk, 0, Math.min(chunk.length, sizeBytes - position), position)
     if (bytesRead === 0) {
       if (pending.length === offset) return finish(null)
       const length = pending.length - offset >= entryHeaderBytes ? pending.readUInt32LE(offset) : undefined
@@ -302,7 +324,8 @@ class LogReader {
   private commit(entry: Extract<LogEntry, { k: 'commit' }>): string | undefined {
     if (this.format !== 2) return 'is a commit, in a log without a header'
     if (entry.n < this.nextCommit) return `repeats commit ${entry.n} (a duplicated entry; commit ${this.nextCommit} was expected)`
-    if (entry.n > this.nextCommit) return `is commit ${entry.n}, where commit ${this.nextCommit} was expected (an entry out of order or missing)`
+    if (entry.n > this.nextCommit)
+      return `is commit ${entry.n}, where commit ${this.nextCommit} was expected (an entry out of order or missing)`
     this.nextCommit++
     for (const item of entry.e) {
       const problem = this.apply(item)
@@ -352,7 +375,8 @@ const tailDamageRules: ReadonlyArray<{ readonly applies: (t: Tail) => boolean; r
   },
   {
     applies: (t) => t.length !== undefined && t.length > 0 && t.atByte + entryHeaderBytes + t.length < t.dataEnd,
-    says: (t) => `${t.dataEnd - (t.atByte + entryHeaderBytes + t.length!)} bytes of data follow its end (only the last entry can be torn by a crash)`,
+    says: (t) =>
+      `${t.dataEnd - (t.atByte + entryHeaderBytes + t.length!)} bytes of data follow its end (only the last entry can be torn by a crash)`,
   },
   {
     applies: (t) => t.wholeEntryAt !== undefined,
@@ -374,11 +398,13 @@ function tooLongWords(bytes: number): string {
  * refused from the file's size, before a byte of it is read.
  */
 async function judgeTail(file: FileHandle, path: string, bad: BadEntry, sizeBytes: number): Promise<NonNullable<LogReplay['tornTail']>> {
-  if (sizeBytes - bad.atByte > maxTailReadBytes) throw damaged(path, bad.atByte, `the entry there ${badEntryWords[bad.why]}, and ${tooLongWords(sizeBytes - bad.atByte)}`)
+  if (sizeBytes - bad.atByte > maxTailReadBytes)
+    throw damaged(path, bad.atByte, `the entry there ${badEntryWords[bad.why]}, and ${tooLongWords(sizeBytes - bad.atByte)}`)
   const { dataEnd, endOfFile } = await endOfData(file, bad.atByte)
   const bytes = endOfFile - bad.atByte
   const onlyZeros = dataEnd === bad.atByte
-  const wholeEntryAt = onlyZeros || dataEnd - bad.atByte > maxEntryBytes ? undefined : await wholeEntryAfter(file, bad.atByte, dataEnd, endOfFile)
+  const wholeEntryAt =
+    onlyZeros || dataEnd - bad.atByte > maxEntryBytes ? undefined : await wholeEntryAfter(file, bad.atByte, dataEnd, endOfFile)
   const tail: Tail = { ...bad, dataEnd, wholeEntryAt, endOfFile }
   const rule = tailDamageRules.find((r) => r.applies(tail))
   if (rule !== undefined) throw damaged(path, bad.atByte, `the entry there ${badEntryWords[bad.why]}, and ${rule.says(tail)}`)
@@ -433,7 +459,10 @@ function damaged(path: string, atByte: number, what: string): Error {
 }
 
 function unreadable(path: string, error: unknown): Error {
-  return runtimeError(`could not read ${path}: ${describeSystemError(error)}`, 'the listener refuses to answer from an ack log it cannot read in full')
+  return runtimeError(
+    `could not read ${path}: ${describeSystemError(error)}`,
+    'the listener refuses to answer from an ack log it cannot read in full',
+  )
 }
 
 /** The first schema problem, in a few words: which field, and what is wrong with it. */

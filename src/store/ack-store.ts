@@ -94,7 +94,7 @@ import { promisify } from 'node:util'
 import { join } from 'node:path'
 import { holdExclusiveLock } from '../base/locks.js'
 import { peerKey } from '../protocol/endpoint.js'
-import { type FileLock } from '../native/index.js'
+import type { FileLock } from '../native/index.js'
 import { syncDirectoryAsync } from '../base/directory-sync.js'
 import { performance } from 'node:perf_hooks'
 import { Packr } from 'msgpackr'
@@ -103,7 +103,7 @@ import type { RunMeta } from '../record/format.js'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
 import {
   campaignTagSchema,
-  endReasons,
+  type endReasons,
   epochMsSchema,
   groupRunsMax,
   maxPlausibleSeq,
@@ -119,8 +119,28 @@ import {
 } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { describeSystemError, exitCodes, runtimeError, usageError } from '../base/errors.js'
-import { frameCommit, logHeader, maxCommitBytes, maxEndDetailBytes, maxItemsPerCommit, parseCommitFrame, readFramesBetween, replayLog, type LogItem, type LogReplay } from './ack-log.js'
-import { damagedSegment, frameRound, listSegments, readSegment, roundTargetBytes, segmentHeader, segmentName, type JournalRound } from './journal.js'
+import {
+  frameCommit,
+  logHeader,
+  maxCommitBytes,
+  maxEndDetailBytes,
+  maxItemsPerCommit,
+  parseCommitFrame,
+  readFramesBetween,
+  replayLog,
+  type LogItem,
+  type LogReplay,
+} from './ack-log.js'
+import {
+  damagedSegment,
+  frameRound,
+  listSegments,
+  readSegment,
+  roundTargetBytes,
+  segmentHeader,
+  segmentName,
+  type JournalRound,
+} from './journal.js'
 import { foldRuns, logShorterThanJournal, type FoldRun } from './fold.js'
 import { seal, unseal, type SealedKind } from './sealed-file.js'
 import { SpanSummary, SpanTable } from './span-table.js'
@@ -421,8 +441,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     this.cachedSpansMax = options.cachedSpansMax ?? cachedSpansDefault
     this.cachedRunsMax = options.cachedRunsMax ?? cachedRunsDefault
     this.residentSpansMax = options.residentSpansMax ?? residentSpansDefault
-    if (!Number.isInteger(this.maxSpans) || this.maxSpans < 2 || this.maxSpans > maxStoredSpans) throw new RangeError(`maxSpans must be 2..${maxStoredSpans}`)
-    if (!Number.isInteger(this.residentSpansMax) || this.residentSpansMax < 1) throw new RangeError('residentSpansMax must be a positive integer')
+    if (!Number.isInteger(this.maxSpans) || this.maxSpans < 2 || this.maxSpans > maxStoredSpans)
+      throw new RangeError(`maxSpans must be 2..${maxStoredSpans}`)
+    if (!Number.isInteger(this.residentSpansMax) || this.residentSpansMax < 1)
+      throw new RangeError('residentSpansMax must be a positive integer')
     if (!Number.isInteger(this.cachedRunsMax) || this.cachedRunsMax < 1) throw new RangeError('cachedRunsMax must be a positive integer')
   }
 
@@ -471,14 +493,21 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         store.evicting = true
         // (A catalogued run holds a summary only already: not sorted, 100,000 of them take ~0.1 s.)
         const announcedInBacklog = (runId: string): boolean => backlog.some((segment) => segment.fold.get(runId)?.meta !== undefined)
-        for (const run of [...store.runs.values()].filter((r) => r.catalogued !== true && !announcedInBacklog(r.meta.runId)).sort((a, b) => announceOrder(b, a))) store.evict(run)
+        for (const run of [...store.runs.values()]
+          .filter((r) => r.catalogued !== true && !announcedInBacklog(r.meta.runId))
+          .sort((a, b) => announceOrder(b, a)))
+          store.evict(run)
       } catch (error) {
         store.endStartCache()
         if ((error as { exitCode?: number }).exitCode !== undefined) throw error
         // A full or failing disk: what is recorded stays readable (the journal keeps what was not
         // folded), and queries are answered; nothing new can be recorded.
-        store.broken = new Error(`${describeSystemError(error)} (starting a journal segment at start; the listener records nothing more: free space or fix the disk, then restart it)`)
-        store.warnings.push(`could not start the journal at start: ${store.broken.message}; runs already recorded are answered, new runs are refused`)
+        store.broken = new Error(
+          `${describeSystemError(error)} (starting a journal segment at start; the listener records nothing more: free space or fix the disk, then restart it)`,
+        )
+        store.warnings.push(
+          `could not start the journal at start: ${store.broken.message}; runs already recorded are answered, new runs are refused`,
+        )
       }
       store.endStartCache()
       // Pruned directories go only once a catalog without their runs is written (else they would read as runs gone).
@@ -523,7 +552,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       try {
         return (await AckStore.read(dir, options, catalogUse)).store
       } catch (error) {
-        if (attempt >= readAttemptsMax || (error as { exitCode?: number }).exitCode !== exitCodes.runtime || (await journalState(join(dir, 'journal'))) === before) throw error
+        if (
+          attempt >= readAttemptsMax ||
+          (error as { exitCode?: number }).exitCode !== exitCodes.runtime ||
+          (await journalState(join(dir, 'journal'))) === before
+        )
+          throw error
       }
     }
   }
@@ -535,7 +569,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * than its files (its log shorter) refused; one whose directory is gone is named in a warning and
    * its queries refused, as the listener does.
    */
-  private static async read(dir: string, options: AckStoreOptions, catalogUse: 'use' | 'peek' | 'check'): Promise<{ store: AckStore; journal: JournalRead }> {
+  private static async read(
+    dir: string,
+    options: AckStoreOptions,
+    catalogUse: 'use' | 'peek' | 'check',
+  ): Promise<{ store: AckStore; journal: JournalRead }> {
     const store = new AckStore(dir, options)
     // The listener keeps a summary of each run as soon as it is replayed (its spans in the cache while
     // there is room): a start holds the cache and the run being replayed, never every run's spans.
@@ -545,14 +583,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const journalBefore = catalogUse === 'use' ? undefined : await journalState(join(dir, 'journal'))
     // A log longer than the journal read says is damage on a still directory; where the journal
     // changed since, a fold of later rounds wrote it (they are after this read's moment: not read).
-    const journalMoved = async (): Promise<boolean> => journalBefore !== undefined && (await journalState(join(dir, 'journal'))) !== journalBefore
+    const journalMoved = async (): Promise<boolean> =>
+      journalBefore !== undefined && (await journalState(join(dir, 'journal'))) !== journalBefore
     const names = await readdir(join(dir, 'runs'))
     const runIds = names.filter((name) => /^[0-9a-f]{16}$/.test(name)).sort()
     const pruned = new Set(names.filter((name) => name.startsWith('.pruned-')).map((name) => name.slice('.pruned-'.length)))
     const journal = await store.readJournal()
     const catalog = await store.readCatalogAtStart(catalogUse, runIds.length)
     // A journal of segments holding no round (a clean stop leaves one) changes no run: the catalog stays.
-    store.catalogDirty = catalog === undefined || catalog.version !== catalogFormatVersion || journal.segments.some((segment) => segment.rounds.length > 0)
+    store.catalogDirty =
+      catalog === undefined || catalog.version !== catalogFormatVersion || journal.segments.some((segment) => segment.rounds.length > 0)
     const catalogued = new Map<string, CatalogEntry>()
     for (const entry of catalog?.entries ?? []) {
       // In the journal: its files may be a fold cut short, replayed the old way; pruned: gone for good.
@@ -593,7 +633,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     // announced in the journal with no directory in runs/ has no verdict file (one read each would cost
     // ~5 s on a backlog of 100,000 new runs).
     const listed = new Set(runIds)
-    for (const run of store.runs.values()) if (run.catalogued !== true && listed.has(run.meta.runId)) run.verdict = await store.replayVerdict(run)
+    for (const run of store.runs.values())
+      if (run.catalogued !== true && listed.has(run.meta.runId)) run.verdict = await store.replayVerdict(run)
     // Journal rounds and verdicts changed sizes after the runs were added: counted once, here (a
     // catalogued run has neither: its sizes are the catalog's, counted when it was added).
     for (const run of store.runs.values()) if (run.catalogued !== true) store.runs.recount(run)
@@ -606,11 +647,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const path = join(this.dir, catalogName)
     if (catalog === 'missing') {
       // An older listener's directory has none; a run directory without it is replayed, nothing lost.
-      if (catalogUse === 'use' && runDirs > 0) this.warnings.push(`${path} is missing: every run's log is replayed (this start takes longer), and a new catalog is written`)
+      if (catalogUse === 'use' && runDirs > 0)
+        this.warnings.push(`${path} is missing: every run's log is replayed (this start takes longer), and a new catalog is written`)
       return undefined
     }
     if ('problem' in catalog) {
-      this.warnings.push(`${path} is not usable (${catalog.problem}): every run's log is replayed (this start takes longer)${catalogUse === 'use' ? ', and a new catalog is written' : ''}`)
+      this.warnings.push(
+        `${path} is not usable (${catalog.problem}): every run's log is replayed (this start takes longer)${catalogUse === 'use' ? ', and a new catalog is written' : ''}`,
+      )
       return undefined
     }
     return catalog
@@ -662,11 +706,17 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     for (const [i, { segment, path }] of listed.entries()) {
       const previous = listed[i - 1]
       if (previous !== undefined && segment !== previous.segment + 1) {
-        throw damagedSegment(path, 0, `the segment before it is ${previous.path}: segments ${previous.segment + 1} to ${segment - 1} are missing`)
+        throw damagedSegment(
+          path,
+          0,
+          `the segment before it is ${previous.path}: segments ${previous.segment + 1} to ${segment - 1} are missing`,
+        )
       }
       const read = await readSegment(path, segment, i === listed.length - 1, nextRound)
       if (read.tornTail !== null) {
-        this.warnings.push(`ignored ${read.tornTail.bytes} bytes of a torn journal round at byte ${read.tornTail.atByte} of ${path}: the last round, cut short by a crash, was never reported as recorded`)
+        this.warnings.push(
+          `ignored ${read.tornTail.bytes} bytes of a torn journal round at byte ${read.tornTail.atByte} of ${path}: the last round, cut short by a crash, was never reported as recorded`,
+        )
       }
       nextRound = read.rounds.length === 0 ? read.firstRound : read.rounds.at(-1)!.r + 1
       for (const round of read.rounds) {
@@ -681,7 +731,14 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       }
       segments.push({ segment, path, rounds: read.rounds, validBytes: read.validBytes, torn: read.tornTail !== null })
     }
-    return { segments, firstAt, journalEnd, announced, lastRound: nextRound === 0 ? 0 : nextRound - 1, lastSegment: listed.at(-1)?.segment ?? 0 }
+    return {
+      segments,
+      firstAt,
+      journalEnd,
+      announced,
+      lastRound: nextRound === 0 ? 0 : nextRound - 1,
+      lastSegment: listed.at(-1)?.segment ?? 0,
+    }
   }
 
   /** One journal round applied in memory: its announcements, then its commits (checked as a log's). */
@@ -703,7 +760,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       if (run === undefined) throw damagedSegment(path, 0, `${where}, which is not on record (its directory in runs/ is gone)`)
       const commit = parseCommitFrame(f)
       if ('problem' in commit) throw damagedSegment(path, 0, `${where} that ${commit.problem}`)
-      if (commit.n !== run.commits + 1 || at !== run.logBytes) throw damagedSegment(path, 0, `${where} numbered ${commit.n} for byte ${at}, where commit ${run.commits + 1} at byte ${run.logBytes} was expected`)
+      if (commit.n !== run.commits + 1 || at !== run.logBytes)
+        throw damagedSegment(
+          path,
+          0,
+          `${where} numbered ${commit.n} for byte ${at}, where commit ${run.commits + 1} at byte ${run.logBytes} was expected`,
+        )
       for (const item of commit.items) {
         const problem = applyItem(run, item, this.maxSpans)
         if (problem !== undefined) throw damagedSegment(path, 0, `${where} that ${problem}`)
@@ -721,7 +783,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if ('problem' in decoded) throw damagedMeta(where, decoded.problem)
     const parsed = metaFileSchema.safeParse(decoded.value)
     if (!parsed.success) throw damagedMeta(where, describeInvalid(parsed.error))
-    if (parsed.data.meta.runId !== runId) throw damagedMeta(where, `it describes run ${parsed.data.meta.runId}, not run ${runId} of its directory`)
+    if (parsed.data.meta.runId !== runId)
+      throw damagedMeta(where, `it describes run ${parsed.data.meta.runId}, not run ${runId} of its directory`)
     return parsed.data
   }
 
@@ -747,7 +810,15 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   private async reopenSegment(read: { segment: number; path: string; validBytes: number }): Promise<Segment> {
     const handle = await open(read.path, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK)
     // Bytes after the header (a torn first round, never reported as recorded) are overwritten.
-    return { segment: read.segment, path: read.path, handle, bytes: read.validBytes, rounds: 0, openedMs: performance.now(), fold: new Map() }
+    return {
+      segment: read.segment,
+      path: read.path,
+      handle,
+      bytes: read.validBytes,
+      rounds: 0,
+      openedMs: performance.now(),
+      fold: new Map(),
+    }
   }
 
   private runDir(runId: string): string {
@@ -786,7 +857,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const parsed = metaFileSchema.safeParse(decoded.value)
     if (!parsed.success) throw damagedMeta(metaPath, describeInvalid(parsed.error))
     const metaFile = parsed.data
-    if (metaFile.meta.runId !== runId) throw damagedMeta(metaPath, `it describes run ${metaFile.meta.runId}, not run ${runId} of its directory`)
+    if (metaFile.meta.runId !== runId)
+      throw damagedMeta(metaPath, `it describes run ${metaFile.meta.runId}, not run ${runId} of its directory`)
     const run = newRunState(metaFile.meta, metaFile.announcedMs, metaFile.announceIndex, originOf(metaFile))
     run.retired = true
     run.metaSealed = decoded.sealed
@@ -803,7 +875,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     // leaves it without that header. (Older listeners created an empty log: a legacy run may have one.)
     if (decoded.sealed && replayed.format !== 2) throw damagedLog(logPath, logWithoutHeader(replayed))
     if (journaled !== undefined && (replayed.tornTail !== null || replayed.validBytes !== journaled.at)) {
-      throw damagedLog(logPath, `its first ${journaled.at} bytes, fsynced before ${journaled.path} was written, do not end in a whole commit (whole entries end at byte ${replayed.validBytes})`)
+      throw damagedLog(
+        logPath,
+        `its first ${journaled.at} bytes, fsynced before ${journaled.path} was written, do not end in a whole commit (whole entries end at byte ${replayed.validBytes})`,
+      )
     }
     if (replayed.tornTail !== null) this.warnings.push(tornTailWarning(runId, logPath, replayed.tornTail))
     run.commits = replayed.commits
@@ -876,11 +951,20 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /** What the listener needs to judge a new announcement or an ack against a known run. */
-  runInfo(runId: string): { meta: RunMeta; announcedMs: number; origin: RunOrigin; ended: boolean; steadyMs: number | null; creating: boolean } | undefined {
+  runInfo(
+    runId: string,
+  ): { meta: RunMeta; announcedMs: number; origin: RunOrigin; ended: boolean; steadyMs: number | null; creating: boolean } | undefined {
     const run = this.runs.get(runId)
     return run === undefined
       ? undefined
-      : { meta: run.meta, announcedMs: run.announcedMs, origin: run.origin, ended: endAccepted(run), steadyMs: run.steadyMs ?? run.steadyQueuedMs ?? null, creating: run.creating === true }
+      : {
+          meta: run.meta,
+          announcedMs: run.announcedMs,
+          origin: run.origin,
+          ended: endAccepted(run),
+          steadyMs: run.steadyMs ?? run.steadyQueuedMs ?? null,
+          creating: run.creating === true,
+        }
   }
 
   /**
@@ -890,15 +974,18 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   recorded(runId: string): { throughSeq: number; ended: boolean; settling: boolean } | undefined {
     const run = this.runs.get(runId)
-    return run === undefined || run.creating === true ? undefined : { throughSeq: run.durableThroughSeq, ended: run.end !== undefined, settling: isSettling(run) }
+    return run === undefined || run.creating === true
+      ? undefined
+      : { throughSeq: run.durableThroughSeq, ended: run.end !== undefined, settling: isSettling(run) }
   }
 
   /** Resolves once none of these runs has an end accepted and not recorded (its round durable, or the journal failed). */
   async endsRecorded(runIds: readonly string[]): Promise<void> {
-    const settling = (): boolean => runIds.some((id) => {
-      const run = this.runs.get(id)
-      return run !== undefined && isSettling(run)
-    })
+    const settling = (): boolean =>
+      runIds.some((id) => {
+        const run = this.runs.get(id)
+        return run !== undefined && isSettling(run)
+      })
     // The commit loop runs until nothing is queued: when it ends, each end was written or failed.
     while (settling() && this.committing !== undefined) await this.committing
   }
@@ -913,12 +1000,16 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     if (this.runs.has(meta.runId)) throw new StorageError(`run ${meta.runId} already exists`)
     if (!epochMsSchema.safeParse(announcedMs).success) {
       // Replay and verify refuse such times; storing them would lose the run's acks later.
-      throw new StorageError(`the listener's clock reads ${new Date(announcedMs).toISOString()}, not a real date: set it before announcing runs`)
+      throw new StorageError(
+        `the listener's clock reads ${new Date(announcedMs).toISOString()}, not a real date: set it before announcing runs`,
+      )
     }
     if (this.broken !== undefined) throw new StorageError(`could not store run ${meta.runId}: ${this.broken.message}`)
     // meta.msgpack's schema takes no index past this: a run stored with one could not be read back.
     if (this.lastAnnounceIndex >= Number.MAX_SAFE_INTEGER) {
-      throw new StorageError(`could not store run ${meta.runId}: the listener's last announcement is number ${this.lastAnnounceIndex}, the highest a run can be stored with (its run files say so: damaged or crafted)`)
+      throw new StorageError(
+        `could not store run ${meta.runId}: the listener's last announcement is number ${this.lastAnnounceIndex}, the highest a run can be stored with (its run files say so: damaged or crafted)`,
+      )
     }
     // The order is taken now, in announcement order, whatever the clock says.
     const announceIndex = ++this.lastAnnounceIndex
@@ -960,7 +1051,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     receivedMs = this.ackStampMs(runId, receivedMs)
     // Its span is made from the logged item once the round holding it is durable (writeRound), as a
     // replay makes it: acks queued between rounds share one item, and so one span window.
-    if (fromSeq !== run.lastAckedSeq + 1 || toSeq < fromSeq) throw new Error(`ack ${fromSeq}-${toSeq} does not follow seq ${run.lastAckedSeq} of run ${runId}`)
+    if (fromSeq !== run.lastAckedSeq + 1 || toSeq < fromSeq)
+      throw new Error(`ack ${fromSeq}-${toSeq} does not follow seq ${run.lastAckedSeq} of run ${runId}`)
     run.lastAckedSeq = toSeq
     run.lastStampMs = receivedMs
     this.emit('accepted', runId, fromSeq, toSeq)
@@ -1107,7 +1199,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const committed: Committed[] = []
     const round: JournalRound = { k: 'round', r: this.lastRound + 1, a: [], c: [] }
     let bytes = 0
-    while (this.announceQueue.length > 0 && (bytes === 0 || bytes + this.announceQueue[0]!.announce!.metaBytes.length <= roundTargetBytes)) {
+    while (
+      this.announceQueue.length > 0 &&
+      (bytes === 0 || bytes + this.announceQueue[0]!.announce!.metaBytes.length <= roundTargetBytes)
+    ) {
       const run = this.announceQueue.shift()!
       round.a.push({ id: run.meta.runId, m: run.announce!.metaBytes })
       bytes += run.announce!.metaBytes.length + 32
@@ -1146,12 +1241,21 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const entry = frameRound(round)
     try {
       const { bytesWritten } = await segment.handle.write(entry, 0, entry.length, segment.bytes)
-      if (bytesWritten !== entry.length) throw Object.assign(new Error(`short write to ${segment.path}: ${bytesWritten} of ${entry.length} bytes (disk full?)`), { code: 'ENOSPC' })
+      if (bytesWritten !== entry.length)
+        throw Object.assign(new Error(`short write to ${segment.path}: ${bytesWritten} of ${entry.length} bytes (disk full?)`), {
+          code: 'ENOSPC',
+        })
       await segment.handle.datasync()
       this.roundSyncCount++
     } catch (error) {
       await voidRound(segment)
-      this.breakJournal(new Error(`${describeSystemError(error)} (writing journal round ${round.r} to ${segment.path}; the listener records nothing more: after a failed write or fdatasync the journal cannot be trusted, restart it)`), announced, committed.map((c) => c.run))
+      this.breakJournal(
+        new Error(
+          `${describeSystemError(error)} (writing journal round ${round.r} to ${segment.path}; the listener records nothing more: after a failed write or fdatasync the journal cannot be trusted, restart it)`,
+        ),
+        announced,
+        committed.map((c) => c.run),
+      )
       return
     }
     segment.bytes += entry.length
@@ -1237,7 +1341,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     try {
       this.segment = await this.newSegment(old.segment + 1)
     } catch (error) {
-      this.breakJournal(new Error(`${describeSystemError(error)} (starting journal segment ${old.segment + 1}; the listener records nothing more, restart it)`), [], [])
+      this.breakJournal(
+        new Error(
+          `${describeSystemError(error)} (starting journal segment ${old.segment + 1}; the listener records nothing more, restart it)`,
+        ),
+        [],
+        [],
+      )
       return
     }
     // At once: a query reads the run commits it holds from it until its fold is done.
@@ -1263,11 +1373,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const run = this.runs.get(runId)
     if (run === undefined || run.creating === true) return { refused: `run ${runId} is not on record` }
     // An end accepted and not recorded yet is recorded by prune's fold, before anything is removed.
-    if (!endAccepted(run) || !run.retired) return { refused: `run ${runId} has not ended (its writer may be live, or vanished with no end logged)` }
+    if (!endAccepted(run) || !run.retired)
+      return { refused: `run ${runId} has not ended (its writer may be live, or vanished with no end logged)` }
     if (this.verdictWrites.has(runId)) return { refused: `run ${runId} has a verdict being stored` }
     return { bytes: run.logBytes + run.metaBytes + (run.verdictBytes ?? 0) }
   }
-
 
   /**
    * The run as its files say, for a decision that must not rest on the catalog's word alone (a prune):
@@ -1387,7 +1497,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const spans = entry.copy?.spans.length ?? 0
     const older: RunState[] = []
     let freed = 0
-    const full = (): boolean => this.readBackSpans - freed + spans > this.cachedSpansMax || this.readBack.size - older.length >= this.cachedRunsMax
+    const full = (): boolean =>
+      this.readBackSpans - freed + spans > this.cachedSpansMax || this.readBack.size - older.length >= this.cachedRunsMax
     while (full() && cached.size > 0 && announceOrder(cached.peek()!, run) < 0) {
       const oldest = cached.pop()!
       freed += this.readBackCounted.get(oldest.meta.runId) ?? 0
@@ -1434,7 +1545,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const throughBytes = run.appliedBytes
     // A trimmed writer was there when it was trimmed: an entry without one has not read it yet.
     const current = (entry: ReadBack | undefined): entry is ReadBack =>
-      entry !== undefined && (run.evicted === undefined || (entry.copy !== undefined && entry.copy.appliedBytes >= throughBytes)) && (run.writerTrimmed !== true || entry.writer !== undefined)
+      entry !== undefined &&
+      (run.evicted === undefined || (entry.copy !== undefined && entry.copy.appliedBytes >= throughBytes)) &&
+      (run.writerTrimmed !== true || entry.writer !== undefined)
     let entry = this.cachedFor(run)
     // A copy of a log changed since it was read (by anything but the fold) is not served: read again, damage is found.
     if (entry?.copy !== undefined && run.evicted !== undefined && (await logStamp(join(this.runDir(runId), 'acks.log'))) !== run.logSeen) {
@@ -1453,7 +1566,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     if (!current(entry)) throw new Error(`run ${runId}: its spans read back do not reach byte ${throughBytes} of its log`)
     this.cacheSpans(runId, entry)
-    return { ...run, spans: run.evicted === undefined ? run.spans : entry.copy!.spans, origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer } }
+    return {
+      ...run,
+      spans: run.evicted === undefined ? run.spans : entry.copy!.spans,
+      origin: entry.writer === undefined ? run.origin : { ...run.origin, writer: entry.writer },
+    }
   }
 
   /**
@@ -1503,7 +1620,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     // Read for a run no longer on record (pruned while it was read, its id maybe announced again): not kept.
     if (this.runs.get(runId) !== entry.of) return
     const spans = entry.copy?.spans.length ?? 0
-    if (onlyIfRoom && (this.readBackSpans + this.readingSpans + spans > this.cachedSpansMax || (this.readBack.size >= this.cachedRunsMax && !this.readBack.has(runId)))) return
+    if (
+      onlyIfRoom &&
+      (this.readBackSpans + this.readingSpans + spans > this.cachedSpansMax ||
+        (this.readBack.size >= this.cachedRunsMax && !this.readBack.has(runId)))
+    )
+      return
     this.uncache(runId)
     // Larger than what the read-backs under way leave: not kept (only the query that asked holds it).
     if (this.readingSpans > 0 && this.readingSpans + spans > this.cachedSpansMax) return
@@ -1554,7 +1676,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         copy = await this.readBackLog(run, copy, logPath, { ...journaled, logEnd: journaled.logEnd ?? through.bytes })
         for (const { at, frame } of journaled.frames) {
           if (at < copy.appliedBytes) continue
-          const problem = at === copy.appliedBytes ? applyCommitFrame(copy, frame, this.maxSpans) : `is at byte ${at}, where the run's commits ended at byte ${copy.appliedBytes}`
+          const problem =
+            at === copy.appliedBytes
+              ? applyCommitFrame(copy, frame, this.maxSpans)
+              : `is at byte ${at}, where the run's commits ended at byte ${copy.appliedBytes}`
           if (problem !== undefined) throw damagedSegment(this.journalPathOf(runId), 0, `a commit of run ${runId} ${problem}`)
         }
       } catch (error) {
@@ -1562,7 +1687,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         throw error
       }
       if (copy.appliedBytes !== through.bytes || copy.lastAckedSeq !== through.seq) {
-        throw damagedLog(logPath, `it no longer holds what the listener recorded (acks through seq ${copy.lastAckedSeq} in ${copy.appliedBytes} bytes, where ${through.seq} in ${through.bytes} were recorded)`)
+        throw damagedLog(
+          logPath,
+          `it no longer holds what the listener recorded (acks through seq ${copy.lastAckedSeq} in ${copy.appliedBytes} bytes, where ${through.seq} in ${through.bytes} were recorded)`,
+        )
       }
       if (run.retired) run.evicted.spanCount ??= copy.spans.length
     }
@@ -1580,13 +1708,25 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   }
 
   /** The run's log read into a copy up to where the journal's commits of it start (all of it when none are there). */
-  private async readBackLog(run: RunState, cached: RunState | undefined, logPath: string, journaled: { logEnd: number; announced: boolean }): Promise<RunState> {
+  private async readBackLog(
+    run: RunState,
+    cached: RunState | undefined,
+    logPath: string,
+    journaled: { logEnd: number; announced: boolean },
+  ): Promise<RunState> {
     const runId = run.meta.runId
     const logEnd = journaled.logEnd
     // The copy's bytes are read on from where it ended only while the log is as last seen (or not written yet).
     const stamp = journaled.announced ? undefined : await logStamp(logPath)
     if (cached !== undefined && (journaled.announced || (stamp !== undefined && stamp === run.logSeen))) {
-      if (cached.appliedBytes < logEnd) await readFramesBetween(logPath, cached.appliedBytes, logEnd, (frame) => applyCommitFrame(cached, frame, this.maxSpans), queryChunkBytes)
+      if (cached.appliedBytes < logEnd)
+        await readFramesBetween(
+          logPath,
+          cached.appliedBytes,
+          logEnd,
+          (frame) => applyCommitFrame(cached, frame, this.maxSpans),
+          queryChunkBytes,
+        )
       return cached
     }
     const copy = newRunState(run.meta, run.announcedMs, run.announceIndex, run.origin)
@@ -1598,9 +1738,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     }
     const replayed = await replayLog(logPath, runId, (item) => applyItem(copy, item, this.maxSpans), logEnd, queryChunkBytes)
     // Read whole again (its stamp changed): a bad last entry there was recorded, not torn by a crash.
-    if (replayed.tornTail !== null && replayed.tornTail.atByte < logEnd) throw damagedLog(logPath, `damaged at byte ${replayed.tornTail.atByte}: ${replayed.tornTail.what}, in bytes the listener recorded`)
+    if (replayed.tornTail !== null && replayed.tornTail.atByte < logEnd)
+      throw damagedLog(logPath, `damaged at byte ${replayed.tornTail.atByte}: ${replayed.tornTail.what}, in bytes the listener recorded`)
     if (replayed.validBytes !== logEnd || replayed.tornTail !== null) {
-      throw damagedLog(logPath, `it no longer holds what it held (whole entries end at byte ${replayed.validBytes}, where ${logEnd} bytes were recorded)`)
+      throw damagedLog(
+        logPath,
+        `it no longer holds what it held (whole entries end at byte ${replayed.validBytes}, where ${logEnd} bytes were recorded)`,
+      )
     }
     copy.commits = replayed.commits
     copy.appliedBytes = replayed.validBytes
@@ -1612,7 +1756,11 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * The run's commits in the journal segments not folded yet (oldest first, each with its log offset),
    * where its log's folded bytes end (the first one's offset), and whether it was announced there.
    */
-  private journaledCommits(run: RunState): { logEnd: number | undefined; announced: boolean; frames: Array<{ at: number; frame: Buffer }> } {
+  private journaledCommits(run: RunState): {
+    logEnd: number | undefined
+    announced: boolean
+    frames: Array<{ at: number; frame: Buffer }>
+  } {
     let logEnd: number | undefined
     let announced = false
     const frames: Array<{ at: number; frame: Buffer }> = []
@@ -1634,7 +1782,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /** The journal segment a run's commits are read from (for a message). */
   private journalPathOf(runId: string): string {
-    return [...this.unfolded, ...(this.segment === undefined ? [] : [this.segment])].find((segment) => segment.fold.has(runId))?.path ?? join(this.dir, 'journal')
+    return (
+      [...this.unfolded, ...(this.segment === undefined ? [] : [this.segment])].find((segment) => segment.fold.has(runId))?.path ??
+      join(this.dir, 'journal')
+    )
   }
 
   /**
@@ -1647,12 +1798,21 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.catalogDirty = false
       const runs = [...this.runs.values()].filter((run) => this.inCatalog(run))
       try {
-        await writeCatalog(this.dir, await encodeCatalog(runs.reduce((highest, run) => Math.max(highest, run.announceIndex ?? 0), 0), runs, catalogEntryOf))
+        await writeCatalog(
+          this.dir,
+          await encodeCatalog(
+            runs.reduce((highest, run) => Math.max(highest, run.announceIndex ?? 0), 0),
+            runs,
+            catalogEntryOf,
+          ),
+        )
         this.catalogWriteCount++
         return true
       } catch (error) {
         this.catalogDirty = true
-        this.warn(`could not write ${join(this.dir, catalogName)}: ${describeSystemError(error)}; the runs it lacks are replayed from their logs at the next start (it takes longer, nothing is lost)`)
+        this.warn(
+          `could not write ${join(this.dir, catalogName)}: ${describeSystemError(error)}; the runs it lacks are replayed from their logs at the next start (it takes longer, nothing is lost)`,
+        )
         return false
       }
     })
@@ -1661,7 +1821,15 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
 
   /** A run the catalog holds: retired, nothing of it queued or in a journal segment its fold has not written yet. */
   private inCatalog(run: RunState): boolean {
-    return run.retired && run.failed === undefined && run.creating !== true && run.pendingEntries.length === 0 && run.appliedBytes === run.logBytes && !this.dirty.has(run) && !this.inJournal(run.meta.runId)
+    return (
+      run.retired &&
+      run.failed === undefined &&
+      run.creating !== true &&
+      run.pendingEntries.length === 0 &&
+      run.appliedBytes === run.logBytes &&
+      !this.dirty.has(run) &&
+      !this.inJournal(run.meta.runId)
+    )
   }
 
   /** The run has commits or its announcement in a journal segment whose fold has not written them to runs/ yet. */
@@ -1726,11 +1894,15 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
     const copy = scratch.runs.get(runId)
     if (copy === undefined) throw runDirGone(this.runDir(runId), catalogEntryOf(run))
     // meta.msgpack of an older listener has no checksum: held against what the catalog recorded.
-    const changed = (Object.keys(run.meta) as Array<keyof RunMeta>).filter((key) => JSON.stringify(run.meta[key]) !== JSON.stringify(copy.meta[key]))
+    const changed = (Object.keys(run.meta) as Array<keyof RunMeta>).filter(
+      (key) => JSON.stringify(run.meta[key]) !== JSON.stringify(copy.meta[key]),
+    )
     if (copy.announcedMs !== run.announcedMs) changed.push('announcedMs' as keyof RunMeta)
     if (changed.length > 0 && copy.metaSealed === true) {
       // Its checksum holds: the catalog, not the file, is what differs (made by hand or by someone else).
-      this.warn(`run ${runId}: ${join(this.dir, catalogName)} recorded ${changed.map((key) => `${key} ${JSON.stringify(run.meta[key] ?? run.announcedMs)}`).join(', ')} where its meta.msgpack says ${changed.map((key) => JSON.stringify(copy.meta[key] ?? copy.announcedMs)).join(', ')}: the run is taken from its files, and the catalog written again`)
+      this.warn(
+        `run ${runId}: ${join(this.dir, catalogName)} recorded ${changed.map((key) => `${key} ${JSON.stringify(run.meta[key] ?? run.announcedMs)}`).join(', ')} where its meta.msgpack says ${changed.map((key) => JSON.stringify(copy.meta[key] ?? copy.announcedMs)).join(', ')}: the run is taken from its files, and the catalog written again`,
+      )
       // Out of the store's counts (its group) while its metadata changes, then counted again.
       this.runs.delete(runId)
       Object.assign(run, { meta: copy.meta, announcedMs: copy.announcedMs })
@@ -1738,7 +1910,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       this.catalogDirty = true
     } else if (changed.length > 0) {
       const metaPath = join(this.runDir(runId), 'meta.msgpack')
-      throw damagedMeta(metaPath, `it says ${changed.map((key) => `${key} ${JSON.stringify(copy.meta[key] ?? copy.announcedMs)}`).join(', ')}, where the listener recorded ${changed.map((key) => JSON.stringify(run.meta[key] ?? run.announcedMs)).join(', ')} (its catalog, ${join(this.dir, catalogName)})`)
+      throw damagedMeta(
+        metaPath,
+        `it says ${changed.map((key) => `${key} ${JSON.stringify(copy.meta[key] ?? copy.announcedMs)}`).join(', ')}, where the listener recorded ${changed.map((key) => JSON.stringify(run.meta[key] ?? run.announcedMs)).join(', ')} (its catalog, ${join(this.dir, catalogName)})`,
+      )
     }
     const problem = lessThanRecorded(copy, catalogEntryOf(run))
     if (problem !== undefined) throw damagedLog(join(this.runDir(runId), 'acks.log'), problem)
@@ -1819,7 +1994,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
         // (fold() sets it when it fails: read again after the await.)
         const broken = this.broken as Error | undefined
         if (broken !== undefined) {
-          this.warn(`could not fold the journal found at start: ${broken.message}; runs already recorded are answered, new runs are refused`)
+          this.warn(
+            `could not fold the journal found at start: ${broken.message}; runs already recorded are answered, new runs are refused`,
+          )
           return
         }
         this.backlogFolds--
@@ -1849,7 +2026,13 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       }
     } catch (error) {
       // The journal still holds every recorded ack (the segment stays); a restart folds it again.
-      this.breakJournal(new Error(`${describeSystemError(error)} (folding journal segment ${segment.path} into runs/; the listener records nothing more, restart it)`), [], [])
+      this.breakJournal(
+        new Error(
+          `${describeSystemError(error)} (folding journal segment ${segment.path} into runs/; the listener records nothing more, restart it)`,
+        ),
+        [],
+        [],
+      )
     }
   }
 
@@ -1905,7 +2088,12 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    * inlineSpansTotalMax bounds the spans inline in the whole reply (a wide group's runs each under
    * inlineSpansMax add up): a run that would go past it comes without its spans, as a long one does.
    */
-  async queryAsync(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number; inlineSpansTotalMax?: number } = {}): Promise<StoredRun[]> {
+  async queryAsync(
+    host: string,
+    requestedPath: string,
+    runId?: string,
+    options: { inlineSpansMax?: number; inlineSpansTotalMax?: number } = {},
+  ): Promise<StoredRun[]> {
     if (runId === undefined) await this.checkNewerThanLatest(host, requestedPath)
     const runs = this.queried(host, requestedPath, runId)
     for (const run of runs) {
@@ -1920,7 +2108,8 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
       const inlineMax = Math.min(options.inlineSpansMax ?? Number.POSITIVE_INFINITY, inlineLeft)
       const spanCount = run.evicted?.spanCount
       // Its spans do not go in the reply (a verifier pages them): its summary says all the reply needs.
-      const reply = spanCount !== undefined && spanCount > inlineMax ? await this.summaryReply(run) : storedRun(await this.resident(run), inlineMax)
+      const reply =
+        spanCount !== undefined && spanCount > inlineMax ? await this.summaryReply(run) : storedRun(await this.resident(run), inlineMax)
       inlineLeft -= reply.spans.length
       stored.push(reply)
     }
@@ -1936,7 +2125,10 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
    */
   private async checkNewerThanLatest(host: string, requestedPath: string): Promise<void> {
     for (;;) {
-      const latest = this.queried(host, requestedPath).reduce<RunState | undefined>((a, b) => (a === undefined || announceOrder(b, a) > 0 ? b : a), undefined)
+      const latest = this.queried(host, requestedPath).reduce<RunState | undefined>(
+        (a, b) => (a === undefined || announceOrder(b, a) > 0 ? b : a),
+        undefined,
+      )
       if (latest === undefined) return
       const newer = [...this.runs.values()].filter((r) => r.catalogued === true && announceOrder(r, latest) > 0)
       if (newer.length === 0) return
@@ -2038,7 +2230,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
   /** Every run with its summary and its stored acks, newest first (for the report). */
   runRecords(): Array<{ summary: RunSummary; run: StoredRun }> {
     // A damaged run (its directory gone) has no acks to show: its warning names it instead.
-    return this.newestFirst().filter((r) => r.damaged === undefined).map((r) => ({ summary: summaryOf(r), run: storedRun(r) }))
+    return this.newestFirst()
+      .filter((r) => r.damaged === undefined)
+      .map((r) => ({ summary: summaryOf(r), run: storedRun(r) }))
   }
 
   private newestFirst(campaign?: string): RunState[] {
@@ -2068,7 +2262,9 @@ export class AckStore extends EventEmitter<AckStoreEvents> {
           const next = await this.newSegment(segment.segment + 1)
           await next.handle.close()
         } catch (error) {
-          this.warnings.push(`could not start journal segment ${segment.segment + 1} at the stop: ${describeSystemError(error)}; the journal is folded at the next start`)
+          this.warnings.push(
+            `could not start journal segment ${segment.segment + 1} at the stop: ${describeSystemError(error)}; the journal is folded at the next start`,
+          )
           this.lock?.release()
           this.lock = undefined
           return
@@ -2274,7 +2470,10 @@ export function describeInvalid(error: z.ZodError): string {
 }
 
 function unreadable(path: string, error: unknown): Error {
-  return runtimeError(`could not read ${path}: ${describeSystemError(error)}`, 'the listener refuses to answer from an ack log it cannot read in full')
+  return runtimeError(
+    `could not read ${path}: ${describeSystemError(error)}`,
+    'the listener refuses to answer from an ack log it cannot read in full',
+  )
 }
 
 /** Applies one replayed log item if it can follow what came before; else what makes it impossible (damage). */
@@ -2298,7 +2497,8 @@ function applyItem(run: RunState, item: LogItem, maxSpans: number): string | und
   if (item.firstMs > item.lastMs || item.firstMs < run.announcedMs - clockSkewMs) {
     return `acknowledges ${seqs} at ${new Date(item.firstMs).toISOString()}-${new Date(item.lastMs).toISOString()}, not after the run's announcement at ${new Date(run.announcedMs).toISOString()}`
   }
-  if (item.toSeq > maxPlausibleSeq(run.announcedMs, item.lastMs)) return `acknowledges seq ${item.toSeq} by ${new Date(item.lastMs).toISOString()}, more than a writer can have written by then`
+  if (item.toSeq > maxPlausibleSeq(run.announcedMs, item.lastMs))
+    return `acknowledges seq ${item.toSeq} by ${new Date(item.lastMs).toISOString()}, more than a writer can have written by then`
   addSpan(run, item.fromSeq, item.toSeq, item.firstMs, item.lastMs, maxSpans)
   return undefined
 }
@@ -2307,7 +2507,8 @@ function applyItem(run: RunState, item: LogItem, maxSpans: number): string | und
 function applyCommitFrame(copy: RunState, frame: Buffer, maxSpans: number): string | undefined {
   const commit = parseCommitFrame(frame)
   if ('problem' in commit) return commit.problem
-  if (commit.n !== copy.commits + 1) return `is commit ${commit.n}, where commit ${copy.commits + 1} was expected (an entry duplicated, out of order or missing)`
+  if (commit.n !== copy.commits + 1)
+    return `is commit ${commit.n}, where commit ${copy.commits + 1} was expected (an entry duplicated, out of order or missing)`
   for (const item of commit.items) {
     const problem = applyItem(copy, item, maxSpans)
     if (problem !== undefined) return `(commit ${commit.n}) ${problem}`
@@ -2351,8 +2552,31 @@ function unsealed(kind: SealedKind, bytes: Buffer): { readonly value: unknown; r
 const noSpans = new SpanTable()
 Object.freeze(noSpans)
 
-function newRunState(meta: RunMeta, announcedMs: number, announceIndex: number | undefined, origin: RunOrigin, spans = new SpanTable()): RunState {
-  return { meta, announcedMs, announceIndex, origin, spans, appliedBytes: 0, lastStampMs: 0, steadyMs: null, verdict: null, lastAckedSeq: 0, retired: false, pendingEntries: [], durableThroughSeq: 0, commits: 0, logBytes: 0, metaBytes: 0 }
+function newRunState(
+  meta: RunMeta,
+  announcedMs: number,
+  announceIndex: number | undefined,
+  origin: RunOrigin,
+  spans = new SpanTable(),
+): RunState {
+  return {
+    meta,
+    announcedMs,
+    announceIndex,
+    origin,
+    spans,
+    appliedBytes: 0,
+    lastStampMs: 0,
+    steadyMs: null,
+    verdict: null,
+    lastAckedSeq: 0,
+    retired: false,
+    pendingEntries: [],
+    durableThroughSeq: 0,
+    commits: 0,
+    logBytes: 0,
+    metaBytes: 0,
+  }
 }
 
 function originOf(metaFile: z.infer<typeof metaFileSchema>): RunOrigin {
@@ -2478,7 +2702,8 @@ async function cutTornTail(path: string, validBytes: number): Promise<void> {
 
 /** Directories of pruned runs, renamed out of the runs before their deletion (a crash may leave some). */
 async function removePruned(runsDir: string): Promise<void> {
-  for (const name of await readdir(runsDir)) if (name.startsWith('.pruned-')) await rm(join(runsDir, name), { recursive: true, force: true })
+  for (const name of await readdir(runsDir))
+    if (name.startsWith('.pruned-')) await rm(join(runsDir, name), { recursive: true, force: true })
 }
 
 /** What folding a segment's rounds writes, per run (fold.ts). */
@@ -2577,7 +2802,12 @@ function storedRun(run: RunState, inlineSpansMax = Number.POSITIVE_INFINITY): St
 }
 
 /** A run's log may hold at most what the journal's commits of it end at (a fold cut short holds less). */
-async function checkLogWithinJournal(logPath: string, journalEndByte: number, journal: JournalRead, journalMoved: () => Promise<boolean>): Promise<void> {
+async function checkLogWithinJournal(
+  logPath: string,
+  journalEndByte: number,
+  journal: JournalRead,
+  journalMoved: () => Promise<boolean>,
+): Promise<void> {
   const sizeBytes = await fileSize(logPath)
   if (sizeBytes <= journalEndByte || (await journalMoved())) return
   const path = journal.segments.at(-1)?.path ?? 'the journal'
@@ -2647,8 +2877,17 @@ function catalogDifferences(run: RunState, copy: RunState): Array<{ what: string
 const countFields = new Set(['commits', 'log bytes', 'acks'])
 
 /** What a run read from its files lacks of what the catalog recorded (undefined: it holds all of it, or more). */
-function lessThanRecorded(run: Pick<RunState, 'commits' | 'logBytes' | 'lastAckedSeq' | 'end' | 'steadyMs'>, entry: CatalogEntry): string | undefined {
-  if (run.logBytes >= entry.logBytes && run.commits >= entry.commits && run.lastAckedSeq >= entry.lastAckedSeq && (run.end !== undefined || entry.end === undefined) && (run.steadyMs !== null || entry.steadyMs === null)) {
+function lessThanRecorded(
+  run: Pick<RunState, 'commits' | 'logBytes' | 'lastAckedSeq' | 'end' | 'steadyMs'>,
+  entry: CatalogEntry,
+): string | undefined {
+  if (
+    run.logBytes >= entry.logBytes &&
+    run.commits >= entry.commits &&
+    run.lastAckedSeq >= entry.lastAckedSeq &&
+    (run.end !== undefined || entry.end === undefined) &&
+    (run.steadyMs !== null || entry.steadyMs === null)
+  ) {
     return undefined
   }
   return (

@@ -53,9 +53,15 @@ export const campaignFileSchema = z.object({
   cycles: z.number().int().positive().max(100_000),
   cutCommand: z.string().min(1).max(4096),
   /** [min, max] seconds after steady. */
-  cutAfterS: z.tuple([z.number().nonnegative().max(86_400), z.number().nonnegative().max(86_400)]).refine(([a, b]) => b >= a, 'cut-after MIN-MAX runs backwards'),
+  cutAfterS: z
+    .tuple([z.number().nonnegative().max(86_400), z.number().nonnegative().max(86_400)])
+    .refine(([a, b]) => b >= a, 'cut-after MIN-MAX runs backwards'),
   rebootTimeoutS: z.number().positive().max(86_400),
-  seed: z.number().int().nonnegative().max(2 ** 32 - 1),
+  seed: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(2 ** 32 - 1),
   createdMs: epochMsSchema,
   phase: z.enum(campaignPhases),
   /** The cycle under way (1-based); cycles + 1 once done. */

@@ -27,7 +27,14 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
 import { runMetaSchema } from '../record/format.js'
-import { campaignTagSchema, endReasons, epochMsSchema, maxPlausibleSeq, storedVerdictSchema, writerEnvSchema } from '../protocol/messages.js'
+import {
+  campaignTagSchema,
+  endReasons,
+  epochMsSchema,
+  maxPlausibleSeq,
+  storedVerdictSchema,
+  writerEnvSchema,
+} from '../protocol/messages.js'
 import { syncDirectoryAsync } from '../base/directory-sync.js'
 import { describeSystemError } from '../base/errors.js'
 import { seal, unseal } from './sealed-file.js'
@@ -116,7 +123,8 @@ export async function readCatalog(dir: string): Promise<Catalog | 'missing' | { 
   const header = headerSchema.safeParse(values[0])
   if (!header.success) return { problem: 'its header is not valid' }
   if (!readableVersions.has(header.data.version)) return { problem: `it is of format ${header.data.version}, not ${catalogFormatVersion}` }
-  if (header.data.version > 1 && !values.slice(1).every((slice) => Array.isArray(slice))) return { problem: 'it holds something else than slices of entries' }
+  if (header.data.version > 1 && !values.slice(1).every((slice) => Array.isArray(slice)))
+    return { problem: 'it holds something else than slices of entries' }
   const decoded = header.data.version === 1 ? values.slice(1) : (values.slice(1) as unknown[][]).flat()
   if (decoded.length !== header.data.runs) return { problem: `its header says ${header.data.runs} runs, but it holds ${decoded.length}` }
   const entries: CatalogEntry[] = []
@@ -129,7 +137,8 @@ export async function readCatalog(dir: string): Promise<Catalog | 'missing' | { 
     if (impossible !== undefined) return { problem: `its entry ${i} (run ${entry.data.id}) ${impossible[0]}` }
     if (ids.has(entry.data.id)) return { problem: `its entry ${i} holds run ${entry.data.id} a second time` }
     const announceIndex = entry.data.announceIndex
-    if (announceIndex !== undefined && announceIndexes.has(announceIndex)) return { problem: `its entry ${i} (run ${entry.data.id}) has announcement index ${announceIndex}, as an earlier run has` }
+    if (announceIndex !== undefined && announceIndexes.has(announceIndex))
+      return { problem: `its entry ${i} (run ${entry.data.id}) has announcement index ${announceIndex}, as an earlier run has` }
     ids.add(entry.data.id)
     if (announceIndex !== undefined) announceIndexes.add(announceIndex)
     entries.push(entry.data)
@@ -138,7 +147,10 @@ export async function readCatalog(dir: string): Promise<Catalog | 'missing' | { 
   // its own, and taken as the counter it could give the next runs indexes their meta.msgpack refuses.
   let highest = 0
   for (const index of announceIndexes) highest = Math.max(highest, index)
-  if (header.data.lastAnnounceIndex > highest) return { problem: `its header says the last announcement was number ${header.data.lastAnnounceIndex}, past its entries' highest (${highest})` }
+  if (header.data.lastAnnounceIndex > highest)
+    return {
+      problem: `its header says the last announcement was number ${header.data.lastAnnounceIndex}, past its entries' highest (${highest})`,
+    }
   return { version: header.data.version, lastAnnounceIndex: header.data.lastAnnounceIndex, entries }
 }
 
@@ -154,13 +166,19 @@ const maxFileBytes = 2 ** 50
 const entryRules: ReadonlyArray<readonly [string, (entry: CatalogEntry, lastAnnounceIndex: number) => boolean]> = [
   ['describes another run in its metadata', (e) => e.meta.runId === e.id],
   // Replay holds every ack to this (by the time it was received), and the last one is the highest.
-  ['has acks past what a writer can write by its last ack', (e) => e.lastAckedSeq === 0 || (e.lastAckMs !== undefined && e.lastAckedSeq <= maxPlausibleSeq(e.announcedMs, e.lastAckMs))],
+  [
+    'has acks past what a writer can write by its last ack',
+    (e) => e.lastAckedSeq === 0 || (e.lastAckMs !== undefined && e.lastAckedSeq <= maxPlausibleSeq(e.announcedMs, e.lastAckMs)),
+  ],
   // Each commit holds at least one item: acks (one seq or more), the run's steady, its end (a log of an
   // older listener holds no commit at all: its entries stand alone).
   ['has more commits than its acks, steady and end make', (e) => e.commits <= e.lastAckedSeq + 2],
   ['has more commits than bytes of log', (e) => e.commits <= e.logBytes],
   ['has more spans than acks', (e) => (e.spanCount ?? 0) <= e.lastAckedSeq],
-  ['has a file size no listener writes', (e) => e.logBytes <= maxFileBytes && e.metaBytes > 0 && e.metaBytes <= maxFileBytes && (e.verdictBytes ?? 0) <= maxFileBytes],
+  [
+    'has a file size no listener writes',
+    (e) => e.logBytes <= maxFileBytes && e.metaBytes > 0 && e.metaBytes <= maxFileBytes && (e.verdictBytes ?? 0) <= maxFileBytes,
+  ],
   ['has a verdict but no verdict file', (e) => e.verdict === null || (e.verdictBytes ?? 0) > 0],
   ['has a verdict that counted more acks than the run has', (e) => e.verdict === null || e.verdict.acked <= e.lastAckedSeq],
   ['was announced after the last announcement on record', (e, lastAnnounceIndex) => (e.announceIndex ?? 0) <= lastAnnounceIndex],
@@ -172,7 +190,8 @@ export async function writeCatalog(dir: string, bytes: Buffer): Promise<void> {
   const file = await open(tmpPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, 0o644)
   try {
     const { bytesWritten } = await file.write(bytes, 0, bytes.length, 0)
-    if (bytesWritten !== bytes.length) throw Object.assign(new Error(`short write to ${tmpPath}: ${bytesWritten} of ${bytes.length} bytes (disk full?)`), { code: 'ENOSPC' })
+    if (bytesWritten !== bytes.length)
+      throw Object.assign(new Error(`short write to ${tmpPath}: ${bytesWritten} of ${bytes.length} bytes (disk full?)`), { code: 'ENOSPC' })
     await file.sync()
   } finally {
     await file.close().catch(() => undefined)

@@ -50,7 +50,8 @@ export async function foldRuns(runsDir: string, runs: readonly FoldRun[], counte
     }
   }
   await Promise.all(Array.from({ length: Math.min(foldLanes, runs.length) }, lane))
-  for (let i = 0; i < created.length; i += foldLanes) await Promise.all(created.slice(i, i + foldLanes).map((dir) => syncDirectoryAsync(dir)))
+  for (let i = 0; i < created.length; i += foldLanes)
+    await Promise.all(created.slice(i, i + foldLanes).map((dir) => syncDirectoryAsync(dir)))
   if (created.length > 0) await syncDirectoryAsync(runsDir)
 }
 

@@ -122,7 +122,11 @@ export async function readSegment(path: string, segment: number, isLast: boolean
     if (bad !== undefined) {
       // A segment's header is fsynced before any round goes there, and the segment before it is kept
       // until then: the newest segment's header may be torn by a crash (it holds nothing), no other's.
-      const problem = !isLast ? 'only the last round of the last segment can be torn by a crash' : at === 0 ? headerTornProblem(bytes) : tornTailProblem(bytes, at)
+      const problem = !isLast
+        ? 'only the last round of the last segment can be torn by a crash'
+        : at === 0
+          ? headerTornProblem(bytes)
+          : tornTailProblem(bytes, at)
       if (problem !== undefined) throw damagedSegment(path, at, `the entry there ${bad}, and ${problem}`)
       return { rounds, validBytes: at, tornTail: { atByte: at, bytes: bytes.length - at }, firstRound: nextRound }
     }
@@ -150,7 +154,8 @@ function badEntryAt(bytes: Buffer, at: number): string | undefined {
   const length = bytes.readUInt32LE(at)
   if (length === 0 || length > maxRoundBodyBytes) return 'has a length no entry has'
   if (bytes.length - at - entryHeaderBytes < length) return 'is cut short by the end of the file'
-  if (xxh64(bytes.subarray(at + entryHeaderBytes, at + entryHeaderBytes + length)) !== bytes.readBigUInt64LE(at + 4)) return 'does not match its checksum'
+  if (xxh64(bytes.subarray(at + entryHeaderBytes, at + entryHeaderBytes + length)) !== bytes.readBigUInt64LE(at + 4))
+    return 'does not match its checksum'
   return undefined
 }
 
@@ -162,7 +167,8 @@ function badEntryAt(bytes: Buffer, at: number): string | undefined {
  */
 function tornTailProblem(bytes: Buffer, at: number): string | undefined {
   const tailBytes = bytes.length - at
-  if (tailBytes > entryHeaderBytes + maxRoundBodyBytes) return `${tailBytes} bytes run from there to the end of the file, more than one round: recorded rounds are missing there`
+  if (tailBytes > entryHeaderBytes + maxRoundBodyBytes)
+    return `${tailBytes} bytes run from there to the end of the file, more than one round: recorded rounds are missing there`
   const after = wholeEntryAfter(bytes, at)
   if (after !== undefined) return `a whole entry that checks out starts at byte ${after} after it: recorded rounds follow the damage`
   if (tailBytes < entryHeaderBytes) return undefined
@@ -170,7 +176,8 @@ function tornTailProblem(bytes: Buffer, at: number): string | undefined {
   if (length > maxRoundBodyBytes) return `its length field reads ${length} bytes, more than any round has (a crash never leaves that)`
   let dataEnd = bytes.length
   while (dataEnd > at && bytes[dataEnd - 1] === 0) dataEnd--
-  if (length > 0 && at + entryHeaderBytes + length < dataEnd) return `${dataEnd - (at + entryHeaderBytes + length)} bytes of data follow its end (only the last round can be torn by a crash)`
+  if (length > 0 && at + entryHeaderBytes + length < dataEnd)
+    return `${dataEnd - (at + entryHeaderBytes + length)} bytes of data follow its end (only the last round can be torn by a crash)`
   return undefined
 }
 
@@ -178,7 +185,9 @@ function tornTailProblem(bytes: Buffer, at: number): string | undefined {
 function headerTornProblem(bytes: Buffer): string | undefined {
   if (bytes.length > entryHeaderBytes + 256) return `${bytes.length} bytes where a torn header would be, more than a header`
   const after = wholeEntryAfter(bytes, 0)
-  return after === undefined ? undefined : `a whole entry that checks out starts at byte ${after} after it: recorded rounds follow the damage`
+  return after === undefined
+    ? undefined
+    : `a whole entry that checks out starts at byte ${after} after it: recorded rounds follow the damage`
 }
 
 /** Whether a body's first byte can start a msgpack map (every entry's body is one). */
@@ -228,7 +237,8 @@ function headerProblem(body: Buffer, segment: number, expectedRound: number): st
   if (decoded === undefined) return 'matches its checksum but is not msgpack'
   const header = headerSchema.safeParse(decoded.value)
   if (!header.success) return 'is not a journal segment header'
-  if (header.data.version !== journalFormatVersion) return `is the header of a journal of format ${header.data.version}, which this plugcheck does not read`
+  if (header.data.version !== journalFormatVersion)
+    return `is the header of a journal of format ${header.data.version}, which this plugcheck does not read`
   if (header.data.segment !== segment) return `is the header of segment ${header.data.segment}, not of segment ${segment} its name says`
   if (expectedRound !== 0 && header.data.firstRound !== expectedRound) {
     return `is the header of a segment starting at round ${header.data.firstRound}, where the segment before it ends before round ${expectedRound} (a segment from another state of the directory, or one missing)`
@@ -241,8 +251,14 @@ function roundProblem(body: Buffer, nextRound: number, rounds: JournalRound[]): 
   if (decoded === undefined) return 'matches its checksum but is not msgpack'
   const round = roundSchema.safeParse(decoded.value)
   if (!round.success) return 'matches its checksum but is not a journal round'
-  if (round.data.r !== nextRound) return `is round ${round.data.r}, where round ${nextRound} was expected (a round out of order, repeated or missing)`
-  rounds.push({ k: 'round', r: round.data.r, a: round.data.a.map((a) => ({ id: a.id, m: Buffer.from(a.m) })), c: round.data.c.map((c) => ({ id: c.id, at: c.at, f: Buffer.from(c.f) })) })
+  if (round.data.r !== nextRound)
+    return `is round ${round.data.r}, where round ${nextRound} was expected (a round out of order, repeated or missing)`
+  rounds.push({
+    k: 'round',
+    r: round.data.r,
+    a: round.data.a.map((a) => ({ id: a.id, m: Buffer.from(a.m) })),
+    c: round.data.c.map((c) => ({ id: c.id, at: c.at, f: Buffer.from(c.f) })),
+  })
   return undefined
 }
 
@@ -256,7 +272,8 @@ async function readWhole(path: string): Promise<Buffer> {
   try {
     const stats = await file.stat()
     if (!stats.isFile()) throw unreadableSegment(path, new Error('not a regular file'))
-    if (stats.size > maxSegmentReadBytes) throw damagedSegment(path, 0, `it is ${stats.size} bytes, more than any segment this listener writes`)
+    if (stats.size > maxSegmentReadBytes)
+      throw damagedSegment(path, 0, `it is ${stats.size} bytes, more than any segment this listener writes`)
     const bytes = Buffer.alloc(stats.size)
     let filled = 0
     while (filled < bytes.length) {
@@ -281,5 +298,8 @@ export function damagedSegment(path: string, atByte: number, what: string): Erro
 }
 
 function unreadableSegment(path: string, error: unknown): Error {
-  return runtimeError(`could not read ${path}: ${describeSystemError(error)}`, 'the listener refuses to answer from a journal it cannot read in full')
+  return runtimeError(
+    `could not read ${path}: ${describeSystemError(error)}`,
+    'the listener refuses to answer from a journal it cannot read in full',
+  )
 }

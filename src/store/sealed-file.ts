@@ -48,7 +48,10 @@ export function unseal(kind: SealedKind, bytes: Buffer): Unsealed {
   const magic = bytes.subarray(0, magicBytes)
   if (!magic.equals(magicOf(kind))) {
     const other = (Object.keys(kindLetters) as SealedKind[]).find((k) => magic.equals(magicOf(k)))
-    return { kind: 'damaged', problem: other === undefined ? 'its header is not a plugcheck file header' : `it holds ${kindNames[other]}, not ${kindNames[kind]}` }
+    return {
+      kind: 'damaged',
+      problem: other === undefined ? 'its header is not a plugcheck file header' : `it holds ${kindNames[other]}, not ${kindNames[kind]}`,
+    }
   }
   const body = bytes.subarray(headerBytes)
   if (xxh64(body) !== bytes.readBigUInt64LE(magicBytes)) return { kind: 'damaged', problem: 'it does not match its checksum' }

@@ -50,8 +50,18 @@ t.test('acks the listener refuses, alone or in the middle of a batch', async (t)
   const cases: { what: string; acks: (r: string) => object[]; code: string; stored: number }[] = [
     { what: 'a gap', acks: (r) => [ack(r, 1, 5), ack(r, 6, 10), ack(r, 12, 15), ack(r, 16, 20)], code: 'out-of-order', stored: 10 },
     { what: 'an overlap', acks: (r) => [ack(r, 1, 5), ack(r, 3, 10), ack(r, 11, 15)], code: 'out-of-order', stored: 5 },
-    { what: 'an implausible seq', acks: (r) => [ack(r, 1, 5), ack(r, 6, 2 ** 40), ack(r, 2 ** 40 + 1, 2 ** 40 + 2)], code: 'bad-frame', stored: 5 },
-    { what: 'an ack after the end', acks: (r) => [ack(r, 1, 5), { type: 'end', runId: r, reason: 'duration' }, ack(r, 6, 10)], code: 'out-of-order', stored: 5 },
+    {
+      what: 'an implausible seq',
+      acks: (r) => [ack(r, 1, 5), ack(r, 6, 2 ** 40), ack(r, 2 ** 40 + 1, 2 ** 40 + 2)],
+      code: 'bad-frame',
+      stored: 5,
+    },
+    {
+      what: 'an ack after the end',
+      acks: (r) => [ack(r, 1, 5), { type: 'end', runId: r, reason: 'duration' }, ack(r, 6, 10)],
+      code: 'out-of-order',
+      stored: 5,
+    },
   ]
   for (const c of cases) {
     const r = id()
@@ -110,7 +120,11 @@ t.test("a group's jobs: no acks for a sibling's run; the key admits only while a
   t.equal(await errorCode(second.peer), 'unknown-run', "a job acking its sibling's run is refused")
   t.equal(listener.store.lastAckedSeq(runIdOf(0x6001)), 0, "the sibling's run holds no ack")
 
-  const otherHost = await Peer.announce(port, runMeta(runIdOf(0x6003), { groupId: group, host: 'elsewhere', requestedPath: '/x', path: '/x' }), { groupKey: 'b'.repeat(32) })
+  const otherHost = await Peer.announce(
+    port,
+    runMeta(runIdOf(0x6003), { groupId: group, host: 'elsewhere', requestedPath: '/x', path: '/x' }),
+    { groupKey: 'b'.repeat(32) },
+  )
   t.match(otherHost.reply, { type: 'error', code: 'out-of-order' }, 'the group id on another host and path with a guessed key: refused')
   for (const groupKey of ['A'.repeat(32), 'a'.repeat(31), 'a'.repeat(33), 'a'.repeat(64)]) {
     const bad = await Peer.announce(port, meta(0x6100 + groupKey.length, 3), { groupKey })

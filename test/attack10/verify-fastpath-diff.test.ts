@@ -16,7 +16,16 @@ import t from 'tap'
 import { judgeRun, type RunReport } from '../../src/client/verify/judge.js'
 import { threadsEnv } from '../../src/client/verify/scan-threads.js'
 import { xxh64 } from '../../src/record/checksum.js'
-import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type Pattern, type RunKey, type RunMeta } from '../../src/record/format.js'
+import {
+  fillRecord,
+  runKey,
+  sectorBytes,
+  slotOf,
+  slotOffsetBytes,
+  type Pattern,
+  type RunKey,
+  type RunMeta,
+} from '../../src/record/format.js'
 import { craftMeta, craftRun, writeDataFile, range } from '../fixtures/crafted-run.js'
 import { compareWithReference, lastAckedBySlot, reference, setEnv } from '../fixtures/judge-oracle.js'
 
@@ -26,7 +35,8 @@ function otherSeqFor(key: RunKey, meta: RunMeta, slot: number, seq: number, acke
     for (let s = seq - 1; s >= 1 && s > seq - 64 * meta.slotCount; s--) if (slotOf(key, meta.pattern, s, meta.slotCount) === slot) return s
     return null
   }
-  for (let s = Math.max(seq, acked) + 1; s < acked + 64 * meta.slotCount; s++) if (slotOf(key, meta.pattern, s, meta.slotCount) === slot) return s
+  for (let s = Math.max(seq, acked) + 1; s < acked + 64 * meta.slotCount; s++)
+    if (slotOf(key, meta.pattern, s, meta.slotCount) === slot) return s
   return null
 }
 
@@ -96,26 +106,30 @@ function damageSlot(fd: number, meta: RunMeta, acked: number, slot: number, seq:
       rehash()
       put()
       return 'payload rehashed'
-    case 10: { // another slot's record, as written there (misdirected)
+    case 10: {
+      // another slot's record, as written there (misdirected)
       const other = 1 + ((seq + variant) % acked)
       fillRecord(record, key, other, slotOf(key, meta.pattern, other, meta.slotCount), time)
       put()
       return 'misdirected'
     }
-    case 11: { // another slot's record with this slot's number in its header, rehashed
+    case 11: {
+      // another slot's record with this slot's number in its header, rehashed
       const other = 1 + ((seq + variant + 7) % acked)
       fillRecord(record, key, other, slot, time)
       put()
       return 'foreign seq, this slot'
     }
-    case 12: { // an older record of this slot (stale)
+    case 12: {
+      // an older record of this slot (stale)
       const older = otherSeqFor(key, meta, slot, seq, acked, true)
       if (older === null) return 'none'
       fillRecord(record, key, older, slot, time - 1)
       put()
       return 'stale'
     }
-    case 13: { // torn: the first cut sectors new, the rest older (or zero)
+    case 13: {
+      // torn: the first cut sectors new, the rest older (or zero)
       const older = otherSeqFor(key, meta, slot, seq, acked, true)
       const tail = Buffer.alloc(recordSize)
       if (older !== null) fillRecord(tail, key, older, slot, time - 1)
@@ -124,7 +138,8 @@ function damageSlot(fd: number, meta: RunMeta, acked: number, slot: number, seq:
       put(tail)
       return `torn head ${cut}`
     }
-    case 14: { // torn the other way round: older first, new after cut
+    case 14: {
+      // torn the other way round: older first, new after cut
       const older = otherSeqFor(key, meta, slot, seq, acked, true)
       const head = Buffer.alloc(recordSize)
       if (older !== null) fillRecord(head, key, older, slot, time - 1)
@@ -133,7 +148,8 @@ function damageSlot(fd: number, meta: RunMeta, acked: number, slot: number, seq:
       put(head)
       return `torn tail ${cut}`
     }
-    case 15: { // another run's record for this slot
+    case 15: {
+      // another run's record for this slot
       fillRecord(record, runKey('00112233445566ff'), seq, slot, time)
       put()
       return 'foreign run'
@@ -141,14 +157,16 @@ function damageSlot(fd: number, meta: RunMeta, acked: number, slot: number, seq:
     case 16: // zeros
       put(Buffer.alloc(recordSize))
       return 'zeros'
-    case 17: { // a newer, never acknowledged record of this slot
+    case 17: {
+      // a newer, never acknowledged record of this slot
       const newer = otherSeqFor(key, meta, slot, seq, acked, false)
       if (newer === null) return 'none'
       fillRecord(record, key, newer, slot, time + 1)
       put()
       return 'newer'
     }
-    case 18: { // the acked seq overwritten mid-way by a newer one (interrupted)
+    case 18: {
+      // the acked seq overwritten mid-way by a newer one (interrupted)
       const newer = otherSeqFor(key, meta, slot, seq, acked, false)
       if (newer === null || sectors === 1) return 'none'
       const mixed = Buffer.alloc(recordSize)
@@ -208,11 +226,14 @@ const ways = [
   { threads: '4', small: true },
 ] as const
 
-
 for (const c of cases) {
   t.test(`${c.pattern}, ${c.recordSize}-byte records, ${c.slotCount} slots`, async (t) => {
     const dir = t.testdir()
-    const meta = craftMeta('a1b2c3d4e5f60718', join(dir, 'data'), { pattern: c.pattern, recordSizeBytes: c.recordSize, slotCount: c.slotCount })
+    const meta = craftMeta('a1b2c3d4e5f60718', join(dir, 'data'), {
+      pattern: c.pattern,
+      recordSizeBytes: c.recordSize,
+      slotCount: c.slotCount,
+    })
     const acked = c.pattern === 'append' ? c.slotCount + Math.floor(c.slotCount / 3) : c.slotCount * 2
     writeDataFile(meta, range(1, acked), { sizeSlots: c.slotCount + 1 })
     const last = lastAckedBySlot(meta, acked)

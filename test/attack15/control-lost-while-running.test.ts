@@ -15,13 +15,29 @@ t.test('a control that lost records while running, no cut: verify does not say t
   t.teardown(() => listener.kill())
   const file = join(dir, 'p.dat')
   const recordBytes = 8192
-  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync,none', '--size', '64MiB', '--duration', '20'])
+  const writer = spawnCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--method',
+    'fdatasync,none',
+    '--size',
+    '64MiB',
+    '--duration',
+    '20',
+  ])
   let stderr = ''
   writer.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
   const exited = new Promise<number>((resolve) => writer.on('close', (c) => resolve(c ?? -1)))
   t.teardown(() => void writer.kill('SIGKILL'))
   // Enough records in the control's file that slots 100..1099 hold acknowledged records.
-  await waitFor('1,200 control records', () => fileSize(`${file}.none`) >= recordBytes * 1300 && fileSize(`${file}.fdatasync`) >= recordBytes * 1300, 30_000)
+  await waitFor(
+    '1,200 control records',
+    () => fileSize(`${file}.none`) >= recordBytes * 1300 && fileSize(`${file}.fdatasync`) >= recordBytes * 1300,
+    30_000,
+  )
   writer.kill('SIGSTOP')
   const fd = openSync(`${file}.none`, 'r+')
   writeSync(fd, Buffer.alloc(recordBytes * 1000), 0, recordBytes * 1000, recordBytes * 101)
@@ -32,6 +48,6 @@ t.test('a control that lost records while running, no cut: verify does not say t
   t.match(stderr, /storage lost data while the run was going/)
 
   const verify = await runCli(['verify', '--server', listener.server, '--file', file])
-  t.notMatch(verify.stdout, /the cut was real/, 'no cut happened: the control\'s losses do not prove one')
+  t.notMatch(verify.stdout, /the cut was real/, "no cut happened: the control's losses do not prove one")
   t.equal(verify.code, 4, `inconclusive: the cut tested nothing (stdout: ${verify.stdout}, stderr: ${verify.stderr})`)
 })

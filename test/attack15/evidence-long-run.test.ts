@@ -21,7 +21,10 @@ t.test('a long vanished run that was never verified is evidence: write refuses',
   const dir = tempDir(t)
   // libfaketime preloaded into the listener itself (not the faketime wrapper, which would stand between the signal and it).
   const env = { ...process.env, LD_PRELOAD: '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', FAKETIME: '+0 x100' }
-  const listener = spawn(process.execPath, [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', join(dir, 'listener')], { stdio: ['ignore', 'pipe', 'pipe'], env })
+  const listener = spawn(process.execPath, [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', join(dir, 'listener')], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env,
+  })
   const listenerExited = new Promise<void>((resolve) => listener.on('exit', () => resolve()))
   t.teardown(async () => {
     listener.kill('SIGKILL')

@@ -26,7 +26,12 @@ async function announceRuns(port: number, count: number): Promise<void> {
   socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'writer' }))
   for (let i = 0; i < count; i++) {
     const runId = randomBytes(8).toString('hex')
-    socket.write(encodeFrame({ type: 'run', meta: craftMeta(runId, `/other/${runId}.dat`, { host: 'other-machine', groupId: runId, createdMs: Date.now() }) }))
+    socket.write(
+      encodeFrame({
+        type: 'run',
+        meta: craftMeta(runId, `/other/${runId}.dat`, { host: 'other-machine', groupId: runId, createdMs: Date.now() }),
+      }),
+    )
   }
   await sleep(1500)
   socket.end()

@@ -22,7 +22,17 @@ t.test('a write through a symlinked directory does not destroy an unverified run
   const same = await runCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync', '--duration', '1'])
   t.equal(same.code, 2, 'the same spelling is refused')
 
-  const viaLink = await runCli(['write', '--server', listener.server, '--file', join(dir, 'data', 'p.dat'), '--method', 'fdatasync', '--duration', '1'])
+  const viaLink = await runCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    join(dir, 'data', 'p.dat'),
+    '--method',
+    'fdatasync',
+    '--duration',
+    '1',
+  ])
   t.equal(viaLink.code, 2, `the same file through a link is refused too (stderr: ${viaLink.stderr})`)
   t.match(viaLink.stderr, /refusing to write/)
   t.ok(readFileSync(file).equals(before), 'the evidence is untouched')

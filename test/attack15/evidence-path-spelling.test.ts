@@ -21,11 +21,24 @@ t.test('a write through a symlinked directory does not destroy an unverified run
 
   const direct = await runCli(['write', '--server', listener.server, '--file', file, '--size', '8MiB', '--duration', '1'])
   t.equal(direct.code, 2, 'the same spelling is refused')
-  const viaLink = await runCli(['write', '--server', listener.server, '--file', join(dir, 'link', 'data.plugcheck'), '--size', '8MiB', '--duration', '1'])
+  const viaLink = await runCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    join(dir, 'link', 'data.plugcheck'),
+    '--size',
+    '8MiB',
+    '--duration',
+    '1',
+  ])
   t.equal(viaLink.code, 2, `another spelling of the same file is refused too (stderr: ${viaLink.stderr.trim()})`)
   t.match(viaLink.stderr, /never verified/)
 
   const verify = await runCli(['verify', '--server', listener.server, '--file', file])
   t.notMatch(verify.stdout + verify.stderr, /replaced, not judged/, 'the vanished run was not replaced')
-  t.ok(verify.code === 0 || verify.code === 4, `and can still be judged (exit ${verify.code}: ${verify.stdout.trim()} ${verify.stderr.trim()})`)
+  t.ok(
+    verify.code === 0 || verify.code === 4,
+    `and can still be judged (exit ${verify.code}: ${verify.stdout.trim()} ${verify.stderr.trim()})`,
+  )
 })

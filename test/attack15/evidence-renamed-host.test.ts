@@ -19,8 +19,28 @@ t.test('a write does not destroy the unverified run of the file under its old ho
   const file = join(dir, 'p.dat')
   const trace = join(dir, 'trace')
   // The writer, on this machine under its earlier name.
-  const writer = spawn('unshare', ['--uts', 'sh', '-c', 'hostname plugcheck-old-name && exec "$@"', 'sh', process.execPath, binPath,
-    'write', '--server', listener.server, '--file', file, '--method', 'fdatasync', '--trace-file', trace], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const writer = spawn(
+    'unshare',
+    [
+      '--uts',
+      'sh',
+      '-c',
+      'hostname plugcheck-old-name && exec "$@"',
+      'sh',
+      process.execPath,
+      binPath,
+      'write',
+      '--server',
+      listener.server,
+      '--file',
+      file,
+      '--method',
+      'fdatasync',
+      '--trace-file',
+      trace,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  )
   let stderr = ''
   writer.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
   const exited = new Promise<void>((resolve) => writer.on('exit', () => resolve()))
@@ -31,11 +51,15 @@ t.test('a write does not destroy the unverified run of the file under its old ho
     await exited
   }
   const runs = await runCli(['runs', '--server', listener.server])
-  t.match(runs.stdout, /plugcheck-old-name.*vanished/, 'the listener holds the old name\'s run, vanished')
+  t.match(runs.stdout, /plugcheck-old-name.*vanished/, "the listener holds the old name's run, vanished")
   const before = readFileSync(file)
 
   const again = await runCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync', '--duration', '1'])
-  t.equal(again.code, 2, `refused: the file holds an unverified vanished run (stdout: ${again.stdout.slice(0, 300)} stderr: ${again.stderr})`)
+  t.equal(
+    again.code,
+    2,
+    `refused: the file holds an unverified vanished run (stdout: ${again.stdout.slice(0, 300)} stderr: ${again.stderr})`,
+  )
   t.match(again.stderr, /refusing to write/)
   t.ok(readFileSync(file).equals(before), 'the evidence is untouched')
 })

@@ -43,10 +43,17 @@ t.test('a boot id with a newline and an escape sequence does not reach the log o
   socket.destroy()
 
   const lines = listener.stderr().split('\n')
-  t.notOk(lines.some((l) => l.startsWith('12:00:00 verdict')), 'no forged log line')
+  t.notOk(
+    lines.some((l) => l.startsWith('12:00:00 verdict')),
+    'no forged log line',
+  )
   t.notMatch(listener.stderr(), /\u001b/, 'no escape sequence in the log')
   const run = (await listRuns(endpoint, undefined, 10_000)).runs[0]!
-  t.notMatch(run.end?.detail ?? '', /[\u0000-\u001f\u007f-\u009f]/, `no control characters in the stored end detail: ${JSON.stringify(run.end?.detail)}`)
+  t.notMatch(
+    run.end?.detail ?? '',
+    /[\u0000-\u001f\u007f-\u009f]/,
+    `no control characters in the stored end detail: ${JSON.stringify(run.end?.detail)}`,
+  )
   const runs = await runCli(['runs', '--server', listener.server])
   t.notMatch(runs.stdout, /\u001b/, 'nor in what runs prints')
 })

@@ -15,7 +15,21 @@ t.test('a hole punched into a live overwrite run is blamed on the other program,
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
   const file = join(dir, 'p.dat')
-  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync', '--pattern', 'overwrite', '--size', '64MiB', '--duration', '8'])
+  const writer = spawnCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--method',
+    'fdatasync',
+    '--pattern',
+    'overwrite',
+    '--size',
+    '64MiB',
+    '--duration',
+    '8',
+  ])
   let stderr = ''
   writer.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
   const exited = new Promise<number>((resolve) => writer.on('close', (c) => resolve(c ?? -1)))

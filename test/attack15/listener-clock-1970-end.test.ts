@@ -26,7 +26,13 @@ t.test("a listener whose clock steps to 1970 mid-run can still read the run's lo
   writeFileSync(clock, stamp(new Date()))
   const child = spawn(process.execPath, [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', listenerDir], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, LD_PRELOAD: libfaketime, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' },
+    env: {
+      ...process.env,
+      LD_PRELOAD: libfaketime,
+      FAKETIME_TIMESTAMP_FILE: clock,
+      FAKETIME_NO_CACHE: '1',
+      FAKETIME_DONT_FAKE_MONOTONIC: '1',
+    },
   })
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()))
   t.teardown(async () => {
@@ -53,6 +59,9 @@ t.test("a listener whose clock steps to 1970 mid-run can still read the run's lo
   t.equal(offline.code, 0, `verify --acks judges the run: PASS (${offline.stderr.split('\n')[0]})`)
   t.notMatch(offline.stderr, /damaged/)
   const restarted = await Listener.start({ host: '127.0.0.1', port: 0, dir: listenerDir }).catch((error: Error) => error)
-  t.notOk(restarted instanceof Error, `the listener starts again on its directory (${restarted instanceof Error ? restarted.message.split('\n')[0] : ''})`)
+  t.notOk(
+    restarted instanceof Error,
+    `the listener starts again on its directory (${restarted instanceof Error ? restarted.message.split('\n')[0] : ''})`,
+  )
   if (!(restarted instanceof Error)) await restarted.close()
 })

@@ -23,11 +23,29 @@ t.test("a --jobs member's acks.log missing or emptied: refused, never a PASS on 
   const listener = await startListener(listenerDir)
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
-  const written = await runCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync,none', '--jobs', '2', '--size', '4MiB', '--record-size', '4096', '--duration', '2'])
+  const written = await runCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--method',
+    'fdatasync,none',
+    '--jobs',
+    '2',
+    '--size',
+    '4MiB',
+    '--record-size',
+    '4096',
+    '--duration',
+    '2',
+  ])
   t.equal(written.code, 0, written.stderr)
   // A clean stop: every run folded from the journal into runs/ (a SIGKILL would leave its last seconds in journal/).
   await listener.kill('SIGTERM')
-  const job2 = new RegExp(`^run ([0-9a-f]{16}): fdatasync, append, 4 KiB records, ${file}\\.fdatasync\\.job2$`, 'm').exec(written.stdout)![1]!
+  const job2 = new RegExp(`^run ([0-9a-f]{16}): fdatasync, append, 4 KiB records, ${file}\\.fdatasync\\.job2$`, 'm').exec(
+    written.stdout,
+  )![1]!
   zero(`${file}.fdatasync.job2`, 100, 30) // 30 acknowledged records of job 2 lost (a slow machine acks a few hundred in 2 s)
   zero(`${file}.none.job1`, 200, 50) // the control lost records: the cut was real
 

@@ -27,7 +27,9 @@ t.test('a later NOT JUDGED (superseded) does not erase the stored FAIL of a run'
 
   const listed = async () => {
     const runs = await runInProcess(['runs', '--server', listener.server, '--json'])
-    return (JSON.parse(runs.stdout) as { runs: Array<{ runId: string; verdict: { verdict: string; lost: number } | null }> }).runs.find((r) => r.runId === runId)
+    return (JSON.parse(runs.stdout) as { runs: Array<{ runId: string; verdict: { verdict: string; lost: number } | null }> }).runs.find(
+      (r) => r.runId === runId,
+    )
   }
   t.match(await listed(), { verdict: { verdict: 'fail', lost: 30 } }, 'the FAIL is stored')
 

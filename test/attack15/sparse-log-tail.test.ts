@@ -18,7 +18,19 @@ t.test('an ack log with a terabyte hole after its entries: refused at once, not 
   const listener = await startListener(listenerDir)
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
-  const written = await runCli(['write', '--server', listener.server, '--file', file, '--size', '2MiB', '--record-size', '4096', '--duration', '1'])
+  const written = await runCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--size',
+    '2MiB',
+    '--record-size',
+    '4096',
+    '--duration',
+    '1',
+  ])
   t.equal(written.code, 0, written.stderr)
   const runId = /^run ([0-9a-f]{16}):/m.exec(written.stdout)![1]!
   // A clean stop: every run folded from the journal into runs/ (a SIGKILL would leave its last seconds in journal/).

@@ -30,7 +30,10 @@ t.test('a torn tail that drops acks a stored verdict counted is damage, named', 
   store.appendAck(runId, 1001, 1500, Date.now())
   store.endRun(runId, 'duration', undefined, Date.now())
   await new Promise<void>((resolve) => store.once('recorded', () => resolve()))
-  await store.recordVerdict(runId, verdictOf({ verdict: 'fail', acked: 1500, intact: 1000, lost: 500, lostRanges: [[1001, 1500]], lossWindowMs: 0, summary: 'FAIL' }))
+  await store.recordVerdict(
+    runId,
+    verdictOf({ verdict: 'fail', acked: 1500, intact: 1000, lost: 500, lostRanges: [[1001, 1500]], lossWindowMs: 0, summary: 'FAIL' }),
+  )
   await store.close()
   writeDataFile(meta, range(1, 1000), { sizeSlots: 2000 }) // records 1001-1500 lost
   t.equal((await runInProcess(['verify', '--acks', dir, '--file', file])).code, 1, 'intact: FAIL')
@@ -38,7 +41,10 @@ t.test('a torn tail that drops acks a stored verdict counted is damage, named', 
   const log = join(dir, 'runs', runId, 'acks.log')
   truncateSync(log, statSync(log).size - 5)
   const loaded = await AckStore.load(dir).catch((error: Error) => error)
-  t.ok(loaded instanceof Error, `the store refuses the log (${loaded instanceof Error ? '' : `it loads with acks 1-${loaded.lastAckedSeq(runId)}`})`)
+  t.ok(
+    loaded instanceof Error,
+    `the store refuses the log (${loaded instanceof Error ? '' : `it loads with acks 1-${loaded.lastAckedSeq(runId)}`})`,
+  )
   const offline = await runInProcess(['verify', '--acks', dir, '--file', file])
   t.equal(offline.code, 3, `verify --acks exits 3 (${offline.stdout.split('\n')[0]} / ${offline.stderr.split('\n')[0]})`)
   t.equal(offline.stdout, '', 'no verdict')

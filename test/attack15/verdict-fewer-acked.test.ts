@@ -26,7 +26,8 @@ async function sendVerdict(port: number, runId: string, result: StoredVerdict): 
   socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier' }))
   socket.write(encodeFrame({ type: 'verdict', runId, result }))
   const deadline = Date.now() + 10_000
-  while (!replies.some((r) => r.type === 'verdict-ok' || r.type === 'error') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  while (!replies.some((r) => r.type === 'verdict-ok' || r.type === 'error') && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 20))
   socket.destroy()
   return replies
 }
@@ -47,11 +48,33 @@ t.test('a pass counting fewer acknowledged records than the listener holds is re
   t.equal(run.live, false, 'the run ended (vanished)')
 
   const replies = await sendVerdict(listener.port, run.runId, {
-    verdict: 'pass', acked: 5, intact: 5, lost: 0, torn: 0, corrupt: 0, superseded: 0, interrupted: 0, superblockValid: true,
-    lossWindowMs: null, reordered: false, lostRanges: [], rebootedSinceWrite: true,
-    summary: 'PASS: all 5 acknowledged records survived intact.', bootId: null, fingerprint: null, atMs: Date.now(),
+    verdict: 'pass',
+    acked: 5,
+    intact: 5,
+    lost: 0,
+    torn: 0,
+    corrupt: 0,
+    superseded: 0,
+    interrupted: 0,
+    superblockValid: true,
+    lossWindowMs: null,
+    reordered: false,
+    lostRanges: [],
+    rebootedSinceWrite: true,
+    summary: 'PASS: all 5 acknowledged records survived intact.',
+    bootId: null,
+    fingerprint: null,
+    atMs: Date.now(),
   })
-  t.match(replies.at(-1), { type: 'error', code: 'bad-frame', message: new RegExp(`5 acknowledged.*${run.ackedThroughSeq}|${run.ackedThroughSeq}.*5 acknowledged`) }, JSON.stringify(replies))
+  t.match(
+    replies.at(-1),
+    {
+      type: 'error',
+      code: 'bad-frame',
+      message: new RegExp(`5 acknowledged.*${run.ackedThroughSeq}|${run.ackedThroughSeq}.*5 acknowledged`),
+    },
+    JSON.stringify(replies),
+  )
   const after = (await listRuns(endpoint, undefined, 10_000)).runs[0]!
   t.equal(after.verdict, null, `no verdict stored (stored: ${JSON.stringify(after.verdict)})`)
 })

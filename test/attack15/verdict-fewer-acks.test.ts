@@ -49,9 +49,14 @@ t.test('a pass that judged 10 of 3,270 acknowledged records is refused, and neve
   })
   verifier.send({ type: 'verdict', runId, result: forged })
   const deadline = Date.now() + 5000
-  while (Date.now() < deadline && !verifier.messages.some((m) => m.type === 'error' || m.type === 'verdict-ok')) await new Promise((resolve) => setTimeout(resolve, 5))
+  while (Date.now() < deadline && !verifier.messages.some((m) => m.type === 'error' || m.type === 'verdict-ok'))
+    await new Promise((resolve) => setTimeout(resolve, 5))
   const reply = verifier.messages.find((m) => m.type === 'error' || m.type === 'verdict-ok') as ServerMessage | undefined
-  t.match(reply, { type: 'error', code: 'bad-frame', message: new RegExp(`the verdict for run ${runId} .*\\b10\\b.*\\b${acked}\\b`) }, 'refused, naming both counts')
+  t.match(
+    reply,
+    { type: 'error', code: 'bad-frame', message: new RegExp(`the verdict for run ${runId} .*\\b10\\b.*\\b${acked}\\b`) },
+    'refused, naming both counts',
+  )
   verifier.close()
   t.equal(listener.store.runInfo(runId) !== undefined, true)
   const listed = listener.listRuns(undefined).runs.find((r) => r.runId === runId)

@@ -34,7 +34,10 @@ t.test('a listener that drips frames but never answers: verify gives up after --
   const address = server.address() as { port: number }
   const dir = tempDir(t)
   const started = performance.now()
-  const result = await runCli(['verify', '--server', `127.0.0.1:${address.port}`, '--file', join(dir, 'data'), '--listener-timeout', '2'], 25_000)
+  const result = await runCli(
+    ['verify', '--server', `127.0.0.1:${address.port}`, '--file', join(dir, 'data'), '--listener-timeout', '2'],
+    25_000,
+  )
   const seconds = (performance.now() - started) / 1000
   t.equal(result.code, 3, `exit 3 (after ${seconds.toFixed(1)} s; -1: killed at 25 s) ${result.stderr.split('\n')[0]}`)
   t.ok(seconds < 15, `gave up within the timeout, not after ${seconds.toFixed(1)} s`)

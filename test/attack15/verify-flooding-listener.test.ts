@@ -19,7 +19,7 @@ t.test('a listener that floods frames that answer nothing: verify gives up after
     sockets.add(socket)
     socket.on('error', () => {})
     const welcome = encodeFrame({ type: 'welcome', protocol: protocolVersion, listenerId: 'flood', nowMs: Date.now() })
-    const burst = Buffer.concat(Array.from({ length: Math.ceil(120 * 1024 / welcome.length) }, () => welcome))
+    const burst = Buffer.concat(Array.from({ length: Math.ceil((120 * 1024) / welcome.length) }, () => welcome))
     socket.once('data', () => {
       socket.write(welcome)
       const timer = setInterval(() => socket.write(burst), 100)
@@ -36,7 +36,10 @@ t.test('a listener that floods frames that answer nothing: verify gives up after
   const address = server.address() as { port: number }
   const dir = tempDir(t)
   const started = performance.now()
-  const result = await runCli(['verify', '--server', `127.0.0.1:${address.port}`, '--file', join(dir, 'data'), '--listener-timeout', '2'], 25_000)
+  const result = await runCli(
+    ['verify', '--server', `127.0.0.1:${address.port}`, '--file', join(dir, 'data'), '--listener-timeout', '2'],
+    25_000,
+  )
   const seconds = (performance.now() - started) / 1000
   t.equal(result.code, 3, `exit 3 (after ${seconds.toFixed(1)} s; -1: killed at 25 s) ${result.stderr.split('\n')[0]}`)
   t.ok(seconds < 15, `gave up within the timeout, not after ${seconds.toFixed(1)} s`)

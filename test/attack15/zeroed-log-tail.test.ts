@@ -32,11 +32,29 @@ t.test("zeros over the last ~26 KB of a run's ack log (commits recorded) are dam
   const listener = await startListener(listenerDir)
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
-  const written = await runCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync,none', '--jobs', '2', '--size', '32MiB', '--record-size', '4096', '--duration', '2'])
+  const written = await runCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--method',
+    'fdatasync,none',
+    '--jobs',
+    '2',
+    '--size',
+    '32MiB',
+    '--record-size',
+    '4096',
+    '--duration',
+    '2',
+  ])
   t.equal(written.code, 0, written.stderr)
   // A clean stop: every run folded from the journal into runs/ (a SIGKILL would leave its last seconds in journal/).
   await listener.kill('SIGTERM')
-  const job2 = new RegExp(`^run ([0-9a-f]{16}): fdatasync, append, 4 KiB records, ${file}\\.fdatasync\\.job2$`, 'm').exec(written.stdout)![1]!
+  const job2 = new RegExp(`^run ([0-9a-f]{16}): fdatasync, append, 4 KiB records, ${file}\\.fdatasync\\.job2$`, 'm').exec(
+    written.stdout,
+  )![1]!
   const copy = join(dir, 'zeroed')
   cpSync(listenerDir, copy, { recursive: true })
   const log = join(copy, 'runs', job2, 'acks.log')
@@ -45,7 +63,9 @@ t.test("zeros over the last ~26 KB of a run's ack log (commits recorded) are dam
   // the largest commit (4 KiB), the most a crash can tear.
   const zeroedBytes = Math.min(26 * 1024, Math.floor((size * 3) / 4))
   t.ok(zeroedBytes > 2 * 4096, `${zeroedBytes} bytes of a ${size}-byte log zeroed, more than two commits' worth`)
-  const from = entryOffsets(readFileSync(log)).filter((o) => o <= size - zeroedBytes).at(-1)!
+  const from = entryOffsets(readFileSync(log))
+    .filter((o) => o <= size - zeroedBytes)
+    .at(-1)!
   zero(log, from, size - from)
   const full = (await AckStore.load(listenerDir)).lastAckedSeq(job2)
   // The acks of the whole entries before the zeros (the zeroed copy itself is refused).

@@ -32,7 +32,8 @@ t.test('verify --acks on a live directory: no false damage, no ack missing', asy
   const missing: string[] = []
   for (let i = 0; i < 20; i++) {
     const before = new Map<string, number>()
-    for (const [, id, seq] of out.matchAll(/^recorded ([0-9a-f]{16}) (\d+)$/gm)) before.set(id!, Math.max(before.get(id!) ?? 0, Number(seq)))
+    for (const [, id, seq] of out.matchAll(/^recorded ([0-9a-f]{16}) (\d+)$/gm))
+      before.set(id!, Math.max(before.get(id!) ?? 0, Number(seq)))
     try {
       const loaded = await AckStore.load(dir)
       for (const [id, seq] of before) if (loaded.lastAckedSeq(id) < seq) missing.push(`${id}: ${loaded.lastAckedSeq(id)} of ${seq}`)

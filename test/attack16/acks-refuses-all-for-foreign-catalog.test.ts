@@ -41,14 +41,25 @@ t.test("verify --acks judges a whole run although the catalog holds another dire
   t.match(r.stdout, /PASS/, 'the verdict is given')
 })
 
-t.test("the report's reading of a directory whose catalog holds another directory's run: that run named in a warning and left out, the others listed", async (t) => {
-  const base = tempDir(t)
-  const mine = join(base, 'listener-a')
-  const other = join(base, 'listener-b')
-  const meta = await directoryWith(mine, runIdOf(0x45011), join(base, 'a.dat'), 12)
-  await directoryWith(other, runIdOf(0x45012), join(base, 'b.dat'), 5)
-  copyFileSync(join(other, 'catalog.msgpack'), join(mine, 'catalog.msgpack'))
-  const { records, warnings } = await storeRecords(mine)
-  t.same(records.map((r) => [r.summary.runId, r.summary.ackedThroughSeq]), [[meta.runId, 12]], 'the run that is there, with its acks; the absent one left out')
-  t.match(warnings.join('\n'), new RegExp(`run ${runIdOf(0x45012)}: could not read ${join(mine, 'runs', runIdOf(0x45012))}: the run's directory is gone`), 'the absent run named')
-})
+t.test(
+  "the report's reading of a directory whose catalog holds another directory's run: that run named in a warning and left out, the others listed",
+  async (t) => {
+    const base = tempDir(t)
+    const mine = join(base, 'listener-a')
+    const other = join(base, 'listener-b')
+    const meta = await directoryWith(mine, runIdOf(0x45011), join(base, 'a.dat'), 12)
+    await directoryWith(other, runIdOf(0x45012), join(base, 'b.dat'), 5)
+    copyFileSync(join(other, 'catalog.msgpack'), join(mine, 'catalog.msgpack'))
+    const { records, warnings } = await storeRecords(mine)
+    t.same(
+      records.map((r) => [r.summary.runId, r.summary.ackedThroughSeq]),
+      [[meta.runId, 12]],
+      'the run that is there, with its acks; the absent one left out',
+    )
+    t.match(
+      warnings.join('\n'),
+      new RegExp(`run ${runIdOf(0x45012)}: could not read ${join(mine, 'runs', runIdOf(0x45012))}: the run's directory is gone`),
+      'the absent run named',
+    )
+  },
+)

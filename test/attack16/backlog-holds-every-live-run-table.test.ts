@@ -36,7 +36,8 @@ t.test('a start with long runs live in the journal holds bounded spans', async (
     let n = 0
     for (let seq = 1; seq <= spansPerRun; seq += maxItemsPerCommit) {
       const items: object[] = []
-      for (let s = seq; s < Math.min(seq + maxItemsPerCommit, spansPerRun + 1); s++) items.push({ k: 'ack', fromSeq: s, toSeq: s, firstMs: announcedMs + s * 200, lastMs: announcedMs + s * 200 })
+      for (let s = seq; s < Math.min(seq + maxItemsPerCommit, spansPerRun + 1); s++)
+        items.push({ k: 'ack', fromSeq: s, toSeq: s, firstMs: announcedMs + s * 200, lastMs: announcedMs + s * 200 })
       frames.push(frameCommit(++n, items))
     }
     appendFileSync(join(dir, 'runs', runId, 'acks.log'), Buffer.concat(frames))
@@ -45,18 +46,32 @@ t.test('a start with long runs live in the journal holds bounded spans', async (
   rmSync(join(dir, 'catalog.msgpack'), { force: true })
   // The last round before the kill -9: one more ack of each run, in the journal's newest segment only.
   const journal = join(dir, 'journal')
-  const name = readdirSync(journal).filter((n) => n.endsWith('.wal')).sort().at(-1)!
+  const name = readdirSync(journal)
+    .filter((n) => n.endsWith('.wal'))
+    .sort()
+    .at(-1)!
   const segment = await readSegment(join(journal, name), Number(name.slice(0, 8)), true, 0)
   t.equal(segment.rounds.length, 0, 'the newest segment holds its header only')
   const lastMs = announcedMs + (spansPerRun + 1) * 200
-  const c = metas.map(({ runId }) => ({ id: runId, at: statSync(join(dir, 'runs', runId, 'acks.log')).size, f: frameCommit(commits.get(runId)! + 1, [{ k: 'ack', fromSeq: spansPerRun + 1, toSeq: spansPerRun + 1, firstMs: lastMs, lastMs }]) }))
+  const c = metas.map(({ runId }) => ({
+    id: runId,
+    at: statSync(join(dir, 'runs', runId, 'acks.log')).size,
+    f: frameCommit(commits.get(runId)! + 1, [{ k: 'ack', fromSeq: spansPerRun + 1, toSeq: spansPerRun + 1, firstMs: lastMs, lastMs }]),
+  }))
   appendFileSync(join(journal, name), frameRound({ k: 'round', r: segment.firstRound, a: [], c }))
 
   const store = await AckStore.open(dir, { cachedSpansMax: 1000 })
   t.teardown(() => store.close())
-  t.same(metas.filter(({ runId }) => store.lastAckedSeq(runId) !== spansPerRun + 1), [], 'every run holds every ack, the journal\'s too')
+  t.same(
+    metas.filter(({ runId }) => store.lastAckedSeq(runId) !== spansPerRun + 1),
+    [],
+    "every run holds every ack, the journal's too",
+  )
   const held = store.residentSpanCount()
-  t.ok(held <= 1000 + 2 * (spansPerRun + 1), `spans held once the listener listens: ${held} (the cache of 1,000, plus a run or two), not every run's ${runCount * (spansPerRun + 1)}`)
+  t.ok(
+    held <= 1000 + 2 * (spansPerRun + 1),
+    `spans held once the listener listens: ${held} (the cache of 1,000, plus a run or two), not every run's ${runCount * (spansPerRun + 1)}`,
+  )
   // A query of one of them answers every ack (read back from its log and the journal).
   const [answered] = await store.queryAsync('testhost', `/data/${metas[3]!.runId}`, metas[3]!.runId)
   t.equal(answered?.ackedThroughSeq, spansPerRun + 1, 'a query answers every ack')

@@ -15,24 +15,31 @@ import { tempDir } from '../fixtures/cli.js'
 import { runIdOf, runMeta } from '../fixtures/peer.js'
 import { liveRunOutOfMemory, recorded } from '../fixtures/store-fixture.js'
 
-t.test('a live run whose log was damaged where its cached copy was read from: the next query is refused, as a restart refuses it', async (t) => {
-  const { dir, store, meta, log, ackAlone } = await liveRunOutOfMemory(t, 0xa1900, 'plugcheck-cached-')
-  const runId = meta.runId
-  const first = (await store.queryAsync(meta.host, meta.requestedPath, runId))[0]!
-  t.equal(first.ackedThroughSeq, 3, 'read back once (and cached) through seq 3')
-  // A bit flipped in the log's first commit (already read into the cached copy).
-  const header = readFileSync(log).readUInt32LE(0) + 12
-  const bytes = readFileSync(log)
-  bytes[header + 14]! ^= 0x40
-  writeFileSync(log, bytes)
-  for (let i = 0; i < 2; i++) await ackAlone()
-  await store.foldNow()
-  // What a restart (or verify --acks on a copy) makes of the directory now.
-  const copy = tempDir(t, 'plugcheck-cached-copy-')
-  cpSync(dir, copy, { recursive: true })
-  await t.rejects(AckStore.load(copy), { message: new RegExp(`damaged at byte ${header}`) }, 'a restart refuses the damaged log')
-  await t.rejects(store.queryAsync(meta.host, meta.requestedPath, runId), { message: /acks\.log: damaged at byte/ }, 'the listener refuses the query too, naming the log, as it says it does for files damaged since start')
-})
+t.test(
+  'a live run whose log was damaged where its cached copy was read from: the next query is refused, as a restart refuses it',
+  async (t) => {
+    const { dir, store, meta, log, ackAlone } = await liveRunOutOfMemory(t, 0xa1900, 'plugcheck-cached-')
+    const runId = meta.runId
+    const first = (await store.queryAsync(meta.host, meta.requestedPath, runId))[0]!
+    t.equal(first.ackedThroughSeq, 3, 'read back once (and cached) through seq 3')
+    // A bit flipped in the log's first commit (already read into the cached copy).
+    const header = readFileSync(log).readUInt32LE(0) + 12
+    const bytes = readFileSync(log)
+    bytes[header + 14]! ^= 0x40
+    writeFileSync(log, bytes)
+    for (let i = 0; i < 2; i++) await ackAlone()
+    await store.foldNow()
+    // What a restart (or verify --acks on a copy) makes of the directory now.
+    const copy = tempDir(t, 'plugcheck-cached-copy-')
+    cpSync(dir, copy, { recursive: true })
+    await t.rejects(AckStore.load(copy), { message: new RegExp(`damaged at byte ${header}`) }, 'a restart refuses the damaged log')
+    await t.rejects(
+      store.queryAsync(meta.host, meta.requestedPath, runId),
+      { message: /acks\.log: damaged at byte/ },
+      'the listener refuses the query too, naming the log, as it says it does for files damaged since start',
+    )
+  },
+)
 
 t.test('an ended run left in the read-back cache by its fold: its log damaged afterwards refuses the query', async (t) => {
   const dir = tempDir(t, 'plugcheck-cached-')
@@ -53,5 +60,9 @@ t.test('an ended run left in the read-back cache by its fold: its log damaged af
   const bytes = readFileSync(log)
   bytes[header + 14]! ^= 0x40
   writeFileSync(log, bytes)
-  await t.rejects(store.queryAsync(meta.host, meta.requestedPath, runId), { message: /acks\.log: damaged at byte/ }, 'refused naming the log, as a restart refuses it')
+  await t.rejects(
+    store.queryAsync(meta.host, meta.requestedPath, runId),
+    { message: /acks\.log: damaged at byte/ },
+    'refused naming the log, as a restart refuses it',
+  )
 })

@@ -45,25 +45,49 @@ t.test('a catalog saying the last announcement index is MAX_SAFE_INTEGER: runs r
     return
   }
   t.teardown(() => third!.close())
-  for (const [n, acked] of [[0x46001, 10], [0x46002, 20], [0x46003, 30]] as const) {
+  for (const [n, acked] of [
+    [0x46001, 10],
+    [0x46002, 20],
+    [0x46003, 30],
+  ] as const) {
     const runId = runIdOf(n)
-    t.match(await third.queryAsync('testhost', `/data/${runId}`, runId), [{ ackedThroughSeq: acked }], `run ${runId}: every recorded ack answered`)
+    t.match(
+      await third.queryAsync('testhost', `/data/${runId}`, runId),
+      [{ ackedThroughSeq: acked }],
+      `run ${runId}: every recorded ack answered`,
+    )
   }
   const order = third.summaries().map((s) => s.runId)
   t.same(order, [runIdOf(0x46003), runIdOf(0x46002), runIdOf(0x46001)], 'announcement order kept: the last announced is the newest')
 })
 
-t.test("a run file whose announcement index is the highest meta.msgpack takes: a new run is refused with a clear error, never stored unreadable", async (t) => {
-  const dir = tempDir(t)
-  const nowMs = Date.now()
-  const runId = runIdOf(0x46010)
-  mkdirSync(join(dir, 'runs', runId), { recursive: true })
-  writeFileSync(join(dir, 'runs', runId, 'acks.log'), frameLogEntry({ k: 'ack', fromSeq: 1, toSeq: 5, firstMs: nowMs - 2000, lastMs: nowMs - 1000 }))
-  writeFileSync(join(dir, 'runs', runId, 'meta.msgpack'), packr.pack({ meta: runMeta(runId, { createdMs: nowMs - 3000 }), announcedMs: nowMs - 3000, announceIndex: Number.MAX_SAFE_INTEGER }))
-  const store = await AckStore.open(dir)
-  await t.rejects(store.createRun(runMeta(runIdOf(0x46011), { createdMs: nowMs }), nowMs), /could not store run 0+46011: the listener's last announcement is number 9007199254740991, the highest a run can be stored with/)
-  await store.close()
-  const again = await AckStore.open(dir)
-  t.teardown(() => again.close())
-  t.same(again.summaries().map((s) => s.runId), [runId], 'the directory still loads, the refused run not in it')
-})
+t.test(
+  'a run file whose announcement index is the highest meta.msgpack takes: a new run is refused with a clear error, never stored unreadable',
+  async (t) => {
+    const dir = tempDir(t)
+    const nowMs = Date.now()
+    const runId = runIdOf(0x46010)
+    mkdirSync(join(dir, 'runs', runId), { recursive: true })
+    writeFileSync(
+      join(dir, 'runs', runId, 'acks.log'),
+      frameLogEntry({ k: 'ack', fromSeq: 1, toSeq: 5, firstMs: nowMs - 2000, lastMs: nowMs - 1000 }),
+    )
+    writeFileSync(
+      join(dir, 'runs', runId, 'meta.msgpack'),
+      packr.pack({ meta: runMeta(runId, { createdMs: nowMs - 3000 }), announcedMs: nowMs - 3000, announceIndex: Number.MAX_SAFE_INTEGER }),
+    )
+    const store = await AckStore.open(dir)
+    await t.rejects(
+      store.createRun(runMeta(runIdOf(0x46011), { createdMs: nowMs }), nowMs),
+      /could not store run 0+46011: the listener's last announcement is number 9007199254740991, the highest a run can be stored with/,
+    )
+    await store.close()
+    const again = await AckStore.open(dir)
+    t.teardown(() => again.close())
+    t.same(
+      again.summaries().map((s) => s.runId),
+      [runId],
+      'the directory still loads, the refused run not in it',
+    )
+  },
+)

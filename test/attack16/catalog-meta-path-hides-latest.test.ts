@@ -38,12 +38,28 @@ t.test("the newest run's requested path changed in the catalog: the path's lates
 
   const store = await AckStore.open(dir)
   t.teardown(() => store.close())
-  const during = await store.queryAsync('testhost', path).then((runs) => runs.map((r) => r.meta.runId), (error: { exitCode?: number }) => error.exitCode)
+  const during = await store.queryAsync('testhost', path).then(
+    (runs) => runs.map((r) => r.meta.runId),
+    (error: { exitCode?: number }) => error.exitCode,
+  )
   t.notSame(during, [older], 'before the background check: not the older run in place of the newest')
-  t.ok(during === 3 || JSON.stringify(during) === JSON.stringify([newer]), `before the check: the newest run, or refused with exit 3 (got ${JSON.stringify(during)})`)
+  t.ok(
+    during === 3 || JSON.stringify(during) === JSON.stringify([newer]),
+    `before the check: the newest run, or refused with exit 3 (got ${JSON.stringify(during)})`,
+  )
   await store.startScrub()
-  const after = await store.queryAsync('testhost', path).then((runs) => runs.map((r) => r.meta.runId), (error: { exitCode?: number }) => error.exitCode)
-  t.ok(after === 3 || JSON.stringify(after) === JSON.stringify([newer]), `after the check: the newest run, or refused with exit 3 (got ${JSON.stringify(after)})`)
-  t.notMatch(store.warnings.join('\n'), /could not read .*meta\.msgpack/, 'meta.msgpack, whole with its checksum, is not named as the damaged file')
+  const after = await store.queryAsync('testhost', path).then(
+    (runs) => runs.map((r) => r.meta.runId),
+    (error: { exitCode?: number }) => error.exitCode,
+  )
+  t.ok(
+    after === 3 || JSON.stringify(after) === JSON.stringify([newer]),
+    `after the check: the newest run, or refused with exit 3 (got ${JSON.stringify(after)})`,
+  )
+  t.notMatch(
+    store.warnings.join('\n'),
+    /could not read .*meta\.msgpack/,
+    'meta.msgpack, whole with its checksum, is not named as the damaged file',
+  )
   t.match(store.warnings.join('\n'), /catalog\.msgpack/, 'the catalog is named as what disagrees with the run files')
 })

@@ -27,14 +27,26 @@ function craftRun(dir: string, runId: string, announceIndex: number, acked: numb
   writeFileSync(
     join(runDir, 'acks.log'),
     Buffer.concat([
-      frameLogEntry({ k: 'ack', fromSeq: 1, toSeq: acked, firstMs: nowMs - 50_000 + announceIndex, lastMs: nowMs - 40_000 + announceIndex }),
+      frameLogEntry({
+        k: 'ack',
+        fromSeq: 1,
+        toSeq: acked,
+        firstMs: nowMs - 50_000 + announceIndex,
+        lastMs: nowMs - 40_000 + announceIndex,
+      }),
       frameLogEntry({ k: 'end', reason: 'vanished', atMs: nowMs - 39_000 + announceIndex }),
     ]),
   )
   const announcedMs = nowMs - 60_000 + announceIndex
   writeFileSync(
     join(runDir, 'meta.msgpack'),
-    packr.pack({ meta: runMeta(runId, { createdMs: announcedMs, requestedPath: path, path }), announcedMs, announceIndex, peer: '127.0.0.1', ...extra }),
+    packr.pack({
+      meta: runMeta(runId, { createdMs: announcedMs, requestedPath: path, path }),
+      announcedMs,
+      announceIndex,
+      peer: '127.0.0.1',
+      ...extra,
+    }),
   )
 }
 
@@ -59,19 +71,38 @@ t.test('announcement order swapped in the catalog: after the check, the latest r
     ;[a.announceIndex, b.announceIndex] = [b.announceIndex, a.announceIndex]
   })
   t.match(truth.query('testhost', path), [{ meta: { runId: newer } }], 'verify --acks (the files): the newer run is the latest')
-  t.match(await store.queryAsync('testhost', path), [{ meta: { runId: newer } }], 'the listener after its background check: the same run is the latest (not the older one the catalog put last)')
+  t.match(
+    await store.queryAsync('testhost', path),
+    [{ meta: { runId: newer } }],
+    'the listener after its background check: the same run is the latest (not the older one the catalog put last)',
+  )
   t.equal(store.summaries()[0]?.runId, newer, 'runs lists the newer run first')
   t.ok(store.warnings.length > 0, 'the catalog that disagrees with the run files is named in a warning')
 })
 
-t.test('campaign tag, address and end reason dropped or changed in the catalog: after the check, taken from meta.msgpack and acks.log', async (t) => {
-  const { store, truth } = await setUp(t, (entries) => {
-    const b = byId(entries, newer)
-    delete b.campaign
-    b.peer = '10.9.9.9'
-    b.end = { ...(b.end as Entry), reason: 'duration' }
-  })
-  t.same(truth.summaries('nightly').map((s) => s.runId), [newer], 'verify --acks (the files): the run is in campaign nightly')
-  t.same(store.summaries('nightly').map((s) => s.runId), [newer], 'the listener after its background check: the run is in campaign nightly')
-  t.match(store.summaries().find((s) => s.runId === newer), { end: { reason: 'vanished' }, campaign: { name: 'nightly', cycle: 3 }, peer: '127.0.0.1' }, 'its end reason, campaign and address (who may store its verdict) as its files hold them')
-})
+t.test(
+  'campaign tag, address and end reason dropped or changed in the catalog: after the check, taken from meta.msgpack and acks.log',
+  async (t) => {
+    const { store, truth } = await setUp(t, (entries) => {
+      const b = byId(entries, newer)
+      delete b.campaign
+      b.peer = '10.9.9.9'
+      b.end = { ...(b.end as Entry), reason: 'duration' }
+    })
+    t.same(
+      truth.summaries('nightly').map((s) => s.runId),
+      [newer],
+      'verify --acks (the files): the run is in campaign nightly',
+    )
+    t.same(
+      store.summaries('nightly').map((s) => s.runId),
+      [newer],
+      'the listener after its background check: the run is in campaign nightly',
+    )
+    t.match(
+      store.summaries().find((s) => s.runId === newer),
+      { end: { reason: 'vanished' }, campaign: { name: 'nightly', cycle: 3 }, peer: '127.0.0.1' },
+      'its end reason, campaign and address (who may store its verdict) as its files hold them',
+    )
+  },
+)

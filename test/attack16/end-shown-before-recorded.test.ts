@@ -34,7 +34,10 @@ t.test('a run whose end is not recorded yet is not answered as ended (or is answ
   const restarted = (await AckStore.load(killedNow)).query(meta.host, meta.requestedPath, runId)[0]
   t.ok(live !== undefined && restarted !== undefined)
   const replayable = (run: typeof live): boolean => run!.end === undefined || run!.ackedThroughSeq === 50
-  t.ok(replayable(live), `the live answer (end ${JSON.stringify(live!.end?.reason)}, acks through ${live!.ackedThroughSeq}) is a state a replay gives: not ended, or ended with all 50 acks`)
+  t.ok(
+    replayable(live),
+    `the live answer (end ${JSON.stringify(live!.end?.reason)}, acks through ${live!.ackedThroughSeq}) is a state a replay gives: not ended, or ended with all 50 acks`,
+  )
   t.ok(replayable(restarted), `a restart now (end ${JSON.stringify(restarted!.end?.reason)}, acks through ${restarted!.ackedThroughSeq})`)
 })
 
@@ -55,25 +58,31 @@ t.test('the runs list and the claims of a live run count recorded acks, as a res
   t.equal(claim!.ackedThroughSeq, answer!.ackedThroughSeq, 'the claims of the same reply show the same acks as its runs')
 })
 
-t.test('a writer killed while a round is written: its run is not answered as vanished with only the acks of the rounds before', async (t) => {
-  // Seen with the CLI: a listener whose fdatasync takes 1.5 s, a writer SIGKILLed after 4 s (7,767
-  // acks sent), verify at once: "PASS: all 1 acknowledged records" (exit 0), and the verdict refused
-  // ("counts 1 acknowledged records, the listener holds 7767 for the run, which has ended").
-  const dir = tempDir(t, 'plugcheck-end-')
-  const store = await AckStore.open(dir)
-  t.teardown(() => store.close())
-  const runId = runIdOf(0xa1802)
-  const meta = runMeta(runId)
-  await store.createRun(meta, Date.now())
-  const first = new Promise<void>((resolve) => store.once('recorded', () => resolve()))
-  store.appendAck(runId, 1, 1, Date.now())
-  await first
-  for (let seq = 2; seq <= 50; seq++) store.appendAck(runId, seq, seq, Date.now())
-  // The writer's connection closes (kill -9): the listener logs a 'vanished' end after seqs 2-50.
-  store.release(runId, Date.now())
-  const [live] = await store.queryAsync(meta.host, meta.requestedPath, runId)
-  t.ok(live!.end === undefined || live!.ackedThroughSeq === 50, `answered ${live!.end === undefined ? 'not ended' : `as ${live!.end.reason}`} with acks through ${live!.ackedThroughSeq}: a run that ended is answered with every ack before its end (50), as its log will hold them`)
-})
+t.test(
+  'a writer killed while a round is written: its run is not answered as vanished with only the acks of the rounds before',
+  async (t) => {
+    // Seen with the CLI: a listener whose fdatasync takes 1.5 s, a writer SIGKILLed after 4 s (7,767
+    // acks sent), verify at once: "PASS: all 1 acknowledged records" (exit 0), and the verdict refused
+    // ("counts 1 acknowledged records, the listener holds 7767 for the run, which has ended").
+    const dir = tempDir(t, 'plugcheck-end-')
+    const store = await AckStore.open(dir)
+    t.teardown(() => store.close())
+    const runId = runIdOf(0xa1802)
+    const meta = runMeta(runId)
+    await store.createRun(meta, Date.now())
+    const first = new Promise<void>((resolve) => store.once('recorded', () => resolve()))
+    store.appendAck(runId, 1, 1, Date.now())
+    await first
+    for (let seq = 2; seq <= 50; seq++) store.appendAck(runId, seq, seq, Date.now())
+    // The writer's connection closes (kill -9): the listener logs a 'vanished' end after seqs 2-50.
+    store.release(runId, Date.now())
+    const [live] = await store.queryAsync(meta.host, meta.requestedPath, runId)
+    t.ok(
+      live!.end === undefined || live!.ackedThroughSeq === 50,
+      `answered ${live!.end === undefined ? 'not ended' : `as ${live!.end.reason}`} with acks through ${live!.ackedThroughSeq}: a run that ended is answered with every ack before its end (50), as its log will hold them`,
+    )
+  },
+)
 
 t.test("a run's steady moment is listed once it is recorded, as a restart lists it", async (t) => {
   const dir = tempDir(t, 'plugcheck-end-')

@@ -37,15 +37,31 @@ t.test('an events file whose disk fills and frees again holds only whole JSON li
   await events.close()
   const text = readFileSync(path, 'utf8')
   t.ok(text.endsWith('\n'), 'the file ends with a whole line')
-  const bad = text.split('\n').filter(Boolean).filter((line) => {
-    try {
-      JSON.parse(line)
-      return false
-    } catch {
-      return true
-    }
-  })
-  t.same(bad.map((l) => `${l.slice(0, 60)}...${l.slice(-60)}`), [], 'every line is one whole JSON event')
-  const seen = text.split('\n').filter(Boolean).flatMap((l) => { try { return [(JSON.parse(l) as { message: string }).message.split(' ').slice(0, 2).join(' ')] } catch { return [] } })
+  const bad = text
+    .split('\n')
+    .filter(Boolean)
+    .filter((line) => {
+      try {
+        JSON.parse(line)
+        return false
+      } catch {
+        return true
+      }
+    })
+  t.same(
+    bad.map((l) => `${l.slice(0, 60)}...${l.slice(-60)}`),
+    [],
+    'every line is one whole JSON event',
+  )
+  const seen = text
+    .split('\n')
+    .filter(Boolean)
+    .flatMap((l) => {
+      try {
+        return [(JSON.parse(l) as { message: string }).message.split(' ').slice(0, 2).join(' ')]
+      } catch {
+        return []
+      }
+    })
   t.ok(seen.includes('event 0') && seen.includes('event 22'), `the events before and after are there (${seen.join(', ')})`)
 })

@@ -18,7 +18,9 @@ import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 t.test('a legacy query of a long group does not stall hellos or an honest writer', async (t) => {
   const dir = tempDir(t)
   const long = craftLongRun({ dir, file: join(dir, 'data'), methods: ['fdatasync', 'fsync'], spansPerRun: 499_000 })
-  const child = spawn(process.execPath, [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
   t.teardown(async () => {
     child.kill('SIGKILL')
@@ -86,7 +88,8 @@ t.test('a legacy query of a long group does not stall hellos or an honest writer
   }
   clearInterval(helloTimer)
   const helloLatencies = await Promise.all(hellos)
-  for (let waited = 0; Math.min(...replyBytes) < 20_000_000 && waited < 20_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50))
+  for (let waited = 0; Math.min(...replyBytes) < 20_000_000 && waited < 20_000; waited += 50)
+    await new Promise((resolve) => setTimeout(resolve, 50))
   t.ok(Math.min(...replyBytes) > 20_000_000, `the old verifiers got their replies (${replyBytes.join(', ')} bytes)`)
   const worstHello = Math.max(...helloLatencies)
   const worstAck = Math.max(...ackLatencies)

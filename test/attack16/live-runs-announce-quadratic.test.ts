@@ -52,5 +52,8 @@ t.test('the CPU of an announcement does not grow with the live runs', async (t) 
   while (runs < 8192) await announce1024()
   const late = await announce1024() // 8,192 -> 9,216 live
   t.equal(runs, 9216)
-  t.ok(late <= 2 * Math.max(early, 0.05), `1,024 announcements cost ${early.toFixed(2)} s of CPU with ~1,024 runs live and ${late.toFixed(2)} s with ~8,192 live`)
+  t.ok(
+    late <= 2 * Math.max(early, 0.05),
+    `1,024 announcements cost ${early.toFixed(2)} s of CPU with ~1,024 runs live and ${late.toFixed(2)} s with ~8,192 live`,
+  )
 })

@@ -59,7 +59,11 @@ t.test('a prune during a fold, then a kill -9: the directory still starts, no ru
   const loaded = await AckStore.load(snapshot).catch((error: Error) => error)
   t.notOk(loaded instanceof Error, `verify --acks reads the directory (${loaded instanceof Error ? loaded.message : 'ok'})`)
   if (!(loaded instanceof Error)) {
-    t.same(others.filter((id) => !loaded.hasRun(id)), [], 'every other run is on record')
+    t.same(
+      others.filter((id) => !loaded.hasRun(id)),
+      [],
+      'every other run is on record',
+    )
     t.ok(!loaded.hasRun(x) || loaded.lastAckedSeq(x) === 5, 'the pruned run: gone, or whole')
   }
   const reopened = await AckStore.open(snapshot).catch((error: Error) => error)

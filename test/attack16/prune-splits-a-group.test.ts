@@ -18,7 +18,16 @@ t.test('a prune whose age falls between the ends of one group keeps the whole gr
   const dir = join(base, 'acks')
   const path = join(base, 'data')
   const group = 'aaaaaaaaaaaaaaaa'
-  const metas = [1, 2].map((job) => craftMeta(`${job}`.repeat(16).slice(0, 16).replace(/./g, (c) => (c === '1' ? 'b' : 'c')), `${path}.job${job}`, { groupId: group, requestedPath: path }))
+  const metas = [1, 2].map((job) =>
+    craftMeta(
+      `${job}`
+        .repeat(16)
+        .slice(0, 16)
+        .replace(/./g, (c) => (c === '1' ? 'b' : 'c')),
+      `${path}.job${job}`,
+      { groupId: group, requestedPath: path },
+    ),
+  )
   for (const meta of metas) writeDataFile(meta, range(1, 50), { sizeSlots: meta.slotCount })
 
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })

@@ -9,7 +9,6 @@ import { tempDir } from '../fixtures/cli.js'
 import { recorded as recordedOnce } from '../fixtures/store-fixture.js'
 import { runIdOf, runMeta } from '../fixtures/peer.js'
 
-
 /** Acks 1..count, each recorded and 150 ms after the one before: a span each (spanWindowMs is 100). */
 async function ackApart(store: AckStore, id: string, count: number): Promise<void> {
   for (let seq = 1; seq <= count; seq++) {
@@ -20,7 +19,7 @@ async function ackApart(store: AckStore, id: string, count: number): Promise<voi
   }
 }
 
-t.test('a pruned run\'s cached copy is not served for a new run of the same id', async (t) => {
+t.test("a pruned run's cached copy is not served for a new run of the same id", async (t) => {
   const dir = tempDir(t, 'plugcheck-attack16-reuse-')
   const store = await AckStore.open(dir, { cachedSpansMax: 10 })
   t.teardown(() => store.close())
@@ -45,7 +44,11 @@ t.test('a pruned run\'s cached copy is not served for a new run of the same id',
   await store.foldNow()
   const [second] = await store.queryAsync('testhost', `/data/${id}`, id)
   t.equal(second?.ackedThroughSeq, 3, 'the new run acked through seq 3')
-  t.same(second?.spans.map((span) => span[1]), [1, 2, 3], 'its spans are its own 3, not the pruned run\'s 8')
+  t.same(
+    second?.spans.map((span) => span[1]),
+    [1, 2, 3],
+    "its spans are its own 3, not the pruned run's 8",
+  )
   const loaded = await AckStore.load(dir)
   t.same(second?.spans, loaded.query('testhost', `/data/${id}`, id)[0]?.spans, 'as its files replay')
 })

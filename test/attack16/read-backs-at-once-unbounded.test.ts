@@ -21,7 +21,12 @@ t.test('span-page queries of many long runs at once hold no more spans than the 
   const dir = tempDir(t, 'plugcheck-readbacks-')
   const announcedMs = Date.now() - 30 * 86_400_000
   const ids = Array.from({ length: runCount }, (_, i) => runIdOf(0xa1700 + i))
-  await storeOfEndedRuns(dir, ids.map((runId, i) => runMeta(runId, { host: `box${i}` })), spansPerRun, announcedMs)
+  await storeOfEndedRuns(
+    dir,
+    ids.map((runId, i) => runMeta(runId, { host: `box${i}` })),
+    spansPerRun,
+    announcedMs,
+  )
   const cachedSpansMax = 1000
   const reopened = await AckStore.open(dir, { cachedSpansMax })
   t.equal(reopened.residentSpanCount(), 0, 'after the start every run keeps its summary only')
@@ -33,7 +38,9 @@ t.test('span-page queries of many long runs at once hold no more spans than the 
     add.apply(this, args)
     if (filling.has(this) || this.length === 1) filling.set(this, this.length)
   }
-  const proto = AckStore.prototype as unknown as { readBackRun: (this: AckStore, ...args: unknown[]) => Promise<{ copy?: { spans: SpanTable } }> }
+  const proto = AckStore.prototype as unknown as {
+    readBackRun: (this: AckStore, ...args: unknown[]) => Promise<{ copy?: { spans: SpanTable } }>
+  }
   const readBackRun = proto.readBackRun
   let heldMax = 0
   proto.readBackRun = async function (this: AckStore, ...args: unknown[]) {
@@ -49,8 +56,14 @@ t.test('span-page queries of many long runs at once hold no more spans than the 
     proto.readBackRun = readBackRun
   })
   const pages = await Promise.all(ids.map((runId) => reopened.spanPageAsync(runId, 0, spansPerRun, 1)))
-  t.ok(pages.every((p) => p !== undefined && p.length > 0), 'every query answered')
+  t.ok(
+    pages.every((p) => p !== undefined && p.length > 0),
+    'every query answered',
+  )
   const bound = cachedSpansMax + 2 * spansPerRun
-  t.ok(heldMax <= bound, `spans held while ${runCount} read-backs ran at once: ${heldMax} (bound: cache ${cachedSpansMax} plus a run or two, ${bound}; ${runCount} whole runs are ${runCount * spansPerRun})`)
+  t.ok(
+    heldMax <= bound,
+    `spans held while ${runCount} read-backs ran at once: ${heldMax} (bound: cache ${cachedSpansMax} plus a run or two, ${bound}; ${runCount} whole runs are ${runCount * spansPerRun})`,
+  )
   await reopened.close()
 })

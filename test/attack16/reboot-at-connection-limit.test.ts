@@ -20,12 +20,16 @@ t.test('a rebooted machine says hello while its dead connection holds the last s
 
   // Two machines' writers hold both slots; box's machine then loses power (its connection just goes silent).
   const boxRun = runIdOf(0x16b0)
-  const box = await Peer.announce(port, runMeta(boxRun, { host: 'box', requestedPath: '/data/a', path: '/data/a' }), { writer: { bootId: 'boot-before', fingerprint: null } })
+  const box = await Peer.announce(port, runMeta(boxRun, { host: 'box', requestedPath: '/data/a', path: '/data/a' }), {
+    writer: { bootId: 'boot-before', fingerprint: null },
+  })
   t.teardown(() => box.peer.close())
   t.equal(box.reply.type, 'run-ok')
   box.peer.send({ type: 'ack', runId: boxRun, fromSeq: 1, toSeq: 5 })
   await box.peer.next('recorded')
-  const other = await Peer.announce(port, runMeta(runIdOf(0x16b1), { host: 'other', requestedPath: '/data/b', path: '/data/b' }), { writer: { bootId: 'other-boot', fingerprint: null } })
+  const other = await Peer.announce(port, runMeta(runIdOf(0x16b1), { host: 'other', requestedPath: '/data/b', path: '/data/b' }), {
+    writer: { bootId: 'other-boot', fingerprint: null },
+  })
   t.teardown(() => other.peer.close())
   t.equal(other.reply.type, 'run-ok')
   await new Promise((resolve) => setTimeout(resolve, 100))
@@ -35,7 +39,8 @@ t.test('a rebooted machine says hello while its dead connection holds the last s
   t.teardown(() => verifier.close())
   verifier.send({ type: 'hello', protocol: protocolVersion, role: 'verifier', machine: { host: 'box', bootId: 'boot-after' } })
   const deadline = Date.now() + 3000
-  while (Date.now() < deadline && !verifier.messages.some((m) => m.type === 'welcome' || m.type === 'error')) await new Promise((resolve) => setTimeout(resolve, 5))
+  while (Date.now() < deadline && !verifier.messages.some((m) => m.type === 'welcome' || m.type === 'error'))
+    await new Promise((resolve) => setTimeout(resolve, 5))
   const answer = verifier.messages.find((m) => m.type === 'welcome' || m.type === 'error')
   t.match(answer, { type: 'welcome' }, `the rebooted machine is served, not refused: ${JSON.stringify(answer)}`)
   t.ok(await box.peer.waitClosed(3000), "the earlier boot's dead connection was closed")

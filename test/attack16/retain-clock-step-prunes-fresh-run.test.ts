@@ -22,10 +22,20 @@ t.test('a wall clock stepped forward does not prune a run that ended seconds ago
   const listenerDir = join(dir, 'listener')
   const clock = join(dir, 'clock')
   writeFileSync(clock, stamp(new Date(Date.now() - 2 * 86_400_000))) // two days behind
-  const child = spawn(process.execPath, [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', listenerDir, '--retain', '60s'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, LD_PRELOAD: libfaketime, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' },
-  })
+  const child = spawn(
+    process.execPath,
+    [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', listenerDir, '--retain', '60s'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        LD_PRELOAD: libfaketime,
+        FAKETIME_TIMESTAMP_FILE: clock,
+        FAKETIME_NO_CACHE: '1',
+        FAKETIME_DONT_FAKE_MONOTONIC: '1',
+      },
+    },
+  )
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()))
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')

@@ -34,7 +34,19 @@ t.test('SIGTERM to listen --retain during its selection stops within 1.5 s', asy
   for (const { runId } of metas) {
     const frames: Buffer[] = []
     let n = 0
-    for (let s = 1; s <= spans; s += 16) frames.push(frameCommit(++n, Array.from({ length: 16 }, (_, k) => ({ k: 'ack', fromSeq: s + k, toSeq: s + k, firstMs: announcedMs + (s + k) * 200, lastMs: announcedMs + (s + k) * 200 }))))
+    for (let s = 1; s <= spans; s += 16)
+      frames.push(
+        frameCommit(
+          ++n,
+          Array.from({ length: 16 }, (_, k) => ({
+            k: 'ack',
+            fromSeq: s + k,
+            toSeq: s + k,
+            firstMs: announcedMs + (s + k) * 200,
+            lastMs: announcedMs + (s + k) * 200,
+          })),
+        ),
+      )
     frames.push(frameCommit(++n, [{ k: 'end', reason: 'duration', atMs: announcedMs + (spans + 1) * 200 }]))
     const bytes = Buffer.concat(frames)
     logBytes += bytes.length
@@ -42,7 +54,9 @@ t.test('SIGTERM to listen --retain during its selection stops within 1.5 s', asy
   }
   rmSync(join(dir, 'catalog.msgpack'), { force: true })
   const start = (extra: string[]): { child: ChildProcess; out: () => string; listening: Promise<void>; exited: Promise<number | null> } => {
-    const child = spawn(process.execPath, [binPath, 'listen', '--port', '0', '--host', '127.0.0.1', '--dir', dir, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [binPath, 'listen', '--port', '0', '--host', '127.0.0.1', '--dir', dir, ...extra], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let out = ''
     const listening = new Promise<void>((resolve) => {
       const on = (d: Buffer): void => {

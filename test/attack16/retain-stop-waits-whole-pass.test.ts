@@ -51,9 +51,16 @@ t.test('SIGTERM during the backlog fold with --retain stops within seconds', asy
   const asked = Date.now()
   await Promise.race([listener.kill('SIGTERM'), new Promise((resolve) => setTimeout(resolve, 30_000))])
   const tookMs = Date.now() - asked
-  t.ok(tookMs < 4_000, `the listener stopped ${tookMs} ms after SIGTERM (at most 4 s: the segment being folded, not the whole retention pass)`)
+  t.ok(
+    tookMs < 4_000,
+    `the listener stopped ${tookMs} ms after SIGTERM (at most 4 s: the segment being folded, not the whole retention pass)`,
+  )
   t.equal(listener.process.exitCode, 0, 'and exited 0')
   await listener.kill('SIGKILL')
   const loaded = await AckStore.load(dir)
-  t.same(fresh.filter((id) => loaded.lastAckedSeq(id) !== 5), [], 'every new run keeps its 5 acks')
+  t.same(
+    fresh.filter((id) => loaded.lastAckedSeq(id) !== 5),
+    [],
+    'every new run keeps its 5 acks',
+  )
 })

@@ -31,7 +31,11 @@ t.test('a retention prune that failed on one run recovers once the cause is gone
     w.close()
   }
   // Folded into runs/ within ~5 s; then run 2's directory cannot be renamed when the prune comes.
-  await waitFor('the runs folded into runs/', () => [1, 2, 3].every((n) => existsSync(join(dir, 'runs', runIdOf(n), 'meta.msgpack'))), 15_000)
+  await waitFor(
+    'the runs folded into runs/',
+    () => [1, 2, 3].every((n) => existsSync(join(dir, 'runs', runIdOf(n), 'meta.msgpack'))),
+    15_000,
+  )
   execFileSync('chattr', ['+i', stuck])
   await waitFor('a failed prune', () => /could not prune/.test(listener.stderr()), 15_000)
   execFileSync('chattr', ['-i', stuck])
@@ -42,7 +46,11 @@ t.test('a retention prune that failed on one run recovers once the cause is gone
   const ids = (JSON.parse(listed.stdout) as { runs: { runId: string }[] }).runs.map((r) => r.runId)
   const gone = ids.filter((id) => !existsSync(join(dir, 'runs', id)))
   t.same(gone, [], 'no run is listed whose directory is gone')
-  t.same(ids, [], `every run older than 8s is pruned once it can be (listed: ${ids.join(', ')}; runs/: ${readdirSync(join(dir, 'runs')).join(', ')})`)
+  t.same(
+    ids,
+    [],
+    `every run older than 8s is pruned once it can be (listed: ${ids.join(', ')}; runs/: ${readdirSync(join(dir, 'runs')).join(', ')})`,
+  )
   const lastLines = listener.stderr().trim().split('\n').slice(-2).join('\n')
   t.notMatch(lastLines, /could not prune/, `retention is not failing on every tick (${lastLines})`)
 })

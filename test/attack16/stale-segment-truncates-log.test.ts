@@ -19,7 +19,21 @@ t.test('a stale journal segment next to a folded run: refused, never fewer acks,
   const listener = await startListener(listenerDir)
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
-  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync', '--size', '4MiB', '--record-size', '4096', '--duration', '3'])
+  const writer = spawnCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--method',
+    'fdatasync',
+    '--size',
+    '4MiB',
+    '--record-size',
+    '4096',
+    '--duration',
+    '3',
+  ])
   let out = ''
   writer.stdout!.on('data', (c: Buffer) => (out += c.toString()))
   const closed = new Promise<number>((resolve) => writer.on('close', (c) => resolve(c ?? -1)))
@@ -27,7 +41,8 @@ t.test('a stale journal segment next to a folded run: refused, never fewer acks,
   const journal = join(listenerDir, 'journal')
   const saved = join(dir, 'saved')
   mkdirSync(saved)
-  const segmentWithRounds = (): string | undefined => readdirSync(journal).find((name) => name.endsWith('.wal') && statSync(join(journal, name)).size > 2000)
+  const segmentWithRounds = (): string | undefined =>
+    readdirSync(journal).find((name) => name.endsWith('.wal') && statSync(join(journal, name)).size > 2000)
   await waitFor('a journal segment with rounds', () => segmentWithRounds() !== undefined)
   const name = segmentWithRounds()!
   cpSync(join(journal, name), join(saved, name))

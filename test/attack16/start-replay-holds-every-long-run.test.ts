@@ -23,7 +23,12 @@ t.test('a start without a catalog replays long runs one after another, not all o
   const announcedMs = Date.now() - 30 * 86_400_000
   // Each run's log: spansPerRun acks, 200 ms apart (a span each), then its end; no catalog.
   const ids = Array.from({ length: runCount }, (_, i) => runIdOf(0xa1600 + i))
-  await storeOfEndedRuns(dir, ids.map((runId) => runMeta(runId)), spansPerRun, announcedMs)
+  await storeOfEndedRuns(
+    dir,
+    ids.map((runId) => runMeta(runId)),
+    spansPerRun,
+    announcedMs,
+  )
 
   // What the store holds after each run it replays at start (its own count of spans in memory).
   const proto = AckStore.prototype as unknown as { replay: (this: AckStore, ...args: unknown[]) => Promise<void> }
@@ -40,9 +45,15 @@ t.test('a start without a catalog replays long runs one after another, not all o
   const reopened = await AckStore.open(dir, { cachedSpansMax })
   t.equal(reopened.summaries().length, runCount, `${runCount} runs replayed`)
   t.equal(reopened.summaries()[0]!.ackedThroughSeq, spansPerRun)
-  t.ok(reopened.warnings.some((w) => w.includes('catalog.msgpack')), 'the missing catalog is warned about')
+  t.ok(
+    reopened.warnings.some((w) => w.includes('catalog.msgpack')),
+    'the missing catalog is warned about',
+  )
   const bound = cachedSpansMax + 2 * spansPerRun
-  t.ok(heldMax <= bound, `spans held in memory during the start: at most ${heldMax} (bound: the read-back cache, ${cachedSpansMax}, plus a run or two being replayed, ${bound}; all ${runCount} runs are ${runCount * spansPerRun} spans, ${((runCount * spansPerRun * spanBytes) / 1024 / 1024).toFixed(0)} MB)`)
+  t.ok(
+    heldMax <= bound,
+    `spans held in memory during the start: at most ${heldMax} (bound: the read-back cache, ${cachedSpansMax}, plus a run or two being replayed, ${bound}; all ${runCount} runs are ${runCount * spansPerRun} spans, ${((runCount * spansPerRun * spanBytes) / 1024 / 1024).toFixed(0)} MB)`,
+  )
   t.ok(reopened.residentSpanCount() <= cachedSpansMax + spansPerRun, `after the start: ${reopened.residentSpanCount()} spans held`)
   await reopened.close()
 })

@@ -49,7 +49,12 @@ t.test('a torn last round, a start, a kill -9 during its backlog fold: the next 
 
   const loaded = await AckStore.load(again).catch((error: Error) => error)
   t.notOk(loaded instanceof Error, `verify --acks reads it (${loaded instanceof Error ? loaded.message : 'ok'})`)
-  if (!(loaded instanceof Error)) t.same(ids.map((id) => loaded.lastAckedSeq(id)), ids.map(() => 3), 'every recorded ack (ack 4 of the torn round was never recorded)')
+  if (!(loaded instanceof Error))
+    t.same(
+      ids.map((id) => loaded.lastAckedSeq(id)),
+      ids.map(() => 3),
+      'every recorded ack (ack 4 of the torn round was never recorded)',
+    )
   const reopened = await AckStore.open(again).catch((error: Error) => error)
   t.notOk(reopened instanceof Error, `a listener starts on it (${reopened instanceof Error ? reopened.message : 'ok'})`)
   if (!(reopened instanceof Error)) await reopened.close()
@@ -61,11 +66,13 @@ t.test('a torn last round, a start, a clean stop during its backlog fold: the ne
   live.setMaxListeners(0)
   const ids = Array.from({ length: 400 }, (_, i) => runIdOf(0xc000 + i))
   await Promise.all(ids.map((id) => live.createRun(runMeta(id), Date.now())))
-  await Promise.all(ids.map((id) => {
-    const done = recorded(live, id, 3)
-    live.appendAck(id, 1, 3, Date.now())
-    return done
-  }))
+  await Promise.all(
+    ids.map((id) => {
+      const done = recorded(live, id, 3)
+      live.appendAck(id, 1, 3, Date.now())
+      return done
+    }),
+  )
   const journal = join(dir, 'journal')
   const first = join(journal, readdirSync(journal).sort().at(-1)!)
   const internals = live as unknown as { unfolded: unknown[] }

@@ -25,7 +25,10 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
   t.ok(existsSync(libfaketime), `${libfaketime} is installed (apt-get install faketime)`)
   const dir = tempDir(t)
   const start = async (env: NodeJS.ProcessEnv): Promise<{ port: number; stop: (signal: NodeJS.Signals) => Promise<void> }> => {
-    const child = spawn(process.execPath, [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir], { stdio: ['ignore', 'pipe', 'pipe'], env })
+    const child = spawn(process.execPath, [binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env,
+    })
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
     const stop = async (signal: NodeJS.Signals): Promise<void> => {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal)
@@ -54,7 +57,9 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
   const writer = await Peer.open(port)
   t.teardown(() => writer.close())
   writer.send({ type: 'hello', protocol: 4, role: 'writer' })
-  runIds.forEach((runId, i) => writer.send({ type: 'run', meta: runMeta(runId, { groupId, host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }) }))
+  runIds.forEach((runId, i) =>
+    writer.send({ type: 'run', meta: runMeta(runId, { groupId, host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }) }),
+  )
   for (let i = 0; i < 64; i++) await writer.next('run-ok', 20_000)
   const rounds = 3000
   for (let seq = 1; seq <= rounds; seq++) {
@@ -124,7 +129,8 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
     }
     return frames
   }
-  for (let waited = 0; received.some((c) => framesOf(c).length < 2) && waited < 20_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50))
+  for (let waited = 0; received.some((c) => framesOf(c).length < 2) && waited < 20_000; waited += 50)
+    await new Promise((resolve) => setTimeout(resolve, 50))
   t.same(errors, [], 'no verifier connection failed')
   // The reply carries every run, at most inlineSpansMax spans inline over all of them; the other runs come without spans, to be paged.
   for (const [i, chunks] of received.entries()) {
@@ -132,10 +138,16 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
     t.equal(reply?.type, 'runs', `verifier ${i} got its reply (${replyBytes[i]} bytes)`)
     const runs = reply?.runs ?? []
     t.equal(runs.length, 64, 'every run of the group')
-    t.ok(runs.every((r) => r.ackedThroughSeq === rounds), 'each acknowledged through the last round')
+    t.ok(
+      runs.every((r) => r.ackedThroughSeq === rounds),
+      'each acknowledged through the last round',
+    )
     const inline = runs.reduce((n, r) => n + r.spans.length, 0)
     t.ok(inline <= inlineSpansMax, `${inline} spans inline, at most ${inlineSpansMax} in one reply`)
-    t.ok(runs.some((r) => r.spans.length === 0), 'the others are left to pages')
+    t.ok(
+      runs.some((r) => r.spans.length === 0),
+      'the others are left to pages',
+    )
   }
   const worst = Math.max(...latencies)
   t.ok(worst < 250, `every hello answered within 250 ms while the group's replies were built (worst ${worst} ms)`)

@@ -19,12 +19,29 @@ t.test('a zeroed round length inside the last segment: refused, never a torn tai
   const listener = await startListener(listenerDir)
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
-  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync', '--jobs', '2', '--size', '64MiB', '--record-size', '4096', '--duration', '30'])
+  const writer = spawnCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--method',
+    'fdatasync',
+    '--jobs',
+    '2',
+    '--size',
+    '64MiB',
+    '--record-size',
+    '4096',
+    '--duration',
+    '30',
+  ])
   let out = ''
   writer.stdout!.on('data', (c: Buffer) => (out += c.toString()))
   const closed = new Promise<number>((resolve) => writer.on('close', (c) => resolve(c ?? -1)))
   const journal = join(listenerDir, 'journal')
-  const big = (): string | undefined => readdirSync(journal).find((name) => name.endsWith('.wal') && statSync(join(journal, name)).size > 150_000)
+  const big = (): string | undefined =>
+    readdirSync(journal).find((name) => name.endsWith('.wal') && statSync(join(journal, name)).size > 150_000)
   await waitFor('a journal segment of 150 KB', () => big() !== undefined, 25_000, 5)
   await listener.kill('SIGKILL')
   await closed
@@ -39,7 +56,9 @@ t.test('a zeroed round length inside the last segment: refused, never a torn tai
   t.ok(target !== undefined, `a round 100 KB before the end of ${segment} (${bytes.length} bytes)`)
 
   // The truth: the last 20 records each job was told recorded are lost.
-  const recorded = [...out.matchAll(/^run [0-9a-f]{16}: .*?, (\S+)\n {2}[\d,]+ records synced and acknowledged.*?([\d,]+) recorded by the listener/gm)]
+  const recorded = [
+    ...out.matchAll(/^run [0-9a-f]{16}: .*?, (\S+)\n {2}[\d,]+ records synced and acknowledged.*?([\d,]+) recorded by the listener/gm),
+  ]
   t.equal(recorded.length, 2, out)
   for (const [, path, count] of recorded) {
     const n = Number(count!.replace(/,/g, ''))
@@ -52,11 +71,14 @@ t.test('a zeroed round length inside the last segment: refused, never a torn tai
 
   for (const [name, damage] of [
     ['zeroed', (fd: number) => writeSync(fd, Buffer.alloc(12), 0, 12, target!)], // a lost page: length and checksum read as zeros
-    ['one bit flipped', (fd: number) => {
-      const length = Buffer.alloc(4)
-      length.writeUInt32LE(bytes.readUInt32LE(target!) | 0x200000) // bit 21 of the length: 2 MiB more, past the end of the file
-      writeSync(fd, length, 0, 4, target!)
-    }],
+    [
+      'one bit flipped',
+      (fd: number) => {
+        const length = Buffer.alloc(4)
+        length.writeUInt32LE(bytes.readUInt32LE(target!) | 0x200000) // bit 21 of the length: 2 MiB more, past the end of the file
+        writeSync(fd, length, 0, 4, target!)
+      },
+    ],
   ] as const) {
     await t.test(name, async (t) => {
       const copy = join(dir, name.replace(/ /g, '-'))

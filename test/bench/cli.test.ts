@@ -7,7 +7,13 @@ import { quickSecs, runCli, scratchDir } from '../fixtures/bench-helpers.js'
 
 /** The CLI in-process, as bin/plugcheck.js runs it: an exit code, and what went to stdout and stderr. */
 async function runInProcess(args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
-  const io = { stdout: '', stderr: '', out: (text: string) => void (io.stdout += text), err: (text: string) => void (io.stderr += text), statusTty: false }
+  const io = {
+    stdout: '',
+    stderr: '',
+    out: (text: string) => void (io.stdout += text),
+    err: (text: string) => void (io.stderr += text),
+    statusTty: false,
+  }
   const status = await main(args, io).catch((error: unknown) => reportError(error, io))
   return { status, stdout: io.stdout, stderr: io.stderr }
 }

@@ -28,11 +28,20 @@ function portWith(overrides: (real: NativePort) => Partial<NativePort>): typeof 
  */
 async function benchWithPort(t: Test, mocked: typeof native): Promise<BenchModule> {
   const ops = await t.mockImport('../../src/bench/sections/ops.js', { '../../src/native/index.js': mocked })
-  return t.mockImport<BenchModule>('../../src/bench/bench.js', { '../../src/native/index.js': mocked, '../../src/bench/sections/ops.js': ops })
+  return t.mockImport<BenchModule>('../../src/bench/bench.js', {
+    '../../src/native/index.js': mocked,
+    '../../src/bench/sections/ops.js': ops,
+  })
 }
 
 function captureIo() {
-  const io = { stdout: '', stderr: '', out: (text: string) => void (io.stdout += text), err: (text: string) => void (io.stderr += text), statusTty: false }
+  const io = {
+    stdout: '',
+    stderr: '',
+    out: (text: string) => void (io.stdout += text),
+    err: (text: string) => void (io.stderr += text),
+    statusTty: false,
+  }
   return io
 }
 
@@ -57,7 +66,9 @@ t.test('O_DIRECT refused at open: direct rows are n/a* with the footnote, the ot
   const json = captureIo()
   t.equal(await runBench({ file: dir, secsPerTest: 0.05, recordSizeBytes: 8192, json: true }, json), 0)
   const report = JSON.parse(json.stdout)
-  const direct = report.sections.flatMap((s: { rows: { direct: boolean; status: string }[] }) => s.rows).filter((r: { direct: boolean }) => r.direct)
+  const direct = report.sections
+    .flatMap((s: { rows: { direct: boolean; status: string }[] }) => s.rows)
+    .filter((r: { direct: boolean }) => r.direct)
   t.equal(direct.length, 9)
   t.ok(direct.every((r: { status: string }) => r.status === 'n/a*'))
   t.equal(report.footnotes.length, 1)
@@ -108,7 +119,16 @@ t.test('ops write fresh offsets across the region, pieces back to back, and wrap
   const source = Buffer.alloc(regionBytes + 64 * 1024)
   for (let i = 0; i < source.length; i += 4) source.writeUInt32LE(i, i)
   const scratch: ScratchFile = { path: '/nonexistent', controlFd: -1, regionStartBytes: 4096, regionBytes, source }
-  const spec: RowSpec = { id: 'two-writes/fdatasync', label: 'fdatasync', method: 'fdatasync', direct: false, durable: true, shape: 'write-then-sync', writesPerOp: 2, writeBytes: 8192 }
+  const spec: RowSpec = {
+    id: 'two-writes/fdatasync',
+    label: 'fdatasync',
+    method: 'fdatasync',
+    direct: false,
+    durable: true,
+    shape: 'write-then-sync',
+    writesPerOp: 2,
+    writeBytes: 8192,
+  }
   const prepared = prepareRow(spec, scratch)
   if (prepared.kind !== 'ready') throw new Error('not ready')
   const opsPerPass = regionBytes / (2 * 8192)

@@ -18,7 +18,15 @@ const mountinfo = [
 t.test('parseMountInfo reads proc(5) lines, unescaping octal and skipping optional fields', async (t) => {
   const entries = parseMountInfo(mountinfo)
   t.equal(entries.length, 4, 'the malformed line is skipped')
-  t.same(entries[2], { major: 8, minor: 2, mountPoint: '/mnt/my disk', mountOptions: ['rw', 'noatime'], fsType: 'xfs', source: '/dev/sda2', superOptions: ['rw', 'attr2', 'inode64'] })
+  t.same(entries[2], {
+    major: 8,
+    minor: 2,
+    mountPoint: '/mnt/my disk',
+    mountOptions: ['rw', 'noatime'],
+    fsType: 'xfs',
+    source: '/dev/sda2',
+    superOptions: ['rw', 'attr2', 'inode64'],
+  })
 })
 
 t.test('findMount picks the longest mount point of the right device that holds the path', async (t) => {
@@ -33,7 +41,7 @@ t.test('splitDeviceNumber follows glibc', async (t) => {
   t.same(splitDeviceNumber(0xfe00n), { major: 254, minor: 0 })
   t.same(splitDeviceNumber(0x0803n), { major: 8, minor: 3 })
   // major 259 (NVMe partitions), minor 300: both spill into the high bits.
-  const dev = (259n & 0xfffn) << 8n | (300n & 0xffn) | ((300n & ~0xffn) << 12n)
+  const dev = ((259n & 0xfffn) << 8n) | (300n & 0xffn) | ((300n & ~0xffn) << 12n)
   t.same(splitDeviceNumber(dev), { major: 259, minor: 300 })
 })
 
@@ -63,14 +71,27 @@ t.test('describeBlockDevice resolves a partition to its disk and follows stacked
 
   const partition = describeBlockDevice(8, 2, sys)
   t.same(partition, {
-    name: 'sda', partition: 'sda2', model: 'ST4000DM004', vendor: null, firmware: '0001', driver: null, writeCache: 'write back', fua: true, rotational: true,
-    logicalBlockBytes: 512, physicalBlockBytes: 4096, underlying: [],
+    name: 'sda',
+    partition: 'sda2',
+    model: 'ST4000DM004',
+    vendor: null,
+    firmware: '0001',
+    driver: null,
+    writeCache: 'write back',
+    fua: true,
+    rotational: true,
+    logicalBlockBytes: 512,
+    physicalBlockBytes: 4096,
+    underlying: [],
   })
   const dm = describeBlockDevice(253, 0, sys)
   t.equal(dm?.name, 'dm-0')
   t.equal(dm?.rotational, false)
   t.equal(dm?.fua, null, 'missing files are null, not guesses')
-  t.same(dm?.underlying.map((d) => [d.name, d.partition, d.rotational]), [['sda', 'sda2', true]])
+  t.same(
+    dm?.underlying.map((d) => [d.name, d.partition, d.rotational]),
+    [['sda', 'sda2', true]],
+  )
   t.equal(describeBlockDevice(1, 99, sys), null)
 })
 

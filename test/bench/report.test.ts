@@ -12,7 +12,9 @@ const shm = '/dev/shm'
 
 t.test('--json on tmpfs, with open_sync and fdatasync forced unavailable', async (t) => {
   const dir = scratchDir(shm, t)
-  const result = runCli(['bench', '--secs', quickSecs, '--file', dir, '--json'], { env: { PLUGCHECK_DISABLE_METHODS: 'open_sync,fdatasync' } })
+  const result = runCli(['bench', '--secs', quickSecs, '--file', dir, '--json'], {
+    env: { PLUGCHECK_DISABLE_METHODS: 'open_sync,fdatasync' },
+  })
   t.equal(result.status, 0, result.stderr)
   const parsed = benchReportSchema.safeParse(JSON.parse(result.stdout))
   if (!parsed.success) t.fail(`schema: ${JSON.stringify(parsed.error.issues.slice(0, 3))}`)
@@ -29,7 +31,18 @@ t.test('--json on tmpfs, with open_sync and fdatasync forced unavailable', async
   )
   t.same(
     report.sections[0]!.rows.map((r) => r.label),
-    ['open_datasync (buffered)', 'open_datasync (direct)', 'fdatasync', 'fsync', 'fsync_writethrough', 'open_sync (buffered)', 'open_sync (direct)', 'pwritev2 RWF_DSYNC', 'barrier_fsync', 'flush_data_only'],
+    [
+      'open_datasync (buffered)',
+      'open_datasync (direct)',
+      'fdatasync',
+      'fsync',
+      'fsync_writethrough',
+      'open_sync (buffered)',
+      'open_sync (direct)',
+      'pwritev2 RWF_DSYNC',
+      'barrier_fsync',
+      'flush_data_only',
+    ],
   )
   const rows = report.sections.flatMap((s) => s.rows)
   t.equal(rows.length, 28)
@@ -66,7 +79,11 @@ t.test('--json on tmpfs, with open_sync and fdatasync forced unavailable', async
   t.ok(noSync.length > 0, 'at least one durable row flagged as indistinguishable from no sync')
   t.match(noSync[0]?.message, /is indistinguishable from a write without any sync .*run a plug test/)
   const sameCall = report.flags.filter((f) => f.kind === 'same-call')
-  t.same(sameCall.map((f) => f.rowIds), [['one-write/open_datasync-buffered', 'one-write/pwritev2_dsync']], 'same-call lists only rows that ran')
+  t.same(
+    sameCall.map((f) => f.rowIds),
+    [['one-write/open_datasync-buffered', 'one-write/pwritev2_dsync']],
+    'same-call lists only rows that ran',
+  )
 })
 
 t.test('text on tmpfs: the environment first, a loud warning, the tables, the judgement', async (t) => {

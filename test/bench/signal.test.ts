@@ -18,7 +18,10 @@ interface Child {
 }
 
 function startBench(dir: string): Child {
-  const child = spawn(process.execPath, [cliPath, 'bench', '--secs', '5', '--file', dir], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [cliPath, 'bench', '--secs', '5', '--file', dir], {
+    cwd: repoRoot,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stdout = ''
   let stderr = ''
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))

@@ -20,9 +20,17 @@ t.test('usage errors exit 2 with one line, before anything is written', async (t
   const server = `127.0.0.1:${port}`
   const cases: Array<[string, string[], RegExp]> = [
     ['unknown method', ['--method', 'fsink'], /unknown method fsink \(known: fsync, fdatasync/],
-    ['a method this platform lacks', ['--method', 'fsync_writethrough'], /method fsync_writethrough is not available here: Linux has no write-through flush call/],
+    [
+      'a method this platform lacks',
+      ['--method', 'fsync_writethrough'],
+      /method fsync_writethrough is not available here: Linux has no write-through flush call/,
+    ],
     ['record size not a multiple of 512', ['--record-size', '1000'], /--record-size 1000 is not a multiple of 512/],
-    ['record size not a multiple of 4096 with --direct', ['--direct', '--record-size', '6k'], /--record-size 6144 is not a multiple of 4096 \(needed with --direct\)/],
+    [
+      'record size not a multiple of 4096 with --direct',
+      ['--direct', '--record-size', '6k'],
+      /--record-size 6144 is not a multiple of 4096 \(needed with --direct\)/,
+    ],
     ['a size that is not a size', ['--size', 'lots'], /--size lots is not a size/],
     ['a bad --server', ['--server', 'host:99999'], /port must be 1-65535/],
     ['a bad pattern', ['--pattern', 'sideways'], /Invalid values|sideways/],
@@ -38,14 +46,17 @@ t.test('usage errors exit 2 with one line, before anything is written', async (t
     t.equal(result.stderr.split('\n').filter((l) => l.startsWith('plugcheck:')).length, 1, `${name}: one line`)
     t.notOk(existsSync(file), `${name}: nothing written`)
   }
-  const forced = await runInProcess(['write', '--server', server, '--file', file, '--method', 'open_sync'], )
+  const forced = await runInProcess(['write', '--server', server, '--file', file, '--method', 'open_sync'])
   t.equal(forced.code, 3, 'a valid command with no listener is a runtime failure')
   t.match(forced.stderr, /could not reach the listener at 127\.0\.0\.1:\d+: ECONNREFUSED \(connection refused\)/)
   t.notOk(existsSync(file), 'nothing written when the listener is unreachable')
 })
 
 t.test('methods forced unavailable are refused with the reason', async (t) => {
-  const result = await runCli(['write', '--server', '127.0.0.1:1', '--file', join(tempDir(t), 'x'), '--method', 'fdatasync,open_sync'], 30_000)
+  const result = await runCli(
+    ['write', '--server', '127.0.0.1:1', '--file', join(tempDir(t), 'x'), '--method', 'fdatasync,open_sync'],
+    30_000,
+  )
   t.equal(result.code, 3, 'sanity: without the variable this only fails on the network')
   const previous = process.env.PLUGCHECK_DISABLE_METHODS
   process.env.PLUGCHECK_DISABLE_METHODS = 'open_sync'
@@ -53,7 +64,15 @@ t.test('methods forced unavailable are refused with the reason', async (t) => {
     if (previous === undefined) delete process.env.PLUGCHECK_DISABLE_METHODS
     else process.env.PLUGCHECK_DISABLE_METHODS = previous
   })
-  const refused = await runInProcess(['write', '--server', '127.0.0.1:1', '--file', join(tempDir(t), 'x'), '--method', 'fdatasync,open_sync'])
+  const refused = await runInProcess([
+    'write',
+    '--server',
+    '127.0.0.1:1',
+    '--file',
+    join(tempDir(t), 'x'),
+    '--method',
+    'fdatasync,open_sync',
+  ])
   t.equal(refused.code, 2)
   t.match(refused.stderr, /method open_sync is not available here: open_sync is disabled by PLUGCHECK_DISABLE_METHODS/)
 })
@@ -63,7 +82,7 @@ t.test("a path that is not plugcheck's is never overwritten without --force", as
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
   const precious = join(dir, 'precious.db')
-  writeFileSync(precious, 'the user\'s data\n')
+  writeFileSync(precious, "the user's data\n")
   const refused = await runInProcess(['write', '--server', listener.server, '--file', precious, '--duration', '0.2'])
   t.equal(refused.code, 2)
   t.match(refused.stderr, /refusing to overwrite .*precious\.db: it is not a plugcheck data file/)

@@ -23,7 +23,8 @@ function run(args: readonly string[], cwd: string): Promise<CliResult> {
 
 t.test('a truncated chunk in dist/: the damaged file named, a rebuild hinted, exit 3', async (t) => {
   const dir = tempDir(t, 'plugcheck-damaged-build-')
-  for (const part of ['bin', 'src', 'scripts', 'package.json', 'tsconfig.json']) cpSync(join(repoRoot, part), join(dir, part), { recursive: true })
+  for (const part of ['bin', 'src', 'scripts', 'package.json', 'tsconfig.json'])
+    cpSync(join(repoRoot, part), join(dir, part), { recursive: true })
   symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'))
   const built = await run(['--import', 'tsx', join('scripts', 'build.ts')], dir)
   t.equal(built.code, 0, built.stderr)
@@ -39,6 +40,9 @@ t.test('a truncated chunk in dist/: the damaged file named, a rebuild hinted, ex
   const result = await run([launcher, 'methods'], dir)
   t.equal(result.code, 3)
   t.equal(result.stdout, '')
-  t.match(result.stderr, /^plugcheck: this installation's built files are damaged: (.*) does not compile \(SyntaxError: [^\n]+\)\nhint: run npm run build \(or install plugcheck again\)\n$/)
+  t.match(
+    result.stderr,
+    /^plugcheck: this installation's built files are damaged: (.*) does not compile \(SyntaxError: [^\n]+\)\nhint: run npm run build \(or install plugcheck again\)\n$/,
+  )
   t.equal(/damaged: (.*) does not compile/.exec(result.stderr)?.[1], chunk, 'names the truncated file')
 })

@@ -27,7 +27,11 @@ t.test('runs lists every run newest first, as a table and as JSON', async (t) =>
 
   const second = await Peer.open(listener.port)
   second.send(hello)
-  second.send({ type: 'run', meta: runMeta(ended, { host: 'box', requestedPath: '/mnt/b', method: 'fsync' }), campaign: { name: 'ssd-a', cycle: 3 } })
+  second.send({
+    type: 'run',
+    meta: runMeta(ended, { host: 'box', requestedPath: '/mnt/b', method: 'fsync' }),
+    campaign: { name: 'ssd-a', cycle: 3 },
+  })
   await second.next('run-ok')
   second.send({ type: 'ack', runId: ended, fromSeq: 1, toSeq: 5 })
   second.send({ type: 'end', runId: ended, reason: 'duration' })
@@ -50,20 +54,37 @@ t.test('runs lists every run newest first, as a table and as JSON', async (t) =>
   t.equal(lines.length, 4, text.stdout)
   t.match(lines[0], /^run\s+host\s+path\s+method\s+acked\s+started\s+state\s+verdict$/)
   t.match(lines[1], new RegExp(`^${live}\\s+other\\s+/mnt/c\\s+fdatasync\\s+0\\s+\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d\\s+live\\s+-$`))
-  t.match(lines[2], new RegExp(`^${ended}\\s+box\\s+/mnt/b\\s+fsync\\s+5\\s+\\S+ \\S+\\s+ended \\(duration\\) \\S+ \\S+ \\[ssd-a #3\\]\\s+fail \\(2 of 5 lost, torn or corrupt\\)$`))
+  t.match(
+    lines[2],
+    new RegExp(
+      `^${ended}\\s+box\\s+/mnt/b\\s+fsync\\s+5\\s+\\S+ \\S+\\s+ended \\(duration\\) \\S+ \\S+ \\[ssd-a #3\\]\\s+fail \\(2 of 5 lost, torn or corrupt\\)$`,
+    ),
+  )
   t.match(lines[3], new RegExp(`^${vanished}\\s+box\\s+/mnt/a\\s+fdatasync\\s+1,234\\s+\\S+ \\S+\\s+vanished \\S+ \\S+\\s+-$`))
 
   const json = await runInProcess(['runs', '--server', listener.server, '--token', 's3cret', '--json'])
   t.equal(json.code, 0, json.stderr)
   const doc = JSON.parse(json.stdout) as { runs: RunSummary[]; truncated: boolean }
   t.equal(doc.truncated, false)
-  t.same(doc.runs.map((r) => r.runId), [live, ended, vanished])
+  t.same(
+    doc.runs.map((r) => r.runId),
+    [live, ended, vanished],
+  )
   t.match(doc.runs[0], { live: true, host: 'other', ackedThroughSeq: 0, verdict: null, campaign: null })
-  t.match(doc.runs[1], { live: false, end: { reason: 'duration' }, campaign: { name: 'ssd-a', cycle: 3 }, verdict: { verdict: 'fail', lost: 2, acked: 5 } })
+  t.match(doc.runs[1], {
+    live: false,
+    end: { reason: 'duration' },
+    campaign: { name: 'ssd-a', cycle: 3 },
+    verdict: { verdict: 'fail', lost: 2, acked: 5 },
+  })
   t.match(doc.runs[2], { live: false, end: { reason: 'vanished' }, ackedThroughSeq: 1234 })
 
   const campaign = await runInProcess(['runs', '--server', listener.server, '--token', 's3cret', '--json', '--campaign', 'ssd-a'])
-  t.same((JSON.parse(campaign.stdout) as { runs: RunSummary[] }).runs.map((r) => r.runId), [ended], '--campaign: only its runs')
+  t.same(
+    (JSON.parse(campaign.stdout) as { runs: RunSummary[] }).runs.map((r) => r.runId),
+    [ended],
+    '--campaign: only its runs',
+  )
   const none = await runInProcess(['runs', '--server', listener.server, '--token', 's3cret', '--campaign', 'nothing-here'])
   t.equal(none.code, 0)
   t.match(none.stdout, /holds no runs of campaign nothing-here/)

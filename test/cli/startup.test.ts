@@ -49,10 +49,14 @@ t.test('--help and --version run no command and load neither koffi, zod nor msgp
   for (const args of [['--help'], ['--version'], ['write', '--help'], ['methods', '--version']]) {
     const run = await traced(dir, args)
     t.equal(run.code, 0, `${args.join(' ')} exits 0: ${run.stderr}`)
-    if (args.at(-1) === '--version') t.match(run.stdout, /^\d+\.\d+\.\d+\S*\n$/, `${args.join(' ')} prints the version alone: no command runs`)
+    if (args.at(-1) === '--version')
+      t.match(run.stdout, /^\d+\.\d+\.\d+\S*\n$/, `${args.join(' ')} prints the version alone: no command runs`)
     const packages = packagesOf(run.modules)
     // yargs is bundled into dist/ (only the sources load it as a package): the hook's control is the entry point.
-    t.ok(run.modules.some((url) => /\/(dist\/bin\.js|src\/bin\.ts)$/.test(url)), `${args.join(' ')}: the hook sees the modules loaded`)
+    t.ok(
+      run.modules.some((url) => /\/(dist\/bin\.js|src\/bin\.ts)$/.test(url)),
+      `${args.join(' ')}: the hook sees the modules loaded`,
+    )
     for (const heavy of heavyPackages) t.notOk(packages.has(heavy), `${args.join(' ')} does not load ${heavy}`)
   }
 })

@@ -5,7 +5,14 @@
  */
 import t from 'tap'
 import type { NetworkInterfaceInfo } from 'node:os'
-import { formatEndpoint, literalFamily, parseEndpoint, resolveEndpoint, type Endpoint, type ResolverEnv } from '../../src/protocol/endpoint.js'
+import {
+  formatEndpoint,
+  literalFamily,
+  parseEndpoint,
+  resolveEndpoint,
+  type Endpoint,
+  type ResolverEnv,
+} from '../../src/protocol/endpoint.js'
 import { PlugcheckError } from '../../src/base/errors.js'
 import { defaultPort } from '../../src/protocol/messages.js'
 
@@ -75,8 +82,23 @@ t.test('literalFamily tells literals from names', async (t) => {
 })
 
 // Interfaces as Node reports them on a Linux machine with one Ethernet link (index 4) and lo.
-const entry = (address: string, scopeid: number): NetworkInterfaceInfo => ({ address, netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: '00:00:00:00:00:00', internal: false, cidr: `${address}/64`, scopeid })
-const v4entry: NetworkInterfaceInfo = { address: '127.0.0.1', netmask: '255.0.0.0', family: 'IPv4', mac: '00:00:00:00:00:00', internal: true, cidr: '127.0.0.1/8' }
+const entry = (address: string, scopeid: number): NetworkInterfaceInfo => ({
+  address,
+  netmask: 'ffff:ffff:ffff:ffff::',
+  family: 'IPv6',
+  mac: '00:00:00:00:00:00',
+  internal: false,
+  cidr: `${address}/64`,
+  scopeid,
+})
+const v4entry: NetworkInterfaceInfo = {
+  address: '127.0.0.1',
+  netmask: '255.0.0.0',
+  family: 'IPv4',
+  mac: '00:00:00:00:00:00',
+  internal: true,
+  cidr: '127.0.0.1/8',
+}
 const interfaces = { lo: [v4entry, entry('::1', 0)], eth0: [entry('fd00::2', 0), entry('fe80::fc:ff:fe00:1', 4)], tun0: [v4entry] }
 const lookups: string[] = []
 const env = (answer: { address: string; family: number } = { address: '192.0.2.7', family: 4 }): ResolverEnv => ({
@@ -103,8 +125,16 @@ t.test('a scope by name is the interface index; by number, the number', async (t
   t.same(await resolve('[fe80::1%eth0]:5400'), { address: 'fe80::1', family: 6, port: 5400, scopeId: 4 })
   t.same(await resolve('[fe80::1%4]:5400'), { address: 'fe80::1', family: 6, port: 5400, scopeId: 4 })
   t.same(await resolve('[fd00::9%eth0]:5400'), { address: 'fd00::9', family: 6, port: 5400, scopeId: 4 })
-  t.same(await resolve('[::1%1]:5400'), { address: '::1', family: 6, port: 5400, scopeId: 1 }, 'a number on an address that needs no scope is passed on')
-  t.same(await resolve('[::1%lo]:5400'), { address: '::1', family: 6, port: 5400, scopeId: 0 }, 'lo has no link-local address, so Node cannot tell its index; ::1 needs none')
+  t.same(
+    await resolve('[::1%1]:5400'),
+    { address: '::1', family: 6, port: 5400, scopeId: 1 },
+    'a number on an address that needs no scope is passed on',
+  )
+  t.same(
+    await resolve('[::1%lo]:5400'),
+    { address: '::1', family: 6, port: 5400, scopeId: 0 },
+    'lo has no link-local address, so Node cannot tell its index; ::1 needs none',
+  )
 })
 
 t.test('a scope naming no usable interface is a usage error (exit 2) naming it', async (t) => {

@@ -36,7 +36,13 @@ async function verifyGroup(t: { teardown(fn: () => unknown): void }, jobs: reado
   const server = await listenerWith(t, runs)
   const text = await runInProcess(['verify', '--server', server, '--file', file])
   const json = await runInProcess(['verify', '--server', server, '--file', file, '--json'])
-  return { code: text.code, headline: text.stdout.split('\n')[0], text: text.stdout, verdict: (JSON.parse(json.stdout) as { verdict: string }).verdict, jsonCode: json.code }
+  return {
+    code: text.code,
+    headline: text.stdout.split('\n')[0],
+    text: text.stdout,
+    verdict: (JSON.parse(json.stdout) as { verdict: string }).verdict,
+    jsonCode: json.code,
+  }
 }
 
 const all = range(1, 20)
@@ -67,29 +73,56 @@ t.test('several methods keep their rule: a method none of whose jobs acked makes
   t.equal(r.headline, 'INCONCLUSIVE: fsync acknowledged nothing.')
 })
 
-t.test('the control keeps its rule: with a job that acked nothing, a control that lost nothing is inconclusive, one that lost records passes', async (t) => {
-  const quiet = await verifyGroup(t, [passed(1), idle(2), passed(1, 'none'), passed(2, 'none')], 2)
-  t.same([quiet.code, quiet.verdict], [4, 'inconclusive'])
-  t.equal(quiet.headline, 'INCONCLUSIVE: the control (none) lost nothing, so the cut tested nothing.')
-  const real = await verifyGroup(t, [passed(1), idle(2), { method: 'none', job: 1, acked: 20, kept: range(1, 15) }, { method: 'none', job: 2, acked: 20, kept: range(1, 12) }], 2)
-  t.same([real.code, real.verdict], [0, 'pass'])
-  t.equal(real.headline, 'PASS: every acknowledged record of the tested method survived, and the control lost records: the cut was real; fdatasync (job 2 of 2) acknowledged nothing.')
-})
+t.test(
+  'the control keeps its rule: with a job that acked nothing, a control that lost nothing is inconclusive, one that lost records passes',
+  async (t) => {
+    const quiet = await verifyGroup(t, [passed(1), idle(2), passed(1, 'none'), passed(2, 'none')], 2)
+    t.same([quiet.code, quiet.verdict], [4, 'inconclusive'])
+    t.equal(quiet.headline, 'INCONCLUSIVE: the control (none) lost nothing, so the cut tested nothing.')
+    const real = await verifyGroup(
+      t,
+      [
+        passed(1),
+        idle(2),
+        { method: 'none', job: 1, acked: 20, kept: range(1, 15) },
+        { method: 'none', job: 2, acked: 20, kept: range(1, 12) },
+      ],
+      2,
+    )
+    t.same([real.code, real.verdict], [0, 'pass'])
+    t.equal(
+      real.headline,
+      'PASS: every acknowledged record of the tested method survived, and the control lost records: the cut was real; fdatasync (job 2 of 2) acknowledged nothing.',
+    )
+  },
+)
 
-t.test('fdatasync,none --jobs 2, job 2 acknowledged nothing, job 1 passed and its control lost records: pass, the control judged over both jobs', async (t) => {
-  const r = await verifyGroup(t, [passed(1), idle(2), { method: 'none', job: 1, acked: 20, kept: range(1, 15) }, idle(2, 'none')], 2)
-  t.same([r.code, r.jsonCode, r.verdict], [0, 0, 'pass'])
-  t.equal(r.headline, 'PASS: every acknowledged record of the tested method survived, and the control lost records: the cut was real; fdatasync (job 2 of 2), none (job 2 of 2) acknowledged nothing.')
-  t.notMatch(r.text, /the cut tested nothing/, 'no line contradicts the verdict')
-  t.match(r.text, /^ {2}control \(none\): this job acknowledged nothing; the control is judged on its other jobs \(run d000000000000004 /m)
-  t.match(r.text, /^ {2}control \(none\): 5 of 20 unsynced records lost: the cut was real \(run d000000000000003 /m)
-})
+t.test(
+  'fdatasync,none --jobs 2, job 2 acknowledged nothing, job 1 passed and its control lost records: pass, the control judged over both jobs',
+  async (t) => {
+    const r = await verifyGroup(t, [passed(1), idle(2), { method: 'none', job: 1, acked: 20, kept: range(1, 15) }, idle(2, 'none')], 2)
+    t.same([r.code, r.jsonCode, r.verdict], [0, 0, 'pass'])
+    t.equal(
+      r.headline,
+      'PASS: every acknowledged record of the tested method survived, and the control lost records: the cut was real; fdatasync (job 2 of 2), none (job 2 of 2) acknowledged nothing.',
+    )
+    t.notMatch(r.text, /the cut tested nothing/, 'no line contradicts the verdict')
+    t.match(
+      r.text,
+      /^ {2}control \(none\): this job acknowledged nothing; the control is judged on its other jobs \(run d000000000000004 /m,
+    )
+    t.match(r.text, /^ {2}control \(none\): 5 of 20 unsynced records lost: the cut was real \(run d000000000000003 /m)
+  },
+)
 
 t.test("one job's control lost records, the other's lost none: the cut was real for the whole group", async (t) => {
   const r = await verifyGroup(t, [passed(1), passed(2), { method: 'none', job: 1, acked: 20, kept: range(1, 12) }, passed(2, 'none')], 2)
   t.same([r.code, r.jsonCode, r.verdict], [0, 0, 'pass'])
   t.equal(r.headline, 'PASS: every acknowledged record of all 2 tested runs survived, and the control lost records: the cut was real.')
-  t.match(r.text, /^ {2}control \(none\): all 20 unsynced records of this job survived; another job's control lost records, so the cut was real \(run d000000000000004 /m)
+  t.match(
+    r.text,
+    /^ {2}control \(none\): all 20 unsynced records of this job survived; another job's control lost records, so the cut was real \(run d000000000000004 /m,
+  )
 })
 
 t.test('--method none --jobs 2, one job idle, the other lost records: pass, headline says the cut was real', async (t) => {
@@ -125,9 +158,19 @@ t.test('every combination of what the four runs of fdatasync,none --jobs 2 showe
     { method: 'none', job: 1 },
     { method: 'none', job: 2 },
   ] as const
-  const metas = places.map((p, i) => craftMeta(`e00000000000000${i + 1}`, `${file}.${p.method}.job${p.job}`, { groupId: 'e000000000000000', requestedPath: file, method: p.method }))
+  const metas = places.map((p, i) =>
+    craftMeta(`e00000000000000${i + 1}`, `${file}.${p.method}.job${p.job}`, {
+      groupId: 'e000000000000000',
+      requestedPath: file,
+      method: p.method,
+    }),
+  )
   let runs = metas.map((m) => craftRun(m, 20))
-  const server = await fakeListener(t, (query) => ({ type: 'runs', runs: query.runId === undefined ? runs : runs.filter((r) => r.meta.runId === query.runId), claims: [] }))
+  const server = await fakeListener(t, (query) => ({
+    type: 'runs',
+    runs: query.runId === undefined ? runs : runs.filter((r) => r.meta.runId === query.runId),
+    claims: [],
+  }))
   const exitCodes = { pass: 0, fail: 1, inconclusive: 4 }
   let checked = 0
   for (let combination = 0; combination < shows.length ** places.length; combination++) {
@@ -142,7 +185,9 @@ t.test('every combination of what the four runs of fdatasync,none --jobs 2 showe
     const verdict = expectedVerdict(showing)
     const name = showing.map((s, i) => `${s.method} job ${places[i]!.job} ${s.shows}`).join(', ')
     if (result.code !== exitCodes[verdict] || (JSON.parse(result.stdout) as { verdict: string }).verdict !== verdict) {
-      t.fail(`${name}: expected ${verdict} (exit ${exitCodes[verdict]}), got exit ${result.code}: ${result.stdout.slice(0, 200)}${result.stderr}`)
+      t.fail(
+        `${name}: expected ${verdict} (exit ${exitCodes[verdict]}), got exit ${result.code}: ${result.stdout.slice(0, 200)}${result.stderr}`,
+      )
     } else checked++
   }
   t.equal(checked, 256, 'all 256 combinations judged by the rules')

@@ -69,7 +69,10 @@ function compare(t: Test, report: RunReport, expected: Reference): void {
 
 for (const pattern of ['append', 'overwrite'] as const satisfies readonly Pattern[]) {
   t.test(`${pattern}: streamed judging equals the slot-by-slot slow path`, async (t) => {
-    const seed = process.env.PLUGCHECK_JUDGE_SEED === undefined ? (Date.now() ^ (process.pid << 8)) >>> 0 : Number(process.env.PLUGCHECK_JUDGE_SEED) >>> 0
+    const seed =
+      process.env.PLUGCHECK_JUDGE_SEED === undefined
+        ? (Date.now() ^ (process.pid << 8)) >>> 0
+        : Number(process.env.PLUGCHECK_JUDGE_SEED) >>> 0
     t.comment(`PLUGCHECK_JUDGE_SEED=${seed}`)
     const random = seededRandom(seed)
     const dir = t.testdir()

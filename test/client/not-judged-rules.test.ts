@@ -5,7 +5,16 @@
  * while none before it found anything, that the table names every check once, and the exit code.
  */
 import t from 'tap'
-import { checksFor, firstNotJudged, lookups, notJudgedChecks, notJudgedExitCode, notJudgedRules, type Lookup, type NotJudgedCheck } from '../../src/client/verify/not-judged-rules.js'
+import {
+  checksFor,
+  firstNotJudged,
+  lookups,
+  notJudgedChecks,
+  notJudgedExitCode,
+  notJudgedRules,
+  type Lookup,
+  type NotJudgedCheck,
+} from '../../src/client/verify/not-judged-rules.js'
 
 /** Every subset of values. */
 function* subsets<T>(values: readonly T[]): Generator<T[]> {
@@ -15,7 +24,12 @@ function* subsets<T>(values: readonly T[]): Generator<T[]> {
 /** verify.ts before the table: fileChanged ?? (latest ? conflicting ?? stillRunning ?? replacedLater : stillRunning ?? supersededBy). */
 function expected(lookup: Lookup, found: ReadonlySet<NotJudgedCheck>): NotJudgedCheck | null {
   const f = (check: NotJudgedCheck): NotJudgedCheck | null => (found.has(check) ? check : null)
-  return f('file-changed') ?? (lookup === 'latest' ? (f('conflicting-claims') ?? f('still-running') ?? f('replaced-later')) : (f('still-running') ?? f('superseded-by')))
+  return (
+    f('file-changed') ??
+    (lookup === 'latest'
+      ? (f('conflicting-claims') ?? f('still-running') ?? f('replaced-later'))
+      : (f('still-running') ?? f('superseded-by')))
+  )
 }
 
 t.test('every lookup and every subset of checks finding something: the reason verify gave before the table', async (t) => {
@@ -32,7 +46,11 @@ t.test('every lookup and every subset of checks finding something: the reason ve
       t.equal(got, want, `${lookup}, found by ${subset.join(', ') || 'none'}`)
       // Asked in order, up to and including the one that decided (the checks read files and claims: no more than needed).
       const order = checksFor(lookup)
-      t.same(asked, want === null ? order : order.slice(0, order.indexOf(want) + 1), `${lookup}, found by ${subset.join(', ') || 'none'}: checks asked`)
+      t.same(
+        asked,
+        want === null ? order : order.slice(0, order.indexOf(want) + 1),
+        `${lookup}, found by ${subset.join(', ') || 'none'}: checks asked`,
+      )
       checked++
     }
   }

@@ -12,7 +12,13 @@ t.test('by method, then jobs by number (job2 before job10), stable for equal key
     run('fdatasync', '/d/data.fdatasync.job1', 'e'),
     run('none', '/d/data.none.job2', 'f'),
   ]
-  t.same(inReportOrder([...answered]).map((r) => r.id), ['e', 'c', 'b', 'd', 'f', 'a'])
+  t.same(
+    inReportOrder([...answered]).map((r) => r.id),
+    ['e', 'c', 'b', 'd', 'f', 'a'],
+  )
   const jobs = [11, 3, 10, 1, 2].map((k) => run('fsync', `/d/x y.job${k}`, String(k)))
-  t.same(inReportOrder(jobs).map((r) => r.id), ['1', '2', '3', '10', '11'])
+  t.same(
+    inReportOrder(jobs).map((r) => r.id),
+    ['1', '2', '3', '10', '11'],
+  )
 })

@@ -33,15 +33,31 @@ function* sequences<T>(values: readonly T[], n: number): Generator<T[]> {
   for (const head of values) for (const tail of sequences(values, n - 1)) yield [head, ...tail]
 }
 
-t.test("a run's finding: nothing acked is idle whatever the file; then a bad superblock; then lost records (seen while running or not)", async (t) => {
-  for (const acked of [0, 1, 20])
-    for (const bad of [0, 1, 20])
-      for (const superblockValid of [true, false])
-        for (const lostWhileRunning of [false, true]) {
-          const expected: Finding = acked === 0 ? 'idle' : !superblockValid ? 'file-lost' : bad > 0 ? (lostWhileRunning ? 'lost-running' : 'records-lost') : 'kept'
-          t.equal(findingOf(acked, bad, superblockValid, lostWhileRunning), expected, `acked ${acked}, bad ${bad}, superblock ${superblockValid ? 'valid' : 'not valid'}${lostWhileRunning ? ', ended storage-lost' : ''}`)
-        }
-})
+t.test(
+  "a run's finding: nothing acked is idle whatever the file; then a bad superblock; then lost records (seen while running or not)",
+  async (t) => {
+    for (const acked of [0, 1, 20])
+      for (const bad of [0, 1, 20])
+        for (const superblockValid of [true, false])
+          for (const lostWhileRunning of [false, true]) {
+            const expected: Finding =
+              acked === 0
+                ? 'idle'
+                : !superblockValid
+                  ? 'file-lost'
+                  : bad > 0
+                    ? lostWhileRunning
+                      ? 'lost-running'
+                      : 'records-lost'
+                    : 'kept'
+            t.equal(
+              findingOf(acked, bad, superblockValid, lostWhileRunning),
+              expected,
+              `acked ${acked}, bad ${bad}, superblock ${superblockValid ? 'valid' : 'not valid'}${lostWhileRunning ? ', ended storage-lost' : ''}`,
+            )
+          }
+  },
+)
 
 /** The README's rule for one run (or one method whose jobs all showed the same). */
 function expectedRun(role: Role, finding: Finding): RunVerdict {
@@ -52,7 +68,8 @@ function expectedRun(role: Role, finding: Finding): RunVerdict {
 }
 
 t.test("a run's verdict for every role and finding", async (t) => {
-  for (const role of roles) for (const finding of findings) t.equal(runVerdict(role, finding), expectedRun(role, finding), `${role} ${finding}`)
+  for (const role of roles)
+    for (const finding of findings) t.equal(runVerdict(role, finding), expectedRun(role, finding), `${role} ${finding}`)
 })
 
 /** The README's rule for a method whose jobs showed these findings: the jobs test it together, an idle job is excused. */
@@ -69,16 +86,30 @@ function expectedMethod(role: Role, jobs: readonly Finding[]): RunVerdict {
 function run(method: string, finding: Finding): JudgedRun {
   const acked = finding === 'idle' ? 0 : 20
   const lost = finding === 'records-lost' || finding === 'lost-running' ? 3 : finding === 'file-lost' ? 20 : 0
-  return { method, direct: false, role: method === 'none' ? 'control' : 'tested', acked, lost, torn: 0, corrupt: 0, superblock: { kind: finding === 'file-lost' ? 'missing' : 'valid' }, ended: finding === 'lost-running' ? 'storage-lost' : null }
+  return {
+    method,
+    direct: false,
+    role: method === 'none' ? 'control' : 'tested',
+    acked,
+    lost,
+    torn: 0,
+    corrupt: 0,
+    superblock: { kind: finding === 'file-lost' ? 'missing' : 'valid' },
+    ended: finding === 'lost-running' ? 'storage-lost' : null,
+  }
 }
 
 t.test("a method's verdict over every mix of its jobs' findings, 1 to 4 jobs, tested and control", async (t) => {
   let checked = 0
-  for (const [role, method] of [['tested', 'fdatasync'], ['control', 'none']] as const) {
+  for (const [role, method] of [
+    ['tested', 'fdatasync'],
+    ['control', 'none'],
+  ] as const) {
     for (let jobs = 1; jobs <= 4; jobs++) {
       for (const mix of sequences(findings, jobs)) {
         const [judged] = judgeMethods(mix.map((f) => run(method, f)))
-        if (judged!.verdict !== expectedMethod(role, mix)) t.fail(`${role} jobs ${mix.join(', ')}: ${judged!.verdict}, expected ${expectedMethod(role, mix)}`)
+        if (judged!.verdict !== expectedMethod(role, mix))
+          t.fail(`${role} jobs ${mix.join(', ')}: ${judged!.verdict}, expected ${expectedMethod(role, mix)}`)
         else checked++
       }
     }
@@ -101,7 +132,9 @@ t.test('a whole group: two methods and a control over 2 jobs, every mix of findi
   const methods = ['fdatasync', 'fsync', 'none']
   for (const mix of sequences(findings, methods.length * 2)) {
     const runs = mix.map((f, i) => run(methods[i % methods.length]!, f))
-    const expected = expectedGroup(methods.map((m, i) => expectedMethod(m === 'none' ? 'control' : 'tested', [mix[i]!, mix[i + methods.length]!])))
+    const expected = expectedGroup(
+      methods.map((m, i) => expectedMethod(m === 'none' ? 'control' : 'tested', [mix[i]!, mix[i + methods.length]!])),
+    )
     if (groupVerdict(runs) !== expected) t.fail(`${mix.join(', ')}: ${groupVerdict(runs)}, expected ${expected}`)
     else checked++
   }
@@ -139,7 +172,11 @@ t.test('the finding rows: every combination of facts has a row, and every row de
           combinations++
         }
   t.equal(combinations, 16)
-  t.same([...firstRowOf.keys()].sort(), findingRows.map((_, i) => i), 'every row is the first match for some facts')
+  t.same(
+    [...firstRowOf.keys()].sort(),
+    findingRows.map((_, i) => i),
+    'every row is the first match for some facts',
+  )
   t.same([...new Set(findingRows.map((r) => r.finding))].sort(), [...findings].sort(), 'every finding has a row')
 })
 

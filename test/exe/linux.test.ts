@@ -21,7 +21,11 @@ interface ExeResult {
 const exeTimeoutMs = 120_000
 
 /** The executable with only PATH (no node on it), HOME and XDG_CACHE_HOME in its environment. */
-function runExe(exe: string, args: readonly string[], options: { cwd: string; cache: string; env?: Record<string, string> }): Promise<ExeResult> {
+function runExe(
+  exe: string,
+  args: readonly string[],
+  options: { cwd: string; cache: string; env?: Record<string, string> },
+): Promise<ExeResult> {
   const env = { PATH: '/nonexistent', HOME: options.cwd, XDG_CACHE_HOME: options.cache, ...options.env }
   const child = spawn(exe, args, { cwd: options.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
@@ -62,7 +66,14 @@ t.test('the linux-x64 single executable', async (t) => {
     t.equal(result.code, 0, result.stderr)
     t.match(result.stdout, /PASS: all [\d,]+ acknowledged records/)
     t.same(readdirSync(cwd), [], 'nothing is left in the working directory')
-    t.same(readdirSync(unpackedDir(cache)).sort(), ['job-worker.mjs', 'koffi.node', 'msgpackr-extract.node', 'plugcheck.mjs', 'scan-worker.mjs', 'xxhash.node'])
+    t.same(readdirSync(unpackedDir(cache)).sort(), [
+      'job-worker.mjs',
+      'koffi.node',
+      'msgpackr-extract.node',
+      'plugcheck.mjs',
+      'scan-worker.mjs',
+      'xxhash.node',
+    ])
     const again = await runExe(exe, ['methods', '--json'], { cwd, cache })
     t.equal(again.code, 0, again.stderr)
     t.equal(again.stderr, '', 'a later start says nothing about unpacking')
@@ -76,14 +87,24 @@ t.test('the linux-x64 single executable', async (t) => {
     t.teardown(() => listener.kill())
     const file = join(cwd, 'data')
     const cache = join(dir, 'demo-cache')
-    const written = await runExe(exe, ['write', '--server', listener.server, '--file', file, '--size', '4MiB', '--jobs', '2', '--duration', '2'], { cwd, cache })
+    const written = await runExe(
+      exe,
+      ['write', '--server', listener.server, '--file', file, '--size', '4MiB', '--jobs', '2', '--duration', '2'],
+      { cwd, cache },
+    )
     t.equal(written.code, 0, written.stderr)
     t.equal(written.stdout.match(/^run [0-9a-f]{16}: fdatasync, append, 8 KiB records/gm)?.length, 2, written.stdout)
     const verified = await runExe(exe, ['verify', '--server', listener.server, '--file', file, '--json'], { cwd, cache })
     t.equal(verified.code, 0, verified.stdout + verified.stderr)
     const report = JSON.parse(verified.stdout) as { runs: Array<{ path: string; acked: number; lost: number }> }
-    t.same(report.runs.map((r) => r.path), [`${file}.job1`, `${file}.job2`])
-    t.ok(report.runs.every((r) => r.acked > 0 && r.lost === 0), 'both jobs acked records, none lost')
+    t.same(
+      report.runs.map((r) => r.path),
+      [`${file}.job1`, `${file}.job2`],
+    )
+    t.ok(
+      report.runs.every((r) => r.acked > 0 && r.lost === 0),
+      'both jobs acked records, none lost',
+    )
   })
 
   t.test('damaged cache files are rewritten before anything loads them', async (t) => {
@@ -101,7 +122,10 @@ t.test('the linux-x64 single executable', async (t) => {
     writeFileSync(join(unpacked, 'plugcheck.mjs'), 'process.exit(97)\n')
     const result = await runExe(exe, ['methods', '--json'], { cwd, cache })
     t.equal(result.code, 0, result.stderr)
-    t.match(result.stderr, /^plugcheck: the unpacked files in .* did not match this executable \(plugcheck\.mjs, koffi\.node\); unpacking them again\n$/)
+    t.match(
+      result.stderr,
+      /^plugcheck: the unpacked files in .* did not match this executable \(plugcheck\.mjs, koffi\.node\); unpacking them again\n$/,
+    )
     t.equal(JSON.parse(result.stdout).platform, 'linux')
     t.equal(sha256(koffi), good.koffi)
     t.equal(sha256(join(unpacked, 'plugcheck.mjs')), good.bundle)
@@ -120,7 +144,11 @@ t.test('the linux-x64 single executable', async (t) => {
     t.same(readdirSync(join(cache, 'plugcheck')), [unpacked.split('/').pop()], 'no staging directory is left')
     writeFileSync(join(unpacked, 'koffi.node'), 'damaged')
     for (const result of await together()) t.equal(result.code, 0, result.stderr)
-    t.same(readdirSync(unpacked).filter((name) => name.startsWith('.')), [], 'no temporary file is left')
+    t.same(
+      readdirSync(unpacked).filter((name) => name.startsWith('.')),
+      [],
+      'no temporary file is left',
+    )
   })
 
   t.test('a cache it cannot create: exit 3 with one line and a hint', async (t) => {
@@ -130,36 +158,53 @@ t.test('the linux-x64 single executable', async (t) => {
     writeFileSync(notADirectory, '')
     const result = await runExe(exe, ['methods'], { cwd, cache: notADirectory })
     t.equal(result.code, 3)
-    t.match(result.stderr, /^plugcheck: could not unpack its native modules under .*a-file\/plugcheck: ENOTDIR \(not a directory\)\nhint: set XDG_CACHE_HOME to a writable directory\n$/)
+    t.match(
+      result.stderr,
+      /^plugcheck: could not unpack its native modules under .*a-file\/plugcheck: ENOTDIR \(not a directory\)\nhint: set XDG_CACHE_HOME to a writable directory\n$/,
+    )
   })
 
-  t.test("a symbolic link at the cache's <hash> directory: exit 3, the linked directory untouched; a linked file is replaced", async (t) => {
-    const cwd = join(dir, 'linked')
-    const cache = join(dir, 'linked-cache')
-    const user = join(dir, 'linked-user')
-    mkdirSync(cwd)
-    mkdirSync(user)
-    t.equal((await runExe(exe, ['methods'], { cwd, cache })).code, 0)
-    const unpacked = unpackedDir(cache)
-    for (const name of readdirSync(unpacked)) writeFileSync(join(user, name), `the user's own ${name}\n`)
-    const before = readdirSync(user).map((name) => readFileSync(join(user, name), 'utf8'))
-    rmSync(unpacked, { recursive: true })
-    symlinkSync(user, unpacked)
-    const result = await runExe(exe, ['methods'], { cwd, cache })
-    t.equal(result.code, 3)
-    t.equal(result.stderr, `plugcheck: the cache directory ${unpacked} is a symbolic link: plugcheck writes only into a directory of its own\nhint: remove ${unpacked} (plugcheck makes it again)\n`)
-    t.same(readdirSync(user).map((name) => readFileSync(join(user, name), 'utf8')), before, "the user's files are byte-identical")
+  t.test(
+    "a symbolic link at the cache's <hash> directory: exit 3, the linked directory untouched; a linked file is replaced",
+    async (t) => {
+      const cwd = join(dir, 'linked')
+      const cache = join(dir, 'linked-cache')
+      const user = join(dir, 'linked-user')
+      mkdirSync(cwd)
+      mkdirSync(user)
+      t.equal((await runExe(exe, ['methods'], { cwd, cache })).code, 0)
+      const unpacked = unpackedDir(cache)
+      for (const name of readdirSync(unpacked)) writeFileSync(join(user, name), `the user's own ${name}\n`)
+      const before = readdirSync(user).map((name) => readFileSync(join(user, name), 'utf8'))
+      rmSync(unpacked, { recursive: true })
+      symlinkSync(user, unpacked)
+      const result = await runExe(exe, ['methods'], { cwd, cache })
+      t.equal(result.code, 3)
+      t.equal(
+        result.stderr,
+        `plugcheck: the cache directory ${unpacked} is a symbolic link: plugcheck writes only into a directory of its own\nhint: remove ${unpacked} (plugcheck makes it again)\n`,
+      )
+      t.same(
+        readdirSync(user).map((name) => readFileSync(join(user, name), 'utf8')),
+        before,
+        "the user's files are byte-identical",
+      )
 
-    rmSync(unpacked)
-    t.equal((await runExe(exe, ['methods'], { cwd, cache })).code, 0)
-    rmSync(join(unpacked, 'koffi.node'))
-    symlinkSync(join(user, 'koffi.node'), join(unpacked, 'koffi.node'))
-    const relinked = await runExe(exe, ['methods', '--json'], { cwd, cache })
-    t.equal(relinked.code, 0, relinked.stderr)
-    t.match(relinked.stderr, /\(koffi\.node\); unpacking them again\n$/)
-    t.ok(lstatSync(join(unpacked, 'koffi.node')).isFile(), 'the link is replaced by a regular file')
-    t.same(readdirSync(user).map((name) => readFileSync(join(user, name), 'utf8')), before, "the user's files are byte-identical")
-  })
+      rmSync(unpacked)
+      t.equal((await runExe(exe, ['methods'], { cwd, cache })).code, 0)
+      rmSync(join(unpacked, 'koffi.node'))
+      symlinkSync(join(user, 'koffi.node'), join(unpacked, 'koffi.node'))
+      const relinked = await runExe(exe, ['methods', '--json'], { cwd, cache })
+      t.equal(relinked.code, 0, relinked.stderr)
+      t.match(relinked.stderr, /\(koffi\.node\); unpacking them again\n$/)
+      t.ok(lstatSync(join(unpacked, 'koffi.node')).isFile(), 'the link is replaced by a regular file')
+      t.same(
+        readdirSync(user).map((name) => readFileSync(join(user, name), 'utf8')),
+        before,
+        "the user's files are byte-identical",
+      )
+    },
+  )
 
   t.test('a cache root that is a file: exit 3, one line naming it, the file untouched', async (t) => {
     const cwd = join(dir, 'rootfile')
@@ -170,14 +215,20 @@ t.test('the linux-x64 single executable', async (t) => {
     const result = await runExe(exe, ['methods'], { cwd, cache })
     t.equal(result.code, 3)
     const root = join(cache, 'plugcheck')
-    t.equal(result.stderr, `plugcheck: the cache directory ${root} is not a directory: plugcheck writes only into a directory of its own\nhint: remove ${root} (plugcheck makes it again)\n`)
+    t.equal(
+      result.stderr,
+      `plugcheck: the cache directory ${root} is not a directory: plugcheck writes only into a directory of its own\nhint: remove ${root} (plugcheck makes it again)\n`,
+    )
     t.equal(readFileSync(root, 'utf8'), 'a file')
   })
 
   t.test('agent --print-service names the executable alone, without a script', async (t) => {
     const cwd = join(dir, 'agent')
     mkdirSync(cwd)
-    const result = await runExe(exe, ['agent', '--server', '127.0.0.1:5400', '--file', join(cwd, 'data'), '--print-service', 'systemd'], { cwd, cache: join(dir, 'demo-cache') })
+    const result = await runExe(exe, ['agent', '--server', '127.0.0.1:5400', '--file', join(cwd, 'data'), '--print-service', 'systemd'], {
+      cwd,
+      cache: join(dir, 'demo-cache'),
+    })
     t.equal(result.code, 0, result.stderr)
     t.match(result.stdout, `\nExecStart=${exe} agent --server 127.0.0.1:5400 --file ${join(cwd, 'data')}\n`)
   })

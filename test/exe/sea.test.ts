@@ -11,7 +11,15 @@ import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PlugcheckError } from '../../src/base/errors.js'
-import { cacheRoot, ensureUnpacked, markSingleExecutable, mismatchedFiles, selfCommand, unpackDirName, type SeaManifest } from '../../src/exe/sea.js'
+import {
+  cacheRoot,
+  ensureUnpacked,
+  markSingleExecutable,
+  mismatchedFiles,
+  selfCommand,
+  unpackDirName,
+  type SeaManifest,
+} from '../../src/exe/sea.js'
 import { tempDir } from '../fixtures/cli.js'
 
 const assets: Record<string, Buffer> = { 'plugcheck.mjs': Buffer.from('export {}\n'), 'koffi.node': Buffer.from('native bytes') }
@@ -35,7 +43,15 @@ t.test('ensureUnpacked: unpacks once, rewrites a damaged file with a notice, ref
   t.same(readdirSync(root), [unpackDirName(manifest)], 'no staging directory is left')
   t.same(notices, [])
   t.same(mismatchedFiles(dir, manifest), [])
-  t.equal(ensureUnpacked(manifest, root, () => t.fail('a checked directory reads no asset') as never, () => {}), dir)
+  t.equal(
+    ensureUnpacked(
+      manifest,
+      root,
+      () => t.fail('a checked directory reads no asset') as never,
+      () => {},
+    ),
+    dir,
+  )
 
   writeFileSync(join(dir, 'koffi.node'), 'changed')
   t.same(mismatchedFiles(dir, manifest), ['koffi.node'])
@@ -44,7 +60,16 @@ t.test('ensureUnpacked: unpacks once, rewrites a damaged file with a notice, ref
   t.same(readFileSync(join(dir, 'koffi.node')), assets['koffi.node'])
 
   writeFileSync(join(dir, 'koffi.node'), 'changed')
-  t.throws(() => ensureUnpacked(manifest, root, (name) => (name === 'koffi.node' ? Buffer.from('tampered') : readAsset(name)), () => {}), /this executable is damaged: its asset koffi\.node does not match its manifest/)
+  t.throws(
+    () =>
+      ensureUnpacked(
+        manifest,
+        root,
+        (name) => (name === 'koffi.node' ? Buffer.from('tampered') : readAsset(name)),
+        () => {},
+      ),
+    /this executable is damaged: its asset koffi\.node does not match its manifest/,
+  )
 })
 
 /** A directory of a user's own files named as the assets are, and a snapshot of its bytes. */
@@ -80,7 +105,12 @@ t.test('ensureUnpacked refuses a cache directory that may hold data not its own,
   const linkedHash = join(dir, 'linked-hash', 'plugcheck')
   mkdirSync(linkedHash, { recursive: true, mode: 0o700 })
   symlinkSync(user.path, join(linkedHash, unpackDirName(manifest)))
-  refusal(t, linkedHash, join(linkedHash, unpackDirName(manifest)), /is a symbolic link: plugcheck writes only into a directory of its own$/)
+  refusal(
+    t,
+    linkedHash,
+    join(linkedHash, unpackDirName(manifest)),
+    /is a symbolic link: plugcheck writes only into a directory of its own$/,
+  )
 
   const linkedRoot = join(dir, 'linked-root', 'plugcheck')
   mkdirSync(join(dir, 'linked-root'))
@@ -118,7 +148,10 @@ t.test('ensureUnpacked: a link or fifo in place of a file is replaced by a renam
   // Read, a fifo would block the start for good.
   execFileSync('mkfifo', [join(unpacked, 'plugcheck.mjs')])
   const notices: string[] = []
-  t.equal(ensureUnpacked(manifest, root, readAsset, (text) => notices.push(text)), unpacked)
+  t.equal(
+    ensureUnpacked(manifest, root, readAsset, (text) => notices.push(text)),
+    unpacked,
+  )
   t.match(notices, [/\(plugcheck\.mjs, koffi\.node\); unpacking them again$/])
   for (const name of Object.keys(assets)) {
     t.ok(lstatSync(join(unpacked, name)).isFile(), `${name} is a regular file again`)
@@ -129,7 +162,8 @@ t.test('ensureUnpacked: a link or fifo in place of a file is replaced by a renam
 })
 
 t.test('ensureUnpacked: a cache on a read-only file system fails with EROFS, not the ENOENT of a recursive mkdir', async (t) => {
-  const erofs = (path: string) => Object.assign(new Error(`EROFS: read-only file system, mkdir '${path}'`), { code: 'EROFS', syscall: 'mkdir', path })
+  const erofs = (path: string) =>
+    Object.assign(new Error(`EROFS: read-only file system, mkdir '${path}'`), { code: 'EROFS', syscall: 'mkdir', path })
   const mkdirSync = (path: string, options?: fs.MakeDirectoryOptions) => {
     // What Node's recursive mkdir reports on a read-only tmpfs (measured), and a plain mkdir's own error.
     if (path.endsWith('/plugcheck')) throw options?.recursive ? Object.assign(new Error('ENOENT'), { code: 'ENOENT' }) : erofs(path)

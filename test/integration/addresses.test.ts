@@ -48,7 +48,11 @@ async function writeThenVerify(t: Test, server: string, file: string): Promise<v
   const written = await runCli(['write', '--server', server, '--file', file, '--duration', '0.2', '--size', '8MiB'], 60_000)
   t.equal(written.code, 0, `write --server ${server}: ${written.stderr}`)
   t.match(written.stdout, /records synced and acknowledged/, server)
-  t.match(written.stdout, `plugcheck verify --server ${shellQuote(server, 'posix')} `, 'the verify command printed uses the same spelling, quoted for the shell')
+  t.match(
+    written.stdout,
+    `plugcheck verify --server ${shellQuote(server, 'posix')} `,
+    'the verify command printed uses the same spelling, quoted for the shell',
+  )
   const verified = await runInProcess(['verify', '--server', server, '--file', file, '--json'])
   t.equal(verified.code, 0, `verify --server ${server}: ${verified.stderr}`)
   if (verified.code !== 0) return
@@ -148,7 +152,10 @@ t.test('a scope naming no interface is a usage error for write and verify', asyn
   const dir = tempDir(t)
   const server = '[fe80::1%nosuch]:5400'
   const expected = /^plugcheck: --server \[fe80::1%nosuch\]:5400: no network interface "nosuch"\nhint: interfaces here: /
-  const written = await runCli(['write', '--server', server, '--file', join(dir, 'data.plugcheck'), '--duration', '0.2', '--size', '8MiB'], 60_000)
+  const written = await runCli(
+    ['write', '--server', server, '--file', join(dir, 'data.plugcheck'), '--duration', '0.2', '--size', '8MiB'],
+    60_000,
+  )
   t.equal(written.code, 2, written.stderr)
   t.match(written.stderr, expected)
   const verified = await runInProcess(['verify', '--server', server, '--file', join(dir, 'data.plugcheck')])

@@ -30,7 +30,16 @@ t.test('a one-cycle campaign: the agent writes, is cut after steady, the next ag
   const dir = tempDir(t)
   const pidFile = join(dir, 'agent.pid')
   // The "power cut": the listener SIGKILLs the agent (and so its writer) as soon as it is steady.
-  const listener = await startListener(join(dir, 'listener'), ['--campaign', 'c1', '--cycles', '1', '--cut-command', `kill -9 "$(cat '${pidFile}')"`, '--cut-after', '0'])
+  const listener = await startListener(join(dir, 'listener'), [
+    '--campaign',
+    'c1',
+    '--cycles',
+    '1',
+    '--cut-command',
+    `kill -9 "$(cat '${pidFile}')"`,
+    '--cut-after',
+    '0',
+  ])
   t.teardown(() => listener.kill())
   const file = join(dir, 'data.plugcheck')
   const args = ['agent', '--server', listener.server, '--file', file, '--method', 'fdatasync,none', '--size', '16MiB']
@@ -70,7 +79,16 @@ t.test('a one-cycle campaign: the agent writes, is cut after steady, the next ag
 
 t.test('a foreign file at --file: refused (exit 2) as write refuses it, and untouched', async (t) => {
   const dir = tempDir(t)
-  const listener = await startListener(join(dir, 'listener'), ['--campaign', 'c2', '--cycles', '1', '--cut-command', 'true', '--cut-after', '3600'])
+  const listener = await startListener(join(dir, 'listener'), [
+    '--campaign',
+    'c2',
+    '--cycles',
+    '1',
+    '--cut-command',
+    'true',
+    '--cut-after',
+    '3600',
+  ])
   t.teardown(() => listener.kill())
   await campaignOf(listener.server)
   const file = join(dir, 'precious.db')
@@ -87,7 +105,16 @@ t.test('a foreign file at --file: refused (exit 2) as write refuses it, and unto
 t.test('a cut that destroyed a data file superblock: the agent judges it, then replaces its own file for the next cycle', async (t) => {
   const dir = tempDir(t)
   const pidFile = join(dir, 'agent.pid')
-  const listener = await startListener(join(dir, 'listener'), ['--campaign', 'c3', '--cycles', '2', '--cut-command', `kill -9 "$(cat '${pidFile}')"`, '--cut-after', '0'])
+  const listener = await startListener(join(dir, 'listener'), [
+    '--campaign',
+    'c3',
+    '--cycles',
+    '2',
+    '--cut-command',
+    `kill -9 "$(cat '${pidFile}')"`,
+    '--cut-after',
+    '0',
+  ])
   t.teardown(() => listener.kill())
   const file = join(dir, 'data.plugcheck')
   const args = ['agent', '--server', listener.server, '--file', file, '--method', 'fdatasync', '--size', '16MiB']

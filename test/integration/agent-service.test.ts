@@ -96,7 +96,19 @@ for (const kind of ['systemd', 'windows'] as const) {
     const dir = tempDir(t)
     const file = join(dir, awkwardName)
     // Port 1 on loopback: nothing listens there; the agent must not try.
-    const args = ['agent', '--server', '127.0.0.1:1', '--file', file, '--method', 'fdatasync,none', '--token', "s3cr$t 'x'", '--size', '16MiB']
+    const args = [
+      'agent',
+      '--server',
+      '127.0.0.1:1',
+      '--file',
+      file,
+      '--method',
+      'fdatasync,none',
+      '--token',
+      "s3cr$t 'x'",
+      '--size',
+      '16MiB',
+    ]
     const result = await runCli([...args.slice(0, 3), '--print-service', kind, ...args.slice(3)])
     t.equal(result.code, 0, result.stderr)
     t.equal(result.stderr, '')
@@ -106,7 +118,14 @@ for (const kind of ['systemd', 'windows'] as const) {
     t.equal(lines.filter((l) => l.startsWith('#')).length, 1, 'one comment line')
     if (kind === 'systemd') {
       t.match(lines[0], /\/etc\/systemd\/system\/plugcheck-agent\.service.*systemctl enable/)
-      for (const line of ['Type=simple', 'After=network-online.target', 'Wants=network-online.target', 'Restart=no', 'WantedBy=multi-user.target']) t.ok(lines.includes(line), line)
+      for (const line of [
+        'Type=simple',
+        'After=network-online.target',
+        'Wants=network-online.target',
+        'Restart=no',
+        'WantedBy=multi-user.target',
+      ])
+        t.ok(lines.includes(line), line)
       const execStart = lines.find((l) => l.startsWith('ExecStart='))!
       t.same(splitSystemd(execStart.slice('ExecStart='.length)), expected)
     } else {

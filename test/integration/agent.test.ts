@@ -117,49 +117,60 @@ t.test('a live run is never given a verdict: exit 2, nothing reported', async (t
 
 // The first contact of the rebooted machine: a plain verify (which stores its verdict as the agent
 // does) or the agent itself; either ends the old boot's run at the listener and has its verdict taken.
-for (const first of ['verify', 'agent'] as const) t.test(`a power cut leaves the writer's connection open: the rebooted machine's ${first} verifies, and its verdict is taken`, async (t) => {
-  const dir = tempDir(t)
-  const listener = await startListener(join(dir, 'listener'))
-  t.teardown(() => listener.kill())
-  const file = join(dir, 'data.plugcheck')
-  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--size', '16MiB'])
-  const exited = new Promise<void>((resolve) => writer.on('exit', () => resolve()))
-  t.teardown(async () => {
-    writer.kill('SIGKILL')
-    await exited
-  })
-  let stdout = ''
-  writer.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
-  await waitFor('the writer to start writing', () => /after a power cut/.test(stdout) && fileSize(file) > 8192 * 10)
-  // The power goes: the writer stops dead and its connection sends nothing more, not even a FIN.
-  writer.kill('SIGSTOP')
-  await sleep(300) // acks already in the listener's socket buffer are taken in
-  const sameBoot = await runCli(['verify', '--server', listener.server, '--file', file])
-  t.equal(sameBoot.code, 2, 'on the same boot the run is still being written (its connection is open)')
-  t.match(sameBoot.stdout, /NOT JUDGED: .*still being written/)
+for (const first of ['verify', 'agent'] as const)
+  t.test(
+    `a power cut leaves the writer's connection open: the rebooted machine's ${first} verifies, and its verdict is taken`,
+    async (t) => {
+      const dir = tempDir(t)
+      const listener = await startListener(join(dir, 'listener'))
+      t.teardown(() => listener.kill())
+      const file = join(dir, 'data.plugcheck')
+      const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--size', '16MiB'])
+      const exited = new Promise<void>((resolve) => writer.on('exit', () => resolve()))
+      t.teardown(async () => {
+        writer.kill('SIGKILL')
+        await exited
+      })
+      let stdout = ''
+      writer.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
+      await waitFor('the writer to start writing', () => /after a power cut/.test(stdout) && fileSize(file) > 8192 * 10)
+      // The power goes: the writer stops dead and its connection sends nothing more, not even a FIN.
+      writer.kill('SIGSTOP')
+      await sleep(300) // acks already in the listener's socket buffer are taken in
+      const sameBoot = await runCli(['verify', '--server', listener.server, '--file', file])
+      t.equal(sameBoot.code, 2, 'on the same boot the run is still being written (its connection is open)')
+      t.match(sameBoot.stdout, /NOT JUDGED: .*still being written/)
 
-  // The machine comes back with a new boot id (never at once: a writer silent for less than
-  // rebootSilenceMs may still be writing); its first contact ends the old boot's run at the listener.
-  await sleep(rebootSilenceMs)
-  const boot = newBootIdFile(dir).path
-  if (first === 'verify') {
-    const verify = await runCliRebooted(boot, ['verify', '--server', listener.server, '--file', file, '--json'])
-    t.equal(verify.code, 0, `verify on the rebooted machine judges the run (${verify.stderr})`)
-    const claims = verify.stdout === '' ? [] : (JSON.parse(verify.stdout).claims as Array<{ live: boolean; end?: { reason: string } }>)
-    t.match(claims, [{ live: false, end: { reason: 'vanished' } }], 'and the listener no longer holds it live: it ended as vanished')
-  }
-  const agent = await runCliRebooted(boot, ['agent', '--server', listener.server, '--file', file, '--size', '16MiB'])
-  t.equal(agent.code, 0, `the rebooted machine's agent verified and reported (${agent.stderr})`)
-  if (first === 'agent') {
-    t.match(agent.stdout, /PASS: all [\d,]+ acknowledged records/)
-    t.match(agent.stdout, /reported 1 verdict to the listener/)
-  } else t.match(agent.stdout, /has its verdicts at the listener already/, 'the verify before it stored the verdict')
-  const [run] = await summaries(listener.server)
-  t.match(run, { live: false, end: { reason: 'vanished', detail: /its writer's machine rebooted: \S+ connected from 127\.0\.0\.1 with boot id / } }, 'the old run ended as vanished')
-  t.match(run?.verdict, { verdict: 'pass', rebootedSinceWrite: true }, 'its verdict is stored')
-  t.equal(run?.verdict?.acked, run?.ackedThroughSeq)
-  t.match(listener.stderr(), /ended as vanished: its writer's machine rebooted/, 'the listener says why')
-})
+      // The machine comes back with a new boot id (never at once: a writer silent for less than
+      // rebootSilenceMs may still be writing); its first contact ends the old boot's run at the listener.
+      await sleep(rebootSilenceMs)
+      const boot = newBootIdFile(dir).path
+      if (first === 'verify') {
+        const verify = await runCliRebooted(boot, ['verify', '--server', listener.server, '--file', file, '--json'])
+        t.equal(verify.code, 0, `verify on the rebooted machine judges the run (${verify.stderr})`)
+        const claims = verify.stdout === '' ? [] : (JSON.parse(verify.stdout).claims as Array<{ live: boolean; end?: { reason: string } }>)
+        t.match(claims, [{ live: false, end: { reason: 'vanished' } }], 'and the listener no longer holds it live: it ended as vanished')
+      }
+      const agent = await runCliRebooted(boot, ['agent', '--server', listener.server, '--file', file, '--size', '16MiB'])
+      t.equal(agent.code, 0, `the rebooted machine's agent verified and reported (${agent.stderr})`)
+      if (first === 'agent') {
+        t.match(agent.stdout, /PASS: all [\d,]+ acknowledged records/)
+        t.match(agent.stdout, /reported 1 verdict to the listener/)
+      } else t.match(agent.stdout, /has its verdicts at the listener already/, 'the verify before it stored the verdict')
+      const [run] = await summaries(listener.server)
+      t.match(
+        run,
+        {
+          live: false,
+          end: { reason: 'vanished', detail: /its writer's machine rebooted: \S+ connected from 127\.0\.0\.1 with boot id / },
+        },
+        'the old run ended as vanished',
+      )
+      t.match(run?.verdict, { verdict: 'pass', rebootedSinceWrite: true }, 'its verdict is stored')
+      t.equal(run?.verdict?.acked, run?.ackedThroughSeq)
+      t.match(listener.stderr(), /ended as vanished: its writer's machine rebooted/, 'the listener says why')
+    },
+  )
 
 t.test('a listener that comes up late: the agent waits for it, then goes on', async (t) => {
   const dir = tempDir(t)

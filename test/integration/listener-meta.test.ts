@@ -58,7 +58,10 @@ for (const [field, bit] of [
     const offline = await runInProcess(['verify', '--acks', listenerDir, '--file', file])
     t.equal(offline.code, 3, offline.stdout)
     t.equal(offline.stdout, '')
-    t.match(offline.stderr, `plugcheck: the ack directory ${listenerDir} describes run ${runId} otherwise than the checksummed superblock of its data file ${file}: ${named}`)
+    t.match(
+      offline.stderr,
+      `plugcheck: the ack directory ${listenerDir} describes run ${runId} otherwise than the checksummed superblock of its data file ${file}: ${named}`,
+    )
     t.match(offline.stderr, `hint: ${metaPath} is damaged, or the listener answered wrong: the storage under test is not to blame`)
 
     // The listener restarts from its catalog, which recorded the run as announced: the changed file is

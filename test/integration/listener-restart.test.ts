@@ -9,7 +9,19 @@ t.test('acks survive a listener restart', async (t) => {
   const acksDir = join(dir, 'listener')
   const first = await startListener(acksDir)
   const file = join(dir, 'data')
-  const write = await runCli(['write', '--server', first.server, '--file', file, '--method', 'fdatasync,open_datasync', '--duration', '1', '--size', '256MiB'])
+  const write = await runCli([
+    'write',
+    '--server',
+    first.server,
+    '--file',
+    file,
+    '--method',
+    'fdatasync,open_datasync',
+    '--duration',
+    '1',
+    '--size',
+    '256MiB',
+  ])
   t.equal(write.code, 0, write.stderr)
   const recorded = [...write.stdout.matchAll(/([\d,]+) records synced and acknowledged, ([\d,]+) recorded by the listener/g)].map((m) => [
     Number(m[1]!.replaceAll(',', '')),
@@ -25,7 +37,11 @@ t.test('acks survive a listener restart', async (t) => {
   t.equal(result.code, 0, result.stderr)
   const report = JSON.parse(result.stdout)
   t.same(report.runs.map((r: { method: string }) => r.method).sort(), ['fdatasync', 'open_datasync'])
-  t.same(report.runs.map((r: { acked: number }) => r.acked).sort(), recorded.map(([synced]) => synced).sort(), 'every recorded ack is still there')
+  t.same(
+    report.runs.map((r: { acked: number }) => r.acked).sort(),
+    recorded.map(([synced]) => synced).sort(),
+    'every recorded ack is still there',
+  )
   for (const run of report.runs) t.equal(run.intact, run.acked)
 
   const offline = await runInProcess(['verify', '--acks', acksDir, '--file', file])
@@ -33,12 +49,24 @@ t.test('acks survive a listener restart', async (t) => {
   t.match(offline.stdout, /^PASS: every acknowledged record of all 2 methods survived\./)
 })
 
-t.test("a run restarted from the catalog whose log lost its last commit: the listener names it, verify exits 3", async (t) => {
+t.test('a run restarted from the catalog whose log lost its last commit: the listener names it, verify exits 3', async (t) => {
   const dir = tempDir(t)
   const acksDir = join(dir, 'listener')
   const first = await startListener(acksDir)
   const file = join(dir, 'data')
-  const write = await runCli(['write', '--server', first.server, '--file', file, '--method', 'fdatasync', '--duration', '1', '--size', '64MiB'])
+  const write = await runCli([
+    'write',
+    '--server',
+    first.server,
+    '--file',
+    file,
+    '--method',
+    'fdatasync',
+    '--duration',
+    '1',
+    '--size',
+    '64MiB',
+  ])
   t.equal(write.code, 0, write.stderr)
   await first.kill('SIGTERM') // a clean stop: the run is in catalog.msgpack
   const [runId] = readdirSync(join(acksDir, 'runs')).filter((name) => /^[0-9a-f]{16}$/.test(name))
@@ -49,7 +77,11 @@ t.test("a run restarted from the catalog whose log lost its last commit: the lis
   t.teardown(() => second.kill())
   const result = await runInProcess(['verify', '--server', second.server, '--file', file])
   t.equal(result.code, 3, 'not judged: a runtime failure')
-  t.match(result.stderr, new RegExp(`could not read ${log}: its whole commits end at byte \\d+ [^]*in its catalog: recorded acks are missing`), 'the damaged log is named')
+  t.match(
+    result.stderr,
+    new RegExp(`could not read ${log}: its whole commits end at byte \\d+ [^]*in its catalog: recorded acks are missing`),
+    'the damaged log is named',
+  )
   await waitFor('the background check', () => /its queries are refused/.test(second.stderr()))
   t.match(second.stderr(), new RegExp(`run ${runId}: could not read ${log}`), 'the listener names the run and its log')
 })

@@ -47,7 +47,14 @@ t.test('a week of two methods verifies through the listener with the default tim
   // The file holds the last 4000 seqs (two spans); one seq of each span lost.
   const throughSeq = spans * seqsPerSpan
   const lost = [throughSeq - 3000, throughSeq - 10]
-  const long = craftLongRun({ dir: listenerDir, file, methods: ['fdatasync', 'fsync'], spansPerRun: spans, slotCount: 4000, lostSeqs: new Set(lost) })
+  const long = craftLongRun({
+    dir: listenerDir,
+    file,
+    methods: ['fdatasync', 'fsync'],
+    spansPerRun: spans,
+    slotCount: 4000,
+    lostSeqs: new Set(lost),
+  })
   t.equal(long.throughSeq, throughSeq)
 
   const listener = await startListener(listenerDir, [], 300_000)
@@ -59,9 +66,18 @@ t.test('a week of two methods verifies through the listener with the default tim
   const report = failed.stdout === '' ? { runs: [] } : JSON.parse(failed.stdout)
   t.equal(report.runs.length, 2, 'both methods judged')
   for (const run of report.runs) {
-    t.match(run, { verdict: 'fail', acked: throughSeq, superseded: throughSeq - 4000, intact: 3998, lost: 2, lostRangeCount: 2 }, `${run.method}: the two lost seqs`)
+    t.match(
+      run,
+      { verdict: 'fail', acked: throughSeq, superseded: throughSeq - 4000, intact: 3998, lost: 2, lostRangeCount: 2 },
+      `${run.method}: the two lost seqs`,
+    )
     t.same(
-      run.lostRanges.map((r: { fromSeq: number; toSeq: number; ackedFromMs: number; ackedToMs: number }) => [r.fromSeq, r.toSeq, r.ackedFromMs, r.ackedToMs]),
+      run.lostRanges.map((r: { fromSeq: number; toSeq: number; ackedFromMs: number; ackedToMs: number }) => [
+        r.fromSeq,
+        r.toSeq,
+        r.ackedFromMs,
+        r.ackedToMs,
+      ]),
       lost.map((seq) => [seq, seq, long.ackedMs(seq), long.ackedMs(seq)]),
       `${run.method}: each lost seq with the window in which the listener received its ack, a week into the run`,
     )
@@ -76,18 +92,32 @@ t.test('a week of two methods verifies through the listener with the default tim
   // Every page of each run, from seq 1 to the last: the windows of both ends, one page held at a time.
   const readAll = fileURLToPath(new URL('../fixtures/read-all-spans.ts', import.meta.url))
   for (const meta of long.metas) {
-    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', readAll, listener.server, meta.runId, String(throughSeq), String(long.announcedMs)], { timeout: 120_000 })
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', readAll, listener.server, meta.runId, String(throughSeq), String(long.announcedMs)],
+      { timeout: 120_000 },
+    )
     const read = JSON.parse(stdout) as { windows: number[][]; pages: number; peakMiB: number }
-    t.same(read.windows, [1, throughSeq].map((seq) => [long.ackedMs(seq), long.ackedMs(seq)]), `${meta.method}: the windows of seq 1 and seq ${throughSeq}`)
+    t.same(
+      read.windows,
+      [1, throughSeq].map((seq) => [long.ackedMs(seq), long.ackedMs(seq)]),
+      `${meta.method}: the windows of seq 1 and seq ${throughSeq}`,
+    )
     t.equal(read.pages, Math.ceil(spans / maxSpansPerPage), `${meta.method}: every page read (${read.pages})`)
-    t.ok(read.peakMiB < verifierPeakMiBMax, `${meta.method}: reading all ${spans} spans peaked at ${Math.round(read.peakMiB)} MiB (bound ${verifierPeakMiBMax})`)
+    t.ok(
+      read.peakMiB < verifierPeakMiBMax,
+      `${meta.method}: reading all ${spans} spans peaked at ${Math.round(read.peakMiB)} MiB (bound ${verifierPeakMiBMax})`,
+    )
   }
 
   // A verifier of protocol 3 would take every span in one reply: it is told why not, never sent a partial one.
   const old = await Peer.open(listener.port)
   old.send({ type: 'hello', protocol: 3, role: 'verifier' })
   old.send({ type: 'query', host: long.metas[0]!.host, requestedPath: file })
-  t.match(await old.next('error', 60_000), { code: 'protocol-version', message: /are 12096000 spans, more than one reply of protocol 3 carries .*run the same plugcheck version here/ })
+  t.match(await old.next('error', 60_000), {
+    code: 'protocol-version',
+    message: /are 12096000 spans, more than one reply of protocol 3 carries .*run the same plugcheck version here/,
+  })
   old.close()
 
   const listenerPeakMiB = listenerPeak.stop()

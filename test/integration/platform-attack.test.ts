@@ -25,7 +25,10 @@ t.test('the verify command printed for an IPv6 --server pastes back into a shell
   const cwd = join(dir, 'cwd')
   mkdirSync(cwd)
   writeFileSync(join(cwd, `1:${listener.port}`), '')
-  const pasted = spawnSync('bash', ['-c', `set -- ${command.replace(/^plugcheck verify /, '')}; printf '%s\\n' "$@"`], { cwd, encoding: 'utf8' })
+  const pasted = spawnSync('bash', ['-c', `set -- ${command.replace(/^plugcheck verify /, '')}; printf '%s\\n' "$@"`], {
+    cwd,
+    encoding: 'utf8',
+  })
   t.equal(pasted.status, 0, pasted.stderr)
   const args = pasted.stdout.split('\n')
   t.equal(args[args.indexOf('--server') + 1], server, `the pasted --server is the one write used (printed: ${command})`)

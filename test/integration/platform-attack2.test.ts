@@ -38,7 +38,7 @@ t.test('a data file deleted, truncated or replaced during write: never exit 0 fo
     deleted: (file) => rmSync(file),
     truncated: (file) => truncateSync(file, 8192),
     replaced: (file) => {
-      writeFileSync(`${file}.other`, 'somebody else\'s file\n')
+      writeFileSync(`${file}.other`, "somebody else's file\n")
       renameSync(`${file}.other`, file)
     },
   }
@@ -56,7 +56,11 @@ t.test('a data file deleted, truncated or replaced during write: never exit 0 fo
       t.equal(written.code, 3, `${what}: write reports it as a runtime failure: ${written.stderr}`)
       t.match(written.stderr, file, `${what}: the message names the path`)
       t.equal(verify.code, 2, `${what}: verify judges nothing: ${verify.stdout}`)
-      t.match(verify.stdout, /^NOT JUDGED: run [0-9a-f]{16} \(fsync\) ended because the data file .* during the run/, `${what}: and says why`)
+      t.match(
+        verify.stdout,
+        /^NOT JUDGED: run [0-9a-f]{16} \(fsync\) ended because the data file .* during the run/,
+        `${what}: and says why`,
+      )
     }
   }
 })
@@ -109,10 +113,17 @@ t.test('bench with every method disabled draws no conclusion about the device', 
   const dir = tempDir(t, 'plugcheck-platform-attack2-bench-')
   mkdirSync(join(dir, 'b'))
   const env = { ...process.env, PLUGCHECK_DISABLE_METHODS: 'fsync,fdatasync,open_sync,open_datasync,pwritev2_dsync,none' }
-  const child = spawn(process.execPath, [binPath, 'bench', '--secs', '0.1', '--file', join(dir, 'b')], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [binPath, 'bench', '--secs', '0.1', '--file', join(dir, 'b')], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stdout = ''
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()))
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
   t.ok(code === 0 || code === 2, `exit ${code}`)
-  t.notMatch(stdout, /no durable method was faster than this device can plausibly flush/, `no plausibility verdict without a measured row:\n${stdout}`)
+  t.notMatch(
+    stdout,
+    /no durable method was faster than this device can plausibly flush/,
+    `no plausibility verdict without a measured row:\n${stdout}`,
+  )
 })

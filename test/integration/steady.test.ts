@@ -16,7 +16,19 @@ t.test('write --duration 5 with two methods, no TTY: one steady per run, stored 
   const listener = await startListener(join(dir, 'listener'), ['--events', events])
   t.teardown(() => listener.kill())
   const file = join(dir, 'data.plugcheck')
-  const result = await runCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync,none', '--size', '16MiB', '--duration', '5'])
+  const result = await runCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--method',
+    'fdatasync,none',
+    '--size',
+    '16MiB',
+    '--duration',
+    '5',
+  ])
   t.equal(result.code, 0, result.stderr)
   t.notMatch(result.stderr, /steady:/, 'the "cut the power" line is for a terminal only')
   const runIds = [...result.stdout.matchAll(/^run ([0-9a-f]{16}): /gm)].map((m) => m[1]!)

@@ -60,7 +60,8 @@ t.test('no test under test/ skips, by an option, a call or an empty plan', async
 
 t.test('each form of skip is found, and prose about skipping is not', async (t) => {
   // Spelled from parts at run time: this file holds no skip of its own, even as sample text.
-  const spelled = (line: string): string => line.replaceAll('SKIP', ['sk', 'ip'].join('')).replaceAll('TODO', ['to', 'do'].join('')).replaceAll('PLAN', ['pl', 'an'].join(''))
+  const spelled = (line: string): string =>
+    line.replaceAll('SKIP', ['sk', 'ip'].join('')).replaceAll('TODO', ['to', 'do'].join('')).replaceAll('PLAN', ['pl', 'an'].join(''))
   const cases: ReadonlyArray<readonly [string, boolean]> = [
     ["t.test('x', { SKIP: process.platform === 'win32' }, async () => {})", true],
     ["t.test('x', { SKIP }, async () => {})", true],

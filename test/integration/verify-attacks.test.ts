@@ -29,7 +29,13 @@ t.test('a run whose writer is still connected is not judged, unless this machine
   const live = await verify(await listenerWith(t, [sameBoot], [craftClaim(sameBoot, { live: true })]), file)
   t.equal(live.code, 2, 'exit 2: nothing judged, no storage blamed')
   t.match(live.report, { verdict: 'not-judged', reason: 'still-running' })
-  const text = await runInProcess(['verify', '--server', await listenerWith(t, [sameBoot], [craftClaim(sameBoot, { live: true })]), '--file', file])
+  const text = await runInProcess([
+    'verify',
+    '--server',
+    await listenerWith(t, [sameBoot], [craftClaim(sameBoot, { live: true })]),
+    '--file',
+    file,
+  ])
   t.match(text.stdout, /NOT JUDGED: run 7000000000000001 \(fdatasync\) is still being written/)
   t.notMatch(text.stdout, /FAIL/)
 
@@ -39,10 +45,17 @@ t.test('a run whose writer is still connected is not judged, unless this machine
   t.match(rebooted.report.runs[0], { rebootedSinceWrite: true, corrupt: 1 })
 })
 
-t.test("a control whose file is gone or replaced cannot show the cut: it lost a synced creation", async (t) => {
+t.test('a control whose file is gone or replaced cannot show the cut: it lost a synced creation', async (t) => {
   const dir = tempDir(t)
-  const tested = craftMeta('7000000000000011', join(dir, 'data.fdatasync'), { groupId: '7000000000000010', requestedPath: join(dir, 'data') })
-  const control = craftMeta('7000000000000012', join(dir, 'data.none'), { groupId: '7000000000000010', method: 'none', requestedPath: join(dir, 'data') })
+  const tested = craftMeta('7000000000000011', join(dir, 'data.fdatasync'), {
+    groupId: '7000000000000010',
+    requestedPath: join(dir, 'data'),
+  })
+  const control = craftMeta('7000000000000012', join(dir, 'data.none'), {
+    groupId: '7000000000000010',
+    method: 'none',
+    requestedPath: join(dir, 'data'),
+  })
   writeDataFile(tested, range(1, 20), { sizeSlots: 20 })
   writeDataFile(control, range(1, 20), { sizeSlots: 20 })
   const runs = [craftRun(tested, 20), craftRun(control, 20)]
@@ -51,7 +64,10 @@ t.test("a control whose file is gone or replaced cannot show the cut: it lost a 
   rmSync(control.path)
   const gone = await verify(server, join(dir, 'data'))
   t.equal(gone.code, 1, "a deleted control file is a lost synced creation: fail, and never 'the cut was real'")
-  t.match(gone.report.runs.find((r: { role: string }) => r.role === 'control'), { verdict: 'fail', lost: 20 })
+  t.match(
+    gone.report.runs.find((r: { role: string }) => r.role === 'control'),
+    { verdict: 'fail', lost: 20 },
+  )
   const text = await runInProcess(['verify', '--server', server, '--file', join(dir, 'data')])
   t.match(text.stdout, /FAIL: the control's \(none\) file, created and fsynced before any record, is gone or replaced/)
   t.notMatch(text.stdout, /: the cut was real/)
@@ -63,7 +79,11 @@ t.test('every byte of the superblock is checked', async (t) => {
   const file = join(tempDir(t), 'data')
   const meta = craftMeta('7000000000000021', file)
   const server = await listenerWith(t, [craftRun(meta, 10)])
-  for (const [name, offset] of [['reserved field', 10], ['zero tail', 400], ['last byte of the block', 511]] as const) {
+  for (const [name, offset] of [
+    ['reserved field', 10],
+    ['zero tail', 400],
+    ['last byte of the block', 511],
+  ] as const) {
     writeDataFile(meta, range(1, 10), { sizeSlots: 10 })
     t.equal((await verify(server, file)).code, 0, `${name}: clean first`)
     const fd = openSync(file, 'r+')
@@ -79,12 +99,16 @@ t.test('a file replaced by a later run of this path that reported elsewhere is n
   const file = join(tempDir(t), 'data')
   const judged = craftMeta('7000000000000031', file)
   const server = await listenerWith(t, [craftRun(judged, 10)])
-  writeDataFile({ ...judged, runId: '7000000000000032', groupId: '7000000000000032', createdMs: judged.createdMs + 5000 }, range(1, 3), { sizeSlots: 10 })
+  writeDataFile({ ...judged, runId: '7000000000000032', groupId: '7000000000000032', createdMs: judged.createdMs + 5000 }, range(1, 3), {
+    sizeSlots: 10,
+  })
   const later = await verify(server, file)
   t.equal(later.code, 2)
   t.match(later.report, { verdict: 'not-judged', reason: 'superseded', detail: /7000000000000032.*another listener/ })
   // An older run in the file is what a cut that lost the new file's creation leaves: that is a loss.
-  writeDataFile({ ...judged, runId: '7000000000000030', groupId: '7000000000000030', createdMs: judged.createdMs - 5000 }, range(1, 3), { sizeSlots: 10 })
+  writeDataFile({ ...judged, runId: '7000000000000030', groupId: '7000000000000030', createdMs: judged.createdMs - 5000 }, range(1, 3), {
+    sizeSlots: 10,
+  })
   const older = await verify(server, file)
   t.equal(older.code, 1)
   t.match(older.report.runs[0], { lost: 10, superblock: { kind: 'other-run' } })
@@ -96,7 +120,11 @@ t.test("--run uses the listener's order of claims, not announcement clocks", asy
   const second = craftMeta('7000000000000042', file, { createdMs: first.createdMs + 1000 })
   // The listener's clock stepped back: the later run carries an earlier announcement time.
   const firstRun = craftRun(first, 10)
-  const secondRun = { ...craftRun(second, 5), announcedMs: first.createdMs - 30_000, spans: [[1, 5, first.createdMs - 29_000, first.createdMs - 28_000]] as [number, number, number, number][] }
+  const secondRun = {
+    ...craftRun(second, 5),
+    announcedMs: first.createdMs - 30_000,
+    spans: [[1, 5, first.createdMs - 29_000, first.createdMs - 28_000]] as [number, number, number, number][],
+  }
   writeDataFile(second, range(1, 5), { sizeSlots: 10 })
   const server = await listenerWith(t, [firstRun, secondRun], [craftClaim(secondRun), craftClaim(firstRun)])
   const old = await verify(server, file, ['--run', first.runId])
@@ -135,7 +163,14 @@ t.test('a data file whose file system is not there is an operating error, not a 
     virtualMachine: false,
     target: {
       path: dir,
-      fileSystem: { type: 'ext4', magic: '0xef53', mountPoint: '/mnt/plugcheck-under-test', source: '/dev/vdz1', mountOptions: [], superOptions: [] },
+      fileSystem: {
+        type: 'ext4',
+        magic: '0xef53',
+        mountPoint: '/mnt/plugcheck-under-test',
+        source: '/dev/vdz1',
+        mountOptions: [],
+        superOptions: [],
+      },
       inMemory: false,
     },
     device: null,
@@ -143,7 +178,10 @@ t.test('a data file whose file system is not there is an operating error, not a 
   const run = craftRun(elsewhere, 10, { writer: { bootId: null, fingerprint } })
   const unmounted = await runInProcess(['verify', '--server', await listenerWith(t, [run]), '--file', elsewhere.path])
   t.equal(unmounted.code, 3, 'the path now leads to another file system: exit 3, not a FAIL')
-  t.match(unmounted.stderr, /was written on the file system mounted at \/mnt\/plugcheck-under-test \(ext4 on \/dev\/vdz1\), but .* is now on the one mounted at /)
+  t.match(
+    unmounted.stderr,
+    /was written on the file system mounted at \/mnt\/plugcheck-under-test \(ext4 on \/dev\/vdz1\), but .* is now on the one mounted at /,
+  )
 })
 
 t.test('a later write that never created its file does not hide the earlier run the file still holds', async (t) => {
@@ -155,12 +193,20 @@ t.test('a later write that never created its file does not hide the earlier run 
   const failedToStart = { reason: 'error' as const, detail: 'could not start: EROFS', atMs: later.createdMs + 10 }
   for (const [end, code, name] of [
     [failedToStart, 1, 'the writer reported it stopped before its first record: the earlier run is judged, and its loss is real'],
-    [{ reason: 'vanished' as const, atMs: later.createdMs + 10 }, 4, 'cut before its first ack: its file may have been created, so the latest run is judged (nothing acknowledged)'],
+    [
+      { reason: 'vanished' as const, atMs: later.createdMs + 10 },
+      4,
+      'cut before its first ack: its file may have been created, so the latest run is judged (nothing acknowledged)',
+    ],
   ] as const) {
     const laterRun = { ...craftRun(later, 0), announcedMs: later.createdMs, end }
     const claims = [craftClaim(laterRun), craftClaim(earlierRun)]
     // The latest group for a plain query, any run by id, as a listener answers.
-    const server = await fakeListener(t, (query) => ({ type: 'runs', runs: query.runId === undefined ? [laterRun] : [laterRun, earlierRun].filter((r) => r.meta.runId === query.runId), claims }))
+    const server = await fakeListener(t, (query) => ({
+      type: 'runs',
+      runs: query.runId === undefined ? [laterRun] : [laterRun, earlierRun].filter((r) => r.meta.runId === query.runId),
+      claims,
+    }))
     const result = await verify(server, file)
     t.equal(result.code, code, name)
     if (code === 1) {
@@ -174,7 +220,11 @@ t.test('a group member whose acks are missing is an error, never a pass of the r
   const dir = tempDir(t)
   const requested = join(dir, 'data')
   const tested = craftMeta('7000000000000081', `${requested}.fdatasync`, { groupId: '7000000000000080', requestedPath: requested })
-  const control = craftMeta('7000000000000082', `${requested}.none`, { groupId: '7000000000000080', method: 'none', requestedPath: requested })
+  const control = craftMeta('7000000000000082', `${requested}.none`, {
+    groupId: '7000000000000080',
+    method: 'none',
+    requestedPath: requested,
+  })
   writeDataFile(tested, [], { sizeSlots: 20 })
   writeDataFile(control, [], { sizeSlots: 20 })
   const result = await runInProcess(['verify', '--server', await listenerWith(t, [craftRun(control, 20)]), '--file', requested])
@@ -208,7 +258,10 @@ t.test('a real listener with --token stores its runs as authenticated', async (t
   const listener = await startListener(join(dir, 'listener'), ['--token', 'sesame'])
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
-  t.equal((await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.3', '--token', 'sesame'])).code, 0)
+  t.equal(
+    (await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.3', '--token', 'sesame'])).code,
+    0,
+  )
   const result = await runInProcess(['verify', '--server', listener.server, '--file', file, '--token', 'sesame', '--json'])
   t.equal(result.code, 0)
   t.match(JSON.parse(result.stdout).claims, [{ authenticated: true }])
@@ -218,7 +271,11 @@ t.test('runs of one group from two addresses are contested, not judged', async (
   const dir = tempDir(t)
   const requested = join(dir, 'data')
   const honest = craftMeta('70000000000000a1', `${requested}.fdatasync`, { groupId: '70000000000000a0', requestedPath: requested })
-  const joined = craftMeta('70000000000000a2', `${requested}.fsync`, { groupId: '70000000000000a0', method: 'fsync', requestedPath: requested })
+  const joined = craftMeta('70000000000000a2', `${requested}.fsync`, {
+    groupId: '70000000000000a0',
+    method: 'fsync',
+    requestedPath: requested,
+  })
   writeDataFile(honest, range(1, 10), { sizeSlots: 10 })
   const runs = [craftRun(joined, 100, { peer: '127.0.0.2' }), craftRun(honest, 10, { peer: '127.0.0.1' })]
   const result = await verify(await listenerWith(t, runs), requested)
@@ -244,5 +301,8 @@ t.test('a flood of claims cannot push the run the file holds out of sight', asyn
   const result = await verify(server, file)
   t.equal(result.code, 2, 'contested: the file holds a run announced from another address')
   t.match(result.report, { reason: 'conflicting-claims', detail: /the file holds run 70000000000000b1, announced from 127\.0\.0\.1/ })
-  t.ok(result.report.claims.some((c: { runId: string }) => c.runId === honest.runId), 'the honest run is looked up and listed')
+  t.ok(
+    result.report.claims.some((c: { runId: string }) => c.runId === honest.runId),
+    'the honest run is looked up and listed',
+  )
 })

@@ -50,13 +50,64 @@ t.test('the control: verdicts and exit codes 0, 1 and 4', async (t) => {
   const file = join(dir, 'data')
   const synced = craftMeta('b000000000000001', `${file}.fdatasync`, { groupId: 'b000000000000001', requestedPath: file })
   const control = craftMeta('b000000000000002', `${file}.none`, { groupId: 'b000000000000001', requestedPath: file, method: 'none' })
-  const cases: Array<{ name: string; syncedKept: number[] | null; syncedAcked?: number; controlKept: number[] | null; code: number; verdict: string; text: RegExp }> = [
-    { name: 'synced intact, control lost 5', syncedKept: range(1, 20), controlKept: range(1, 15), code: 0, verdict: 'pass', text: /control \(none\): 5 of 20 unsynced records lost: the cut was real/ },
-    { name: 'synced intact, control lost nothing', syncedKept: range(1, 20), controlKept: range(1, 20), code: 4, verdict: 'inconclusive', text: /control \(none\): all 20 unsynced records survived, it lost nothing: the cut tested nothing/ },
-    { name: 'synced lost one, control lost 5', syncedKept: range(1, 19), controlKept: range(1, 15), code: 1, verdict: 'fail', text: /^FAIL: fdatasync lost acknowledged data/ },
-    { name: 'nothing acknowledged by the synced method', syncedKept: [], syncedAcked: 0, controlKept: range(1, 15), code: 4, verdict: 'inconclusive', text: /^INCONCLUSIVE: fdatasync acknowledged nothing/ },
-    { name: 'control alone, lost 5', syncedKept: null, controlKept: range(1, 15), code: 0, verdict: 'pass', text: /^PASS: control \(none\): 5 of 20 unsynced records lost: the cut was real/ },
-    { name: 'control alone, lost nothing', syncedKept: null, controlKept: range(1, 20), code: 4, verdict: 'inconclusive', text: /^INCONCLUSIVE: control \(none\): all 20 .* the cut tested nothing/ },
+  const cases: Array<{
+    name: string
+    syncedKept: number[] | null
+    syncedAcked?: number
+    controlKept: number[] | null
+    code: number
+    verdict: string
+    text: RegExp
+  }> = [
+    {
+      name: 'synced intact, control lost 5',
+      syncedKept: range(1, 20),
+      controlKept: range(1, 15),
+      code: 0,
+      verdict: 'pass',
+      text: /control \(none\): 5 of 20 unsynced records lost: the cut was real/,
+    },
+    {
+      name: 'synced intact, control lost nothing',
+      syncedKept: range(1, 20),
+      controlKept: range(1, 20),
+      code: 4,
+      verdict: 'inconclusive',
+      text: /control \(none\): all 20 unsynced records survived, it lost nothing: the cut tested nothing/,
+    },
+    {
+      name: 'synced lost one, control lost 5',
+      syncedKept: range(1, 19),
+      controlKept: range(1, 15),
+      code: 1,
+      verdict: 'fail',
+      text: /^FAIL: fdatasync lost acknowledged data/,
+    },
+    {
+      name: 'nothing acknowledged by the synced method',
+      syncedKept: [],
+      syncedAcked: 0,
+      controlKept: range(1, 15),
+      code: 4,
+      verdict: 'inconclusive',
+      text: /^INCONCLUSIVE: fdatasync acknowledged nothing/,
+    },
+    {
+      name: 'control alone, lost 5',
+      syncedKept: null,
+      controlKept: range(1, 15),
+      code: 0,
+      verdict: 'pass',
+      text: /^PASS: control \(none\): 5 of 20 unsynced records lost: the cut was real/,
+    },
+    {
+      name: 'control alone, lost nothing',
+      syncedKept: null,
+      controlKept: range(1, 20),
+      code: 4,
+      verdict: 'inconclusive',
+      text: /^INCONCLUSIVE: control \(none\): all 20 .* the cut tested nothing/,
+    },
   ]
   for (const c of cases) {
     await t.test(c.name, async (t) => {
@@ -122,7 +173,10 @@ t.test('competing claims on a path: named, not blamed on the storage', async (t)
     const { code, report } = await json(server, file)
     t.equal(code, 2)
     t.match(report, { verdict: 'not-judged', reason: 'conflicting-claims', runs: [] })
-    t.match(report.detail, /holds run d000000000000001, announced from 10\.0\.0\.7, but the latest run, d000000000000002, was announced from 10\.9\.9\.9/)
+    t.match(
+      report.detail,
+      /holds run d000000000000001, announced from 10\.0\.0\.7, but the latest run, d000000000000002, was announced from 10\.9\.9\.9/,
+    )
     t.equal(report.claims.length, 2)
     const text = await verify(server, file)
     t.equal(text.code, 2)
@@ -137,7 +191,10 @@ t.test('competing claims on a path: named, not blamed on the storage', async (t)
     const { code, report } = await json(server, file)
     t.equal(code, 2)
     t.match(report, { reason: 'conflicting-claims', detail: /2 writers are writing this path right now/ })
-    t.match(report.claims, [{ runId: shadow.runId, live: true }, { runId: victim.runId, live: true }])
+    t.match(report.claims, [
+      { runId: shadow.runId, live: true },
+      { runId: victim.runId, live: true },
+    ])
   })
 
   await t.test('--run picks one explicitly and judges it', async (t) => {
@@ -168,13 +225,21 @@ t.test('rebootedSinceWrite from the boot ids', async (t) => {
   const file = join(dir, 'data')
   const meta = craftMeta('e000000000000001', file)
   writeDataFile(meta, range(1, 20), { sizeSlots: 20 })
-  for (const [writerBootId, expected] of [[bootId, false], ['00000000-0000-0000-0000-000000000000', true], [null, null]] as const) {
+  for (const [writerBootId, expected] of [
+    [bootId, false],
+    ['00000000-0000-0000-0000-000000000000', true],
+    [null, null],
+  ] as const) {
     const server = await listenerWith(t, [craftRun(meta, 20, { writer: { bootId: writerBootId, fingerprint: null } })])
     const { code, report } = await json(server, file)
     t.equal(code, 0, 'the exit code stays data-based')
     t.equal(report.runs[0].rebootedSinceWrite, expected, `writer boot id ${writerBootId}`)
     const text = await verify(server, file)
-    if (expected === false) t.match(text.stdout, /No reboot happened since the write: .* page cache still holds every write and a pass proves nothing about power loss/)
+    if (expected === false)
+      t.match(
+        text.stdout,
+        /No reboot happened since the write: .* page cache still holds every write and a pass proves nothing about power loss/,
+      )
     else t.notMatch(text.stdout, /No reboot/)
   }
   const elsewhere = craftMeta('e000000000000002', file, { host: 'another-machine' })
@@ -222,7 +287,10 @@ t.test('a FIFO or a directory at the path: one-line error, exit 3, no hang', asy
   execFileSync('mkfifo', [fifo])
   const directory = join(dir, 'directory')
   mkdirSync(directory)
-  for (const [path, kind] of [[fifo, 'a FIFO'], [directory, 'a directory']] as const) {
+  for (const [path, kind] of [
+    [fifo, 'a FIFO'],
+    [directory, 'a directory'],
+  ] as const) {
     const server = await listenerWith(t, [craftRun(craftMeta('a100000000000001', path), 20)])
     const result = await runCli(['verify', '--server', server, '--file', path], 30_000)
     t.equal(result.code, 3, `${kind}: exit 3`)

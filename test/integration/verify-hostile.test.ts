@@ -25,18 +25,47 @@ t.test('absurd answers from a listener', async (t) => {
   const meta = craftMeta('9000000000000001', file)
   writeDataFile(meta, range(1, 10), { sizeSlots: 10 })
   const honest = craftRun(meta, 10)
-  const runs = (run: object, claims: object[] = [craftClaim(honest)]) => () => ({ type: 'runs', runs: [run], claims })
+  const runs =
+    (run: object, claims: object[] = [craftClaim(honest)]) =>
+    () => ({ type: 'runs', runs: [run], claims })
 
   const refused: Array<[string, () => object | Buffer, RegExp]> = [
     ['an ack span 1..2^53', runs({ ...honest, spans: [[1, 2 ** 53, honest.announcedMs + 1, honest.announcedMs + 2]] }), /sent a bad frame/],
-    ['a span not starting at seq 1', runs({ ...honest, spans: [[5, 10, honest.announcedMs + 1, honest.announcedMs + 2]] }), /sent a bad frame: invalid message at runs\.0\.spans\.0: span starts at seq 5/],
-    ['seqs no writer can have written (5e15, acknowledged in 2199)', runs({ ...honest, spans: [[1, 5e15, honest.announcedMs + 1, year2199Ms]] }), /the listener sent seq 5000000000000000 for run 9000000000000001, more than any writer can have written/],
-    ['an overwrite run of 2^40 slots', runs({ ...honest, meta: { ...meta, pattern: 'overwrite', slotCount: 2 ** 40 } }), /sent a bad frame: invalid message at runs\.0\.meta\.slotCount/],
-    ['65 claims', runs(honest, Array.from({ length: 65 }, () => craftClaim(honest))), /sent a bad frame: invalid message at claims/],
-    ['a run of another path', runs({ ...honest, meta: { ...meta, requestedPath: '/elsewhere', path: '/elsewhere' } }), /sent run 9000000000000001 \(.*:\/elsewhere\), which is not the latest run/],
+    [
+      'a span not starting at seq 1',
+      runs({ ...honest, spans: [[5, 10, honest.announcedMs + 1, honest.announcedMs + 2]] }),
+      /sent a bad frame: invalid message at runs\.0\.spans\.0: span starts at seq 5/,
+    ],
+    [
+      'seqs no writer can have written (5e15, acknowledged in 2199)',
+      runs({ ...honest, spans: [[1, 5e15, honest.announcedMs + 1, year2199Ms]] }),
+      /the listener sent seq 5000000000000000 for run 9000000000000001, more than any writer can have written/,
+    ],
+    [
+      'an overwrite run of 2^40 slots',
+      runs({ ...honest, meta: { ...meta, pattern: 'overwrite', slotCount: 2 ** 40 } }),
+      /sent a bad frame: invalid message at runs\.0\.meta\.slotCount/,
+    ],
+    [
+      '65 claims',
+      runs(
+        honest,
+        Array.from({ length: 65 }, () => craftClaim(honest)),
+      ),
+      /sent a bad frame: invalid message at claims/,
+    ],
+    [
+      'a run of another path',
+      runs({ ...honest, meta: { ...meta, requestedPath: '/elsewhere', path: '/elsewhere' } }),
+      /sent run 9000000000000001 \(.*:\/elsewhere\), which is not the latest run/,
+    ],
     ['an HTTP reply', () => Buffer.from('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n'), /the listener at .* sent a bad frame/],
     ['a frame that is not msgpack', () => Buffer.from([0, 0, 0, 2, 0xc1, 0xc1]), /sent a bad frame: frame is not valid msgpack/],
-    ['a frame nested 100,000 maps deep', () => rawFrame(Buffer.concat([Buffer.alloc(100_000 * 3, Buffer.from([0x81, 0xa1, 0x61])), Buffer.from([1])])), /sent a bad frame/],
+    [
+      'a frame nested 100,000 maps deep',
+      () => rawFrame(Buffer.concat([Buffer.alloc(100_000 * 3, Buffer.from([0x81, 0xa1, 0x61])), Buffer.from([1])])),
+      /sent a bad frame/,
+    ],
   ]
   for (const [name, answer, message] of refused) {
     await t.test(name, async (t) => {
@@ -69,11 +98,18 @@ t.test('absurd answers from a listener', async (t) => {
   })
 
   await t.test('overwrite with 2^20 slots acknowledged through 10^12: a verdict in bounded time', async (t) => {
-    const wide = { ...honest, meta: { ...meta, pattern: 'overwrite' as const, slotCount: 2 ** 20 }, spans: [[1, 1e12, honest.announcedMs + 1, year2199Ms]] }
+    const wide = {
+      ...honest,
+      meta: { ...meta, pattern: 'overwrite' as const, slotCount: 2 ** 20 },
+      spans: [[1, 1e12, honest.announcedMs + 1, year2199Ms]],
+    }
     const server = await fakeListener(t, runs(wide))
     const disagreed = await runCli(['verify', '--server', server, '--file', file], 60_000)
     t.equal(disagreed.code, 3)
-    t.match(disagreed.stderr, 'pattern is "overwrite" at the listener, "append" in the file; slotCount is 1048576 at the listener, 1000 in the file')
+    t.match(
+      disagreed.stderr,
+      'pattern is "overwrite" at the listener, "append" in the file; slotCount is 1048576 at the listener, 1000 in the file',
+    )
     // A file whose superblock agrees (and holds no records): judged.
     writeDataFile(wide.meta, [], { sizeSlots: 10 })
     t.teardown(() => writeDataFile(meta, range(1, 10), { sizeSlots: 10 }))
@@ -119,7 +155,10 @@ t.test('verify names a stranger on the port and maps refusals to their exit code
     return new Promise((resolve) => silent.close(resolve))
   })
   const started = Date.now()
-  const slow = await runCli(['verify', '--server', `127.0.0.1:${(silent.address() as AddressInfo).port}`, '--file', file, '--listener-timeout', '0.5'], 60_000)
+  const slow = await runCli(
+    ['verify', '--server', `127.0.0.1:${(silent.address() as AddressInfo).port}`, '--file', file, '--listener-timeout', '0.5'],
+    60_000,
+  )
   t.equal(slow.code, 3)
   t.match(slow.stderr, /did not answer within 0\.5 s/)
   t.ok(Date.now() - started < 20_000, '--listener-timeout bounds the wait')
@@ -142,7 +181,11 @@ t.test("a long run's span pages from a hostile listener", async (t) => {
   const file = join(dir, 'data')
   const meta = craftMeta('9000000000000001', file)
   writeDataFile(meta, range(1, 8), { sizeSlots: 10 }) // seqs 9 and 10 lost
-  const pagedThrough = (throughSeq: number) => () => ({ type: 'runs', runs: [{ ...craftRun(meta, throughSeq), spans: [], ackedThroughSeq: throughSeq }], claims: [craftClaim(craftRun(meta, throughSeq))] })
+  const pagedThrough = (throughSeq: number) => () => ({
+    type: 'runs',
+    runs: [{ ...craftRun(meta, throughSeq), spans: [], ackedThroughSeq: throughSeq }],
+    claims: [craftClaim(craftRun(meta, throughSeq))],
+  })
   const runs = pagedThrough(10)
   const paged = craftRun(meta, 10)
   const at = paged.announcedMs
@@ -156,13 +199,24 @@ t.test("a long run's span pages from a hostile listener", async (t) => {
   /** Pages as a listener serves them from its spans: from the one holding afterSeq + 1, cut there; the seqs asked for recorded. */
   const servedFrom = (spans: Array<[number, number, number]>, asked: number[]) => (r: { afterSeq: number }) => {
     asked.push(r.afterSeq)
-    return page(r.afterSeq, spans.filter(([toSeq]) => toSeq > r.afterSeq))
+    return page(
+      r.afterSeq,
+      spans.filter(([toSeq]) => toSeq > r.afterSeq),
+    )
   }
 
   await t.test('honest pages: the verdict, with the window of each lost range, read from the first lost seq on', async (t) => {
     for (const [name, spans, window] of [
       ['one span', [[10, at + 1000, at + 2000]], [at + 1000, at + 2000]],
-      ['three spans', [[4, at + 1000, at + 1100], [8, at + 1200, at + 1300], [10, at + 1500, at + 1600]], [at + 1500, at + 1600]],
+      [
+        'three spans',
+        [
+          [4, at + 1000, at + 1100],
+          [8, at + 1200, at + 1300],
+          [10, at + 1500, at + 1600],
+        ],
+        [at + 1500, at + 1600],
+      ],
     ] as Array<[string, Array<[number, number, number]>, number[]]>) {
       const asked: number[] = []
       const server = await fakeListener(t, runs, servedFrom(spans, asked))
@@ -171,22 +225,67 @@ t.test("a long run's span pages from a hostile listener", async (t) => {
       t.same(asked, [8], `${name}: one page, after seq 8 (seqs 9-10 were lost)`)
       const run = JSON.parse(result.stdout).runs[0]
       t.match(run, { acked: 10, intact: 8, lost: 2, lostRangeCount: 1 }, name)
-      t.same([run.lostRanges[0].fromSeq, run.lostRanges[0].toSeq, run.lostRanges[0].ackedFromMs, run.lostRanges[0].ackedToMs], [9, 10, ...window], `${name}: the window of seqs 9-10`)
+      t.same(
+        [run.lostRanges[0].fromSeq, run.lostRanges[0].toSeq, run.lostRanges[0].ackedFromMs, run.lostRanges[0].ackedToMs],
+        [9, 10, ...window],
+        `${name}: the window of seqs 9-10`,
+      )
     }
   })
 
   const refused: Array<[string, (r: { afterSeq: number }) => object | Buffer | null, RegExp, number?]> = [
-    ['a span acknowledged before its run was announced', (r) => page(r.afterSeq, [[10, at - 120_000, at]]), /sent bad spans of run 9000000000000001: span acknowledged before its run was announced/],
-    ['a span past the last acknowledged seq', (r) => page(r.afterSeq, [[11, at + 1000, at + 2000]]), /sent bad spans of run 9000000000000001: span 9-11 goes past seq 10, the last acknowledged/],
-    ['a span that runs backwards', (r) => page(r.afterSeq, [[9, at + 1000, at + 1100], [8, at + 1200, at + 1300]]), /sent bad spans of run 9000000000000001: span 10-8 runs backwards/],
+    [
+      'a span acknowledged before its run was announced',
+      (r) => page(r.afterSeq, [[10, at - 120_000, at]]),
+      /sent bad spans of run 9000000000000001: span acknowledged before its run was announced/,
+    ],
+    [
+      'a span past the last acknowledged seq',
+      (r) => page(r.afterSeq, [[11, at + 1000, at + 2000]]),
+      /sent bad spans of run 9000000000000001: span 9-11 goes past seq 10, the last acknowledged/,
+    ],
+    [
+      'a span that runs backwards',
+      (r) =>
+        page(r.afterSeq, [
+          [9, at + 1000, at + 1100],
+          [8, at + 1200, at + 1300],
+        ]),
+      /sent bad spans of run 9000000000000001: span 10-8 runs backwards/,
+    ],
     ['times that are not real', (r) => page(r.afterSeq, [[10, Number.NaN, at]]), /span 9-10 was acknowledged at no real time/],
-    ['seqs no writer can have written by then', (r) => page(r.afterSeq, [[5_000_000, at + 1000, at + 1000]]), /sent bad spans of run 9000000000000001: seq 5000000 is more than a writer can have written by then/, 5_000_000],
-    ['an empty page', (r) => page(r.afterSeq, []), /sent bad spans of run 9000000000000001: no spans after seq 8, although the acks go to seq 10/],
+    [
+      'seqs no writer can have written by then',
+      (r) => page(r.afterSeq, [[5_000_000, at + 1000, at + 1000]]),
+      /sent bad spans of run 9000000000000001: seq 5000000 is more than a writer can have written by then/,
+      5_000_000,
+    ],
+    [
+      'an empty page',
+      (r) => page(r.afterSeq, []),
+      /sent bad spans of run 9000000000000001: no spans after seq 8, although the acks go to seq 10/,
+    ],
     // A listener fills every page but the last: one that drips a seq a page could keep verify reading for ever.
-    ['a short page before the last seq', (r) => page(r.afterSeq, [[r.afterSeq + 1, at + 1000, at + 1000]]), /sent bad spans of run 9000000000000001: a page of 1 spans stops at seq 9, before seq 10, the last acknowledged/],
-    ['a page after another seq than asked', () => page(3, [[10, at + 1000, at + 2000]]), /sent spans of run 9000000000000001 after seq 3, asked for run 9000000000000001 after seq 8/],
-    ['a page of another run', (r) => page(r.afterSeq, [[10, at + 1000, at + 2000]], '9000000000000002'), /sent spans of run 9000000000000002 after seq 8, asked for run 9000000000000001/],
-    ['a page that is not whole spans', () => ({ type: 'span-page', runId: meta.runId, afterSeq: 0, spans: Buffer.alloc(25) }), /sent a bad frame: invalid message at spans: not whole spans/],
+    [
+      'a short page before the last seq',
+      (r) => page(r.afterSeq, [[r.afterSeq + 1, at + 1000, at + 1000]]),
+      /sent bad spans of run 9000000000000001: a page of 1 spans stops at seq 9, before seq 10, the last acknowledged/,
+    ],
+    [
+      'a page after another seq than asked',
+      () => page(3, [[10, at + 1000, at + 2000]]),
+      /sent spans of run 9000000000000001 after seq 3, asked for run 9000000000000001 after seq 8/,
+    ],
+    [
+      'a page of another run',
+      (r) => page(r.afterSeq, [[10, at + 1000, at + 2000]], '9000000000000002'),
+      /sent spans of run 9000000000000002 after seq 8, asked for run 9000000000000001/,
+    ],
+    [
+      'a page that is not whole spans',
+      () => ({ type: 'span-page', runId: meta.runId, afterSeq: 0, spans: Buffer.alloc(25) }),
+      /sent a bad frame: invalid message at spans: not whole spans/,
+    ],
   ]
   for (const [name, answer, message, throughSeq] of refused) {
     await t.test(name, async (t) => {
@@ -208,7 +307,11 @@ t.test("a long run's span pages from a hostile listener", async (t) => {
   })
 
   await t.test('spans that end elsewhere than ackedThroughSeq says: a bad frame', async (t) => {
-    const server = await fakeListener(t, () => ({ type: 'runs', runs: [{ ...craftRun(meta, 10), ackedThroughSeq: 12 }], claims: [craftClaim(craftRun(meta, 10))] }))
+    const server = await fakeListener(t, () => ({
+      type: 'runs',
+      runs: [{ ...craftRun(meta, 10), ackedThroughSeq: 12 }],
+      claims: [craftClaim(craftRun(meta, 10))],
+    }))
     const result = await runCli(['verify', '--server', server, '--file', file], 60_000)
     t.equal(result.code, 3)
     t.match(result.stderr, /sent a bad frame: invalid message at runs\.0\.ackedThroughSeq: the spans end at seq 10, not 12/)

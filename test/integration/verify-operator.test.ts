@@ -28,7 +28,10 @@ t.test('--run of a superseded run: not judged, exit 2, over TCP and with --acks'
   t.not(secondRunId, firstRunId)
   t.match(JSON.parse(latest.stdout).claims, [{ runId: secondRunId }, { runId: firstRunId }], 'claims newest first')
 
-  for (const source of [['--server', listener.server], ['--acks', listenerDir]]) {
+  for (const source of [
+    ['--server', listener.server],
+    ['--acks', listenerDir],
+  ]) {
     const text = await runInProcess(['verify', ...source, '--file', file, '--run', firstRunId])
     t.equal(text.code, 2, `${source[0]}: exit 2`)
     t.match(text.stdout, new RegExp(`^NOT JUDGED: run ${firstRunId} was superseded by run ${secondRunId} \\(fdatasync, announced `))

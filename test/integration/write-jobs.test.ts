@@ -39,7 +39,10 @@ async function startJobs(t: { teardown(fn: () => unknown): void }, runs: number,
   writer.stdout!.on('data', (c: Buffer) => (out += c.toString()))
   writer.stderr!.on('data', (c: Buffer) => (err += c.toString()))
   const exit = new Promise<number | null>((resolve) => writer.on('close', (code) => resolve(code)))
-  await waitFor(`${runs} run lines and the verify command (${err})`, () => (out.match(/^run /gm)?.length ?? 0) >= runs && /after a power cut/.test(out))
+  await waitFor(
+    `${runs} run lines and the verify command (${err})`,
+    () => (out.match(/^run /gm)?.length ?? 0) >= runs && /after a power cut/.test(out),
+  )
   return { listener, file, writer, out: () => out, err: () => err, exit }
 }
 
@@ -52,20 +55,33 @@ t.test('--jobs 3: three files, one group; verify passes, then fails on a flipped
   t.equal(written.code, 0, written.stderr)
   for (const k of [1, 2, 3]) t.ok(existsSync(`${file}.job${k}`), `job ${k} wrote ${file}.job${k}`)
   t.notOk(existsSync(file), 'no file at PATH itself')
-  t.equal(written.stdout.match(/^after a power cut and reboot: /gm)?.length, 2, 'the verify command once before the loop, once in the summary')
+  t.equal(
+    written.stdout.match(/^after a power cut and reboot: /gm)?.length,
+    2,
+    'the verify command once before the loop, once in the summary',
+  )
   t.equal(written.stdout.match(/^run [0-9a-f]{16}: fdatasync, append, 8 KiB records/gm)?.length, 3, 'one summary per job')
 
   const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
   t.equal(verified.code, 0, verified.stdout + verified.stderr)
   const report = JSON.parse(verified.stdout) as { verdict: string; runs: Array<{ path: string; acked: number; lost: number }> }
-  t.same(report.runs.map((r) => r.path), [1, 2, 3].map((k) => `${file}.job${k}`), 'verify judges the three jobs together, in job order')
+  t.same(
+    report.runs.map((r) => r.path),
+    [1, 2, 3].map((k) => `${file}.job${k}`),
+    'verify judges the three jobs together, in job order',
+  )
   t.ok(report.runs.every((r) => r.acked > 0 && r.lost === 0))
 
   flipByte(`${file}.job2`)
   const failed = await runInProcess(['verify', '--server', listener.server, '--file', file])
   t.equal(failed.code, 1, failed.stdout)
   t.match(failed.stdout, /^FAIL: fdatasync \(job 2 of 3\) lost acknowledged data \(1 of 3 tested runs\)/m)
-  t.match(failed.stdout, new RegExp(`1 of [\\d,]+ acknowledged records of run [0-9a-f]{16} \\(fdatasync, append, 8 KiB records, ${file}\\.job2\\) did not survive`))
+  t.match(
+    failed.stdout,
+    new RegExp(
+      `1 of [\\d,]+ acknowledged records of run [0-9a-f]{16} \\(fdatasync, append, 8 KiB records, ${file}\\.job2\\) did not survive`,
+    ),
+  )
 })
 
 t.test("a job's file deleted mid-run ends the whole write as file-changed; every run is ended", async (t) => {
@@ -81,17 +97,27 @@ t.test("a job's file deleted mid-run ends the whole write as file-changed; every
   const listed = await runInProcess(['runs', '--server', listener.server, '--json'])
   const runs = (JSON.parse(listed.stdout) as { runs: Array<{ end?: { reason: string } }> }).runs
   t.equal(runs.length, 4)
-  t.ok(runs.every((r) => r.end !== undefined && r.end.reason !== 'vanished'), `every run ended by its writer, none vanished: ${JSON.stringify(runs.map((r) => r.end))}`)
+  t.ok(
+    runs.every((r) => r.end !== undefined && r.end.reason !== 'vanished'),
+    `every run ended by its writer, none vanished: ${JSON.stringify(runs.map((r) => r.end))}`,
+  )
   t.ok(runs.some((r) => r.end?.reason === 'file-changed'))
   const verified = await runInProcess(['verify', '--server', listener.server, '--file', file])
   t.equal(verified.code, 2, verified.stdout)
-  t.match(verified.stdout, /^NOT JUDGED: run [0-9a-f]{16} \((none|fdatasync)\) ended because the data file .*\.none\.job2 was deleted during the run/m)
+  t.match(
+    verified.stdout,
+    /^NOT JUDGED: run [0-9a-f]{16} \((none|fdatasync)\) ended because the data file .*\.none\.job2 was deleted during the run/m,
+  )
 })
 
 t.test('SIGKILL mid-run: verify judges all N runs', async (t) => {
   const w = await startJobs(t, 3, ['--jobs', '3'])
   const { listener, file, writer } = w
-  t.match(w.out(), new RegExp(`^after a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}$`, 'm'), 'the trail names PATH, not a job file')
+  t.match(
+    w.out(),
+    new RegExp(`^after a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}$`, 'm'),
+    'the trail names PATH, not a job file',
+  )
   await new Promise((resolve) => setTimeout(resolve, 1000)) // every job acks records meanwhile (checked below)
   writer.kill('SIGKILL')
   await w.exit
@@ -104,7 +130,10 @@ t.test('SIGKILL mid-run: verify judges all N runs', async (t) => {
   t.equal(verified.code, 0, verified.stdout + verified.stderr)
   const report = JSON.parse(verified.stdout) as { runs: Array<{ path: string; acked: number; ended: string | null }> }
   t.equal(report.runs.length, 3, 'all three runs judged')
-  t.ok(report.runs.every((r) => r.acked > 0), 'every job acked records before the kill')
+  t.ok(
+    report.runs.every((r) => r.acked > 0),
+    'every job acked records before the kill',
+  )
 })
 
 t.test('SIGINT ends every job (130) and every ack is recorded', async (t) => {
@@ -115,7 +144,10 @@ t.test('SIGINT ends every job (130) and every ack is recorded', async (t) => {
   t.equal(w.err().match(/plugcheck: stopped by SIGINT; every ack is recorded at the listener/g)?.length, 1, 'said once')
   const listed = await runInProcess(['runs', '--server', listener.server, '--json'])
   const runs = (JSON.parse(listed.stdout) as { runs: Array<{ end?: { reason: string } }> }).runs
-  t.same(runs.map((r) => r.end?.reason), ['interrupted', 'interrupted'])
+  t.same(
+    runs.map((r) => r.end?.reason),
+    ['interrupted', 'interrupted'],
+  )
 })
 
 t.test('--jobs 16 --duration 0.01 on tmpfs: every job joins the group, however late it starts; verify judges all 16 runs', async (t) => {
@@ -134,8 +166,15 @@ t.test('--jobs 16 --duration 0.01 on tmpfs: every job joins the group, however l
   const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
   t.equal(verified.code, 0, verified.stdout + verified.stderr)
   const report = JSON.parse(verified.stdout) as { runs: Array<{ path: string; acked: number; lost: number }> }
-  t.same(report.runs.map((r) => r.path), Array.from({ length: 16 }, (_, k) => `${file}.job${k + 1}`), 'all 16 runs judged, in job order')
-  t.ok(report.runs.every((r) => r.acked > 0 && r.lost === 0), 'every job wrote once all had joined')
+  t.same(
+    report.runs.map((r) => r.path),
+    Array.from({ length: 16 }, (_, k) => `${file}.job${k + 1}`),
+    'all 16 runs judged, in job order',
+  )
+  t.ok(
+    report.runs.every((r) => r.acked > 0 && r.lost === 0),
+    'every job wrote once all had joined',
+  )
 })
 
 t.test('SIGINT as soon as the first run line prints: 130, and every announced run is ended as interrupted', async (t) => {
@@ -158,7 +197,11 @@ t.test('SIGINT as soon as the first run line prints: 130, and every announced ru
   const listed = await runInProcess(['runs', '--server', listener.server, '--json'])
   const runs = (JSON.parse(listed.stdout) as { runs: Array<{ end?: { reason: string } }> }).runs
   t.equal(runs.length, jobs, 'every job announced its run (they wait for each other before stopping)')
-  t.same(runs.map((r) => r.end?.reason), Array(jobs).fill('interrupted'), 'every run ended by its writer, none vanished')
+  t.same(
+    runs.map((r) => r.end?.reason),
+    Array(jobs).fill('interrupted'),
+    'every run ended by its writer, none vanished',
+  )
 })
 
 t.test('--jobs must be a whole number from 1 to 64, and jobs x methods at most 64', async (t) => {
@@ -167,7 +210,17 @@ t.test('--jobs must be a whole number from 1 to 64, and jobs x methods at most 6
     t.equal(result.code, 2, `--jobs ${jobs}`)
     t.match(result.stderr, /^plugcheck: --jobs (must be|is at most)/, result.stderr)
   }
-  const many = await runInProcess(['write', '--server', '127.0.0.1:9', '--file', '/tmp/plugcheck-jobs-never', '--jobs', '20', '--method', 'fsync,fdatasync,none,open_datasync'])
+  const many = await runInProcess([
+    'write',
+    '--server',
+    '127.0.0.1:9',
+    '--file',
+    '/tmp/plugcheck-jobs-never',
+    '--jobs',
+    '20',
+    '--method',
+    'fsync,fdatasync,none,open_datasync',
+  ])
   t.equal(many.code, 2)
   t.match(many.stderr, /--jobs 20 with 4 methods makes 80 runs; one write makes at most 64/)
 })

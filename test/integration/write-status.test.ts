@@ -35,12 +35,17 @@ t.test('a single write draws its status line and one steady line', async (t) => 
   t.teardown(() => listener.kill())
   const r = await onTerminal(dir, ['write', '--server', listener.server, '--file', join(dir, 'data'), ...duration])
   t.equal(r.code, 0, r.stderr)
-  const status = new RegExp(`^\\d+ s: ${number} records written and acked, ${number} recorded by the listener, ${number}/s, sync p50 ${latency} p99 ${latency}\\x1b\\[K$`)
+  const status = new RegExp(
+    `^\\d+ s: ${number} records written and acked, ${number} recorded by the listener, ${number}/s, sync p50 ${latency} p99 ${latency}\\x1b\\[K$`,
+  )
   const steady = 'steady: the listener is recording acks. Now is the moment to cut the power (pull the plug, not a clean shutdown).'
   const lines = r.stderr.split(/[\r\n]/).filter((line) => line !== '')
   t.ok(lines.length > 2, 'status lines drawn')
   t.equal(lines.filter((line) => line === steady).length, 1, 'steady once')
-  t.ok(lines.every((line) => line === steady || status.test(line)), 'only status lines and the steady line')
+  t.ok(
+    lines.every((line) => line === steady || status.test(line)),
+    'only status lines and the steady line',
+  )
   t.equal(r.stderr.split(`\x1b[K\n${steady}\n\r`).length, 2, 'steady on a line of its own between two status lines')
   t.ok(r.stderr.startsWith('\r') && r.stderr.endsWith('\x1b[K\n'), 'the status line ends with the loop')
 })
@@ -52,19 +57,29 @@ t.test('write --jobs 2: one summed status line, one steady line, the summary onc
   const file = join(dir, 'data')
   const r = await onTerminal(dir, ['write', '--server', listener.server, '--file', file, '--jobs', '2', ...duration])
   t.equal(r.code, 0, r.stderr)
-  const status = new RegExp(`^\\d+ s: 2 jobs, (${number}) records written and acked, ${number} recorded by the listener, ${number}/s, sync p50 ${latency} p99 ${latency}\\x1b\\[K$`)
-  const steady = 'steady: all 2 jobs are recording acks at the listener. Now is the moment to cut the power (pull the plug, not a clean shutdown).'
+  const status = new RegExp(
+    `^\\d+ s: 2 jobs, (${number}) records written and acked, ${number} recorded by the listener, ${number}/s, sync p50 ${latency} p99 ${latency}\\x1b\\[K$`,
+  )
+  const steady =
+    'steady: all 2 jobs are recording acks at the listener. Now is the moment to cut the power (pull the plug, not a clean shutdown).'
   const lines = r.stderr.split(/[\r\n]/).filter((line) => line !== '')
   t.equal(lines.filter((line) => line === steady).length, 1, 'steady once')
   const statusLines = lines.filter((line) => line !== steady)
   t.ok(statusLines.length > 2 && statusLines.every((line) => status.test(line)), "only the group's status lines")
   t.equal(r.stderr.split(`\x1b[K\n${steady}\n\r`).length, 2, 'steady on a line of its own between two status lines')
   const written = statusLines.map((line) => Number(status.exec(line)![1]!.replaceAll(',', '')))
-  t.same(written, [...written].sort((a, b) => a - b), 'the sum only grows')
+  t.same(
+    written,
+    [...written].sort((a, b) => a - b),
+    'the sum only grows',
+  )
   t.ok(r.stderr.startsWith('\r') && r.stderr.endsWith('\x1b[K\n'), 'the status line ends once')
   t.equal(r.stdout.match(/^run [0-9a-f]{16}: /gm)?.length, 2, 'one summary per job')
   t.equal(r.stdout.match(/^after a power cut and reboot: /gm)?.length, 1, 'the summary names the verify command once, after every run')
-  t.match(r.stdout, new RegExp(`\\.job2\\n.*\\n.*\\nafter a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}\\n$`))
+  t.match(
+    r.stdout,
+    new RegExp(`\\.job2\\n.*\\n.*\\nafter a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}\\n$`),
+  )
 })
 
 t.test('a progress callback gets the status as data, and nothing is drawn', async (t) => {
@@ -84,11 +99,19 @@ t.test('a progress callback gets the status as data, and nothing is drawn', asyn
     durationS: 4,
     force: false,
   }
-  const code = await runWrite(options, { out: () => undefined, err: (s) => void (err += s), statusTty: true, progress: (p) => void reports.push(p) })
+  const code = await runWrite(options, {
+    out: () => undefined,
+    err: (s) => void (err += s),
+    statusTty: true,
+    progress: (p) => void reports.push(p),
+  })
   t.equal(code, 0, err)
   t.equal(err, '', 'no status or steady text')
   t.ok(reports.length > 2)
-  t.ok(reports.every((p, i) => i === 0 || (p.written >= reports[i - 1]!.written && p.elapsedS > reports[i - 1]!.elapsedS)), 'written and elapsed grow')
+  t.ok(
+    reports.every((p, i) => i === 0 || (p.written >= reports[i - 1]!.written && p.elapsedS > reports[i - 1]!.elapsedS)),
+    'written and elapsed grow',
+  )
   t.ok(reports.every((p) => p.recorded <= p.written && p.waitingUnrecorded === undefined))
   const steady = reports.findIndex((p) => p.steady)
   t.ok(steady > 0 && reports.slice(steady).every((p) => p.steady), 'steady from one point on')

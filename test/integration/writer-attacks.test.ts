@@ -66,7 +66,20 @@ t.test('--direct refused by the file system costs nothing: the previous data fil
   const first = await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.5'])
   t.equal(first.code, 0)
   const before = readFileSync(file)
-  const direct = await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.5', '--direct', '--record-size', '4096'])
+  const direct = await runCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--size',
+    '1MiB',
+    '--duration',
+    '0.5',
+    '--direct',
+    '--record-size',
+    '4096',
+  ])
   t.equal(direct.code, 2)
   t.match(direct.stderr, /--direct is not supported in .*ramfs: the file system refused direct I\/O \(O_DIRECT\)/)
   t.ok(readFileSync(file).equals(before), 'the previous data file is untouched')
@@ -82,7 +95,19 @@ t.test('the printed verify command can be pasted as it is; tmpfs is called out',
   mkdirSync(odd, { recursive: true })
   t.teardown(() => rmSync(odd, { recursive: true, force: true }))
   const file = join(odd, 'data')
-  const write = await runCli(['write', '--server', listener.server, '--file', file, '--size', '1MiB', '--duration', '0.5', '--token', 'sesame'])
+  const write = await runCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--size',
+    '1MiB',
+    '--duration',
+    '0.5',
+    '--token',
+    'sesame',
+  ])
   t.equal(write.code, 0)
   t.match(write.stderr, /warning: .* is on tmpfs, in memory: nothing there survives a power cut/)
   const printed = /after a power cut and reboot: (plugcheck verify .*)/.exec(write.stdout)![1]!

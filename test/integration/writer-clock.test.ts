@@ -21,7 +21,17 @@ import { listRuns } from '../../src/client/verify/listener-client.js'
 import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { fillRecord, readU64, runKey, slotOf, slotOffsetBytes, writeTimeOffset } from '../../src/record/format.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
-import { binPath, runInProcess, sleep, startFakeListener, startListener, tempDir, waitFor, writeThenKill, type CliResult } from '../fixtures/cli.js'
+import {
+  binPath,
+  runInProcess,
+  sleep,
+  startFakeListener,
+  startListener,
+  tempDir,
+  waitFor,
+  writeThenKill,
+  type CliResult,
+} from '../fixtures/cli.js'
 
 const fakeTimeLibrary = '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1'
 const dayMs = 86_400_000
@@ -29,7 +39,13 @@ const dayMs = 86_400_000
 /** The environment that runs a child under libfaketime, its fake time read from specFile at every call. */
 function fakeTimeEnv(specFile: string): NodeJS.ProcessEnv {
   if (!existsSync(fakeTimeLibrary)) throw new Error(`libfaketime is missing (${fakeTimeLibrary}): install the Debian package faketime`)
-  return { ...process.env, LD_PRELOAD: fakeTimeLibrary, FAKETIME_TIMESTAMP_FILE: specFile, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' }
+  return {
+    ...process.env,
+    LD_PRELOAD: fakeTimeLibrary,
+    FAKETIME_TIMESTAMP_FILE: specFile,
+    FAKETIME_NO_CACHE: '1',
+    FAKETIME_DONT_FAKE_MONOTONIC: '1',
+  }
 }
 
 interface Child {
@@ -105,54 +121,80 @@ interface RunJson {
 }
 
 for (const stepDays of [3, -3]) {
-  t.test(`the writer's clock steps ${stepDays} days between its start and its announcement: an interrupted record is interrupted, verify passes`, async (t) => {
-    const dir = tempDir(t)
-    const listener = await startListener(join(dir, 'listener'))
-    t.teardown(() => listener.kill())
-    const proxy = await holdingProxy(listener.port)
-    t.teardown(() => proxy.close())
-    const spec = join(dir, 'faketime')
-    writeFileSync(spec, '+0\n')
-    const file = join(dir, 'data')
-    const recordSize = 8192
-    const slotCount = 63
-    const writer = spawnFaked(['write', '--server', `127.0.0.1:${proxy.port}`, '--file', file, '--pattern', 'overwrite', '--size', `${(slotCount + 1) * 8}KiB`, '--duration', '2'], spec)
-    t.teardown(() => writer.kill())
-    await proxy.connected // the writer runs: its process started, it waits for the listener's welcome
-    writeFileSync(spec, `${stepDays > 0 ? '+' : ''}${stepDays}d\n`)
-    await sleep(200)
-    proxy.release()
-    const written = await writer.exit
-    t.equal(written.code, 0, written.stderr)
-    t.match(written.stderr, new RegExp(`plugcheck: note: this machine's clock is 3 days ${stepDays > 0 ? 'ahead of' : 'behind'} the listener's; the run's times come from the listener's clock`))
+  t.test(
+    `the writer's clock steps ${stepDays} days between its start and its announcement: an interrupted record is interrupted, verify passes`,
+    async (t) => {
+      const dir = tempDir(t)
+      const listener = await startListener(join(dir, 'listener'))
+      t.teardown(() => listener.kill())
+      const proxy = await holdingProxy(listener.port)
+      t.teardown(() => proxy.close())
+      const spec = join(dir, 'faketime')
+      writeFileSync(spec, '+0\n')
+      const file = join(dir, 'data')
+      const recordSize = 8192
+      const slotCount = 63
+      const writer = spawnFaked(
+        [
+          'write',
+          '--server',
+          `127.0.0.1:${proxy.port}`,
+          '--file',
+          file,
+          '--pattern',
+          'overwrite',
+          '--size',
+          `${(slotCount + 1) * 8}KiB`,
+          '--duration',
+          '2',
+        ],
+        spec,
+      )
+      t.teardown(() => writer.kill())
+      await proxy.connected // the writer runs: its process started, it waits for the listener's welcome
+      writeFileSync(spec, `${stepDays > 0 ? '+' : ''}${stepDays}d\n`)
+      await sleep(200)
+      proxy.release()
+      const written = await writer.exit
+      t.equal(written.code, 0, written.stderr)
+      t.match(
+        written.stderr,
+        new RegExp(
+          `plugcheck: note: this machine's clock is 3 days ${stepDays > 0 ? 'ahead of' : 'behind'} the listener's; the run's times come from the listener's clock`,
+        ),
+      )
 
-    const before = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
-    t.equal(before.code, 0, before.stdout.slice(0, 2000))
-    const report = JSON.parse(before.stdout) as { runs: RunJson[]; claims: Array<{ runId: string; announcedMs: number }> }
-    const run = report.runs[0]!
-    const announcedMs = report.claims.find((c) => c.runId === run.runId)!.announcedMs
-    t.ok(Math.abs(run.createdMs - announcedMs) < 60_000, `the run's creation time is the listener's (created ${new Date(run.createdMs).toISOString()}, announced ${new Date(announcedMs).toISOString()})`)
+      const before = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
+      t.equal(before.code, 0, before.stdout.slice(0, 2000))
+      const report = JSON.parse(before.stdout) as { runs: RunJson[]; claims: Array<{ runId: string; announcedMs: number }> }
+      const run = report.runs[0]!
+      const announcedMs = report.claims.find((c) => c.runId === run.runId)!.announcedMs
+      t.ok(
+        Math.abs(run.createdMs - announcedMs) < 60_000,
+        `the run's creation time is the listener's (created ${new Date(run.createdMs).toISOString()}, announced ${new Date(announcedMs).toISOString()})`,
+      )
 
-    // The cut: the next write to the last acknowledged record's slot, torn after its first half. Its
-    // write time is what the writer's clock gave the record before it (a record later, a few us on).
-    const key = runKey(run.runId)
-    const slot = slotOf(key, 'overwrite', run.acked, slotCount)
-    const fd = openSync(file, 'r+')
-    t.teardown(() => closeSync(fd))
-    const last = Buffer.alloc(recordSize)
-    readSync(fd, last, 0, recordSize, slotOffsetBytes(recordSize, slot))
-    let newer = run.acked + 1
-    while (slotOf(key, 'overwrite', newer, slotCount) !== slot) newer++
-    const next = Buffer.alloc(recordSize)
-    fillRecord(next, key, newer, slot, readU64(last, writeTimeOffset) + 50)
-    writeSync(fd, next, 0, recordSize / 2, slotOffsetBytes(recordSize, slot))
+      // The cut: the next write to the last acknowledged record's slot, torn after its first half. Its
+      // write time is what the writer's clock gave the record before it (a record later, a few us on).
+      const key = runKey(run.runId)
+      const slot = slotOf(key, 'overwrite', run.acked, slotCount)
+      const fd = openSync(file, 'r+')
+      t.teardown(() => closeSync(fd))
+      const last = Buffer.alloc(recordSize)
+      readSync(fd, last, 0, recordSize, slotOffsetBytes(recordSize, slot))
+      let newer = run.acked + 1
+      while (slotOf(key, 'overwrite', newer, slotCount) !== slot) newer++
+      const next = Buffer.alloc(recordSize)
+      fillRecord(next, key, newer, slot, readU64(last, writeTimeOffset) + 50)
+      writeSync(fd, next, 0, recordSize / 2, slotOffsetBytes(recordSize, slot))
 
-    const after = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
-    t.equal(after.code, 0, `a torn, never acknowledged overwrite is no failure: ${after.stdout.slice(0, 3000)}`)
-    const judged = JSON.parse(after.stdout) as { verdict: string; runs: RunJson[] }
-    t.equal(judged.verdict, 'pass')
-    t.match(judged.runs[0], { interrupted: 1, lost: 0, torn: 0, corrupt: 0 })
-  })
+      const after = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
+      t.equal(after.code, 0, `a torn, never acknowledged overwrite is no failure: ${after.stdout.slice(0, 3000)}`)
+      const judged = JSON.parse(after.stdout) as { verdict: string; runs: RunJson[] }
+      t.equal(judged.verdict, 'pass')
+      t.match(judged.runs[0], { interrupted: 1, lost: 0, torn: 0, corrupt: 0 })
+    },
+  )
 }
 
 t.test('a writer at 1970 (no RTC battery): it writes, says its clock is wrong, and its run passes', async (t) => {
@@ -162,11 +204,17 @@ t.test('a writer at 1970 (no RTC battery): it writes, says its clock is wrong, a
   const spec = join(dir, 'faketime')
   writeFileSync(spec, '@1970-01-02 00:00:00\n')
   const file = join(dir, 'data')
-  const writer = spawnFaked(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync,none', '--duration', '1.5', '--size', '16MiB'], spec)
+  const writer = spawnFaked(
+    ['write', '--server', listener.server, '--file', file, '--method', 'fdatasync,none', '--duration', '1.5', '--size', '16MiB'],
+    spec,
+  )
   t.teardown(() => writer.kill())
   const written = await writer.exit
   t.equal(written.code, 0, written.stderr)
-  t.match(written.stderr, /^plugcheck: note: this machine's clock says 1970-01-0[12], not a real time \(no battery-backed clock, or not set yet\); the run's times come from the listener's clock/m)
+  t.match(
+    written.stderr,
+    /^plugcheck: note: this machine's clock says 1970-01-0[12], not a real time \(no battery-backed clock, or not set yet\); the run's times come from the listener's clock/m,
+  )
   t.equal(written.stderr.match(/plugcheck: note:/g)?.length, 1, 'said once')
 
   const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
@@ -192,7 +240,11 @@ t.test("the agent's wait for the listener is monotonic: a forward step of a day 
   writeFileSync(spec, '+0\n')
   const agent = spawnFaked(['agent', '--server', `127.0.0.1:${port}`, '--file', join(dir, 'data')], spec)
   t.teardown(() => agent.kill())
-  await waitFor(`the agent waiting (${agent.err()})`, () => /waiting for the listener at 127\.0\.0\.1:\d+ \(0 s of 300\)/.test(agent.err()), 60_000)
+  await waitFor(
+    `the agent waiting (${agent.err()})`,
+    () => /waiting for the listener at 127\.0\.0\.1:\d+ \(0 s of 300\)/.test(agent.err()),
+    60_000,
+  )
   writeFileSync(spec, '+1d\n')
   await sleep(4000)
   t.notMatch(agent.err(), /could not be reached/, `still waiting 4 s after the step: ${agent.err()}`)
@@ -203,7 +255,7 @@ t.test("the agent's wait for the listener is monotonic: a forward step of a day 
   t.match(result.stdout, /nothing to verify/)
 })
 
-t.test('an agent at 1970 verifies the last run and reports its verdicts, stamped with the listener\'s time', async (t) => {
+t.test("an agent at 1970 verifies the last run and reports its verdicts, stamped with the listener's time", async (t) => {
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
@@ -220,33 +272,52 @@ t.test('an agent at 1970 verifies the last run and reports its verdicts, stamped
   const runs = (await listRuns(endpoint(listener.server), undefined, 10_000)).runs
   const verdict = runs[0]?.verdict
   t.equal(verdict?.verdict, 'pass')
-  t.ok(verdict !== null && verdict !== undefined && Math.abs(verdict.atMs - Date.now()) < 10 * 60_000, `stamped ${verdict?.atMs === undefined ? '-' : new Date(verdict.atMs).toISOString()}: the listener's time`)
+  t.ok(
+    verdict !== null && verdict !== undefined && Math.abs(verdict.atMs - Date.now()) < 10 * 60_000,
+    `stamped ${verdict?.atMs === undefined ? '-' : new Date(verdict.atMs).toISOString()}: the listener's time`,
+  )
 })
 
-t.test('a listener of an older plugcheck sends no clock: this machine\'s is the base, with a warning; at 1970 the write is refused (exit 2)', async (t) => {
-  const dir = tempDir(t)
-  const old = await startFakeListener((message, reply) => {
-    if (message.type === 'hello') reply({ type: 'welcome', protocol: protocolVersion, listenerId: 'older' })
-    if (message.type === 'query') reply({ type: 'runs', runs: [], claims: [] }) // the write's question: no earlier run
-    if (message.type === 'run') reply({ type: 'run-ok', runId: message.meta.runId })
-  })
-  t.teardown(() => old.close())
-  const spec = join(dir, 'faketime')
-  writeFileSync(spec, '+0\n')
-  const file = join(dir, 'data')
-  const writer = spawnFaked(['write', '--server', old.server, '--file', file, '--size', '16MiB'], spec)
-  t.teardown(() => writer.kill())
-  await waitFor(`the warning (${writer.err()})`, () => /plugcheck: warning: the listener at 127\.0\.0\.1:\d+ \(an older plugcheck\) does not send its clock: the run's times come from this machine's clock/.test(writer.err()), 60_000)
-  // The warning comes as the welcome arrives; the announcement follows it.
-  await waitFor('the run announced', () => old.received.some((m) => m.type === 'run'), 60_000)
-  const announced = old.received.find((m) => m.type === 'run')
-  t.ok(announced !== undefined && announced.type === 'run' && Math.abs(announced.meta.createdMs - Date.now()) < 60_000, 'the run is announced with this machine\'s time')
-  writer.kill()
+t.test(
+  "a listener of an older plugcheck sends no clock: this machine's is the base, with a warning; at 1970 the write is refused (exit 2)",
+  async (t) => {
+    const dir = tempDir(t)
+    const old = await startFakeListener((message, reply) => {
+      if (message.type === 'hello') reply({ type: 'welcome', protocol: protocolVersion, listenerId: 'older' })
+      if (message.type === 'query') reply({ type: 'runs', runs: [], claims: [] }) // the write's question: no earlier run
+      if (message.type === 'run') reply({ type: 'run-ok', runId: message.meta.runId })
+    })
+    t.teardown(() => old.close())
+    const spec = join(dir, 'faketime')
+    writeFileSync(spec, '+0\n')
+    const file = join(dir, 'data')
+    const writer = spawnFaked(['write', '--server', old.server, '--file', file, '--size', '16MiB'], spec)
+    t.teardown(() => writer.kill())
+    await waitFor(
+      `the warning (${writer.err()})`,
+      () =>
+        /plugcheck: warning: the listener at 127\.0\.0\.1:\d+ \(an older plugcheck\) does not send its clock: the run's times come from this machine's clock/.test(
+          writer.err(),
+        ),
+      60_000,
+    )
+    // The warning comes as the welcome arrives; the announcement follows it.
+    await waitFor('the run announced', () => old.received.some((m) => m.type === 'run'), 60_000)
+    const announced = old.received.find((m) => m.type === 'run')
+    t.ok(
+      announced !== undefined && announced.type === 'run' && Math.abs(announced.meta.createdMs - Date.now()) < 60_000,
+      "the run is announced with this machine's time",
+    )
+    writer.kill()
 
-  writeFileSync(spec, '@1970-01-02 00:00:00\n')
-  const refused = await spawnFaked(['write', '--server', old.server, '--file', `${file}2`, '--size', '16MiB'], spec).exit
-  t.equal(refused.code, 2, refused.stderr)
-  t.match(refused.stderr, /^plugcheck: this machine's clock says 1970-01-0[12], not a real time \(no battery-backed clock, or not set yet\), and the listener at 127\.0\.0\.1:\d+ is an older plugcheck that does not send its own\nhint: set this machine's clock/m)
-  t.equal(old.received.filter((m) => m.type === 'run').length, 1, 'the refused write announced nothing')
-  t.notOk(existsSync(`${file}2`), 'and created nothing')
-})
+    writeFileSync(spec, '@1970-01-02 00:00:00\n')
+    const refused = await spawnFaked(['write', '--server', old.server, '--file', `${file}2`, '--size', '16MiB'], spec).exit
+    t.equal(refused.code, 2, refused.stderr)
+    t.match(
+      refused.stderr,
+      /^plugcheck: this machine's clock says 1970-01-0[12], not a real time \(no battery-backed clock, or not set yet\), and the listener at 127\.0\.0\.1:\d+ is an older plugcheck that does not send its own\nhint: set this machine's clock/m,
+    )
+    t.equal(old.received.filter((m) => m.type === 'run').length, 1, 'the refused write announced nothing')
+    t.notOk(existsSync(`${file}2`), 'and created nothing')
+  },
+)

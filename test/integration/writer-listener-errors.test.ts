@@ -19,12 +19,15 @@ t.test('an HTTP server on the port: named as not a listener, exit 3', async (t) 
   const file = join(tempDir(t), 'data')
   const result = await runCli(['write', '--server', `127.0.0.1:${port}`, '--file', file, '--duration', '1'], 30_000)
   t.equal(result.code, 3, result.stderr)
-  t.match(result.stderr, new RegExp(`plugcheck: the peer at 127\\.0\\.0\\.1:${port} is not a plugcheck listener \\(it sent "HTTP/1\\.1 400 Bad Request"\\)`))
+  t.match(
+    result.stderr,
+    new RegExp(`plugcheck: the peer at 127\\.0\\.0\\.1:${port} is not a plugcheck listener \\(it sent "HTTP/1\\.1 400 Bad Request"\\)`),
+  )
   t.notMatch(result.stderr, /exceeds/)
   t.notOk(existsSync(file), 'nothing written')
 })
 
-t.test('a wrong token is a configuration error: exit 2 with the listener\'s words', async (t) => {
+t.test("a wrong token is a configuration error: exit 2 with the listener's words", async (t) => {
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'listener'), ['--token', 'right'])
   t.teardown(() => listener.kill())
@@ -38,10 +41,30 @@ t.test('a wrong token is a configuration error: exit 2 with the listener\'s word
 
 t.test('refusals by code: path-busy exit 2, storage and limit exit 3, each with its message', async (t) => {
   const cases: Array<[ServerMessage & { type: 'error' }, 'hello' | 'run', number, RegExp]> = [
-    [{ type: 'error', code: 'path-busy', message: 'run 0123456789abcdef (connection from 10.0.0.7) is writing host:/x' }, 'run', 2, /refused: run 0123456789abcdef \(connection from 10\.0\.0\.7\) is writing host:\/x/],
-    [{ type: 'error', code: 'storage', message: 'could not store the run: ENOSPC (no space left on device)' }, 'run', 3, /the listener at .* failed: could not store the run: ENOSPC/],
-    [{ type: 'error', code: 'limit', message: '1024 connections (--max-connections) are open' }, 'hello', 3, /the listener at .* refused the connection: 1024 connections \(--max-connections\) are open/],
-    [{ type: 'error', code: 'protocol-version', message: 'protocol 2 is not supported\u001b[2J' }, 'hello', 2, /refused: protocol 2 is not supported \[2J$/m],
+    [
+      { type: 'error', code: 'path-busy', message: 'run 0123456789abcdef (connection from 10.0.0.7) is writing host:/x' },
+      'run',
+      2,
+      /refused: run 0123456789abcdef \(connection from 10\.0\.0\.7\) is writing host:\/x/,
+    ],
+    [
+      { type: 'error', code: 'storage', message: 'could not store the run: ENOSPC (no space left on device)' },
+      'run',
+      3,
+      /the listener at .* failed: could not store the run: ENOSPC/,
+    ],
+    [
+      { type: 'error', code: 'limit', message: '1024 connections (--max-connections) are open' },
+      'hello',
+      3,
+      /the listener at .* refused the connection: 1024 connections \(--max-connections\) are open/,
+    ],
+    [
+      { type: 'error', code: 'protocol-version', message: 'protocol 2 is not supported\u001b[2J' },
+      'hello',
+      2,
+      /refused: protocol 2 is not supported \[2J$/m,
+    ],
   ]
   for (const [error, on, code, message] of cases) {
     const fake = await startFakeListener((m, reply, socket) => {
@@ -64,7 +87,22 @@ t.test('each run announcement carries the writer environment: boot id and finger
   const fake = await startFakeListener((m, reply) => welcomeAndAccept(m, reply))
   t.teardown(() => fake.close())
   const dir = tempDir(t)
-  const result = await runCli(['write', '--server', fake.server, '--file', join(dir, 'data'), '--method', 'fdatasync,none', '--duration', '0.3', '--listener-timeout', '0.5'], 30_000)
+  const result = await runCli(
+    [
+      'write',
+      '--server',
+      fake.server,
+      '--file',
+      join(dir, 'data'),
+      '--method',
+      'fdatasync,none',
+      '--duration',
+      '0.3',
+      '--listener-timeout',
+      '0.5',
+    ],
+    30_000,
+  )
   t.equal(result.code, 3, 'the fake listener never reports anything recorded')
   t.match(result.stderr, /did not confirm every ack as recorded within 0\.5 s/)
   const runs = fake.received.filter((m) => m.type === 'run')
@@ -73,7 +111,7 @@ t.test('each run announcement carries the writer environment: boot id and finger
   for (const run of runs) {
     if (run.type !== 'run') continue
     t.equal(run.writer?.bootId, bootId)
-    t.equal(run.writer?.fingerprint?.target.path, dir, 'fingerprint of the data file\'s directory')
+    t.equal(run.writer?.fingerprint?.target.path, dir, "fingerprint of the data file's directory")
     t.equal(run.writer?.fingerprint?.bootId, bootId)
   }
 })
@@ -106,7 +144,10 @@ t.test('flow control: the writer waits for a listener that falls behind, and giv
   })
   t.teardown(() => fake.close())
   const file = join(tempDir(t), 'data')
-  const result = await runCli(['write', '--server', fake.server, '--file', file, '--method', 'none', '--size', '64MiB', '--duration', '4', '--listener-timeout', '3'], 60_000)
+  const result = await runCli(
+    ['write', '--server', fake.server, '--file', file, '--method', 'none', '--size', '64MiB', '--duration', '4', '--listener-timeout', '3'],
+    60_000,
+  )
   t.equal(result.code, 0, result.stderr)
   t.ok(holding !== undefined, `the writer went past the bound (${acked} acks)`)
   // One housekeeping tick (50 ms) of writing can pass the bound before the writer notices.
@@ -121,7 +162,22 @@ t.test('flow control: the writer waits for a listener that falls behind, and giv
     if (m.type === 'ack') stalledAcks = m.toSeq
   })
   t.teardown(() => stalled.close())
-  const stuck = await runCli(['write', '--server', stalled.server, '--file', join(tempDir(t), 'data'), '--method', 'none', '--size', '64MiB', '--listener-timeout', '1'], 60_000)
+  const stuck = await runCli(
+    [
+      'write',
+      '--server',
+      stalled.server,
+      '--file',
+      join(tempDir(t), 'data'),
+      '--method',
+      'none',
+      '--size',
+      '64MiB',
+      '--listener-timeout',
+      '1',
+    ],
+    60_000,
+  )
   t.equal(stuck.code, 3, stuck.stderr)
   t.match(stuck.stderr, /plugcheck: the listener at 127\.0\.0\.1:\d+ recorded no acks for 1 s while [\d,]+ waited/)
   t.match(stuck.stdout, /records written .* and acknowledged, 0 recorded by the listener/)
@@ -133,7 +189,10 @@ t.test('IPv6 loopback spellings reach the listener', async (t) => {
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
-  const mapped = await runCli(['write', '--server', `[::ffff:127.0.0.1]:${listener.port}`, '--file', join(dir, 'a'), '--duration', '0.3', '--size', '8MiB'], 30_000)
+  const mapped = await runCli(
+    ['write', '--server', `[::ffff:127.0.0.1]:${listener.port}`, '--file', join(dir, 'a'), '--duration', '0.3', '--size', '8MiB'],
+    30_000,
+  )
   t.equal(mapped.code, 0, mapped.stderr)
   t.match(mapped.stdout, /records synced and acknowledged/)
 
@@ -150,5 +209,8 @@ t.test('IPv6 loopback spellings reach the listener', async (t) => {
   t.teardown(() => fake.close())
   const v6 = await runCli(['write', '--server', fake.server, '--file', join(dir, 'b'), '--duration', '0.3', '--size', '8MiB'], 30_000)
   t.equal(v6.code, 0, v6.stderr)
-  t.ok(fake.received.some((m) => m.type === 'ack'), 'acks arrived over ::1')
+  t.ok(
+    fake.received.some((m) => m.type === 'ack'),
+    'acks arrived over ::1',
+  )
 })

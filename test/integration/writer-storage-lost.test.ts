@@ -29,7 +29,22 @@ interface Writer {
 
 function startWriter(t: { teardown(fn: () => unknown): void }, server: string, file: string, extra: readonly string[] = []): Writer {
   const trace = `${file}.trace`
-  const child = spawnCli(['write', '--server', server, '--file', file, '--record-size', String(recordBytes), '--size', '1GiB', '--duration', '20', '--trace-file', trace, ...extra])
+  const child = spawnCli([
+    'write',
+    '--server',
+    server,
+    '--file',
+    file,
+    '--record-size',
+    String(recordBytes),
+    '--size',
+    '1GiB',
+    '--duration',
+    '20',
+    '--trace-file',
+    trace,
+    ...extra,
+  ])
   t.teardown(() => child.kill('SIGKILL'))
   let out = ''
   let err = ''
@@ -76,7 +91,10 @@ interface RunJson {
   verdict: string
 }
 
-const storageLosses: Record<string, { fill: (file: string) => (slot: number, record: Buffer) => void; found: string; failed: (r: RunJson) => number }> = {
+const storageLosses: Record<
+  string,
+  { fill: (file: string) => (slot: number, record: Buffer) => void; found: string; failed: (r: RunJson) => number }
+> = {
   zeros: { fill: () => () => undefined, found: 'zeros', failed: (r) => r.lost },
   // Record 1's bytes in every slot: a device returning another block's data (record 1 itself stays right).
   'an older record': {
@@ -103,7 +121,10 @@ for (const [what, loss] of Object.entries(storageLosses)) {
     t.equal(code, 1, `write exits 1: it found proof of a broken promise (stderr: ${w.err()})`)
     t.match(
       w.err(),
-      new RegExp(`^plugcheck: the storage lost data while the run was going: acknowledged record [\\d,]+ of run [0-9a-f]{16} \\(fdatasync\\) reads back as ${loss.found} from slot [\\d,]+ of ${w.file.replace(/\./g, '\\.')} \\(byte [\\d,]+\\)`, 'm'),
+      new RegExp(
+        `^plugcheck: the storage lost data while the run was going: acknowledged record [\\d,]+ of run [0-9a-f]{16} \\(fdatasync\\) reads back as ${loss.found} from slot [\\d,]+ of ${w.file.replace(/\./g, '\\.')} \\(byte [\\d,]+\\)`,
+        'm',
+      ),
     )
     t.match(w.err(), /^hint: no power cut is needed to see it: run plugcheck verify --server .* now/m)
     const summary = /([\d,]+) records synced and acknowledged, ([\d,]+) recorded by the listener/.exec(w.out())
@@ -125,12 +146,26 @@ for (const [what, loss] of Object.entries(storageLosses)) {
   })
 }
 
-t.test('write --jobs 2: a record zeroed in job 2\'s file ends the write with exit 1; verify FAILs the group, naming job 2', async (t) => {
+t.test("write --jobs 2: a record zeroed in job 2's file ends the write with exit 1; verify FAILs the group, naming job 2", async (t) => {
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
-  const child = spawnCli(['write', '--server', listener.server, '--file', file, '--record-size', String(recordBytes), '--size', '1GiB', '--duration', '20', '--jobs', '2'])
+  const child = spawnCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--record-size',
+    String(recordBytes),
+    '--size',
+    '1GiB',
+    '--duration',
+    '20',
+    '--jobs',
+    '2',
+  ])
   t.teardown(() => child.kill('SIGKILL'))
   let err = ''
   child.stderr!.on('data', (c: Buffer) => (err += c.toString()))
@@ -141,7 +176,13 @@ t.test('write --jobs 2: a record zeroed in job 2\'s file ends the write with exi
   const count = written() - 10
   overwriteRecords(job2, count, () => () => undefined)
   t.equal(await exit, 1, err)
-  t.match(err, new RegExp(`^plugcheck: the storage lost data while the run was going: acknowledged record [\\d,]+ of run [0-9a-f]{16} \\(fdatasync\\) reads back as zeros from slot [\\d,]+ of ${job2.replace(/\./g, '\\.')} `, 'm'))
+  t.match(
+    err,
+    new RegExp(
+      `^plugcheck: the storage lost data while the run was going: acknowledged record [\\d,]+ of run [0-9a-f]{16} \\(fdatasync\\) reads back as zeros from slot [\\d,]+ of ${job2.replace(/\./g, '\\.')} `,
+      'm',
+    ),
+  )
   t.notMatch(err, /stopped by SIGTERM/, 'the job stopped for the loss does not speak of a signal')
 
   const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
@@ -149,7 +190,11 @@ t.test('write --jobs 2: a record zeroed in job 2\'s file ends the write with exi
   const report = JSON.parse(verified.stdout) as { verdict: string; runs: Array<RunJson & { path: string }> }
   t.equal(report.verdict, 'fail')
   const [first, second] = report.runs
-  t.match(first, { path: `${file}.job1`, ended: 'interrupted', lost: 0, torn: 0, corrupt: 0, verdict: 'pass' }, 'job 1 was stopped, its records intact')
+  t.match(
+    first,
+    { path: `${file}.job1`, ended: 'interrupted', lost: 0, torn: 0, corrupt: 0, verdict: 'pass' },
+    'job 1 was stopped, its records intact',
+  )
   t.match(second, { path: job2, ended: 'storage-lost', lost: count, verdict: 'fail' }, `job 2: the ${count} zeroed records lost`)
 })
 
@@ -167,7 +212,12 @@ t.test("another run's superblock written over ours during the run: file-changed,
   writeSync(fd, encodeSuperblock(other), 0, recordBytes, 0)
   closeSync(fd)
   t.equal(await w.exit, 3, w.err())
-  t.match(w.err(), new RegExp(`the superblock of the data file .*data now holds run ${other.runId}, not run ${ours.meta.runId}: something other than plugcheck wrote it during the run`))
+  t.match(
+    w.err(),
+    new RegExp(
+      `the superblock of the data file .*data now holds run ${other.runId}, not run ${ours.meta.runId}: something other than plugcheck wrote it during the run`,
+    ),
+  )
   const verified = await runInProcess(['verify', '--server', listener.server, '--file', w.file])
   t.equal(verified.code, 2, verified.stdout)
   t.match(verified.stdout, /^NOT JUDGED: run [0-9a-f]{16} \(fdatasync\) ended because the superblock of the data file/)
@@ -181,7 +231,10 @@ t.test('truncated during the run and extended again by the next record: still an
   await waitFor(`500 synced records (${w.err()})`, () => synced(w) >= 500, 60_000)
   truncateSync(w.file, recordBytes) // the superblock stays; the writer's next append extends the file over a hole
   t.equal(await w.exit, 3, w.err())
-  t.match(w.err(), /plugcheck: the data file .*data (has a hole where records were written \([\d,]+ bytes allocated, [\d,]+ written\)|was truncated to [\d,]+ bytes during the run)/)
+  t.match(
+    w.err(),
+    /plugcheck: the data file .*data (has a hole where records were written \([\d,]+ bytes allocated, [\d,]+ written\)|was truncated to [\d,]+ bytes during the run)/,
+  )
   const verified = await runInProcess(['verify', '--server', listener.server, '--file', w.file])
   t.equal(verified.code, 2, verified.stdout)
   t.match(verified.stdout, /^NOT JUDGED: /)

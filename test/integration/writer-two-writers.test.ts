@@ -6,7 +6,7 @@ import t from 'tap'
 import { join } from 'node:path'
 import { runCli, runInProcess, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 
-t.test('a second write on a live run\'s file is refused; the first run verifies', async (t) => {
+t.test("a second write on a live run's file is refused; the first run verifies", async (t) => {
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
@@ -26,14 +26,17 @@ t.test('a second write on a live run\'s file is refused; the first run verifies'
 
   const second = await runCli(['write', '--server', listener.server, '--file', file, '--duration', '1', '--size', '16MiB'], 30_000)
   t.equal(second.code, 2, second.stderr)
-  t.match(second.stderr, new RegExp(`plugcheck: refusing to write to ${file.replace(/[.]/g, '\\.')}: another plugcheck write is running on it`))
+  t.match(
+    second.stderr,
+    new RegExp(`plugcheck: refusing to write to ${file.replace(/[.]/g, '\\.')}: another plugcheck write is running on it`),
+  )
   t.notMatch(second.stdout, /^run /m, 'the second writer announced nothing')
 
   t.equal(await firstExit, 0, `the first writer ran on (${firstErr})`)
   const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
   t.equal(verified.code, 0, verified.stderr)
   const report = JSON.parse(verified.stdout)
-  t.equal(report.runs[0].runId, runId, 'verify judges the first writer\'s run')
+  t.equal(report.runs[0].runId, runId, "verify judges the first writer's run")
   t.equal(report.runs[0].lost + report.runs[0].torn + report.runs[0].corrupt, 0)
   t.ok(report.runs[0].acked > 0)
 
@@ -52,8 +55,11 @@ t.test('a second writer that finds no file yet is refused by the lock on the new
   first.stdout!.on('data', (c: Buffer) => (firstOut += c.toString()))
   const firstExit = new Promise<number | null>((resolve) => first.on('close', (code) => resolve(code)))
   t.teardown(() => first.kill('SIGKILL'))
-  await waitFor('the first writer\'s start lines', () => /after a power cut and reboot/.test(firstOut))
-  const second = await runCli(['write', '--server', listener.server, '--file', file, '--duration', '1', '--size', '16MiB', '--method', 'none'], 30_000)
+  await waitFor("the first writer's start lines", () => /after a power cut and reboot/.test(firstOut))
+  const second = await runCli(
+    ['write', '--server', listener.server, '--file', file, '--duration', '1', '--size', '16MiB', '--method', 'none'],
+    30_000,
+  )
   t.equal(second.code, 2, second.stderr)
   t.match(second.stderr, /another plugcheck write is running on it/)
   t.equal(await firstExit, 0)

@@ -95,13 +95,40 @@ async function runCampaign(disk: DiskMode, outsideDir: string, seed: number, kil
   const listenerDir = join(dir, 'listener')
   const port = await freePort()
   const server = `127.0.0.1:${port}`
-  const machine = await LabMachine.start({ mode: disk, imageSizeMiB: 64, server, outsideDir, agentArgs: ['--method', 'fdatasync,none', '--pattern', 'overwrite', '--size', '4MiB'] })
+  const machine = await LabMachine.start({
+    mode: disk,
+    imageSizeMiB: 64,
+    server,
+    outsideDir,
+    agentArgs: ['--method', 'fdatasync,none', '--pattern', 'overwrite', '--size', '4MiB'],
+  })
   const listeners: ListenerProcess[] = []
   try {
     fs.writeFileSync(join(dir, 'cut.sh'), machine.cutScript(), { mode: 0o755 })
     const name = `lab-${disk}`
-    const args = ['listen', '--host', '127.0.0.1', '--port', String(port), '--dir', listenerDir, '--events', join(dir, 'events.jsonl'),
-      '--campaign', name, '--cycles', String(cycles), '--cut-command', './cut.sh', '--cut-after', '1-2', '--reboot-timeout', '60', '--seed', String(seed)]
+    const args = [
+      'listen',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--dir',
+      listenerDir,
+      '--events',
+      join(dir, 'events.jsonl'),
+      '--campaign',
+      name,
+      '--cycles',
+      String(cycles),
+      '--cut-command',
+      './cut.sh',
+      '--cut-after',
+      '1-2',
+      '--reboot-timeout',
+      '60',
+      '--seed',
+      String(seed),
+    ]
     listeners.push(await startListener(args, dir))
     machine.boot()
 
@@ -121,7 +148,8 @@ async function runCampaign(disk: DiskMode, outsideDir: string, seed: number, kil
     for (;;) {
       const file = readCampaign(campaignPath)
       if (file !== null && (file.phase === 'done' || file.phase === 'stopped')) break
-      if (Date.now() > deadline) throw new Error(`the ${disk} campaign did not end within ${campaignTimeoutMs / 1000} s: ${JSON.stringify(file)}`)
+      if (Date.now() > deadline)
+        throw new Error(`the ${disk} campaign did not end within ${campaignTimeoutMs / 1000} s: ${JSON.stringify(file)}`)
       if (killedAt !== null && listeners.length === 1) {
         // Started again with the same arguments while the cut command still runs.
         await listeners[0]!.exited
@@ -169,7 +197,9 @@ async function runCampaign(disk: DiskMode, outsideDir: string, seed: number, kil
 
 const reason = labUnavailableReason()
 if (reason !== null) {
-  t.fail(`the power-cut lab cannot run here: ${reason}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`)
+  t.fail(
+    `the power-cut lab cannot run here: ${reason}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`,
+  )
 } else {
   const seed = labSeed()
   t.comment(`lab seed ${seed} (replay the cut moments with PLUGCHECK_LAB_SEED=${seed})`)
@@ -199,8 +229,14 @@ if (reason !== null) {
       t.ok(result.lastAgentDone, 'the last agent found the campaign done and exited')
       // Each cut froze a writer whose connection stayed open; the listener ended its run when the machine
       // came back under a new boot id. (The listener killed in cycle 2 lost that connection with itself.)
-      const rebootEnds = result.listenerOutput.join('\n').match(/ended as vanished: its writer's machine rebooted: \S+ connected from 127\.0\.0\.1/g)?.length ?? 0
-      t.equal(rebootEnds, result.killedAt === null ? cycles : cycles - 1, "every frozen writer's run ended when its machine came back with a new boot id")
+      const rebootEnds =
+        result.listenerOutput.join('\n').match(/ended as vanished: its writer's machine rebooted: \S+ connected from 127\.0\.0\.1/g)
+          ?.length ?? 0
+      t.equal(
+        rebootEnds,
+        result.killedAt === null ? cycles : cycles - 1,
+        "every frozen writer's run ended when its machine came back with a new boot id",
+      )
 
       t.ok(report !== undefined, `report --json parsed: ${result.reportText.slice(-2000)}`)
       if (report === undefined) return
@@ -214,8 +250,13 @@ if (reason !== null) {
         t.ok(v != null && control?.verdict != null, `cycle ${cycle.cycle}: both runs have a verdict`)
         if (v == null || control?.verdict == null) continue
         const failed = v.lost + v.torn + v.corrupt
-        t.comment(`cycle ${cycle.cycle}: fdatasync ${v.verdict}, acked ${v.acked}, lost/torn/corrupt ${failed}; control ${cycle.control}, acked ${control.verdict.acked}, lost ${control.verdict.lost}`)
-        t.ok(control.verdict.lost + control.verdict.torn + control.verdict.corrupt > 0, `cycle ${cycle.cycle}: the none control lost records`)
+        t.comment(
+          `cycle ${cycle.cycle}: fdatasync ${v.verdict}, acked ${v.acked}, lost/torn/corrupt ${failed}; control ${cycle.control}, acked ${control.verdict.acked}, lost ${control.verdict.lost}`,
+        )
+        t.ok(
+          control.verdict.lost + control.verdict.torn + control.verdict.corrupt > 0,
+          `cycle ${cycle.cycle}: the none control lost records`,
+        )
         if (disk === 'honest') {
           t.equal(v.verdict, 'pass', `cycle ${cycle.cycle}: fdatasync passes on the honest disk`)
           t.equal(cycle.control, 'noticed', `cycle ${cycle.cycle}: the control noticed the cut`)
@@ -232,12 +273,16 @@ if (reason !== null) {
         t.equal(summary.cycles, cycles, 'fdatasync judged in every cycle')
         if (disk === 'honest') t.same([summary.verdicts.pass, summary.cyclesWithLoss], [cycles, 0], 'honest: pass, no loss')
         else t.ok(summary.verdicts.fail > 0 && summary.cyclesWithLoss > 0, `${disk}: fail (${summary.verdicts.fail} of ${cycles} cycles)`)
-        if (disk === 'subtle') t.ok(summary.lost > 0 && summary.lost < summary.acked, `subtle: 0 < lost ${summary.lost} < acked ${summary.acked}`)
+        if (disk === 'subtle')
+          t.ok(summary.lost > 0 && summary.lost < summary.acked, `subtle: 0 < lost ${summary.lost} < acked ${summary.acked}`)
       }
       t.equal(report.control?.ran, cycles, 'the control ran every cycle')
 
       if (disk === 'honest') {
-        t.ok(result.killedAt?.cycle === 2 && result.killedAt.phase === 'cutting', `the listener was killed in cycle 2 while cutting (${result.killedAt?.phase})`)
+        t.ok(
+          result.killedAt?.cycle === 2 && result.killedAt.phase === 'cutting',
+          `the listener was killed in cycle 2 while cutting (${result.killedAt?.phase})`,
+        )
         t.equal(result.listenerOutput.length, 2, 'the listener was started again')
         t.match(result.listenerOutput[1] ?? '', /resumed in cycle 2 of 3/, 'the restarted listener resumed the campaign in cycle 2')
       }

@@ -12,7 +12,9 @@ import { labFor, labUnavailableReason } from '../fixtures/lab/harness.js'
 
 const reason = labUnavailableReason()
 if (reason !== null) {
-  t.fail(`the power-cut lab cannot run here: ${reason}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`)
+  t.fail(
+    `the power-cut lab cannot run here: ${reason}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`,
+  )
 } else {
   const outside = tempDir(t, 'plugcheck-lab-failure-')
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: join(outside, 'listener') })

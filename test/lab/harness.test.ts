@@ -66,7 +66,9 @@ const expectSyncedSurvives: Record<Exclude<DiskMode, 'subtle'>, boolean> = { hon
 
 const unavailable = labUnavailableReason()
 if (unavailable !== null) {
-  t.fail(`the power-cut lab cannot run here: ${unavailable}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`)
+  t.fail(
+    `the power-cut lab cannot run here: ${unavailable}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`,
+  )
 } else {
   for (const mode of diskModes.filter((m): m is Exclude<DiskMode, 'subtle'> => m !== 'subtle')) {
     t.test(`${mode} disk`, async (t) => {

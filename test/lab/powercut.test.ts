@@ -25,7 +25,9 @@ import { labSeed, seededRandom } from '../fixtures/lab/seeded.js'
 
 const reason = labUnavailableReason()
 if (reason !== null) {
-  t.fail(`the power-cut lab cannot run here: ${reason}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`)
+  t.fail(
+    `the power-cut lab cannot run here: ${reason}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`,
+  )
 } else {
   const syncMethods = ['fsync', 'fdatasync', 'open_sync', 'open_datasync', 'pwritev2_dsync']
   const seed = labSeed()
@@ -45,7 +47,12 @@ if (reason !== null) {
     plan.push({ mode, methods: syncMethods, direct: false, expect: () => (mode === 'lying' ? 'losses' : 'intact') })
     plan.push({ mode, methods: syncMethods, direct: true, expect: () => (mode === 'lying' ? 'losses' : 'intact') })
     plan.push({ mode, methods: ['none'], direct: false, expect: () => 'losses' })
-    plan.push({ mode, methods: ['none'], direct: true, expect: (pattern) => (mode === 'writethru' && pattern === 'overwrite' ? 'intact' : 'losses') })
+    plan.push({
+      mode,
+      methods: ['none'],
+      direct: true,
+      expect: (pattern) => (mode === 'writethru' && pattern === 'overwrite' ? 'intact' : 'losses'),
+    })
   }
 
   for (const pattern of ['append', 'overwrite'] as const) {
@@ -62,7 +69,9 @@ if (reason !== null) {
         for (const run of result.report.runs) {
           const label = `${run.method}${run.direct ? ' --direct' : ''}`
           const completed = result.completed.get(run.runId) ?? 0
-          t.comment(`${label}: acked ${run.acked} (writer completed ${completed}), intact ${run.intact}, lost ${run.lost}, torn ${run.torn}, corrupt ${run.corrupt}, interrupted ${run.interrupted}, superseded ${run.superseded}`)
+          t.comment(
+            `${label}: acked ${run.acked} (writer completed ${completed}), intact ${run.intact}, lost ${run.lost}, torn ${run.torn}, corrupt ${run.corrupt}, interrupted ${run.interrupted}, superseded ${run.superseded}`,
+          )
           t.ok(run.acked > 0, `${label}: something was acknowledged before the cut`)
           t.ok(run.acked <= completed, `${label}: never more acks than completed syncs`)
           const control = run.method === 'none'

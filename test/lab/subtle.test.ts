@@ -38,7 +38,9 @@ for (let i = 0; ; i++) {
 
 const reason = labUnavailableReason()
 if (reason !== null) {
-  t.fail(`the power-cut lab cannot run here: ${reason}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`)
+  t.fail(
+    `the power-cut lab cannot run here: ${reason}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs (.ci/run installs them)`,
+  )
 } else {
   const seed = labSeed()
   const random = seededRandom(seed)
@@ -71,7 +73,9 @@ if (reason !== null) {
       expected.write('record ' + i + ' ')
       if (!record.equals(expected)) lost.push(i)
     }
-    t.comment(`independent writer: acked ${acked}, lost ${lost.length} (${((100 * lost.length) / Math.max(acked, 1)).toFixed(1)}%), first lost ${lost.slice(0, 10).join(', ')}`)
+    t.comment(
+      `independent writer: acked ${acked}, lost ${lost.length} (${((100 * lost.length) / Math.max(acked, 1)).toFixed(1)}%), first lost ${lost.slice(0, 10).join(', ')}`,
+    )
     t.ok(acked > 100, `the writer synced a fair number of records (${acked})`)
     t.ok(lost.length > 0, 'some acknowledged records are lost')
     t.ok(lost.length < acked, 'not every acknowledged record is lost')
@@ -90,7 +94,9 @@ if (reason !== null) {
         t.ok(run !== undefined, `verify reported (exit ${result.verifyCode}): ${result.verifyStderr}`)
         if (run === undefined) return
         const failed = failedRecords(run)
-        t.comment(`acked ${run.acked} (writer completed ${result.completed.get(run.runId) ?? 0}), intact ${run.intact}, lost ${run.lost}, torn ${run.torn}, corrupt ${run.corrupt}, superseded ${run.superseded}`)
+        t.comment(
+          `acked ${run.acked} (writer completed ${result.completed.get(run.runId) ?? 0}), intact ${run.intact}, lost ${run.lost}, torn ${run.torn}, corrupt ${run.corrupt}, superseded ${run.superseded}`,
+        )
         t.ok(failed > 0, 'losses found')
         t.ok(failed < run.acked, 'partial: fewer records failed than were acknowledged')
         t.ok(run.intact > 0, 'some acknowledged records survived')
@@ -108,7 +114,17 @@ if (reason !== null) {
     t.test(`fdatasync, append, --direct: the writer sees the loss while it runs (cut after ${directMs} ms at the latest)`, async (t) => {
       // A file that does not wrap within the run: a dropped record stays dropped until the writer samples it.
       const lab = await labFor(t, { mode: 'subtle', imageSizeMiB: 128 })
-      const result = await plugPull(lab, { methods: ['fdatasync'], direct: true, pattern: 'append', runMs: directMs, size: '96MiB', outsideDir, server, mayEndFirst: true, dropHostCacheEveryMs: 100 })
+      const result = await plugPull(lab, {
+        methods: ['fdatasync'],
+        direct: true,
+        pattern: 'append',
+        runMs: directMs,
+        size: '96MiB',
+        outsideDir,
+        server,
+        mayEndFirst: true,
+        dropHostCacheEveryMs: 100,
+      })
       const run = result.report?.runs[0]
       t.comment(`writer exit ${result.writerExitCode ?? '(cut)'}: ${result.writerStderr.trim().split('\n')[0] ?? ''}`)
       t.ok(run !== undefined, `verify judged the run (exit ${result.verifyCode}): ${result.verifyStderr}`)
@@ -117,7 +133,10 @@ if (reason !== null) {
       t.comment(`acked ${run.acked}, intact ${run.intact}, lost ${run.lost}, torn ${run.torn}, corrupt ${run.corrupt}, ended ${run.ended}`)
       t.not(run.ended, 'file-changed', 'the storage lost the records, not another program')
       t.equal(result.writerExitCode, 1, `the writer saw the loss while it ran and exits 1: ${result.writerStderr}`)
-      t.match(result.writerStderr, /plugcheck: the storage lost data while the run was going: acknowledged record [\d,]+ of run [0-9a-f]{16} \(fdatasync\) reads back as /)
+      t.match(
+        result.writerStderr,
+        /plugcheck: the storage lost data while the run was going: acknowledged record [\d,]+ of run [0-9a-f]{16} \(fdatasync\) reads back as /,
+      )
       t.equal(run.ended, 'storage-lost')
       t.ok(failed > 0 && failed < run.acked, `partial losses found (${failed} of ${run.acked})`)
       t.equal(run.verdict, 'fail')

@@ -164,12 +164,38 @@ const linuxStatfs = layout([
 ])
 
 const expected: Record<string, Expected> = {
-  'linux x64': { ...linuxCommon, O_DIRECT: 0o40000, statfs: { kind: 'magic', bytes: linuxStatfs.sizeBytes, symbol: 'fstatfs', magicOffset: linuxStatfs.offsets.f_type! } },
-  'linux arm64': { ...linuxCommon, O_DIRECT: 0o200000, statfs: { kind: 'magic', bytes: linuxStatfs.sizeBytes, symbol: 'fstatfs', magicOffset: linuxStatfs.offsets.f_type! } },
+  'linux x64': {
+    ...linuxCommon,
+    O_DIRECT: 0o40000,
+    statfs: { kind: 'magic', bytes: linuxStatfs.sizeBytes, symbol: 'fstatfs', magicOffset: linuxStatfs.offsets.f_type! },
+  },
+  'linux arm64': {
+    ...linuxCommon,
+    O_DIRECT: 0o200000,
+    statfs: { kind: 'magic', bytes: linuxStatfs.sizeBytes, symbol: 'fstatfs', magicOffset: linuxStatfs.offsets.f_type! },
+  },
   // x86_64 asks for the 64-bit-inode layout by its suffixed name (bsd/sys/cdefs.h __DARWIN_SUF_64_BIT_INO_T);
   // arm64 has only that layout, under the plain name.
-  'darwin x64': { ...darwinCommon, statfs: { kind: 'name', bytes: darwinStatfs.sizeBytes, symbol: 'fstatfs$INODE64', nameOffset: darwinStatfs.offsets.f_fstypename!, nameBytes: 16 } },
-  'darwin arm64': { ...darwinCommon, statfs: { kind: 'name', bytes: darwinStatfs.sizeBytes, symbol: 'fstatfs', nameOffset: darwinStatfs.offsets.f_fstypename!, nameBytes: 16 } },
+  'darwin x64': {
+    ...darwinCommon,
+    statfs: {
+      kind: 'name',
+      bytes: darwinStatfs.sizeBytes,
+      symbol: 'fstatfs$INODE64',
+      nameOffset: darwinStatfs.offsets.f_fstypename!,
+      nameBytes: 16,
+    },
+  },
+  'darwin arm64': {
+    ...darwinCommon,
+    statfs: {
+      kind: 'name',
+      bytes: darwinStatfs.sizeBytes,
+      symbol: 'fstatfs',
+      nameOffset: darwinStatfs.offsets.f_fstypename!,
+      nameBytes: 16,
+    },
+  },
   // freebsd-src sys/sys/fcntl.h, sys/sys/socket.h, sys/sys/errno.h, sys/sys/poll.h.
   freebsd: {
     libc: ['libc.so.7'],
@@ -203,7 +229,13 @@ const expected: Record<string, Expected> = {
     EINPROGRESS: 36,
     ETIMEDOUT: 60,
     ENOSPC: 28,
-    statfs: { kind: 'name', bytes: freebsdStatfs.sizeBytes, symbol: 'fstatfs', nameOffset: freebsdStatfs.offsets.f_fstypename!, nameBytes: 16 },
+    statfs: {
+      kind: 'name',
+      bytes: freebsdStatfs.sizeBytes,
+      symbol: 'fstatfs',
+      nameOffset: freebsdStatfs.offsets.f_fstypename!,
+      nameBytes: 16,
+    },
     nfdsType: 'uint32_t',
   },
   // openbsd/src sys/sys/fcntl.h (1.23), sys/sys/socket.h (1.108), sys/sys/errno.h, sys/sys/poll.h.
@@ -290,7 +322,18 @@ t.test('mismatchesWithNode', async (t) => {
     if (notLinux(t)) return
     const k = posixConstants('linux', process.arch)
     const node = fs.constants as unknown as Record<string, number>
-    for (const name of ['O_RDONLY', 'O_WRONLY', 'O_RDWR', 'O_NONBLOCK', 'O_CREAT', 'O_TRUNC', 'O_EXCL', 'O_SYNC', 'O_DSYNC', 'O_DIRECT'] as const) {
+    for (const name of [
+      'O_RDONLY',
+      'O_WRONLY',
+      'O_RDWR',
+      'O_NONBLOCK',
+      'O_CREAT',
+      'O_TRUNC',
+      'O_EXCL',
+      'O_SYNC',
+      'O_DSYNC',
+      'O_DIRECT',
+    ] as const) {
       t.equal(k[name], node[name], `${name} as Node has it`)
     }
   })
@@ -314,10 +357,41 @@ t.test('mismatchesWithNode', async (t) => {
   t.test("each system's table matches a Node built against that system's headers", async (t) => {
     // fs.constants as Node would report them there: the same header values, and O_DIRECT only where it exists.
     const nodeOn: Record<'darwin' | 'freebsd' | 'openbsd', Record<string, number>> = {
-      darwin: { O_RDONLY: 0, O_WRONLY: 1, O_RDWR: 2, O_NONBLOCK: 0x4, O_CREAT: 0x200, O_TRUNC: 0x400, O_EXCL: 0x800, O_SYNC: 0x80, O_DSYNC: 0x400000 },
-      freebsd: { O_RDONLY: 0, O_WRONLY: 1, O_RDWR: 2, O_NONBLOCK: 0x4, O_CREAT: 0x200, O_TRUNC: 0x400, O_EXCL: 0x800, O_SYNC: 0x80, O_DSYNC: 0x1000000, O_DIRECT: 0x10000 },
+      darwin: {
+        O_RDONLY: 0,
+        O_WRONLY: 1,
+        O_RDWR: 2,
+        O_NONBLOCK: 0x4,
+        O_CREAT: 0x200,
+        O_TRUNC: 0x400,
+        O_EXCL: 0x800,
+        O_SYNC: 0x80,
+        O_DSYNC: 0x400000,
+      },
+      freebsd: {
+        O_RDONLY: 0,
+        O_WRONLY: 1,
+        O_RDWR: 2,
+        O_NONBLOCK: 0x4,
+        O_CREAT: 0x200,
+        O_TRUNC: 0x400,
+        O_EXCL: 0x800,
+        O_SYNC: 0x80,
+        O_DSYNC: 0x1000000,
+        O_DIRECT: 0x10000,
+      },
       // OpenBSD's O_DSYNC is O_SYNC, so Node reports 0x80 for it.
-      openbsd: { O_RDONLY: 0, O_WRONLY: 1, O_RDWR: 2, O_NONBLOCK: 0x4, O_CREAT: 0x200, O_TRUNC: 0x400, O_EXCL: 0x800, O_SYNC: 0x80, O_DSYNC: 0x80 },
+      openbsd: {
+        O_RDONLY: 0,
+        O_WRONLY: 1,
+        O_RDWR: 2,
+        O_NONBLOCK: 0x4,
+        O_CREAT: 0x200,
+        O_TRUNC: 0x400,
+        O_EXCL: 0x800,
+        O_SYNC: 0x80,
+        O_DSYNC: 0x80,
+      },
     }
     for (const os of ['darwin', 'freebsd', 'openbsd'] as const) {
       t.same(mismatchesWithNode(os, posixConstants(os, 'arm64'), nodeOn[os]), [], `${os} agrees`)
@@ -337,7 +411,8 @@ t.test('the port refuses to start when its flags disagree with Node', async (t) 
     'node:fs': { ...fs, constants: wrong, default: { ...fs, constants: wrong } },
   })
   t.throws(() => createPosixPort('linux'), {
-    message: /^plugcheck's open flags for linux disagree with this system's \(O_SYNC: plugcheck has 0x101000, Node has 0x80\): refusing to run with wrong flags$/,
+    message:
+      /^plugcheck's open flags for linux disagree with this system's \(O_SYNC: plugcheck has 0x101000, Node has 0x80\): refusing to run with wrong flags$/,
   })
   // And with the real constants it starts.
   const real = await import('../../src/native/posix/index.js')
@@ -350,8 +425,17 @@ t.test('every statfs symbol can be declared to koffi by name, $INODE64 included'
   // (name, result, arguments) form can. Here, on glibc, the lookup itself must be what fails, never the parse.
   const { default: koffi } = await import('koffi')
   const lib = koffi.load('libc.so.6')
-  t.throws(() => lib.func('int fstatfs$INODE64(int fd, void *buf)'), { message: /Unexpected token '\$'/ }, 'the prototype-string form cannot name it')
-  for (const [os, arch] of [['linux', 'x64'], ['darwin', 'x64'], ['darwin', 'arm64'], ['freebsd', 'x64']] as const) {
+  t.throws(
+    () => lib.func('int fstatfs$INODE64(int fd, void *buf)'),
+    { message: /Unexpected token '\$'/ },
+    'the prototype-string form cannot name it',
+  )
+  for (const [os, arch] of [
+    ['linux', 'x64'],
+    ['darwin', 'x64'],
+    ['darwin', 'arm64'],
+    ['freebsd', 'x64'],
+  ] as const) {
     const layout = posixConstants(os, arch).statfs
     if (layout === null) continue
     try {

@@ -11,16 +11,40 @@ import { kernelQueuesOfPort } from '../fixtures/kernel-queues.js'
 
 t.test('the numbers of every system, from their headers', async (t) => {
   // Linux include/uapi/asm-generic/resource.h, socket.h, ioctls.h (TIOCOUTQ = SIOCOUTQ in linux/sockios.h).
-  t.same(serverLimitConstants('linux'), { RLIMIT_NOFILE: 7, RLIM_INFINITY: 0xffffffffffffffffn, SO_SNDBUF: 7, SO_LINGER: 13, queuedBytes: { kind: 'ioctl', request: 0x5411 } })
+  t.same(serverLimitConstants('linux'), {
+    RLIMIT_NOFILE: 7,
+    RLIM_INFINITY: 0xffffffffffffffffn,
+    SO_SNDBUF: 7,
+    SO_LINGER: 13,
+    queuedBytes: { kind: 'ioctl', request: 0x5411 },
+  })
   // xnu bsd/sys/resource.h, bsd/sys/socket.h (SO_NWRITE 0x1024).
-  t.same(serverLimitConstants('darwin'), { RLIMIT_NOFILE: 8, RLIM_INFINITY: 0x7fffffffffffffffn, SO_SNDBUF: 0x1001, SO_LINGER: 0x80, queuedBytes: { kind: 'sockopt', name: 0x1024 } })
+  t.same(serverLimitConstants('darwin'), {
+    RLIMIT_NOFILE: 8,
+    RLIM_INFINITY: 0x7fffffffffffffffn,
+    SO_SNDBUF: 0x1001,
+    SO_LINGER: 0x80,
+    queuedBytes: { kind: 'sockopt', name: 0x1024 },
+  })
   // freebsd-src sys/sys/resource.h, socket.h, filio.h (FIONWRITE _IOR('f', 119, int)).
-  const ior = (group: string, number: number, size: number): number => 0x40000000 + ((size & 0x1fff) << 16) + (group.charCodeAt(0) << 8) + number
-  t.same(serverLimitConstants('freebsd'), { RLIMIT_NOFILE: 8, RLIM_INFINITY: 0x7fffffffffffffffn, SO_SNDBUF: 0x1001, SO_LINGER: 0x80, queuedBytes: { kind: 'ioctl', request: ior('f', 119, 4) } })
+  const ior = (group: string, number: number, size: number): number =>
+    0x40000000 + ((size & 0x1fff) << 16) + (group.charCodeAt(0) << 8) + number
+  t.same(serverLimitConstants('freebsd'), {
+    RLIMIT_NOFILE: 8,
+    RLIM_INFINITY: 0x7fffffffffffffffn,
+    SO_SNDBUF: 0x1001,
+    SO_LINGER: 0x80,
+    queuedBytes: { kind: 'ioctl', request: ior('f', 119, 4) },
+  })
   // openbsd/src sys/sys/resource.h, socket.h: no call for the send queue.
-  t.same(serverLimitConstants('openbsd'), { RLIMIT_NOFILE: 8, RLIM_INFINITY: 0x7fffffffffffffffn, SO_SNDBUF: 0x1001, SO_LINGER: 0x80, queuedBytes: null })
+  t.same(serverLimitConstants('openbsd'), {
+    RLIMIT_NOFILE: 8,
+    RLIM_INFINITY: 0x7fffffffffffffffn,
+    SO_SNDBUF: 0x1001,
+    SO_LINGER: 0x80,
+    queuedBytes: null,
+  })
 })
-
 
 t.test('the descriptor limit is read and its soft half set', async (t) => {
   const port = nativePort()
@@ -33,7 +57,8 @@ t.test('the descriptor limit is read and its soft half set', async (t) => {
   t.same(port.descriptorLimit(), { soft: lower, hard: before.hard }, 'the soft limit moved, the hard one did not')
   port.setDescriptorSoftLimit(before.soft)
   t.same(port.descriptorLimit(), before)
-  if (before.hard !== Infinity) t.throws(() => port.setDescriptorSoftLimit(before.hard + 1), { code: 'EINVAL', syscall: 'setrlimit' }, 'never past the hard limit')
+  if (before.hard !== Infinity)
+    t.throws(() => port.setDescriptorSoftLimit(before.hard + 1), { code: 'EINVAL', syscall: 'setrlimit' }, 'never past the hard limit')
 })
 
 t.test('a served socket: bounded send buffer, queued bytes, abortive close', async (t) => {

@@ -144,7 +144,8 @@ t.test('macOS: fsync, fdatasync and the open_* methods carry the drive-cache cav
   t.equal(full.durable, true)
   t.equal(full.caveat, undefined, 'F_FULLFSYNC is the full flush: no caveat')
   // Elsewhere fsync asks the device to flush: no caveat there.
-  for (const os of ['linux', 'freebsd', 'openbsd'] as const) t.equal(row(posixTable(os, { fdatasync: true }), 'fsync').caveat, undefined, `${os} fsync`)
+  for (const os of ['linux', 'freebsd', 'openbsd'] as const)
+    t.equal(row(posixTable(os, { fdatasync: true }), 'fsync').caveat, undefined, `${os} fsync`)
 })
 
 t.test('macOS barrier_fsync is not durable and promises order only', async (t) => {

@@ -36,8 +36,15 @@ t.test('sockaddr_in: 16 bytes, family then port then address then 8 zero bytes',
   t.equal(sockaddrBytes(v4, macosSockaddr, 'LE').toString('hex'), lengthByte, 'macOS')
   t.equal(sockaddrBytes(v4, freebsdSockaddr, 'LE').toString('hex'), lengthByte, 'FreeBSD')
   t.equal(sockaddrBytes(v4, openbsdSockaddr, 'LE').toString('hex'), lengthByte, 'OpenBSD')
-  t.equal(sockaddrBytes(v4, linuxSockaddr, 'BE').toString('hex'), hex('0002 1518 7f000001 0000000000000000'), 'a big-endian CPU writes the family high byte first')
-  t.equal(sockaddrBytes({ address: '10.20.30.40', family: 4, port: 65535, scopeId: 0 }, linuxSockaddr, 'LE').toString('hex'), hex('0200 ffff 0a141e28 0000000000000000'))
+  t.equal(
+    sockaddrBytes(v4, linuxSockaddr, 'BE').toString('hex'),
+    hex('0002 1518 7f000001 0000000000000000'),
+    'a big-endian CPU writes the family high byte first',
+  )
+  t.equal(
+    sockaddrBytes({ address: '10.20.30.40', family: 4, port: 65535, scopeId: 0 }, linuxSockaddr, 'LE').toString('hex'),
+    hex('0200 ffff 0a141e28 0000000000000000'),
+  )
 })
 
 t.test('sockaddr_in6: 28 bytes, family, port, flowinfo, 16 address bytes, scope id in host order', async (t) => {
@@ -49,9 +56,18 @@ t.test('sockaddr_in6: 28 bytes, family, port, flowinfo, 16 address bytes, scope 
   t.equal(sockaddrBytes(v6, linuxSockaddr, 'BE').toString('hex'), hex(`000a ${v6Tail} 00000004`), 'big-endian CPU')
   const wide = { ...v6, scopeId: 0x01020304 }
   t.equal(sockaddrBytes(wide, linuxSockaddr, 'LE').subarray(24).toString('hex'), '04030201', 'scope id little-endian')
-  t.equal(sockaddrBytes({ ...wide, scopeId: 0xffffffff }, linuxSockaddr, 'LE').subarray(24).toString('hex'), 'ffffffff')
+  t.equal(
+    sockaddrBytes({ ...wide, scopeId: 0xffffffff }, linuxSockaddr, 'LE')
+      .subarray(24)
+      .toString('hex'),
+    'ffffffff',
+  )
   const mapped = sockaddrBytes({ address: '::ffff:127.0.0.1', family: 6, port: 1, scopeId: 0 }, linuxSockaddr, 'LE')
-  t.equal(mapped.toString('hex'), hex('0a00 0001 00000000 00000000000000000000ffff7f000001 00000000'), 'a mapped address as family 6 keeps its ::ffff: prefix')
+  t.equal(
+    mapped.toString('hex'),
+    hex('0a00 0001 00000000 00000000000000000000ffff7f000001 00000000'),
+    'a mapped address as family 6 keeps its ::ffff: prefix',
+  )
 })
 
 t.test('layouts by platform and the numbers from the headers', async (t) => {
@@ -128,10 +144,46 @@ t.test('random addresses round-trip through the full and the WHATWG URL compress
 })
 
 t.test('garbage is refused with an error, never parsed into bytes', async (t) => {
-  const notV6 = ['', ':', ':::', '1::2::3', '1:2:3:4:5:6:7:8:9', '1:2:3:4:5:6:7', 'g::1', '12345::', '::1:', ':1::', '1.2.3.4', '::ffff:01.2.3.4',
-    '::ffff:1.2.3', '::ffff:256.0.0.1', '1.2.3.4::', '::1.2.3.4:1', '1:2:3:4:5:6:7:1.2.3.4', 'fe80::1%eth0', ' ::1', '::1 ', 'localhost', '[::1]']
+  const notV6 = [
+    '',
+    ':',
+    ':::',
+    '1::2::3',
+    '1:2:3:4:5:6:7:8:9',
+    '1:2:3:4:5:6:7',
+    'g::1',
+    '12345::',
+    '::1:',
+    ':1::',
+    '1.2.3.4',
+    '::ffff:01.2.3.4',
+    '::ffff:1.2.3',
+    '::ffff:256.0.0.1',
+    '1.2.3.4::',
+    '::1.2.3.4:1',
+    '1:2:3:4:5:6:7:1.2.3.4',
+    'fe80::1%eth0',
+    ' ::1',
+    '::1 ',
+    'localhost',
+    '[::1]',
+  ]
   for (const text of notV6) t.throws(() => ipv6Bytes(text), /is not an IPv6 address/, JSON.stringify(text))
-  const notV4 = ['', '1.2.3', '1.2.3.4.5', '256.0.0.1', '01.2.3.4', '1.2.3.04', '1..2.3', '-1.2.3.4', '1.2.3.4 ', '0x7f.0.0.1', '::1', 'a.b.c.d', '1e2.0.0.1']
+  const notV4 = [
+    '',
+    '1.2.3',
+    '1.2.3.4.5',
+    '256.0.0.1',
+    '01.2.3.4',
+    '1.2.3.04',
+    '1..2.3',
+    '-1.2.3.4',
+    '1.2.3.4 ',
+    '0x7f.0.0.1',
+    '::1',
+    'a.b.c.d',
+    '1e2.0.0.1',
+  ]
   for (const text of notV4) t.throws(() => ipv4Bytes(text), /is not an IPv4 address/, JSON.stringify(text))
   t.equal(ipv4Bytes('0.0.0.0').toString('hex'), '00000000')
   t.equal(ipv4Bytes('255.255.255.255').toString('hex'), 'ffffffff')
@@ -155,12 +207,36 @@ t.test('zones, mapped and link-local addresses', async (t) => {
 
 t.test('the host text Node needs for a scoped address: a name on POSIX, the index on Windows', async (t) => {
   const interfaces = {
-    lo: [{ address: '::1', netmask: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', family: 'IPv6' as const, mac: '00:00:00:00:00:00', internal: true, cidr: '::1/128', scopeid: 0 }],
-    eth0: [{ address: 'fe80::fc:ff:fe00:1', netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6' as const, mac: '02:fc:00:00:00:01', internal: false, cidr: 'fe80::fc:ff:fe00:1/64', scopeid: 4 }],
+    lo: [
+      {
+        address: '::1',
+        netmask: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff',
+        family: 'IPv6' as const,
+        mac: '00:00:00:00:00:00',
+        internal: true,
+        cidr: '::1/128',
+        scopeid: 0,
+      },
+    ],
+    eth0: [
+      {
+        address: 'fe80::fc:ff:fe00:1',
+        netmask: 'ffff:ffff:ffff:ffff::',
+        family: 'IPv6' as const,
+        mac: '02:fc:00:00:00:01',
+        internal: false,
+        cidr: 'fe80::fc:ff:fe00:1/64',
+        scopeid: 4,
+      },
+    ],
   }
   t.equal(nodeConnectHost({ address: 'fe80::1', family: 6, port: 1, scopeId: 4 }, interfaces, 'linux'), 'fe80::1%eth0')
   t.equal(nodeConnectHost({ address: 'fe80::1', family: 6, port: 1, scopeId: 4 }, interfaces, 'win32'), 'fe80::1%4')
   t.equal(nodeConnectHost({ address: '::1', family: 6, port: 1, scopeId: 0 }, interfaces, 'linux'), '::1')
-  t.equal(nodeConnectHost({ address: '::1', family: 6, port: 1, scopeId: 9 }, interfaces, 'linux'), '::1', 'an index no interface has: no zone')
+  t.equal(
+    nodeConnectHost({ address: '::1', family: 6, port: 1, scopeId: 9 }, interfaces, 'linux'),
+    '::1',
+    'an index no interface has: no zone',
+  )
   t.equal(nodeConnectHost(v4, interfaces, 'linux'), '127.0.0.1')
 })

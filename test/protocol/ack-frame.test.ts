@@ -80,9 +80,23 @@ t.test('every byte of a valid frame replaced, every truncation and extension: bo
   ] as const) {
     const body = ackBody(fromSeq, toSeq)
     for (let i = 0; i < body.length; i++) {
-      const replacements = new Set([0x00, 0x01, 0x7f, 0x80, 0xff, body[i]! ^ 0x01, body[i]! ^ 0x20, body[i]! ^ 0x80, (body[i]! + 1) & 0xff, (body[i]! - 1) & 0xff])
+      const replacements = new Set([
+        0x00,
+        0x01,
+        0x7f,
+        0x80,
+        0xff,
+        body[i]! ^ 0x01,
+        body[i]! ^ 0x20,
+        body[i]! ^ 0x80,
+        (body[i]! + 1) & 0xff,
+        (body[i]! - 1) & 0xff,
+      ])
       for (let r = 0; r < 6; r++) replacements.add(Math.floor(next() * 256))
-      for (const value of [...replacements, ...[0xcc, 0xcd, 0xce, 0xcf, 0xd0, 0xd1, 0xd2, 0xd3, 0xca, 0xcb, 0xc0, 0xc2, 0xc3, 0xa0, 0xd9]]) {
+      for (const value of [
+        ...replacements,
+        ...[0xcc, 0xcd, 0xce, 0xcf, 0xd0, 0xd1, 0xd2, 0xd3, 0xca, 0xcb, 0xc0, 0xc2, 0xc3, 0xa0, 0xd9],
+      ]) {
         const mutated = Buffer.from(body)
         mutated[i] = value
         agree(t, mutated, `byte ${i} = ${value}`)

@@ -25,7 +25,10 @@ t.test('frames split across chunks reassemble; oversized and garbage frames are 
   ])
   t.throws(() => new FrameDecoder(clientMessageSchema, 16).push(Buffer.from([0, 0, 0, 17])), { code: 'too-large' })
   t.throws(() => new FrameDecoder(clientMessageSchema, 16).push(Buffer.from([0, 0, 0, 1, 0xc1])), { code: 'bad-frame' })
-  t.throws(() => new FrameDecoder(clientMessageSchema, 64).push(encodeFrame({ type: 'ack', runId: 'x' })), { code: 'bad-frame', message: /invalid message at runId/ })
+  t.throws(() => new FrameDecoder(clientMessageSchema, 64).push(encodeFrame({ type: 'ack', runId: 'x' })), {
+    code: 'bad-frame',
+    message: /invalid message at runId/,
+  })
 })
 
 t.test('a 64 KiB frame sent one byte at a time is reassembled with linear copying', async (t) => {
@@ -39,7 +42,10 @@ t.test('a 64 KiB frame sent one byte at a time is reassembled with linear copyin
   for (let i = 0; i < big.length - 1; i++) early += decoder.push(big.subarray(i, i + 1)).length
   t.equal(early, 0, 'nothing decoded before the last byte')
   t.throws(() => decoder.push(big.subarray(big.length - 1)), { code: 'bad-frame', message: /detail/ })
-  t.ok(decoder.copiedBytes < 4 * big.length, `copied ${decoder.copiedBytes} bytes for a ${big.length}-byte frame (quadratic would be ~${Math.round(big.length ** 2 / 2 / 1e6)} MB)`)
+  t.ok(
+    decoder.copiedBytes < 4 * big.length,
+    `copied ${decoder.copiedBytes} bytes for a ${big.length}-byte frame (quadratic would be ~${Math.round(big.length ** 2 / 2 / 1e6)} MB)`,
+  )
 
   const again = new FrameDecoder(clientMessageSchema, maxClientFrameBytes)
   for (let i = 0; i < frame.length - 1; i++) again.push(frame.subarray(i, i + 1))
@@ -48,7 +54,9 @@ t.test('a 64 KiB frame sent one byte at a time is reassembled with linear copyin
 
 t.test('any split of a stream of frames decodes to the same messages', async (t) => {
   const messages = Array.from({ length: 300 }, (_, i) =>
-    i % 3 === 0 ? { type: 'ack', runId: '0123456789abcdef', fromSeq: i + 1, toSeq: i + 1 } : { type: 'query', host: 'h', requestedPath: '/p'.repeat(1 + (i % 50)) },
+    i % 3 === 0
+      ? { type: 'ack', runId: '0123456789abcdef', fromSeq: i + 1, toSeq: i + 1 }
+      : { type: 'query', host: 'h', requestedPath: '/p'.repeat(1 + (i % 50)) },
   )
   const stream = Buffer.concat(messages.map(encodeFrame))
   let seed = 12345

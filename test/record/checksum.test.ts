@@ -34,7 +34,10 @@ const vectors: [string, bigint][] = [
 /** The build each platform uses: the native one does not load on Windows (PLATFORMS.md), so it uses the wasm one. */
 const buildInUse = process.platform === 'win32' ? 'wasm' : 'native'
 /** Why a native build that should load did not, and how to get it. */
-const nativeMissing = native.hash === null ? `the native build does not load here: ${native.reason}\nhint: npm ci installs @node-rs/xxhash and its build for this platform` : ''
+const nativeMissing =
+  native.hash === null
+    ? `the native build does not load here: ${native.reason}\nhint: npm ci installs @node-rs/xxhash and its build for this platform`
+    : ''
 
 t.test(`the build in use is the platform's own (${buildInUse} on ${process.platform})`, async (t) => {
   t.equal(checksumImplementation, buildInUse)
@@ -43,7 +46,10 @@ t.test(`the build in use is the platform's own (${buildInUse} on ${process.platf
 })
 
 t.test('both builds give the reference values', async (t) => {
-  const builds: [string, Hash64][] = [['wasm', wasm], ['in use', xxh64]]
+  const builds: [string, Hash64][] = [
+    ['wasm', wasm],
+    ['in use', xxh64],
+  ]
   if (native.hash) builds.push(['native', native.hash])
   for (const [name, hash] of builds) {
     for (const [input, want] of vectors) t.equal(hash(Buffer.from(input, 'latin1')), want, `${name} xxh64(${JSON.stringify(input)})`)

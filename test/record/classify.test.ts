@@ -5,7 +5,16 @@
  */
 import t from 'tap'
 import { Classifier, runLayout } from '../../src/record/classify.js'
-import { decodeSuperblock, encodeSuperblock, fillRecord, runKey, sectorBytes, slotOf, writeTimeOffset, type RunMeta } from '../../src/record/format.js'
+import {
+  decodeSuperblock,
+  encodeSuperblock,
+  fillRecord,
+  runKey,
+  sectorBytes,
+  slotOf,
+  writeTimeOffset,
+  type RunMeta,
+} from '../../src/record/format.js'
 import { seededRandom } from '../fixtures/lab/seeded.js'
 
 const recordSize = 8192
@@ -34,8 +43,17 @@ function mix(sources: Array<Buffer | null>): Buffer {
 
 t.test('superblock round trip and damage', async (t) => {
   const meta: RunMeta = {
-    runId: key.runId, groupId: key.runId, method: 'fdatasync', direct: false, pattern: 'overwrite', recordSizeBytes: recordSize,
-    slotCount: 100, host: 'h', path: '/p', requestedPath: '/p', createdMs: 1_700_000_000_000,
+    runId: key.runId,
+    groupId: key.runId,
+    method: 'fdatasync',
+    direct: false,
+    pattern: 'overwrite',
+    recordSizeBytes: recordSize,
+    slotCount: 100,
+    host: 'h',
+    path: '/p',
+    requestedPath: '/p',
+    createdMs: 1_700_000_000_000,
   }
   const block = encodeSuperblock(meta)
   t.same(decodeSuperblock(block), { kind: 'valid', meta })
@@ -88,7 +106,12 @@ t.test('decision table, row by row', async (t) => {
     t.equal(verdict.kind, kind, name)
     if (detail) t.match(verdict.detail, detail, `${name}: detail`)
   }
-  for (const [name, offset] of [['payload', 3000], ['write time', writeTimeOffset + 2], ['checksum', recordSize - 3], ['sector stamp seq', 512 * 3 + 16]] as const) {
+  for (const [name, offset] of [
+    ['payload', 3000],
+    ['write time', writeTimeOffset + 2],
+    ['checksum', recordSize - 3],
+    ['sector stamp seq', 512 * 3 + 16],
+  ] as const) {
     const damaged = Buffer.from(E)
     damaged[offset]! ^= 0x10
     t.equal(c.classify(damaged, slot, acked).kind, 'corrupt', `a flipped bit in the ${name}`)
@@ -152,7 +175,7 @@ t.test('seeded crash states against the decision table', async (t) => {
   t.ok(checked > 1500, `${checked} crash states classified as the table says`)
 })
 
-t.test('misdirected sectors: another slot\'s record is never ours', async (t) => {
+t.test("misdirected sectors: another slot's record is never ours", async (t) => {
   const c = classifier()
   const E = record(acked)
   const newerElsewhere = record(acked + 1) // seq 2101 belongs to slot 100
@@ -160,7 +183,7 @@ t.test('misdirected sectors: another slot\'s record is never ours', async (t) =>
   const cases: Array<[string, Buffer]> = [
     ['sectors 1-15 of seq E+1 (slot 100) over E', mix([E, ...Array(sectors - 1).fill(newerElsewhere)])],
     ['sectors 8-15 of seq E+1 over E', mix([...Array(8).fill(E), ...Array(8).fill(newerElsewhere)])],
-    ['the whole record E+1 in E\'s slot', newerElsewhere],
+    ["the whole record E+1 in E's slot", newerElsewhere],
     ['sectors 1-15 of acknowledged seq E-1 (slot 98) over E', mix([E, ...Array(sectors - 1).fill(ackedElsewhere)])],
     ['sectors of seq E+1 over zeros', mix([null, ...Array(sectors - 1).fill(newerElsewhere)])],
   ]
@@ -186,7 +209,11 @@ t.test('write time and checksum fields are checked in mixed sector states', asyn
   // E at sector 0 and the last sector, one newer sector in the middle: a real interrupted state.
   const interrupted = mix([E, E, E, N, ...Array(sectors - 4).fill(E)])
   t.equal(c.classify(interrupted, slot, acked).kind, 'interrupted', 'an honest interrupted overwrite passes')
-  t.equal(c.classify(tamper(interrupted, [writeTimeOffset, end]), slot, acked).kind, 'corrupt', 'plus 16 changed bytes at 48 and recordSize-8: corrupt')
+  t.equal(
+    c.classify(tamper(interrupted, [writeTimeOffset, end]), slot, acked).kind,
+    'corrupt',
+    'plus 16 changed bytes at 48 and recordSize-8: corrupt',
+  )
   t.equal(c.classify(tamper(interrupted, [writeTimeOffset]), slot, acked).kind, 'corrupt', 'write time alone changed: corrupt')
   t.equal(c.classify(tamper(interrupted, [end]), slot, acked).kind, 'corrupt', 'checksum alone changed: corrupt')
   t.match(c.classify(tamper(interrupted, [end]), slot, acked).detail, /write time or checksum of record 2100/)

@@ -83,7 +83,7 @@ t.test('named damage is caught, with the verdict of the slow path', async (t) =>
       ['a flipped stamp byte (seq) in the last sector', flip(E, s.recordSize - sectorBytes + 16)],
       ['a flipped stamp byte (sector index)', flip(E, (sectors - 1) * sectorBytes + 4)],
       ['a stale record (an older generation)', O],
-      ['a misdirected write (another slot\'s record)', record(s, acked, key, (slot + 1) % s.slotCount)],
+      ["a misdirected write (another slot's record)", record(s, acked, key, (slot + 1) % s.slotCount)],
       ["another slot's record, header rewritten for this one", record(s, seqsOfSlot(s, (slot + 1) % s.slotCount, 1)[0]!, key, slot)],
       ["another run's record", record(s, acked, otherKey, slot)],
       ['zeros', Buffer.alloc(s.recordSize)],
@@ -98,12 +98,14 @@ t.test('named damage is caught, with the verdict of the slow path', async (t) =>
         ['the last sector zeroed', splice(E, null, sectors - 1, sectors)],
       )
     }
-    for (const [what, bytes] of notIntact) t.not(same(t, s, bytes, slot, acked, `${label}: ${what}`), 'intact', `${label}: ${what} is caught`)
+    for (const [what, bytes] of notIntact)
+      t.not(same(t, s, bytes, slot, acked, `${label}: ${what}`), 'intact', `${label}: ${what} is caught`)
   }
 })
 
 t.test('seeded random damage: the fast path never changes a verdict', async (t) => {
-  const seed = process.env.PLUGCHECK_SCAN_SEED === undefined ? (Date.now() ^ (process.pid << 8)) >>> 0 : Number(process.env.PLUGCHECK_SCAN_SEED) >>> 0
+  const seed =
+    process.env.PLUGCHECK_SCAN_SEED === undefined ? (Date.now() ^ (process.pid << 8)) >>> 0 : Number(process.env.PLUGCHECK_SCAN_SEED) >>> 0
   t.comment(`PLUGCHECK_SCAN_SEED=${seed}`)
   const random = seededRandom(seed)
   const pick = (n: number): number => Math.floor(random() * n)
@@ -115,7 +117,12 @@ t.test('seeded random damage: the fast path never changes a verdict', async (t) 
       const slot = pick(Math.min(s.slotCount, 50))
       const gens = seqsOfSlot(s, slot, 4)
       const acked = gens[1 + pick(2)]!
-      const sources = [...gens.map((q) => record(s, q)), record(s, acked, otherKey, slot), record(s, gens[0]!, key, (slot + 1) % s.slotCount), null]
+      const sources = [
+        ...gens.map((q) => record(s, q)),
+        record(s, acked, otherKey, slot),
+        record(s, gens[0]!, key, (slot + 1) % s.slotCount),
+        null,
+      ]
       let image: Buffer = Buffer.from(sources[pick(gens.length)]!)
       const damages = pick(3)
       for (let d = 0; d < damages; d++) {

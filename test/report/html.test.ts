@@ -17,14 +17,18 @@ const chromiumPath = '/usr/bin/chromium'
 const artifacts = fileURLToPath(new URL('../../test-artifacts/', import.meta.url))
 
 t.test('the HTML report renders its timelines in chromium', async (t) => {
-  if (!existsSync(chromiumPath)) return void t.fail(`${chromiumPath} is missing\nhint: apt-get install -y --no-install-recommends chromium (.ci/run does)`)
+  if (!existsSync(chromiumPath))
+    return void t.fail(`${chromiumPath} is missing\nhint: apt-get install -y --no-install-recommends chromium (.ci/run does)`)
   const dir = t.testdir()
   // A host name and a cut command with markup: if either were not escaped, an element would load a resource or run.
   await craftListenerDir(dir, [{ ...threeCycles, host: 'box-a<img src="http://192.0.2.1/x.png">' }, otherDevice])
   const campaignPath = join(dir, 'campaigns', 'ssd-a.json')
   // Rewritten as the listener writes it, its checksum over the new command.
   const { xxh64: _checksum, ...campaign } = JSON.parse(readFileSync(campaignPath, 'utf8')) as CampaignFile & { xxh64: string }
-  writeFileSync(campaignPath, campaignFileText({ ...campaign, cutCommand: `curl 'http://pdu/off?x=1&y=2' </dev/null "<script>document.title='pwned'</script>"` }))
+  writeFileSync(
+    campaignPath,
+    campaignFileText({ ...campaign, cutCommand: `curl 'http://pdu/off?x=1&y=2' </dev/null "<script>document.title='pwned'</script>"` }),
+  )
   const htmlPath = join(dir, 'report.html')
   const result = await runInProcess(['report', '--dir', dir, '--html', htmlPath])
   t.equal(result.code, 0, result.stderr)
@@ -63,9 +67,16 @@ t.test('the HTML report renders its timelines in chromium', async (t) => {
   // The cut is after every ack of the cycle: its line is right of every lane's lost range.
   const cutBox = (await page.locator('#cycle-ssd-a-2 svg line.cut').boundingBox())!
   const lostBoxes = await page.locator('#cycle-ssd-a-2 svg rect.lost').evaluateAll((els) => els.map((e) => e.getBoundingClientRect().right))
-  t.ok(lostBoxes.every((right) => right <= cutBox.x + 1), 'lost ranges lie before the cut')
+  t.ok(
+    lostBoxes.every((right) => right <= cutBox.x + 1),
+    'lost ranges lie before the cut',
+  )
   t.match(await page.locator('table.summary').innerText(), /2\/3 cuts noticed \(67%\)/, 'the summary table shows the detection rate')
-  t.match(await page.locator('#campaign-ssd-a table.cycles').innerText(), /cycle 3: the control \(none\) lost nothing/, 'the unnoticed cut is flagged')
+  t.match(
+    await page.locator('#campaign-ssd-a table.cycles').innerText(),
+    /cycle 3: the control \(none\) lost nothing/,
+    'the unnoticed cut is flagged',
+  )
   t.match(await page.locator('body').innerText(), /box-a<img src="http:\/\/192\.0\.2\.1\/x\.png">/, 'the hostile host name is text')
   t.equal(await page.locator('img, script').count(), 0, 'no element came from the strings on disk')
 

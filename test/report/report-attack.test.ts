@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { runCli, runInProcess } from '../fixtures/cli.js'
 import { craftListenerDir, threeCycles } from '../fixtures/report.js'
 
-t.test('--html naming the campaign file itself does not overwrite the listener\'s state', async (t) => {
+t.test("--html naming the campaign file itself does not overwrite the listener's state", async (t) => {
   const dir = t.testdir()
   await craftListenerDir(dir, [threeCycles])
   const stateFile = join(dir, 'campaigns', 'ssd-a.json')
@@ -29,7 +29,7 @@ t.test('--html over an existing file that is not a plugcheck report is refused',
   const notes = join(t.testdirName, 'notes.txt')
   writeFileSync(notes, 'my lab notes: 3 weeks of measurements\n')
   const result = await runInProcess(['report', '--dir', dir, '--html', notes])
-  t.equal(readFileSync(notes, 'utf8'), 'my lab notes: 3 weeks of measurements\n', 'the user\'s file is untouched')
+  t.equal(readFileSync(notes, 'utf8'), 'my lab notes: 3 weeks of measurements\n', "the user's file is untouched")
   t.equal(result.code, 2, 'refused like write refuses a foreign file (exit 2)')
 })
 
@@ -41,6 +41,6 @@ t.test('--html to a FIFO does not hang the report', async (t) => {
   const started = Date.now()
   const result = await runCli(['report', '--dir', dir, '--html', fifo], 15_000)
   t.ok(Date.now() - started < 14_000, `the report ends on its own (took ${Date.now() - started} ms)`)
-  t.not(result.code, -1, 'not killed by the test\'s time-out')
+  t.not(result.code, -1, "not killed by the test's time-out")
   t.equal(result.code, 3, 'a FIFO is not a file to write a report to: exit 3 naming it')
 })

@@ -99,10 +99,30 @@ t.test('damage anywhere but the last entry is refused with its byte offset, neve
   const entryBefore = (distanceBytes: number): number => offsets.filter((o) => o <= bytes.length - distanceBytes).at(-1)!
   const lostEntry = offsets[lostFromSeq]! // offsets[0] is the header, offsets[k] commit k (seq k)
   const cases: Array<[string, number, number, RegExp]> = [
-    ['a byte flipped one entry before the last', offsets.at(-2)!, offsets.at(-2)! + 30, /does not match its checksum, and \d+ bytes of data follow its end/],
-    ['a byte flipped ~40 KB before the end', entryBefore(40 * 1024), entryBefore(40 * 1024) + 40, /does not match its checksum, and \d+ bytes of data follow its end/],
-    ['a byte flipped in the middle', entryBefore(bytes.length / 2), entryBefore(bytes.length / 2) + 50, /does not match its checksum, and \d+ bytes of data run from there/],
-    ["a flipped bit in a length field ~40 KB before the end", entryBefore(40 * 1024), entryBefore(40 * 1024) + 2, /has a length no entry has/],
+    [
+      'a byte flipped one entry before the last',
+      offsets.at(-2)!,
+      offsets.at(-2)! + 30,
+      /does not match its checksum, and \d+ bytes of data follow its end/,
+    ],
+    [
+      'a byte flipped ~40 KB before the end',
+      entryBefore(40 * 1024),
+      entryBefore(40 * 1024) + 40,
+      /does not match its checksum, and \d+ bytes of data follow its end/,
+    ],
+    [
+      'a byte flipped in the middle',
+      entryBefore(bytes.length / 2),
+      entryBefore(bytes.length / 2) + 50,
+      /does not match its checksum, and \d+ bytes of data run from there/,
+    ],
+    [
+      'a flipped bit in a length field ~40 KB before the end',
+      entryBefore(40 * 1024),
+      entryBefore(40 * 1024) + 2,
+      /has a length no entry has/,
+    ],
     ['a byte flipped in the header', 0, 20, /does not match its checksum/],
   ]
   t.ok(cases[1]![1] < lostEntry, 'the ~40 KB case is before every lost record: dropping the log from there would hide every loss')
@@ -125,10 +145,25 @@ t.test('a duplicated, missing or out-of-order entry is damage, named', async (t)
   const entry = (i: number) => bytes.subarray(offsets[i]!, offsets[i + 1] ?? bytes.length)
   const k = 700
   const cases: Array<[string, Buffer, number, RegExp]> = [
-    ['commit 700 written twice', Buffer.concat([bytes.subarray(0, offsets[k + 1]!), entry(k), bytes.subarray(offsets[k + 1]!)]), offsets[k + 1]!, /repeats commit 700 \(a duplicated entry; commit 701 was expected\)/],
+    [
+      'commit 700 written twice',
+      Buffer.concat([bytes.subarray(0, offsets[k + 1]!), entry(k), bytes.subarray(offsets[k + 1]!)]),
+      offsets[k + 1]!,
+      /repeats commit 700 \(a duplicated entry; commit 701 was expected\)/,
+    ],
     ['the last entry written twice', Buffer.concat([bytes, entry(offsets.length - 1)]), bytes.length, /repeats commit 1501/],
-    ['commits 700 and 701 swapped', Buffer.concat([bytes.subarray(0, offsets[k]!), entry(k + 1), entry(k), bytes.subarray(offsets[k + 2]!)]), offsets[k]!, /is commit 701, where commit 700 was expected \(an entry out of order or missing\)/],
-    ['commit 700 missing', Buffer.concat([bytes.subarray(0, offsets[k]!), bytes.subarray(offsets[k + 1]!)]), offsets[k]!, /is commit 701, where commit 700 was expected/],
+    [
+      'commits 700 and 701 swapped',
+      Buffer.concat([bytes.subarray(0, offsets[k]!), entry(k + 1), entry(k), bytes.subarray(offsets[k + 2]!)]),
+      offsets[k]!,
+      /is commit 701, where commit 700 was expected \(an entry out of order or missing\)/,
+    ],
+    [
+      'commit 700 missing',
+      Buffer.concat([bytes.subarray(0, offsets[k]!), bytes.subarray(offsets[k + 1]!)]),
+      offsets[k]!,
+      /is commit 701, where commit 700 was expected/,
+    ],
     ['the header written twice', Buffer.concat([entry(0), bytes]), entry(0).length, /is a second header/],
   ]
   for (const [name, content, atByte, what] of cases) {
@@ -174,8 +209,20 @@ t.test('the last commit cut short by a crash is ignored with a warning; everythi
       lastAckBytes,
       /an entry that does not match its checksum/,
     ],
-    ['zeros after the last whole entry (the size reached the disk before the data)', Buffer.concat([bytes, Buffer.alloc(300)]), seqs, 300, /zeros/],
-    ["zeros after the last whole entry, as many as the largest commit's bytes", Buffer.concat([bytes, Buffer.alloc(maxCommitBytes)]), seqs, maxCommitBytes, /zeros/],
+    [
+      'zeros after the last whole entry (the size reached the disk before the data)',
+      Buffer.concat([bytes, Buffer.alloc(300)]),
+      seqs,
+      300,
+      /zeros/,
+    ],
+    [
+      "zeros after the last whole entry, as many as the largest commit's bytes",
+      Buffer.concat([bytes, Buffer.alloc(maxCommitBytes)]),
+      seqs,
+      maxCommitBytes,
+      /zeros/,
+    ],
   ]
   for (const [name, content, kept, ignoredBytes, what] of cases) {
     await t.test(name, async (t) => {
@@ -186,7 +233,12 @@ t.test('the last commit cut short by a crash is ignored with a warning; everythi
       const store = await AckStore.load(dir)
       t.equal(store.lastAckedSeq(runId), kept, `acks 1-${kept} kept`)
       t.equal(store.warnings.length, 1)
-      t.match(store.warnings[0], new RegExp(`run ${runId}: ignored ${ignoredBytes} bytes of a torn ack log tail at byte ${content.length - ignoredBytes} of ${copy} \\(${what.source}\\): the last commit, cut short by a crash, was never reported as recorded`))
+      t.match(
+        store.warnings[0],
+        new RegExp(
+          `run ${runId}: ignored ${ignoredBytes} bytes of a torn ack log tail at byte ${content.length - ignoredBytes} of ${copy} \\(${what.source}\\): the last commit, cut short by a crash, was never reported as recorded`,
+        ),
+      )
       const verify = await verifyAcks(dir, file)
       t.equal(verify.code, 1, 'verify judges it: FAIL')
       t.match(JSON.parse(verify.stdout), { verdict: 'fail', runs: [{ acked: kept, lost: kept - lostFromSeq + 1 }] })
@@ -201,7 +253,16 @@ t.test('the last commit cut short by a crash is ignored with a warning; everythi
       cpSync(join(base, 'runs'), join(dir, 'runs'), { recursive: true })
       const copy = join(dir, 'runs', runId, 'acks.log')
       writeFileSync(copy, Buffer.concat([bytes, Buffer.alloc(zeros)]))
-      await refusedAt(t, dir, file, copy, bytes.length, new RegExp(`does not match its checksum, and ${zeros} bytes run from there to the end of the file, more than the largest commit \\(${maxCommitBytes} bytes\\)`))
+      await refusedAt(
+        t,
+        dir,
+        file,
+        copy,
+        bytes.length,
+        new RegExp(
+          `does not match its checksum, and ${zeros} bytes run from there to the end of the file, more than the largest commit \\(${maxCommitBytes} bytes\\)`,
+        ),
+      )
     })
   }
 
@@ -222,8 +283,13 @@ function legacyRun(dir: string, file: string, entries: number): { log: string; o
   const runDir = join(dir, 'runs', runId)
   mkdirSync(runDir, { recursive: true })
   writeFileSync(join(runDir, 'meta.msgpack'), packr.pack({ meta, announcedMs, announceIndex: 1, peer: '127.0.0.1' }))
-  const framed = range(1, entries).map((seq) => frameLogEntry({ k: 'ack', fromSeq: seq, toSeq: seq, firstMs: announcedMs + seq, lastMs: announcedMs + seq }))
-  framed.push(frameLogEntry({ k: 'steady', atMs: announcedMs + entries }), frameLogEntry({ k: 'end', reason: 'duration', atMs: announcedMs + entries + 1 }))
+  const framed = range(1, entries).map((seq) =>
+    frameLogEntry({ k: 'ack', fromSeq: seq, toSeq: seq, firstMs: announcedMs + seq, lastMs: announcedMs + seq }),
+  )
+  framed.push(
+    frameLogEntry({ k: 'steady', atMs: announcedMs + entries }),
+    frameLogEntry({ k: 'end', reason: 'duration', atMs: announcedMs + entries + 1 }),
+  )
   const log = join(runDir, 'acks.log')
   writeFileSync(log, Buffer.concat(framed))
   writeDataFile(meta, range(1, lostFromSeq - 1), { sizeSlots: entries })
@@ -246,7 +312,14 @@ t.test("a previous listener's log (no header, an entry per item) loads and is ju
   cpSync(join(base, 'runs'), join(flipped, 'runs'), { recursive: true })
   const at = offsets.filter((o) => o <= size - 40 * 1024).at(-1)!
   flipByte(join(flipped, 'runs', runId, 'acks.log'), at + 30)
-  await refusedAt(t, flipped, file, join(flipped, 'runs', runId, 'acks.log'), at, /does not match its checksum, and \d+ bytes of data follow its end/)
+  await refusedAt(
+    t,
+    flipped,
+    file,
+    join(flipped, 'runs', runId, 'acks.log'),
+    at,
+    /does not match its checksum, and \d+ bytes of data follow its end/,
+  )
 
   const torn = join(base, 'torn')
   cpSync(join(base, 'runs'), join(torn, 'runs'), { recursive: true })
@@ -261,20 +334,58 @@ t.test("a previous listener's log (no header, an entry per item) loads and is ju
   const split = join(base, 'split')
   cpSync(join(base, 'runs'), join(split, 'runs'), { recursive: true })
   flipByte(join(split, 'runs', runId, 'acks.log'), offsets.at(-2)! + 5)
-  await refusedAt(t, split, file, join(split, 'runs', runId, 'acks.log'), offsets.at(-2)!, /does not match its checksum, and \d+ bytes of data follow its end/)
+  await refusedAt(
+    t,
+    split,
+    file,
+    join(split, 'runs', runId, 'acks.log'),
+    offsets.at(-2)!,
+    /does not match its checksum, and \d+ bytes of data follow its end/,
+  )
 })
 
 t.test('entries that check out but cannot be true here are damage, not a torn tail', async (t) => {
   const announcedMs = Date.now() - 60_000
   const ack = (fromSeq: number, toSeq: number, ms = announcedMs + 1000) => ({ k: 'ack', fromSeq, toSeq, firstMs: ms, lastMs: ms })
   const cases: Array<[string, Buffer[], RegExp]> = [
-    ['a gap in the seqs', [frameCommit(1, [ack(1, 10)]), frameCommit(2, [ack(12, 20)])], /\(commit 2\) acknowledges seqs 12-20 after seq 10 \(not contiguous/],
-    ['a seq no writer can have reached', [frameCommit(1, [ack(1, 2 ** 50)])], /\(commit 1\) acknowledges seq 1125899906842624 by .*, more than a writer can have written/],
-    ['a time before the run', [frameCommit(1, [ack(1, 5, announcedMs - 3_600_000)])], /\(commit 1\) acknowledges seqs 1-5 at .*, not after the run's announcement/],
-    ['a second end', [frameCommit(1, [{ k: 'end', reason: 'duration', atMs: announcedMs + 5 }]), frameCommit(2, [{ k: 'end', reason: 'duration', atMs: announcedMs + 6 }])], /\(commit 2\) ends the run a second time/],
-    ['acks after the end', [frameCommit(1, [ack(1, 3), { k: 'end', reason: 'duration', atMs: announcedMs + 5 }, ack(4, 5)])], /\(commit 1\) acknowledges seqs 4-5 after the run's end/],
-    ['a seq that is not a number, as the last entry', [frameCommit(1, [ack(1, 3)]), frameLogEntry({ k: 'commit', n: 2, e: [{ ...ack(4, 5), toSeq: 'many' }] })], /matches its checksum but is not an ack log entry \(field e\.0\.toSeq/],
-    ['an entry of the previous format among commits', [frameCommit(1, [ack(1, 3)]), frameLogEntry(ack(4, 5))], /is a single ack entry of the previous format, inside a log of commits/],
+    [
+      'a gap in the seqs',
+      [frameCommit(1, [ack(1, 10)]), frameCommit(2, [ack(12, 20)])],
+      /\(commit 2\) acknowledges seqs 12-20 after seq 10 \(not contiguous/,
+    ],
+    [
+      'a seq no writer can have reached',
+      [frameCommit(1, [ack(1, 2 ** 50)])],
+      /\(commit 1\) acknowledges seq 1125899906842624 by .*, more than a writer can have written/,
+    ],
+    [
+      'a time before the run',
+      [frameCommit(1, [ack(1, 5, announcedMs - 3_600_000)])],
+      /\(commit 1\) acknowledges seqs 1-5 at .*, not after the run's announcement/,
+    ],
+    [
+      'a second end',
+      [
+        frameCommit(1, [{ k: 'end', reason: 'duration', atMs: announcedMs + 5 }]),
+        frameCommit(2, [{ k: 'end', reason: 'duration', atMs: announcedMs + 6 }]),
+      ],
+      /\(commit 2\) ends the run a second time/,
+    ],
+    [
+      'acks after the end',
+      [frameCommit(1, [ack(1, 3), { k: 'end', reason: 'duration', atMs: announcedMs + 5 }, ack(4, 5)])],
+      /\(commit 1\) acknowledges seqs 4-5 after the run's end/,
+    ],
+    [
+      'a seq that is not a number, as the last entry',
+      [frameCommit(1, [ack(1, 3)]), frameLogEntry({ k: 'commit', n: 2, e: [{ ...ack(4, 5), toSeq: 'many' }] })],
+      /matches its checksum but is not an ack log entry \(field e\.0\.toSeq/,
+    ],
+    [
+      'an entry of the previous format among commits',
+      [frameCommit(1, [ack(1, 3)]), frameLogEntry(ack(4, 5))],
+      /is a single ack entry of the previous format, inside a log of commits/,
+    ],
     ['a header of a newer format', [], /is the header of a log of format 3/],
   ]
   for (const [name, entries, what] of cases) {
@@ -290,7 +401,10 @@ t.test('entries that check out but cannot be true here are damage, not a torn ta
       writeFileSync(log, Buffer.concat([header, ...entries]))
       const atByte = name === 'a header of a newer format' ? 0 : header.length + entries.slice(0, -1).reduce((n, e) => n + e.length, 0)
       const expected = ['a gap in the seqs', 'a second end'].includes(name) ? header.length + entries[0]!.length : atByte
-      await t.rejects(AckStore.load(dir), { exitCode: 3, message: new RegExp(`could not read ${log}: damaged at byte ${expected}: the entry there ${what.source}`) })
+      await t.rejects(AckStore.load(dir), {
+        exitCode: 3,
+        message: new RegExp(`could not read ${log}: damaged at byte ${expected}: the entry there ${what.source}`),
+      })
     })
   }
 })
@@ -309,10 +423,20 @@ t.test('a listener appends commits to the log it created, numbered on from repla
   await store.close()
   const bytes = readFileSync(join(dir, 'runs', runId, 'acks.log'))
   const offsets = entryOffsets(bytes)
-  const bodies = offsets.map((o) => packr.unpack(bytes.subarray(o + 12, o + 12 + bytes.readUInt32LE(o))) as { k: string; n?: number; e?: Array<{ k: string }> })
+  const bodies = offsets.map(
+    (o) => packr.unpack(bytes.subarray(o + 12, o + 12 + bytes.readUInt32LE(o))) as { k: string; n?: number; e?: Array<{ k: string }> },
+  )
   t.same(bodies[0], { k: 'log', version: 2, runId }, 'the header first')
-  t.same(bodies.slice(1).map((b) => b.n), range(1, bodies.length - 1), 'then commits numbered 1, 2, 3, ... one entry each')
-  t.same(bodies.at(-1)!.e!.map((i) => i.k), ['steady', 'end'], 'the steady and the end queued together went in one commit')
+  t.same(
+    bodies.slice(1).map((b) => b.n),
+    range(1, bodies.length - 1),
+    'then commits numbered 1, 2, 3, ... one entry each',
+  )
+  t.same(
+    bodies.at(-1)!.e!.map((i) => i.k),
+    ['steady', 'end'],
+    'the steady and the end queued together went in one commit',
+  )
   const replayed = await AckStore.load(dir)
   t.equal(replayed.lastAckedSeq(runId), 20)
   t.same(replayed.warnings, [])

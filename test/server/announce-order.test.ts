@@ -24,19 +24,37 @@ t.test('a clock stepped back between two announcements', async (t) => {
   const store = await AckStore.open(dir)
   await store.createRun(onPath(first), nowMs)
   await store.createRun(onPath(second), nowMs - 30_000) // the clock stepped back 30 s
-  t.same(store.query('testhost', '/data/db').map((r) => r.meta.runId), [second], 'the run announced last is the latest')
-  t.same(store.claims('testhost', '/data/db').map((c) => c.runId), [second, first], 'claims newest first')
+  t.same(
+    store.query('testhost', '/data/db').map((r) => r.meta.runId),
+    [second],
+    'the run announced last is the latest',
+  )
+  t.same(
+    store.claims('testhost', '/data/db').map((c) => c.runId),
+    [second, first],
+    'claims newest first',
+  )
   await store.close()
 
   const restarted = await AckStore.load(dir)
-  t.same(restarted.query('testhost', '/data/db').map((r) => r.meta.runId), [second], 'and after a restart')
-  t.same(restarted.claims('testhost', '/data/db').map((c) => c.runId), [second, first])
+  t.same(
+    restarted.query('testhost', '/data/db').map((r) => r.meta.runId),
+    [second],
+    'and after a restart',
+  )
+  t.same(
+    restarted.claims('testhost', '/data/db').map((c) => c.runId),
+    [second, first],
+  )
 
   // A third announcement after the restart continues the order.
   const reopened = await AckStore.open(dir)
   const third = runIdOf(0xb0)
   await reopened.createRun(onPath(third), nowMs - 60_000)
-  t.same(reopened.query('testhost', '/data/db').map((r) => r.meta.runId), [third])
+  t.same(
+    reopened.query('testhost', '/data/db').map((r) => r.meta.runId),
+    [third],
+  )
   await reopened.close()
 })
 
@@ -60,8 +78,14 @@ t.test('meta files without announceIndex come first, in announcement time order'
     writeFileSync(path, packr.pack(rest))
   }
   const restarted = await AckStore.load(dir)
-  t.same(restarted.claims('testhost', '/data/db').map((c) => c.runId), [current, legacyNew, legacyOld])
-  t.same(restarted.query('testhost', '/data/db').map((r) => r.meta.runId), [current])
+  t.same(
+    restarted.claims('testhost', '/data/db').map((c) => c.runId),
+    [current, legacyNew, legacyOld],
+  )
+  t.same(
+    restarted.query('testhost', '/data/db').map((r) => r.meta.runId),
+    [current],
+  )
 })
 
 t.test('a clock stepped back during a run: ack stamps still advance with real time', async (t) => {

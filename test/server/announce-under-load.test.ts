@@ -19,7 +19,9 @@ t.test('announcing a run while 8 writers stream acks takes under a second', asyn
   let recorded = 0
   listener.store.on('accepted', (_r, from, to) => (accepted += to - from + 1))
   listener.store.on('recorded', () => recorded++)
-  const flood = spawn(process.execPath, ['--import', 'tsx', floodScript, String(listener.address().port), '8'], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const flood = spawn(process.execPath, ['--import', 'tsx', floodScript, String(listener.address().port), '8'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let floodOut = ''
   flood.stdout.on('data', (c: Buffer) => (floodOut += c.toString()))
   flood.stderr.on('data', (c: Buffer) => (floodOut += c.toString()))

@@ -27,12 +27,18 @@ t.test('a peer that does not read its replies is not read either', async (t) => 
     peakQueuedBytes = Math.max(peakQueuedBytes, listener.queuedReplyBytes())
   }
   const replyBytes = 64 * 17_000
-  t.ok(peakQueuedBytes < 3 * replyBytes, `at most ${(peakQueuedBytes / 1e6).toFixed(1)} MB queued for the peer (100 replies are ${((100 * replyBytes) / 1e6).toFixed(0)} MB)`)
+  t.ok(
+    peakQueuedBytes < 3 * replyBytes,
+    `at most ${(peakQueuedBytes / 1e6).toFixed(1)} MB queued for the peer (100 replies are ${((100 * replyBytes) / 1e6).toFixed(0)} MB)`,
+  )
 
   reader.socket.resume()
   await waitFor('every reply', () => reader.messages.filter((m) => m.type === 'runs').length === 100, 60_000)
   t.pass('once the peer reads, all 100 replies arrive')
-  t.match(reader.messages.find((m) => m.type === 'runs'), { runs: { length: 64 }, claims: { length: 64 } })
+  t.match(
+    reader.messages.find((m) => m.type === 'runs'),
+    { runs: { length: 64 }, claims: { length: 64 } },
+  )
   reader.close()
   for (const writer of writers) writer.close()
 })

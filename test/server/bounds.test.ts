@@ -12,7 +12,15 @@ import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('2,000 connections that never say hello are closed with an error frame', async (t) => {
   const lines: string[] = []
-  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), helloTimeoutMs: 300, maxConnections: 4096, maxPendingHandshakes: 4096, log: (l) => lines.push(l) })
+  const listener = await Listener.start({
+    host: '127.0.0.1',
+    port: 0,
+    dir: tempDir(t),
+    helloTimeoutMs: 300,
+    maxConnections: 4096,
+    maxPendingHandshakes: 4096,
+    log: (l) => lines.push(l),
+  })
   t.teardown(() => listener.close())
   const peers: Peer[] = []
   for (let i = 0; i < 2000; i++) peers.push(await Peer.open(listener.address().port))
@@ -20,7 +28,11 @@ t.test('2,000 connections that never say hello are closed with an error frame', 
   for (const peer of peers) if (await peer.waitClosed(10_000)) closed++
   t.equal(closed, 2000, 'every idle connection was closed')
   const errors = peers.map((p) => p.messages.find((m) => m.type === 'error'))
-  t.equal(errors.filter((e) => e !== undefined && e.code === 'limit' && /no hello within 0\.3 s/.test(e.message)).length, 2000, 'each was told why')
+  t.equal(
+    errors.filter((e) => e !== undefined && e.code === 'limit' && /no hello within 0\.3 s/.test(e.message)).length,
+    2000,
+    'each was told why',
+  )
   t.equal(peers.filter((p) => p.error !== undefined).length, 0, 'none was reset')
   // The peer sees its close before the listener's own socket reports closed: wait for the listener's side.
   await waitFor('the listener closed every connection', () => listener.connectionCount() === 0)
@@ -115,7 +127,10 @@ t.test('2,000 runs announced over TCP leave the descriptor count bounded', async
     )
     peakFds = Math.max(peakFds, fdCount())
   }
-  await waitFor('every connection closed and every log closed', () => listener.connectionCount() === 0 && listener.store.openLogCount() === 0)
+  await waitFor(
+    'every connection closed and every log closed',
+    () => listener.connectionCount() === 0 && listener.store.openLogCount() === 0,
+  )
   const endFds = fdCount()
   t.ok(endFds - startFds < 100, `descriptors: ${startFds} at the start, ${endFds} after ${runs} runs (peak ${peakFds})`)
   const store = await AckStore.load(dir)

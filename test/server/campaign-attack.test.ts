@@ -13,7 +13,11 @@ import { tempDir, waitFor } from '../fixtures/cli.js'
 import { Peer, runMeta } from '../fixtures/peer.js'
 import { ackedRecords, passVerdict, readCampaign, startCycleWriter, waitForPhase } from '../fixtures/campaign-agent.js'
 
-async function startCampaign(t: Test, dir: string, options: CampaignOptions): Promise<{ listener: Listener; campaign: Campaign; port: number }> {
+async function startCampaign(
+  t: Test,
+  dir: string,
+  options: CampaignOptions,
+): Promise<{ listener: Listener; campaign: Campaign; port: number }> {
   let campaign: Campaign | undefined
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, campaignState: () => campaign?.state() ?? null })
   campaign = await Campaign.open(dir, options, listener)
@@ -29,17 +33,28 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 t.test('a stranger (another address, no token) cannot take over a cycle whose agent writer is live', async (t) => {
   const dir = tempDir(t)
   const marker = join(dir, 'cut.marker')
-  const { port } = await startCampaign(t, dir, { name: 'hij', cycles: 2, cutCommand: `echo cut >> '${marker}'`, cutAfterS: [0, 0], rebootTimeoutS: 600, seed: 1 })
+  const { port } = await startCampaign(t, dir, {
+    name: 'hij',
+    cycles: 2,
+    cutCommand: `echo cut >> '${marker}'`,
+    cutAfterS: [0, 0],
+    rebootTimeoutS: 600,
+    seed: 1,
+  })
   // The real agent's writer on box, from 127.0.0.1: announced and writing, not steady yet.
   const runId = '0000000000001001'
   const writer = await Peer.open(port)
   t.teardown(() => writer.close())
   writer.send({ type: 'hello', protocol: 3, role: 'writer' })
-  writer.send({ type: 'run', meta: runMeta(runId, { host: 'box', path: '/data/plugcheck.dat', requestedPath: '/data/plugcheck.dat' }), campaign: { name: 'hij', cycle: 1 } })
+  writer.send({
+    type: 'run',
+    meta: runMeta(runId, { host: 'box', path: '/data/plugcheck.dat', requestedPath: '/data/plugcheck.dat' }),
+    campaign: { name: 'hij', cycle: 1 },
+  })
   await writer.next('run-ok')
   writer.send({ type: 'ack', runId, fromSeq: 1, toSeq: ackedRecords })
   await writer.next('recorded')
-  await waitFor('the agent\'s group in cycle 1', () => readCampaign(dir, 'hij')?.history[0]?.groupId === runId)
+  await waitFor("the agent's group in cycle 1", () => readCampaign(dir, 'hij')?.history[0]?.groupId === runId)
 
   // A stranger from 127.0.0.2 announces a run tagged with the campaign's current cycle, for another
   // host, says it is steady at once and reports a PASS for it (from its own address: accepted).
@@ -47,7 +62,11 @@ t.test('a stranger (another address, no token) cannot take over a cycle whose ag
   const stranger = await Peer.open(port, '127.0.0.2')
   t.teardown(() => stranger.close())
   stranger.send({ type: 'hello', protocol: 3, role: 'writer' })
-  stranger.send({ type: 'run', meta: runMeta(strangerRun, { host: 'stranger', path: '/x', requestedPath: '/x' }), campaign: { name: 'hij', cycle: 1 } })
+  stranger.send({
+    type: 'run',
+    meta: runMeta(strangerRun, { host: 'stranger', path: '/x', requestedPath: '/x' }),
+    campaign: { name: 'hij', cycle: 1 },
+  })
   await stranger.next('run-ok')
   stranger.send({ type: 'ack', runId: strangerRun, fromSeq: 1, toSeq: ackedRecords })
   await stranger.next('recorded')
@@ -65,8 +84,8 @@ t.test('a stranger (another address, no token) cannot take over a cycle whose ag
   // moment of the cut (the real writer never said steady) nor ended the cycle with its own PASS.
   t.equal(file.history[0]!.groupId, runId, 'the cycle still belongs to the live writer of the agent')
   t.equal(file.history[0]!.host, 'box', 'the cycle is still on box')
-  t.notOk(existsSync(marker), 'no cut was made at the stranger\'s steady, before the real writer was steady')
-  t.equal(file.cycle, 1, 'the stranger\'s verdict did not end cycle 1')
+  t.notOk(existsSync(marker), "no cut was made at the stranger's steady, before the real writer was steady")
+  t.equal(file.cycle, 1, "the stranger's verdict did not end cycle 1")
 })
 
 t.test('a cut command that exits 0 but leaves a background child holding its output is not held in "cutting"', async (t) => {
@@ -81,14 +100,23 @@ t.test('a cut command that exits 0 but leaves a background child holding its out
       // gone
     }
   })
-  const { port } = await startCampaign(t, dir, { name: 'bg', cycles: 1, cutCommand: command, cutAfterS: [0, 0], rebootTimeoutS: 600, seed: 1 })
+  const { port } = await startCampaign(t, dir, {
+    name: 'bg',
+    cycles: 1,
+    cutCommand: command,
+    cutAfterS: [0, 0],
+    rebootTimeoutS: 600,
+    seed: 1,
+  })
   const { writer } = await startCycleWriter(port, 'bg', 1)
   t.teardown(() => writer.close())
   await waitFor('the cut command to start', () => existsSync(pidFile))
   // The shell exited 0 at once: the cut is done, the campaign waits for the agent (and arms its reboot timeout).
   // Today it stays in 'cutting' until the background child closes the pipe, or is killed after 120 s and
   // the campaign stops as cut-failed ("was killed after 120 s") although the command exited 0.
-  const file = await waitForPhase(dir, 'bg', ['waiting-for-agent', 'stopped'], 'after the cut command exited 0 ', 8_000).catch(() => readCampaign(dir, 'bg')!)
+  const file = await waitForPhase(dir, 'bg', ['waiting-for-agent', 'stopped'], 'after the cut command exited 0 ', 8_000).catch(
+    () => readCampaign(dir, 'bg')!,
+  )
   t.equal(file.phase, 'waiting-for-agent', 'the campaign waits for the agent once the cut command exited 0')
   t.equal(file.history[0]!.cutExitCode, 0, 'the exit code 0 is recorded')
 })
@@ -113,7 +141,10 @@ t.test('the listener refuses a verdict for a run whose writer is still live', as
   verifier.send({ type: 'hello', protocol: 3, role: 'verifier' })
   await verifier.next('welcome')
   verifier.send({ type: 'verdict', runId, result: passVerdict() })
-  const reply = await Promise.race([verifier.next('verdict-ok').then(() => 'verdict-ok'), verifier.next('error').then((m) => (m.type === 'error' ? m.code : 'error'))])
+  const reply = await Promise.race([
+    verifier.next('verdict-ok').then(() => 'verdict-ok'),
+    verifier.next('error').then((m) => (m.type === 'error' ? m.code : 'error')),
+  ])
   // A verdict judges what survived a cut; a live run has not been cut. Stored, it is recalled by a
   // resumed campaign (recallVerdicts) as if the agent had come back after the cut.
   t.not(reply, 'verdict-ok', 'a verdict for a live run is refused')

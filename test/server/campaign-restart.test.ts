@@ -13,7 +13,18 @@ import { campaignFilePath } from '../../src/server/campaign/campaign.js'
 import { cutScript, readCampaign, reportVerdict, startCycleWriter, waitForPhase } from '../fixtures/campaign-agent.js'
 
 const flags = (name: string, command: string, cycles: number, cutAfter = '1-1.5'): string[] => [
-  '--campaign', name, '--cycles', String(cycles), '--cut-command', command, '--cut-after', cutAfter, '--reboot-timeout', '60', '--seed', '99',
+  '--campaign',
+  name,
+  '--cycles',
+  String(cycles),
+  '--cut-command',
+  command,
+  '--cut-after',
+  cutAfter,
+  '--reboot-timeout',
+  '60',
+  '--seed',
+  '99',
 ]
 
 t.test('killed in waiting-to-cut and in waiting-for-agent, the listener resumes: one cut per cycle, every cycle once', async (t) => {
@@ -38,7 +49,9 @@ t.test('killed in waiting-to-cut and in waiting-for-agent, the listener resumes:
   const cycle1 = await waitForPhase(dir, 'resume', ['waiting-for-agent'])
   t.equal(cycle1.history[0]!.plannedCutMs, planned, 'the planned cut moment survived the restart')
   t.ok(cycle1.history[0]!.cutMs! >= planned)
-  await waitFor('the resume logged', () => /campaign resume: resumed in cycle 1 of 2, waiting-to-cut: the cut is planned for/.test(second.stderr()))
+  await waitFor('the resume logged', () =>
+    /campaign resume: resumed in cycle 1 of 2, waiting-to-cut: the cut is planned for/.test(second.stderr()),
+  )
   await reportVerdict(second.port, one.runId)
   await waitForPhase(dir, 'resume', ['waiting-for-writer'], 'in cycle 2 ')
 
@@ -59,7 +72,14 @@ t.test('killed in waiting-to-cut and in waiting-for-agent, the listener resumes:
 
   t.equal(cut.count(), 2, 'the cut command ran exactly once per cycle')
   t.equal(done.cycle, 3)
-  t.same(done.history.map((r) => [r.cycle, r.outcome, r.runIds.length]), [[1, 'verdict', 1], [2, 'verdict', 1]], 'each cycle counted once')
+  t.same(
+    done.history.map((r) => [r.cycle, r.outcome, r.runIds.length]),
+    [
+      [1, 'verdict', 1],
+      [2, 'verdict', 1],
+    ],
+    'each cycle counted once',
+  )
 
   // Started again, a done campaign does nothing more.
   const fourth = await startListener(dir, args)
@@ -101,8 +121,14 @@ t.test('a resumed campaign must be the same campaign: other options are refused 
 
   const other = await runCli(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir, ...flags('same', cut.command, 5, '2-4')])
   t.equal(other.code, 2, other.stderr)
-  t.match(other.stderr, /^plugcheck: campaign same in .*same\.json was started with other options: --cycles 5, stored 3; --cut-after 2-4, stored 1-1\.5$/m)
-  t.match(other.stderr, /^hint: resume it with --campaign same --cycles 3 --cut-command .* --cut-after 1-1\.5 --reboot-timeout 60 --seed 99/m)
+  t.match(
+    other.stderr,
+    /^plugcheck: campaign same in .*same\.json was started with other options: --cycles 5, stored 3; --cut-after 2-4, stored 1-1\.5$/m,
+  )
+  t.match(
+    other.stderr,
+    /^hint: resume it with --campaign same --cycles 3 --cut-command .* --cut-after 1-1\.5 --reboot-timeout 60 --seed 99/m,
+  )
   t.match(readCampaign(dir, 'same'), { cycles: 3, phase: 'waiting-for-writer' }, 'the stored campaign is unchanged')
 })
 
@@ -136,11 +162,20 @@ t.test("a bit flipped in a campaign file is refused by its checksum; an older li
   t.match(good, /"xxh64": "[0-9a-f]{16}"\n\}\n$/, 'the file ends with its checksum')
 
   // The last digit of its creation time, one bit off: still a valid campaign, only the checksum knows.
-  writeFileSync(path, good.replace(/("createdMs": \d+)(\d),/, (_m, head: string, digit: string) => `${head}${String.fromCharCode(digit.charCodeAt(0) ^ 1)},`))
+  writeFileSync(
+    path,
+    good.replace(/("createdMs": \d+)(\d),/, (_m, head: string, digit: string) => `${head}${String.fromCharCode(digit.charCodeAt(0) ^ 1)},`),
+  )
   t.not(readFileSync(path, 'utf8'), good)
   const flipped = await runCli(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir, ...args])
   t.equal(flipped.code, 3, flipped.stderr)
-  t.match(flipped.stderr, new RegExp(`^plugcheck: the campaign file ${path.replace(/[.]/g, '\\.')} is damaged: it does not match its checksum \\(field xxh64\\)$`, 'm'))
+  t.match(
+    flipped.stderr,
+    new RegExp(
+      `^plugcheck: the campaign file ${path.replace(/[.]/g, '\\.')} is damaged: it does not match its checksum \\(field xxh64\\)$`,
+      'm',
+    ),
+  )
 
   const { xxh64: _checksum, ...legacy } = JSON.parse(good) as Record<string, unknown>
   writeFileSync(path, JSON.stringify(legacy, null, 2))

@@ -6,7 +6,15 @@
  */
 import t from 'tap'
 import { campaignPhases } from '../../src/protocol/messages.js'
-import { campaignEvents, campaignStep, campaignTransitions, movesTo, type CampaignEvent, type CampaignPhase, type CampaignStep } from '../../src/server/campaign/campaign-transitions.js'
+import {
+  campaignEvents,
+  campaignStep,
+  campaignTransitions,
+  movesTo,
+  type CampaignEvent,
+  type CampaignPhase,
+  type CampaignStep,
+} from '../../src/server/campaign/campaign-transitions.js'
 
 /** campaign.ts before the table: handle(), runAnnounced(), steady(), cut(), cutDone(), cameBack(), rebootTimedOut(), resume(). */
 function before(phase: CampaignPhase, event: CampaignEvent): CampaignStep {
@@ -71,5 +79,6 @@ t.test("every phase is reached from a new campaign's, and done and stopped are n
     }
   }
   t.same([...reached].sort(), [...campaignPhases].sort())
-  for (const phase of ['done', 'stopped'] as const) for (const event of campaignEvents) t.equal(movesTo(phase, event), undefined, `${phase} + ${event}`)
+  for (const phase of ['done', 'stopped'] as const)
+    for (const event of campaignEvents) t.equal(movesTo(phase, event), undefined, `${phase} + ${event}`)
 })

@@ -12,7 +12,11 @@ import { tempDir, waitFor } from '../fixtures/cli.js'
 import { Peer } from '../fixtures/peer.js'
 import { cutScript, readCampaign, reportVerdict, startCycleWriter, waitForPhase } from '../fixtures/campaign-agent.js'
 
-async function startCampaign(t: Test, dir: string, options: CampaignOptions): Promise<{ listener: Listener; campaign: Campaign; port: number; messages: string[] }> {
+async function startCampaign(
+  t: Test,
+  dir: string,
+  options: CampaignOptions,
+): Promise<{ listener: Listener; campaign: Campaign; port: number; messages: string[] }> {
   const messages: string[] = []
   let campaign: Campaign | undefined
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, campaignState: () => campaign?.state() ?? null })
@@ -51,7 +55,14 @@ async function queryState(port: number): Promise<unknown> {
 t.test('a 2-cycle campaign driven by an agent ends done, each cycle cut once and judged', async (t) => {
   const dir = tempDir(t)
   const cut = cutScript(dir)
-  const { port, messages } = await startCampaign(t, dir, { name: 'lab-1', cycles: 2, cutCommand: cut.command, cutAfterS: [0.2, 0.5], rebootTimeoutS: 20, seed: 42 })
+  const { port, messages } = await startCampaign(t, dir, {
+    name: 'lab-1',
+    cycles: 2,
+    cutCommand: cut.command,
+    cutAfterS: [0.2, 0.5],
+    rebootTimeoutS: 20,
+    seed: 42,
+  })
   t.match(await queryState(port), { name: 'lab-1', cycles: 2, cycle: 1, phase: 'waiting-for-writer' })
 
   await agentCycle(port, dir, 'lab-1', 1, cut.count)
@@ -69,15 +80,37 @@ t.test('a 2-cycle campaign driven by an agent ends done, each cycle cut once and
   t.equal(file.history.length, 2)
   for (const [i, record] of file.history.entries()) {
     const cycle = i + 1
-    t.match(record, { cycle, outcome: 'verdict', host: 'box', path: '/data/plugcheck.dat', cutExitCode: 0, cutOutput: /power cycle requested/ })
+    t.match(record, {
+      cycle,
+      outcome: 'verdict',
+      host: 'box',
+      path: '/data/plugcheck.dat',
+      cutExitCode: 0,
+      cutOutput: /power cycle requested/,
+    })
     t.same(record.runIds, [(0x1000 + cycle).toString(16).padStart(16, '0')])
     t.equal(record.groupId, record.runIds[0])
-    t.equal(record.plannedCutMs! - record.steadyMs!, cutDelayMs(42, cycle, [0.2, 0.5]), `cycle ${cycle}: the cut planned the seeded delay after steady`)
+    t.equal(
+      record.plannedCutMs! - record.steadyMs!,
+      cutDelayMs(42, cycle, [0.2, 0.5]),
+      `cycle ${cycle}: the cut planned the seeded delay after steady`,
+    )
     t.ok(record.cutMs! >= record.plannedCutMs!, `cycle ${cycle}: cut no earlier than planned`)
     t.ok(record.cameBackMs! >= record.cutMs!, `cycle ${cycle}: came back after the cut`)
   }
-  for (const pattern of [/started: 2 cycles, cut 0\.2-0\.5 s .*seed 42/, /cycle 1: the writer is steady; cut planned in [\d.]+ s/, /cycle 1: cutting now: /, /cycle 1: cut command exited 0/, /cycle 1: waiting for the agent up to 20 s/, /cycle 1: verdicts in for 1 run/, /campaign done: 2 cycles/]) {
-    t.ok(messages.some((m) => pattern.test(m)), `logged ${pattern}`)
+  for (const pattern of [
+    /started: 2 cycles, cut 0\.2-0\.5 s .*seed 42/,
+    /cycle 1: the writer is steady; cut planned in [\d.]+ s/,
+    /cycle 1: cutting now: /,
+    /cycle 1: cut command exited 0/,
+    /cycle 1: waiting for the agent up to 20 s/,
+    /cycle 1: verdicts in for 1 run/,
+    /campaign done: 2 cycles/,
+  ]) {
+    t.ok(
+      messages.some((m) => pattern.test(m)),
+      `logged ${pattern}`,
+    )
   }
 })
 
@@ -95,7 +128,14 @@ t.test('the cut delays are drawn from the seed: the same seed gives the same mom
   for (const name of ['seed-a', 'seed-b']) {
     const dir = tempDir(t)
     const cut = cutScript(dir)
-    const { port, campaign } = await startCampaign(t, dir, { name, cycles: 1, cutCommand: cut.command, cutAfterS: [0.2, 0.5], rebootTimeoutS: 20, seed: 1234 })
+    const { port, campaign } = await startCampaign(t, dir, {
+      name,
+      cycles: 1,
+      cutCommand: cut.command,
+      cutAfterS: [0.2, 0.5],
+      rebootTimeoutS: 20,
+      seed: 1234,
+    })
     const { writer } = await startCycleWriter(port, name, 1)
     t.teardown(() => writer.close())
     const file = await waitForPhase(dir, name, ['waiting-to-cut', 'cutting', 'waiting-for-agent'])
@@ -109,7 +149,13 @@ t.test('the cut delays are drawn from the seed: the same seed gives the same mom
 t.test('a failing cut command stops the campaign: cut-failed, its exit code and output kept', async (t) => {
   const dir = tempDir(t)
   const cut = cutScript(dir, 7)
-  const { port, messages } = await startCampaign(t, dir, { name: 'bad-cut', cycles: 3, cutCommand: cut.command, cutAfterS: [0.2, 0.5], rebootTimeoutS: 20 })
+  const { port, messages } = await startCampaign(t, dir, {
+    name: 'bad-cut',
+    cycles: 3,
+    cutCommand: cut.command,
+    cutAfterS: [0.2, 0.5],
+    rebootTimeoutS: 20,
+  })
   const { writer } = await startCycleWriter(port, 'bad-cut', 1)
   t.teardown(() => writer.close())
   const file = await waitForPhase(dir, 'bad-cut', ['stopped'])
@@ -123,7 +169,13 @@ t.test('a failing cut command stops the campaign: cut-failed, its exit code and 
 
   // A command that cannot run at all is a failed cut too.
   const dir2 = tempDir(t)
-  const missing = await startCampaign(t, dir2, { name: 'no-cmd', cycles: 1, cutCommand: `'${dir2}/no-such-command'`, cutAfterS: [0.2, 0.5], rebootTimeoutS: 20 })
+  const missing = await startCampaign(t, dir2, {
+    name: 'no-cmd',
+    cycles: 1,
+    cutCommand: `'${dir2}/no-such-command'`,
+    cutAfterS: [0.2, 0.5],
+    rebootTimeoutS: 20,
+  })
   const second = await startCycleWriter(missing.port, 'no-cmd', 1)
   t.teardown(() => second.writer.close())
   const file2 = await waitForPhase(dir2, 'no-cmd', ['stopped'])
@@ -133,7 +185,13 @@ t.test('a failing cut command stops the campaign: cut-failed, its exit code and 
 t.test('no agent within --reboot-timeout: the cycle did not come back and the campaign stops', async (t) => {
   const dir = tempDir(t)
   const cut = cutScript(dir)
-  const { port, messages } = await startCampaign(t, dir, { name: 'gone', cycles: 2, cutCommand: cut.command, cutAfterS: [0.2, 0.5], rebootTimeoutS: 2 })
+  const { port, messages } = await startCampaign(t, dir, {
+    name: 'gone',
+    cycles: 2,
+    cutCommand: cut.command,
+    cutAfterS: [0.2, 0.5],
+    rebootTimeoutS: 2,
+  })
   const { writer, runId } = await startCycleWriter(port, 'gone', 1)
   await waitFor('the cut', () => cut.count() === 1)
   writer.close()

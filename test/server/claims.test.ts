@@ -10,7 +10,13 @@ import { tempDir, waitFor } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 const onPath = (n: number, methodIndex = 0) =>
-  runMeta(runIdOf(n), { host: 'box', requestedPath: '/data/db', path: '/data/db', groupId: runIdOf(n - methodIndex), method: methodIndex === 0 ? 'fdatasync' : 'none' })
+  runMeta(runIdOf(n), {
+    host: 'box',
+    requestedPath: '/data/db',
+    path: '/data/db',
+    groupId: runIdOf(n - methodIndex),
+    method: methodIndex === 0 ? 'fdatasync' : 'none',
+  })
 
 const writerEnv = { bootId: '3f1c0c1e-8d0b-4d8e-9a51-2f5f5a8c0d11', fingerprint: null }
 
@@ -33,7 +39,8 @@ t.test('a live run on a host and path refuses another connection its path', asyn
   const refusal = await second.next('error')
   t.match(refusal, {
     code: 'path-busy',
-    message: /box:\/data\/db is being written by run 000000000000000[12] \((fdatasync|none), from 127\.0\.0\.1, announced \d{4}-\d\d-\d\dT[\d:.]+Z\)/,
+    message:
+      /box:\/data\/db is being written by run 000000000000000[12] \((fdatasync|none), from 127\.0\.0\.1, announced \d{4}-\d\d-\d\dT[\d:.]+Z\)/,
   })
   t.ok(await second.waitClosed())
   t.notOk((await AckStore.load(dir)).hasRun(runIdOf(3)), 'the refused run was not stored')
@@ -53,7 +60,10 @@ t.test('a live run on a host and path refuses another connection its path', asyn
 
   // The writer vanishes: its runs end as 'vanished', and the path is free again.
   first.close()
-  await waitFor('the runs to end', () => listener.store.runInfo(runIdOf(1))?.ended === true && listener.store.runInfo(runIdOf(2))?.ended === true)
+  await waitFor(
+    'the runs to end',
+    () => listener.store.runInfo(runIdOf(1))?.ended === true && listener.store.runInfo(runIdOf(2))?.ended === true,
+  )
   const third = await Peer.writer(port, onPath(4), { writer: writerEnv })
   third.send({ type: 'end', runId: runIdOf(4), reason: 'duration' })
   await third.next('recorded')
@@ -72,7 +82,10 @@ t.test('a live run on a host and path refuses another connection its path', asyn
     ],
     'then the vanished runs, no longer live',
   )
-  t.ok(after.claims.every((c, i) => i === 0 || c.announcedMs <= after.claims[i - 1]!.announcedMs), 'newest first')
+  t.ok(
+    after.claims.every((c, i) => i === 0 || c.announcedMs <= after.claims[i - 1]!.announcedMs),
+    'newest first',
+  )
   third.close()
   verifier.close()
 

@@ -36,7 +36,12 @@ function readMeta(path: string): unknown {
 async function storeWithGroup(dir: string, runIds: string[], seqs: number, everyAck = false): Promise<string> {
   const file = join(dir, 'data')
   const metas = runIds.map((runId, i) =>
-    craftMeta(runId, `${file}.${i === 0 ? 'fdatasync' : 'none'}`, { groupId: runIds[0]!, requestedPath: file, method: i === 0 ? 'fdatasync' : 'none', createdMs: Date.now() }),
+    craftMeta(runId, `${file}.${i === 0 ? 'fdatasync' : 'none'}`, {
+      groupId: runIds[0]!,
+      requestedPath: file,
+      method: i === 0 ? 'fdatasync' : 'none',
+      createdMs: Date.now(),
+    }),
   )
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
   const peer = await Peer.open(listener.address().port)
@@ -77,7 +82,11 @@ t.test("a run's damaged or missing meta.msgpack is a refusal, never a group judg
   const synced = runIdOf(0xd1)
   const control = runIdOf(0xd2)
   const cases: Array<[string, (metaPath: string) => void, RegExp]> = [
-    ['missing while its log holds acks', (p) => rmSync(p), /could not read \S+meta\.msgpack: it is missing, but \S+acks\.log holds \d+ bytes of acks/],
+    [
+      'missing while its log holds acks',
+      (p) => rmSync(p),
+      /could not read \S+meta\.msgpack: it is missing, but \S+acks\.log holds \d+ bytes of acks/,
+    ],
     ['cut in half', (p) => truncateSync(p, Math.floor(statSync(p).size / 2)), /could not read \S+meta\.msgpack: /],
     ['empty', (p) => truncateSync(p, 0), /could not read \S+meta\.msgpack: its 0 bytes are not valid msgpack/],
     [
@@ -98,10 +107,26 @@ t.test("a run's damaged or missing meta.msgpack is a refusal, never a group judg
       },
       /could not read \S+meta\.msgpack: field announcedMs is missing/,
     ],
-    ['a bit flipped in its checksum', (p) => flipByte(p, 12), /could not read \S+meta\.msgpack: it does not match its checksum \(damaged\)/],
-    ['a bit flipped in its header', (p) => flipByte(p, 3), /could not read \S+meta\.msgpack: its header is not a plugcheck file header \(damaged\)/],
-    ['a bit flipped in its first byte', (p) => flipByte(p, 0), /could not read \S+meta\.msgpack: (its \d+ bytes are not valid msgpack|it is not a run's metadata)/],
-    ['a verdict file in its place', (p) => writeFileSync(p, seal('verdict', packr.pack({ runId: synced }))), /could not read \S+meta\.msgpack: it holds a verdict, not a run's metadata \(damaged\)/],
+    [
+      'a bit flipped in its checksum',
+      (p) => flipByte(p, 12),
+      /could not read \S+meta\.msgpack: it does not match its checksum \(damaged\)/,
+    ],
+    [
+      'a bit flipped in its header',
+      (p) => flipByte(p, 3),
+      /could not read \S+meta\.msgpack: its header is not a plugcheck file header \(damaged\)/,
+    ],
+    [
+      'a bit flipped in its first byte',
+      (p) => flipByte(p, 0),
+      /could not read \S+meta\.msgpack: (its \d+ bytes are not valid msgpack|it is not a run's metadata)/,
+    ],
+    [
+      'a verdict file in its place',
+      (p) => writeFileSync(p, seal('verdict', packr.pack({ runId: synced }))),
+      /could not read \S+meta\.msgpack: it holds a verdict, not a run's metadata \(damaged\)/,
+    ],
   ]
   for (const [name, damage, message] of cases) {
     await t.test(name, async (t) => {
@@ -169,7 +194,13 @@ t.test('one flipped bit in acks.log: early, a refusal; in the last entry, a torn
   await t.test('a byte flipped in the second entry: every later ack would be lost, so refused', async (t) => {
     const dir = copy('early')
     flipByte(join(dir, 'runs', runId, 'acks.log'), 100)
-    await listenerRefuses(t, dir, new RegExp(`could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged at byte \\d+: the entry there (does not match its checksum|has a length no entry has)`))
+    await listenerRefuses(
+      t,
+      dir,
+      new RegExp(
+        `could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged at byte \\d+: the entry there (does not match its checksum|has a length no entry has)`,
+      ),
+    )
     const verify = await verifyAcks(dir)
     t.equal(verify.code, 3, verify.stderr)
     t.match(verify.stderr, `could not read ${join(dir, 'runs', runId, 'acks.log')}: damaged at byte`)
@@ -191,7 +222,10 @@ t.test('one flipped bit in acks.log: early, a refusal; in the last entry, a torn
     const copyLog = join(dir, 'runs', runId, 'acks.log')
     truncateSync(copyLog, size + 1024 * 1024)
     flipByte(copyLog, 100)
-    await t.rejects(AckStore.load(dir), { exitCode: 3, message: /damaged at byte \d+: the entry there does not match its checksum, and \d+ bytes of data/ })
+    await t.rejects(AckStore.load(dir), {
+      exitCode: 3,
+      message: /damaged at byte \d+: the entry there does not match its checksum, and \d+ bytes of data/,
+    })
   })
 })
 

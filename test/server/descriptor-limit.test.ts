@@ -16,7 +16,6 @@ import { nativePort } from '../../src/native/index.js'
 import { Listener, maxLingering } from '../../src/server/listen/listener.js'
 import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
-
 interface Started {
   readonly child: ChildProcess
   readonly port: number | undefined
@@ -26,7 +25,11 @@ interface Started {
 
 /** `plugcheck listen` under `prlimit --nofile=SOFT:HARD`: its port once listening, or its exit code. */
 async function listenUnder(soft: number, hard: number, dir: string, extra: readonly string[] = []): Promise<Started> {
-  const child = spawn('prlimit', [`--nofile=${soft}:${hard}`, process.execPath, binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(
+    'prlimit',
+    [`--nofile=${soft}:${hard}`, process.execPath, binPath, 'listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir, ...extra],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  )
   let stdout = ''
   let stderr = ''
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
@@ -81,9 +84,18 @@ t.test('a soft limit below the bounds under a high hard limit is raised, and sai
   t.ok(low < needed, 'a soft limit below the bounds')
   port.setDescriptorSoftLimit(low)
   const lines: string[] = []
-  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), maxConnections: 16, maxPendingHandshakes: 16, log: (l) => lines.push(l) })
+  const listener = await Listener.start({
+    host: '127.0.0.1',
+    port: 0,
+    dir: tempDir(t),
+    maxConnections: 16,
+    maxPendingHandshakes: 16,
+    log: (l) => lines.push(l),
+  })
   t.teardown(() => listener.close())
-  t.match(lines, [`plugcheck: raised the descriptor limit from ${low} to ${needed} (hard limit ${own.hard}): the listener may hold ${needed} descriptors at once (--max-connections 16 + --max-pending-hellos 16 + ${maxLingering} closing connections + 64 for its store and Node)`])
+  t.match(lines, [
+    `plugcheck: raised the descriptor limit from ${low} to ${needed} (hard limit ${own.hard}): the listener may hold ${needed} descriptors at once (--max-connections 16 + --max-pending-hellos 16 + ${maxLingering} closing connections + 64 for its store and Node)`,
+  ])
   t.same(port.descriptorLimit(), { soft: needed, hard: own.hard }, 'the soft limit is what the bounds need')
   const peer = await Peer.writer(listener.address().port, runMeta(runIdOf(0x1)))
   peer.send({ type: 'ack', runId: runIdOf(0x1), fromSeq: 1, toSeq: 3 })

@@ -16,9 +16,16 @@ t.test('a second listener on the same directory is refused; verify --acks still 
   writer.send({ type: 'ack', runId: runIdOf(0xd1), fromSeq: 1, toSeq: 5 })
   t.match(await writer.next('recorded'), { throughSeq: 5 })
 
-  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 2, message: `another plugcheck (a listener or a prune) holds ${dir}'s lock (${dir}/lock)` })
+  await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), {
+    exitCode: 2,
+    message: `another plugcheck (a listener or a prune) holds ${dir}'s lock (${dir}/lock)`,
+  })
   const offline = await AckStore.load(dir)
-  t.same(offline.query('testhost', `/data/${runIdOf(0xd1)}`)[0]?.spans.map((s) => [s[0], s[1]]), [[1, 5]], 'verify --acks reads the directory while the listener runs')
+  t.same(
+    offline.query('testhost', `/data/${runIdOf(0xd1)}`)[0]?.spans.map((s) => [s[0], s[1]]),
+    [[1, 5]],
+    'verify --acks reads the directory while the listener runs',
+  )
 
   writer.close()
   await first.close()
@@ -33,7 +40,10 @@ t.test('plugcheck listen on a directory another listener holds exits 2 with one 
   t.teardown(() => first.kill())
   const second = await runCli(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir], 20_000)
   t.equal(second.code, 2, 'configuration error')
-  t.match(second.stderr, new RegExp(`^plugcheck: another plugcheck \\(a listener or a prune\\) holds ${dir}'s lock \\(${dir}/lock\\)\\nhint: `))
+  t.match(
+    second.stderr,
+    new RegExp(`^plugcheck: another plugcheck \\(a listener or a prune\\) holds ${dir}'s lock \\(${dir}/lock\\)\\nhint: `),
+  )
   t.equal(second.stderr.trim().split('\n').length, 2, 'one line and a hint')
   t.equal(second.stdout, '', 'it never said it was listening')
   // The first listener goes on serving.

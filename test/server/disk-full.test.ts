@@ -42,7 +42,11 @@ t.test('a full disk stops the run, and no ack reported as recorded is lost', asy
     }
   }
   if (error === undefined) error = (await peer.next('error')) as unknown as { code: string; message: string }
-  t.match(error, { code: 'storage', message: /could not record acks of run 0000000000000f01: .*(ENOSPC|short write)/ }, 'the writer is told why')
+  t.match(
+    error,
+    { code: 'storage', message: /could not record acks of run 0000000000000f01: .*(ENOSPC|short write)/ },
+    'the writer is told why',
+  )
   for (const m of peer.messages) if (m.type === 'recorded') recordedThrough = Math.max(recordedThrough, m.throughSeq)
   t.ok(await peer.waitClosed(), 'and its connection is closed')
   t.ok(recordedThrough > 0, `acks 1-${recordedThrough} were reported as recorded before the disk filled (${seq} sent)`)
@@ -58,7 +62,13 @@ t.test('a full disk stops the run, and no ack reported as recorded is lost', asy
   verifier.close()
   const spans = reply.type === 'runs' ? reply.runs[0]!.spans : []
   t.equal(spans[0]?.[0], 1, 'acks start at seq 1')
-  t.ok(spans.every((s, i) => i === 0 || s[0] === spans[i - 1]![1] + 1), 'contiguous')
+  t.ok(
+    spans.every((s, i) => i === 0 || s[0] === spans[i - 1]![1] + 1),
+    'contiguous',
+  )
   const storedThrough = spans.at(-1)?.[1] ?? 0
-  t.ok(storedThrough >= recordedThrough, `every ack reported as recorded survived the restart (recorded through ${recordedThrough}, stored through ${storedThrough})`)
+  t.ok(
+    storedThrough >= recordedThrough,
+    `every ack reported as recorded survived the restart (recorded through ${recordedThrough}, stored through ${storedThrough})`,
+  )
 })

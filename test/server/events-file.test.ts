@@ -40,7 +40,11 @@ t.test('the events file rotates at its size: events, events.1, events.2 hold the
   t.notOk(existsSync(`${path}.3`), 'two rotated files kept, no more')
   const kept = [...linesOf(`${path}.2`), ...linesOf(`${path}.1`), ...linesOf(path)].map((e) => (e as { message: string }).message)
   const first = Number(kept[0]!.split(' ')[1])
-  t.same(kept, Array.from({ length: 400 - first }, (_, i) => `event ${first + i}`), 'the newest events, in order, none missing between')
+  t.same(
+    kept,
+    Array.from({ length: 400 - first }, (_, i) => `event ${first + i}`),
+    'the newest events, in order, none missing between',
+  )
   t.ok(first > 0 && kept.length >= 3 * 30, `${kept.length} events kept across the three files`)
 })
 
@@ -52,7 +56,10 @@ t.test('a disk that does not keep up: the queue is bounded, what does not fit is
   await file.close()
   const lines = linesOf(path).map((e) => (e as { message: string }).message)
   const summary = lines.find((l) => /events were not written/.test(l))
-  t.match(summary, new RegExp(`^\\d+ events were not written to ${path.replace(/[.]/g, '\\.')}: its disk did not keep up, was full or failed$`))
+  t.match(
+    summary,
+    new RegExp(`^\\d+ events were not written to ${path.replace(/[.]/g, '\\.')}: its disk did not keep up, was full or failed$`),
+  )
   const counted = Number(summary!.split(' ')[0])
   t.equal(lines.length - 1 + counted, 100, 'every event is either in the file or counted as dropped')
 })
@@ -80,7 +87,7 @@ t.test('an --events file that blocks (a FIFO nobody reads) never stops the liste
   writer.close()
 })
 
-t.test("a writer refused by a bound says which bound and flag, and exits 3", async (t) => {
+t.test('a writer refused by a bound says which bound and flag, and exits 3', async (t) => {
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'acks'), ['--max-runs-per-peer', '1'])
   t.teardown(() => listener.kill())
@@ -88,7 +95,10 @@ t.test("a writer refused by a bound says which bound and flag, and exits 3", asy
   t.teardown(() => first.close())
   const write = await runCli(['write', '--server', listener.server, '--file', join(dir, 'data'), '--size', '1MiB', '--duration', '1'])
   t.equal(write.code, 3, write.stderr)
-  t.match(write.stderr, /^plugcheck: the listener at 127\.0\.0\.1:\d+ refused the run: the listener takes no new runs: it holds 1 runs from 127\.0\.0\.1, its bound per peer is 1 \(--max-runs-per-peer\); live runs keep recording/m)
+  t.match(
+    write.stderr,
+    /^plugcheck: the listener at 127\.0\.0\.1:\d+ refused the run: the listener takes no new runs: it holds 1 runs from 127\.0\.0\.1, its bound per peer is 1 \(--max-runs-per-peer\); live runs keep recording/m,
+  )
   await waitFor('the refusal in the listener log', () => /refused a run from 127\.0\.0\.1: .*--max-runs-per-peer/.test(listener.stderr()))
 })
 

@@ -48,10 +48,16 @@ t.test('a writer killed with SIGKILL: run, vanished with the verify command, on 
   // stderr comes through a pipe: the line may arrive a moment after the events file has it.
   await waitFor('the vanished line on stderr', () => listener.stderr().includes('vanished'))
   const stderr = listener.stderr()
-  t.match(stderr, new RegExp(`^\\d\\d:\\d\\d:\\d\\d connection from 127\\.0\\.0\\.1$`, 'm'))
-  t.match(stderr, new RegExp(`^\\d\\d:\\d\\d:\\d\\d run ${run.runId} announced by [^ ]+:${file} \\(fdatasync\\) from 127\\.0\\.0\\.1$`, 'm'))
+  t.match(stderr, /^\d\d:\d\d:\d\d connection from 127\.0\.0\.1$/m)
+  t.match(
+    stderr,
+    new RegExp(`^\\d\\d:\\d\\d:\\d\\d run ${run.runId} announced by [^ ]+:${file} \\(fdatasync\\) from 127\\.0\\.0\\.1$`, 'm'),
+  )
   const line = stderr.split('\n').find((l) => l.includes('vanished'))!
-  t.match(line, new RegExp(`writer on [^ ]+ vanished after [\\d,]+ acks at \\d\\d:\\d\\d:\\d\\d \\(run ${run.runId}, .*\\): after the reboot run \``))
+  t.match(
+    line,
+    new RegExp(`writer on [^ ]+ vanished after [\\d,]+ acks at \\d\\d:\\d\\d:\\d\\d \\(run ${run.runId}, .*\\): after the reboot run \``),
+  )
   t.ok(line.endsWith(`\`${command}\``), line)
 
   // The command pastes back: verify judges the run the writer left (no power cut here, so whatever it finds, not "no run").
@@ -77,12 +83,19 @@ t.test('a writer killed with SIGKILL: run, vanished with the verify command, on 
   verifier.close()
   await waitFor('the verdict event', () => eventsIn(eventsFile).some((e) => e.kind === 'verdict' && 'runId' in e && e.runId === ended))
   const later = eventsIn(eventsFile).filter((e) => 'runId' in e && e.runId === ended)
-  t.same(later.map((e) => e.kind), ['run', 'steady', 'end', 'verdict'], 'no vanished event for a run that ended')
+  t.same(
+    later.map((e) => e.kind),
+    ['run', 'steady', 'end', 'verdict'],
+    'no vanished event for a run that ended',
+  )
   t.match(later[1], { kind: 'steady', acked: 5, campaign: { name: 'c1', cycle: 1 } })
   t.match(later[2], { kind: 'end', reason: 'duration', acked: 5 })
   t.type((later[2] as { durationMs: number }).durationMs, 'number')
   t.match(later[3], { kind: 'verdict', result: { verdict: 'fail', lost: 2 }, campaign: { name: 'c1', cycle: 1 } })
-  t.match(listener.stderr(), new RegExp(`run ${ended} on testhost:/data/${ended} is steady after 5 acks: the moment to cut \\[campaign c1, cycle 1\\]`))
+  t.match(
+    listener.stderr(),
+    new RegExp(`run ${ended} on testhost:/data/${ended} is steady after 5 acks: the moment to cut \\[campaign c1, cycle 1\\]`),
+  )
   t.match(listener.stderr(), new RegExp(`run ${ended} on testhost:/data/${ended} ended \\(duration\\) after [\\d.]+ s, 5 acks`))
   t.match(listener.stderr(), new RegExp(`verdict for run ${ended} on testhost:/data/${ended}: fail, 5 acked, 2 lost, 0 torn, 0 corrupt`))
 
@@ -90,7 +103,10 @@ t.test('a writer killed with SIGKILL: run, vanished with the verify command, on 
   const live = await Peer.writer(listener.port, runMeta(runIdOf(0x502)))
   await listener.kill('SIGTERM')
   live.close()
-  t.notOk(eventsIn(eventsFile).some((e) => e.kind === 'vanished' && e.runId === runIdOf(0x502)), 'no vanished event at shutdown')
+  t.notOk(
+    eventsIn(eventsFile).some((e) => e.kind === 'vanished' && e.runId === runIdOf(0x502)),
+    'no vanished event at shutdown',
+  )
 })
 
 t.test('an ack directory on tmpfs is a warning at start, on stderr and in the events file', async (t) => {
@@ -101,7 +117,10 @@ t.test('an ack directory on tmpfs is a warning at start, on stderr and in the ev
   const eventsFile = join(dir, 'events.jsonl')
   const listener = await startListener(shm, ['--events', eventsFile])
   t.teardown(() => listener.kill())
-  t.match(listener.stderr(), /^\d\d:\d\d:\d\d warning: the ack directory \/dev\/shm\/plugcheck-test-\w+ is on a file system in memory \(tmpfs or ramfs\)/m)
+  t.match(
+    listener.stderr(),
+    /^\d\d:\d\d:\d\d warning: the ack directory \/dev\/shm\/plugcheck-test-\w+ is on a file system in memory \(tmpfs or ramfs\)/m,
+  )
   // The events file is appended asynchronously: the line lands a moment after stderr's.
   await waitFor('the warning in the events file', () => eventsIn(eventsFile).length > 0)
   t.match(eventsIn(eventsFile), [{ kind: 'warning', message: /in memory/ }])
@@ -118,8 +137,18 @@ t.test('an events file that cannot be written is a warning; the listener goes on
   const listener = await startListener(join(dir, 'acks'), ['--events', eventsFile])
   t.teardown(() => listener.kill())
   for (let i = 0; i < 3; i++) (await Peer.writer(listener.port, runMeta(runIdOf(0x600 + i)))).close()
-  await waitFor('three runs announced', () => listener.stderr().split('\n').filter((l) => / run \w+ announced/.test(l)).length === 3)
-  const warnings = listener.stderr().split('\n').filter((l) => l.includes('could not append to the events file'))
+  await waitFor(
+    'three runs announced',
+    () =>
+      listener
+        .stderr()
+        .split('\n')
+        .filter((l) => / run \w+ announced/.test(l)).length === 3,
+  )
+  const warnings = listener
+    .stderr()
+    .split('\n')
+    .filter((l) => l.includes('could not append to the events file'))
   t.equal(warnings.length, 1, `said once while it keeps failing: ${warnings[0]}`)
   t.match(warnings[0], /^plugcheck: warning: could not append to the events file .*a directory: EISDIR/)
   const runs = await runCli(['runs', '--server', listener.server, '--json'])
@@ -130,12 +159,27 @@ t.test('an events file that cannot be written is a warning; the listener goes on
 t.test('describeEvent: one readable line, control characters from the network made harmless', async (t) => {
   const atMs = new Date(2026, 0, 2, 12, 0, 1).getTime()
   const base = { runId: '0123456789abcdef', groupId: '0123456789abcdef', host: 'db2', path: '/mnt/test/p.dat' }
-  t.equal(describeEvent({ kind: 'run', ...base, method: 'fdatasync', peer: '10.0.0.7', campaign: null, atMs }), '12:00:01 run 0123456789abcdef announced by db2:/mnt/test/p.dat (fdatasync) from 10.0.0.7')
   t.equal(
-    describeEvent({ kind: 'vanished', ...base, acked: 12345, atMs, verifyCommand: 'plugcheck verify --server 10.0.0.1:5400 --file /mnt/test/p.dat' }),
+    describeEvent({ kind: 'run', ...base, method: 'fdatasync', peer: '10.0.0.7', campaign: null, atMs }),
+    '12:00:01 run 0123456789abcdef announced by db2:/mnt/test/p.dat (fdatasync) from 10.0.0.7',
+  )
+  t.equal(
+    describeEvent({
+      kind: 'vanished',
+      ...base,
+      acked: 12345,
+      atMs,
+      verifyCommand: 'plugcheck verify --server 10.0.0.1:5400 --file /mnt/test/p.dat',
+    }),
     '12:00:01 writer on db2 vanished after 12,345 acks at 12:00:01 (run 0123456789abcdef, /mnt/test/p.dat): after the reboot run `plugcheck verify --server 10.0.0.1:5400 --file /mnt/test/p.dat`',
   )
-  t.equal(describeEvent({ kind: 'end', ...base, reason: 'error', detail: 'EIO', acked: 7, durationMs: 3_723_000, atMs }), '12:00:01 run 0123456789abcdef on db2:/mnt/test/p.dat ended (error: EIO) after 1 h 2 min, 7 acks')
-  t.equal(describeEvent({ kind: 'campaign', name: 'ssd-a', message: 'cycle 2 of 5: cutting', atMs }), '12:00:01 campaign ssd-a: cycle 2 of 5: cutting')
+  t.equal(
+    describeEvent({ kind: 'end', ...base, reason: 'error', detail: 'EIO', acked: 7, durationMs: 3_723_000, atMs }),
+    '12:00:01 run 0123456789abcdef on db2:/mnt/test/p.dat ended (error: EIO) after 1 h 2 min, 7 acks',
+  )
+  t.equal(
+    describeEvent({ kind: 'campaign', name: 'ssd-a', message: 'cycle 2 of 5: cutting', atMs }),
+    '12:00:01 campaign ssd-a: cycle 2 of 5: cutting',
+  )
   t.notMatch(describeEvent({ kind: 'connection', peer: 'x\n12:00:00 forged line\u001b[2J', atMs }), /[\n\u001b]/)
 })

@@ -53,10 +53,41 @@ class Fuzzer {
     return Array.from({ length: 16 }, () => '0123456789abcdef'[this.int(16)]).join('')
   }
   absurdNumber(): unknown {
-    return this.pick([0, -1, -0, 0.5, 2 ** 53, 2 ** 53 + 2, Number.MAX_SAFE_INTEGER, 1e308, -1e308, Infinity, -Infinity, NaN, 2 ** 64, 2 ** 32 - 1, 2 ** 31, 946_684_799_999, 7_258_118_400_001])
+    return this.pick([
+      0,
+      -1,
+      -0,
+      0.5,
+      2 ** 53,
+      2 ** 53 + 2,
+      Number.MAX_SAFE_INTEGER,
+      1e308,
+      -1e308,
+      Infinity,
+      -Infinity,
+      NaN,
+      2 ** 64,
+      2 ** 32 - 1,
+      2 ** 31,
+      946_684_799_999,
+      7_258_118_400_001,
+    ])
   }
   absurdString(): string {
-    return this.pick(['', '..', '../../../../etc/passwd', '/', '\u0000', 'a'.repeat(5000), 'runs/../../x', '\uffff'.repeat(100), 'C:\\Windows', '__proto__', 'constructor', '%s%n'])
+    return this.pick([
+      '',
+      '..',
+      '../../../../etc/passwd',
+      '/',
+      '\u0000',
+      'a'.repeat(5000),
+      'runs/../../x',
+      '\uffff'.repeat(100),
+      'C:\\Windows',
+      '__proto__',
+      'constructor',
+      '%s%n',
+    ])
   }
   absurdValue(depth = 0): unknown {
     switch (this.int(depth > 3 ? 4 : 7)) {
@@ -71,7 +102,11 @@ class Fuzzer {
       case 4:
         return Array.from({ length: this.int(5) }, () => this.absurdValue(depth + 1))
       case 5:
-        return { __proto__: { polluted: true }, constructor: { prototype: { polluted: true } }, [this.absurdString()]: this.absurdValue(depth + 1) }
+        return {
+          __proto__: { polluted: true },
+          constructor: { prototype: { polluted: true } },
+          [this.absurdString()]: this.absurdValue(depth + 1),
+        }
       default:
         return Object.fromEntries(Array.from({ length: this.int(5) }, () => [this.absurdString(), this.absurdValue(depth + 1)]))
     }
@@ -80,12 +115,25 @@ class Fuzzer {
   absurdFingerprint(): unknown {
     const longList = Array.from({ length: this.int(2000) }, () => this.absurdString().slice(0, 20))
     return {
-      os: { platform: this.absurdString(), kernel: 'x'.repeat(this.int(20_000)), kernelVersion: '', arch: this.absurdString(), distribution: null },
+      os: {
+        platform: this.absurdString(),
+        kernel: 'x'.repeat(this.int(20_000)),
+        kernelVersion: '',
+        arch: this.absurdString(),
+        distribution: null,
+      },
       bootId: this.pick([null, 'b'.repeat(this.int(100)), this.absurdValue()]),
       virtualMachine: this.pick([true, false, 'yes']),
       target: {
         path: this.absurdString(),
-        fileSystem: { type: '', magic: this.pick(['0xef53', 'ef53', '0x']), mountPoint: null, source: null, mountOptions: longList, superOptions: [] },
+        fileSystem: {
+          type: '',
+          magic: this.pick(['0xef53', 'ef53', '0x']),
+          mountPoint: null,
+          source: null,
+          mountOptions: longList,
+          superOptions: [],
+        },
         inMemory: false,
       },
       device: this.pick([null, this.absurdValue()]),
@@ -152,7 +200,11 @@ class Fuzzer {
         return { frame, last: true, kind }
       }
       case 'bad-msgpack': {
-        const body = Buffer.concat([Buffer.from([this.pick([0xc1, 0xdd, 0xdf, 0xc6, 0xdb])]), Buffer.from([0xff, 0xff, 0xff, 0xff]), this.bytes(this.int(8))])
+        const body = Buffer.concat([
+          Buffer.from([this.pick([0xc1, 0xdd, 0xdf, 0xc6, 0xdb])]),
+          Buffer.from([0xff, 0xff, 0xff, 0xff]),
+          this.bytes(this.int(8)),
+        ])
         const frame = Buffer.alloc(4 + body.length)
         frame.writeUInt32BE(body.length, 0)
         body.copy(frame, 4)
@@ -169,30 +221,84 @@ class Fuzzer {
         return { frame, last: false, kind }
       }
       case 'absurd-hello':
-        return { frame: valueFrame({ type: 'hello', protocol: this.absurdNumber(), role: this.pick(['writer', 'verifier', 'admin', this.absurdValue()]), token: this.absurdValue() }), last: false, kind }
+        return {
+          frame: valueFrame({
+            type: 'hello',
+            protocol: this.absurdNumber(),
+            role: this.pick(['writer', 'verifier', 'admin', this.absurdValue()]),
+            token: this.absurdValue(),
+          }),
+          last: false,
+          kind,
+        }
       case 'absurd-run':
         return { frame: valueFrame({ type: 'run', meta: this.absurdValue(), writer: this.absurdValue() }), last: false, kind }
       case 'absurd-run-meta':
         return {
           frame: valueFrame({
             type: 'run',
-            meta: this.meta({ [this.pick(['runId', 'recordSizeBytes', 'slotCount', 'createdMs', 'host', 'path', 'method'])]: this.pick([this.absurdNumber(), this.absurdString(), this.absurdValue()]) }),
+            meta: this.meta({
+              [this.pick(['runId', 'recordSizeBytes', 'slotCount', 'createdMs', 'host', 'path', 'method'])]: this.pick([
+                this.absurdNumber(),
+                this.absurdString(),
+                this.absurdValue(),
+              ]),
+            }),
           }),
           last: false,
           kind,
         }
       case 'absurd-fingerprint':
-        return { frame: valueFrame({ type: 'run', meta: this.meta(), writer: { bootId: this.pick([null, 'x'.repeat(65), '']), fingerprint: this.absurdFingerprint() } }), last: false, kind }
+        return {
+          frame: valueFrame({
+            type: 'run',
+            meta: this.meta(),
+            writer: { bootId: this.pick([null, 'x'.repeat(65), '']), fingerprint: this.absurdFingerprint() },
+          }),
+          last: false,
+          kind,
+        }
       case 'absurd-ack': {
         const fromSeq = this.pick([this.absurdNumber(), 1, 2 ** 53 - 1])
-        return { frame: valueFrame({ type: 'ack', runId: this.pick([this.hex16(), '../../x', this.absurdValue()]), fromSeq, toSeq: this.pick([fromSeq, this.absurdNumber()]) }), last: false, kind }
+        return {
+          frame: valueFrame({
+            type: 'ack',
+            runId: this.pick([this.hex16(), '../../x', this.absurdValue()]),
+            fromSeq,
+            toSeq: this.pick([fromSeq, this.absurdNumber()]),
+          }),
+          last: false,
+          kind,
+        }
       }
       case 'absurd-end':
-        return { frame: valueFrame({ type: 'end', runId: this.hex16(), reason: this.pick(['vanished', 'duration', this.absurdValue()]), detail: this.pick(['d'.repeat(5000), this.absurdValue()]) }), last: false, kind }
+        return {
+          frame: valueFrame({
+            type: 'end',
+            runId: this.hex16(),
+            reason: this.pick(['vanished', 'duration', this.absurdValue()]),
+            detail: this.pick(['d'.repeat(5000), this.absurdValue()]),
+          }),
+          last: false,
+          kind,
+        }
       case 'absurd-query':
-        return { frame: valueFrame({ type: 'query', host: this.pick(['', 'h'.repeat(256), this.absurdValue()]), requestedPath: this.absurdValue(), runId: this.absurdValue() }), last: false, kind }
+        return {
+          frame: valueFrame({
+            type: 'query',
+            host: this.pick(['', 'h'.repeat(256), this.absurdValue()]),
+            requestedPath: this.absurdValue(),
+            runId: this.absurdValue(),
+          }),
+          last: false,
+          kind,
+        }
       case 'wrong-type':
-        return { frame: valueFrame(this.pick([this.absurdValue(), { type: this.absurdValue() }, [1, 2, 3], 'hello', 42])), last: false, kind }
+        return {
+          frame: valueFrame(this.pick([this.absurdValue(), { type: this.absurdValue() }, [1, 2, 3], 'hello', 42])),
+          last: false,
+          kind,
+        }
     }
   }
   /** Valid frames a hostile client may send before its malformed ones: it gets further into the state machine. */
@@ -201,7 +307,13 @@ class Fuzzer {
     if (this.int(3) === 0) return frames
     frames.push(encodeFrame({ type: 'hello', protocol: 2, role: this.pick(['writer', 'verifier']) }))
     if (this.int(2) === 0) {
-      const meta = this.meta({ host: 'fuzzhost', path: '/data/f', requestedPath: `/fuzz/${this.int(4)}`, slotCount: 1000, recordSizeBytes: 8192 })
+      const meta = this.meta({
+        host: 'fuzzhost',
+        path: '/data/f',
+        requestedPath: `/fuzz/${this.int(4)}`,
+        slotCount: 1000,
+        recordSizeBytes: 8192,
+      })
       frames.push(encodeFrame({ type: 'run', meta }))
       const acks = this.int(20)
       for (let seq = 1; seq <= acks; seq++) frames.push(encodeFrame({ type: 'ack', runId: meta.runId, fromSeq: seq, toSeq: seq }))
@@ -245,7 +357,19 @@ t.test('malformed frames by the hundred thousand leave an honest run and the lis
   t.teardown(() => listener.kill())
 
   const file = join(dir, 'honest.data')
-  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync', '--duration', String(writerDurationS), '--size', '64MiB'])
+  const writer = spawnCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    file,
+    '--method',
+    'fdatasync',
+    '--duration',
+    String(writerDurationS),
+    '--size',
+    '64MiB',
+  ])
   let writerOut = ''
   let writerErr = ''
   writer.stdout!.on('data', (c: Buffer) => (writerOut += c.toString()))
@@ -271,11 +395,14 @@ t.test('malformed frames by the hundred thousand leave an honest run and the lis
       }
       connections++
       await hostileConnection(listener.port, Buffer.concat(parts))
-      if (listener.process.exitCode !== null) throw new Error(`the listener exited (${listener.process.exitCode}): ${listener.stderr().slice(-2000)}`)
+      if (listener.process.exitCode !== null)
+        throw new Error(`the listener exited (${listener.process.exitCode}): ${listener.stderr().slice(-2000)}`)
     }
   }
   await Promise.all(Array.from({ length: concurrentConnections }, worker))
-  t.comment(`${framesSent} malformed frames over ${connections} connections in ${((Date.now() - startMs) / 1000).toFixed(1)} s: ${[...kinds].map(([k, n]) => `${k} ${n}`).join(', ')}`)
+  t.comment(
+    `${framesSent} malformed frames over ${connections} connections in ${((Date.now() - startMs) / 1000).toFixed(1)} s: ${[...kinds].map(([k, n]) => `${k} ${n}`).join(', ')}`,
+  )
   t.ok(framesSent >= framesWanted)
 
   const code = await writerCode
@@ -288,7 +415,9 @@ t.test('malformed frames by the hundred thousand leave an honest run and the lis
 
   const verify = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
   t.equal(verify.code, 0, verify.stderr)
-  const report = JSON.parse(verify.stdout) as { runs: Array<{ acked: number; intact: number; superseded: number; lost: number; torn: number; corrupt: number }> }
+  const report = JSON.parse(verify.stdout) as {
+    runs: Array<{ acked: number; intact: number; superseded: number; lost: number; torn: number; corrupt: number }>
+  }
   t.equal(report.runs.length, 1)
   t.equal(report.runs[0]!.acked, acked, `verify judged exactly the ${acked} acked records`)
   const run = report.runs[0]!
@@ -299,7 +428,17 @@ t.test('malformed frames by the hundred thousand leave an honest run and the lis
   await listener.kill('SIGTERM')
   // verdict.msgpack: the verdict the honest verify above stored for the honest run.
   // catalog.msgpack: the listener's summary of every ended run (catalog.ts).
-  const outside = listFiles(acksDir).filter((rel) => rel !== 'lock' && rel !== 'catalog.msgpack' && !/^runs(\/[0-9a-f]{16}(\/(meta\.msgpack|meta\.msgpack\.tmp|acks\.log|verdict\.msgpack))?)?$/.test(rel) && !/^journal(\/[0-9]{8}\.wal)?$/.test(rel))
-  t.same(outside, [], 'nothing written outside lock, catalog.msgpack, journal/<8 digits>.wal and runs/<16 hex>/{meta.msgpack,acks.log,verdict.msgpack}')
+  const outside = listFiles(acksDir).filter(
+    (rel) =>
+      rel !== 'lock' &&
+      rel !== 'catalog.msgpack' &&
+      !/^runs(\/[0-9a-f]{16}(\/(meta\.msgpack|meta\.msgpack\.tmp|acks\.log|verdict\.msgpack))?)?$/.test(rel) &&
+      !/^journal(\/[0-9]{8}\.wal)?$/.test(rel),
+  )
+  t.same(
+    outside,
+    [],
+    'nothing written outside lock, catalog.msgpack, journal/<8 digits>.wal and runs/<16 hex>/{meta.msgpack,acks.log,verdict.msgpack}',
+  )
   t.ok(listener.stderr().split('\n').length < 2000, `the listener's log stayed short (${listener.stderr().split('\n').length} lines)`)
 })

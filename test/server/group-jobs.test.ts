@@ -10,7 +10,8 @@ import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 const key = 'a'.repeat(32)
 const requestedPath = '/data/jobs'
-const meta = (n: number, group: string, job: number) => runMeta(runIdOf(n), { groupId: group, path: `${requestedPath}.job${job}`, requestedPath })
+const meta = (n: number, group: string, job: number) =>
+  runMeta(runIdOf(n), { groupId: group, path: `${requestedPath}.job${job}`, requestedPath })
 
 const announce = Peer.announce
 
@@ -26,7 +27,11 @@ t.test("a job joins its group on a connection of its own with the group's key; a
   t.equal(second.reply.type, 'run-ok', 'the second job joins it on its own connection (same address, same key)')
 
   const noKey = await announce(port, meta(0x13, group, 3), {})
-  t.match(noKey.reply, { type: 'error', code: 'out-of-order', message: /belongs to runs announced on another connection/ }, 'no key: refused')
+  t.match(
+    noKey.reply,
+    { type: 'error', code: 'out-of-order', message: /belongs to runs announced on another connection/ },
+    'no key: refused',
+  )
   const wrongKey = await announce(port, meta(0x14, group, 3), { groupKey: 'b'.repeat(32) })
   t.match(wrongKey.reply, { type: 'error', code: 'out-of-order' }, 'a wrong key: refused')
   const elsewhere = await announce(port, meta(0x15, group, 3), { groupKey: key }, '127.0.0.2')
@@ -35,10 +40,17 @@ t.test("a job joins its group on a connection of its own with the group's key; a
   t.match(badKey.reply, { type: 'error', code: 'bad-frame' }, 'a key that is not 32 hex digits: a bad frame')
 
   const otherGroup = await announce(port, meta(0x17, runIdOf(0x20), 1), { groupKey: key })
-  t.match(otherGroup.reply, { type: 'error', code: 'path-busy' }, 'another group on the path of the live jobs: path-busy, as for any second writer')
+  t.match(
+    otherGroup.reply,
+    { type: 'error', code: 'path-busy' },
+    'another group on the path of the live jobs: path-busy, as for any second writer',
+  )
 
   // Both jobs' acks are recorded on their own connections.
-  for (const [peer, n] of [[first.peer, 0x11], [second.peer, 0x12]] as const) {
+  for (const [peer, n] of [
+    [first.peer, 0x11],
+    [second.peer, 0x12],
+  ] as const) {
     peer.send({ type: 'ack', runId: runIdOf(n), fromSeq: 1, toSeq: 5 })
     t.match(await peer.next('recorded'), { throughSeq: 5 })
   }
@@ -47,7 +59,8 @@ t.test("a job joins its group on a connection of its own with the group's key; a
   verifier.send({ type: 'query', host: 'testhost', requestedPath })
   const reply = (await verifier.next('runs')) as { runs: Array<{ meta: { runId: string; groupId: string } }> }
   t.same(reply.runs.map((r) => r.meta.runId).sort(), [runIdOf(0x11), runIdOf(0x12)].sort(), 'a verify finds both jobs as one group')
-  for (const peer of [first.peer, second.peer, noKey.peer, wrongKey.peer, elsewhere.peer, badKey.peer, otherGroup.peer, verifier]) peer.close()
+  for (const peer of [first.peer, second.peer, noKey.peer, wrongKey.peer, elsewhere.peer, badKey.peer, otherGroup.peer, verifier])
+    peer.close()
 })
 
 t.test('with --token, a job of the group may come from another address', async (t) => {

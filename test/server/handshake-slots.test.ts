@@ -10,7 +10,14 @@ import { tempDir, waitFor } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('tokenless peers holding every slot without hello do not keep a writer with the token out', async (t) => {
-  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), token: 's3cret', maxConnections: 8, maxPendingHandshakes: 16 })
+  const listener = await Listener.start({
+    host: '127.0.0.1',
+    port: 0,
+    dir: tempDir(t),
+    token: 's3cret',
+    maxConnections: 8,
+    maxPendingHandshakes: 16,
+  })
   t.teardown(() => listener.close())
   const port = listener.address().port
   // 40 hostile peers that never say hello and reconnect as soon as they are closed (bounded: 2,000 connects).
@@ -64,7 +71,10 @@ t.test('connections past hello count against --max-connections', async (t) => {
   // Pending handshakes beyond their cap: the oldest is evicted, the newest kept.
   const silent: Peer[] = []
   for (let i = 0; i < 5; i++) silent.push(await Peer.open(port))
-  t.match(await silent[0]!.next('error'), { code: 'limit', message: /4 connections are waiting to say hello; the oldest was closed to make room/ })
+  t.match(await silent[0]!.next('error'), {
+    code: 'limit',
+    message: /4 connections are waiting to say hello; the oldest was closed to make room/,
+  })
   t.ok(await silent[0]!.waitClosed())
   t.equal(listener.pending.size, 4)
   for (const p of [...served, ...silent]) p.close()

@@ -19,8 +19,10 @@ import { verdictOf } from '../fixtures/verdict-fixture.js'
 const packr = new Packr({ useRecords: false, int64AsType: 'number', mapsAsObjects: true })
 const childPath = fileURLToPath(new URL('../fixtures/journal-child.ts', import.meta.url))
 
-
-const segments = (dir: string): string[] => readdirSync(join(dir, 'journal')).filter((n) => n.endsWith('.wal')).sort()
+const segments = (dir: string): string[] =>
+  readdirSync(join(dir, 'journal'))
+    .filter((n) => n.endsWith('.wal'))
+    .sort()
 /** The journal after a clean stop or a recovery: one segment holding its header only (the end of the chain of segments). */
 const headerOnly = (dir: string): boolean => {
   const names = segments(dir)
@@ -41,7 +43,11 @@ t.test('one round, one fdatasync, for acks of 300 runs', async (t) => {
   t.equal(store.roundSyncCount - before, 2, 'acks of 300 runs in one round: one more fdatasync')
   await store.close()
   const loaded = await AckStore.load(dir)
-  t.same(runIds.map((id) => loaded.lastAckedSeq(id)), runIds.map(() => 3), 'every run folded into runs/ with its acks')
+  t.same(
+    runIds.map((id) => loaded.lastAckedSeq(id)),
+    runIds.map(() => 3),
+    'every run folded into runs/ with its acks',
+  )
   t.ok(headerOnly(dir), `a clean close leaves one segment, its header only (${segments(dir).join(', ')})`)
 })
 
@@ -103,7 +109,12 @@ t.test('a torn last round is ignored with a warning; a flipped byte in an earlie
   const flipped = Buffer.from(bytes)
   flipped[80] = flipped[80]! ^ 0x10
   writeFileSync(segment, flipped)
-  await t.rejects(AckStore.load(copy), { exitCode: 3, message: new RegExp(`could not read ${segment}: damaged at byte \\d+: the entry there (does not match its checksum|has a length no entry has), and (\\d+ bytes of data follow its end|a whole entry that checks out starts at byte \\d+ after it: recorded rounds follow the damage)`) })
+  await t.rejects(AckStore.load(copy), {
+    exitCode: 3,
+    message: new RegExp(
+      `could not read ${segment}: damaged at byte \\d+: the entry there (does not match its checksum|has a length no entry has), and (\\d+ bytes of data follow its end|a whole entry that checks out starts at byte \\d+ after it: recorded rounds follow the damage)`,
+    ),
+  })
 })
 
 t.test("a log shorter than the journal's first commit of it is refused; bytes past it are rewritten", async (t) => {
@@ -119,7 +130,10 @@ t.test("a log shorter than the journal's first commit of it is refused; bytes pa
   await reopened.close()
   t.equal((await AckStore.load(longer)).lastAckedSeq(run1), 14, 'recovery cut them off and wrote the commits again')
   truncateSync(log, size - 5)
-  await t.rejects(AckStore.load(copy), { exitCode: 3, message: `could not read ${log}: it is ${size - 5} bytes, but the journal holds the run's next commit for byte ${size}: fsynced acks are missing from the log` })
+  await t.rejects(AckStore.load(copy), {
+    exitCode: 3,
+    message: `could not read ${log}: it is ${size - 5} bytes, but the journal holds the run's next commit for byte ${size}: fsynced acks are missing from the log`,
+  })
   await t.rejects(AckStore.open(copy), { exitCode: 3, message: /fsynced acks are missing from the log/ })
 })
 
@@ -130,7 +144,9 @@ t.test('SIGKILL at random moments (mid-round, mid-fold): every ack reported reco
     const recordedAll = new Map<string, number>()
     // Each trial restarts on the directory of the previous kill too (recovery, then more rounds).
     for (const phase of [0, 1]) {
-      const child = spawn(process.execPath, ['--import', 'tsx', childPath, dir, String(base + phase * 50)], { stdio: ['ignore', 'pipe', 'pipe'] })
+      const child = spawn(process.execPath, ['--import', 'tsx', childPath, dir, String(base + phase * 50)], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
       let out = ''
       let err = ''
       child.stdout.on('data', (d: Buffer) => (out += d.toString()))
@@ -142,17 +158,26 @@ t.test('SIGKILL at random moments (mid-round, mid-fold): every ack reported reco
       await exited
       t.notOk(err.includes('Error'), `trial ${trial}.${phase}: the child ran (${err.slice(0, 300)})`)
       const recorded = new Map<string, number>()
-      for (const [, runId, seq] of out.matchAll(/^recorded ([0-9a-f]{16}) (\d+)$/gm)) recorded.set(runId!, Math.max(recorded.get(runId!) ?? 0, Number(seq)))
+      for (const [, runId, seq] of out.matchAll(/^recorded ([0-9a-f]{16}) (\d+)$/gm))
+        recorded.set(runId!, Math.max(recorded.get(runId!) ?? 0, Number(seq)))
       for (const [runId, seq] of recorded) recordedAll.set(runId, Math.max(recordedAll.get(runId) ?? 0, seq))
       const loaded = await AckStore.load(dir)
       const lost = [...recorded].filter(([runId, seq]) => loaded.lastAckedSeq(runId) < seq)
-      t.same(lost, [], `trial ${trial}.${phase}: ${recorded.size} runs, ${[...recorded.values()].reduce((a, b) => a + b, 0)} acks reported recorded, none lost (read-only load)`)
+      t.same(
+        lost,
+        [],
+        `trial ${trial}.${phase}: ${recorded.size} runs, ${[...recorded.values()].reduce((a, b) => a + b, 0)} acks reported recorded, none lost (read-only load)`,
+      )
     }
     // A stop right after the start leaves the backlog's later segments to the next start: nothing lost.
     const stopped = await AckStore.open(dir)
     await stopped.close()
     const afterStop = await AckStore.load(dir)
-    t.same([...recordedAll].filter(([runId, seq]) => afterStop.lastAckedSeq(runId) < seq), [], `trial ${trial}: a stop during the backlog's fold loses nothing`)
+    t.same(
+      [...recordedAll].filter(([runId, seq]) => afterStop.lastAckedSeq(runId) < seq),
+      [],
+      `trial ${trial}: a stop during the backlog's fold loses nothing`,
+    )
     const reopened = await AckStore.open(dir)
     await reopened.foldNow()
     t.equal(reopened.backlogFolds, 0, `trial ${trial}: the backlog is folded`)
@@ -182,10 +207,18 @@ t.test('a start with a backlog of new runs in the journal answers and records be
   const store = await AckStore.open(copy)
   t.teardown(() => store.close())
   t.equal(store.backlogFolds, 1, 'open returned with the backlog not folded yet')
-  t.match(store.summaries().find((run) => run.runId === judged)?.verdict, { verdict: 'pass', acked: 7 }, "the verdict of a run in the journal only is read from its file")
+  t.match(
+    store.summaries().find((run) => run.runId === judged)?.verdict,
+    { verdict: 'pass', acked: 7 },
+    'the verdict of a run in the journal only is read from its file',
+  )
   const last = runIds.at(-1)!
   const [answered] = await store.queryAsync('testhost', `/data/${last}`, last)
-  t.same(answered?.spans.map((span) => [span[0], span[1]]), [[1, 7]], 'a run of the backlog is answered with its acks meanwhile')
+  t.same(
+    answered?.spans.map((span) => [span[0], span[1]]),
+    [[1, 7]],
+    'a run of the backlog is answered with its acks meanwhile',
+  )
   const fresh = runIdOf(0xd001)
   await store.createRun(runMeta(fresh), Date.now())
   const freshRecorded = recordedOnce(store, fresh, 3)
@@ -198,7 +231,11 @@ t.test('a start with a backlog of new runs in the journal answers and records be
   await store.close()
   t.ok(headerOnly(copy), 'a clean stop after it leaves the journal empty')
   const loaded = await AckStore.load(copy)
-  t.same([...runIds, fresh].filter((id) => loaded.lastAckedSeq(id) !== (id === fresh ? 3 : 7)), [], 'every ack of every run is in runs/')
+  t.same(
+    [...runIds, fresh].filter((id) => loaded.lastAckedSeq(id) !== (id === fresh ? 3 : 7)),
+    [],
+    'every ack of every run is in runs/',
+  )
 })
 
 t.test('usage counts runs and bytes on disk per peer; prune removes ended runs for good', async (t) => {
@@ -212,8 +249,13 @@ t.test('usage counts runs and bytes on disk per peer; prune removes ended runs f
   await recordedOnce(store, runIds[2]!, 5)
   const usage = store.usage()
   await store.foldNow()
-  const onDisk = (runId: string): number => statSync(join(dir, 'runs', runId, 'acks.log')).size + statSync(join(dir, 'runs', runId, 'meta.msgpack')).size
-  t.same(usage.total, { runs: 3, bytes: runIds.reduce((sum, id) => sum + onDisk(id), 0) }, 'before the fold, usage counts what the fold writes')
+  const onDisk = (runId: string): number =>
+    statSync(join(dir, 'runs', runId, 'acks.log')).size + statSync(join(dir, 'runs', runId, 'meta.msgpack')).size
+  t.same(
+    usage.total,
+    { runs: 3, bytes: runIds.reduce((sum, id) => sum + onDisk(id), 0) },
+    'before the fold, usage counts what the fold writes',
+  )
   t.same(usage.byPeer.get('10.0.0.1'), { runs: 2, bytes: onDisk(runIds[0]!) + onDisk(runIds[1]!) })
   t.same(usage.byPeer.get('10.0.0.2'), { runs: 1, bytes: onDisk(runIds[2]!) })
   await t.rejects(store.prune([runIds[0]!]), /has not ended/, 'a live run is not pruned')
@@ -227,7 +269,11 @@ t.test('usage counts runs and bytes on disk per peer; prune removes ended runs f
   // A crash between the rename and the deletion leaves runs/.pruned-<id>: skipped, then deleted at start.
   cpSync(join(dir, 'runs', runIds[2]!), join(dir, 'runs', `.pruned-${runIds[0]}`), { recursive: true })
   const loaded = await AckStore.load(dir)
-  t.same(loaded.summaries().map((s) => s.runId), [runIds[2]], 'a renamed directory is not a run')
+  t.same(
+    loaded.summaries().map((s) => s.runId),
+    [runIds[2]],
+    'a renamed directory is not a run',
+  )
   const reopened = await AckStore.open(dir)
   await reopened.close()
   t.same(readdirSync(join(dir, 'runs')), [runIds[2]], 'and it is deleted at the next start')
@@ -245,7 +291,10 @@ t.test('usage is kept per peer key as runs come, grow, get a verdict and go, and
   await recordedOnce(store, runIds[4]!, 5)
   await store.foldNow()
   const onDisk = (runId: string): number =>
-    ['acks.log', 'meta.msgpack', 'verdict.msgpack'].reduce((sum, name) => sum + (existsSync(join(dir, 'runs', runId, name)) ? statSync(join(dir, 'runs', runId, name)).size : 0), 0)
+    ['acks.log', 'meta.msgpack', 'verdict.msgpack'].reduce(
+      (sum, name) => sum + (existsSync(join(dir, 'runs', runId, name)) ? statSync(join(dir, 'runs', runId, name)).size : 0),
+      0,
+    )
   const expected = (): Record<string, { runs: number; bytes: number }> => {
     const byKey: Record<string, { runs: number; bytes: number }> = {}
     const keyOf = ['10.0.0.1', '10.0.0.1', '2001:db8:1:2::/64', '2001:db8:1:2::/64', '2001:db8:1:3::/64']
@@ -257,7 +306,8 @@ t.test('usage is kept per peer key as runs come, grow, get a verdict and go, and
     }
     return byKey
   }
-  const seen = (s: AckStore): Record<string, { runs: number; bytes: number }> => Object.fromEntries([...s.usage().byPeer].map(([k, u]) => [k, { runs: u.runs, bytes: u.bytes }]))
+  const seen = (s: AckStore): Record<string, { runs: number; bytes: number }> =>
+    Object.fromEntries([...s.usage().byPeer].map(([k, u]) => [k, { runs: u.runs, bytes: u.bytes }]))
   t.same(seen(store), expected(), 'per peer key, what is on disk')
   t.same(store.usage().ofPeer('2001:db8:1:2::/64').runs, 2)
   t.same(store.usage().ofPeer('10.9.9.9'), { runs: 0, bytes: 0 })
@@ -268,12 +318,14 @@ t.test('usage is kept per peer key as runs come, grow, get a verdict and go, and
   await store.prune([runIds[0]!])
   t.same(seen(store), expected(), 'a pruned run no longer counted')
   t.equal(store.usage().total.runs, 4)
-  t.equal(store.usage().total.bytes, Object.values(expected()).reduce((sum, u) => sum + u.bytes, 0))
+  t.equal(
+    store.usage().total.bytes,
+    Object.values(expected()).reduce((sum, u) => sum + u.bytes, 0),
+  )
   await store.close()
   const loaded = await AckStore.load(dir)
   t.same(seen(loaded), expected(), 'the same when read back')
 })
-
 
 t.test('ended runs keep no spans in memory; a query reads them back without holding the event loop', async (t) => {
   const dir = tempDir(t, 'plugcheck-journal-memory-')
@@ -282,9 +334,17 @@ t.test('ended runs keep no spans in memory; a query reads them back without hold
   const spanCount = 60_000
   const announcedMs = Date.now() - 3 * 3_600_000
   mkdirSync(join(dir, 'runs', long), { recursive: true })
-  const entries = Array.from({ length: spanCount }, (_, i) => frameLogEntry({ k: 'ack', fromSeq: i + 1, toSeq: i + 1, firstMs: announcedMs + (i + 1) * 200, lastMs: announcedMs + (i + 1) * 200 }))
-  writeFileSync(join(dir, 'runs', long, 'acks.log'), Buffer.concat([...entries, frameLogEntry({ k: 'end', reason: 'duration', atMs: announcedMs + (spanCount + 1) * 200 })]))
-  writeFileSync(join(dir, 'runs', long, 'meta.msgpack'), packr.pack({ meta: runMeta(long, { slotCount: 1_000_000 }), announcedMs, announceIndex: 1, peer: '127.0.0.1' }))
+  const entries = Array.from({ length: spanCount }, (_, i) =>
+    frameLogEntry({ k: 'ack', fromSeq: i + 1, toSeq: i + 1, firstMs: announcedMs + (i + 1) * 200, lastMs: announcedMs + (i + 1) * 200 }),
+  )
+  writeFileSync(
+    join(dir, 'runs', long, 'acks.log'),
+    Buffer.concat([...entries, frameLogEntry({ k: 'end', reason: 'duration', atMs: announcedMs + (spanCount + 1) * 200 })]),
+  )
+  writeFileSync(
+    join(dir, 'runs', long, 'meta.msgpack'),
+    packr.pack({ meta: runMeta(long, { slotCount: 1_000_000 }), announcedMs, announceIndex: 1, peer: '127.0.0.1' }),
+  )
   const first = await AckStore.open(dir)
   const short = Array.from({ length: 200 }, (_, i) => runIdOf(0xd000 + i))
   for (const id of short) await first.createRun(runMeta(id), Date.now())
@@ -299,7 +359,10 @@ t.test('ended runs keep no spans in memory; a query reads them back without hold
   t.teardown(() => store.close())
   // The catalogued long run holds none; runs replayed at start (the short ones, unended) fill the
   // read-back cache while it has room.
-  t.ok(store.residentSpanCount() <= short.length, `after a restart the long run holds no spans in memory (${store.residentSpanCount()} cached of replayed runs)`)
+  t.ok(
+    store.residentSpanCount() <= short.length,
+    `after a restart the long run holds no spans in memory (${store.residentSpanCount()} cached of replayed runs)`,
+  )
   t.equal(store.spanCount(long), spansBefore.spans.length, 'its span count is kept in its summary')
   const { monitorEventLoopDelay } = await import('node:perf_hooks')
   const delay = monitorEventLoopDelay({ resolution: 1 })
@@ -309,12 +372,18 @@ t.test('ended runs keep no spans in memory; a query reads them back without hold
   const maxDelayMs = delay.max / 1e6
   t.same(read!.spans, spansBefore.spans, 'the spans read back are the ones recorded')
   t.equal(read!.ackedThroughSeq, spanCount)
-  t.ok(maxDelayMs < 100, `the event loop was never held long while ${spanCount} spans were read back (max delay ${maxDelayMs.toFixed(1)} ms)`)
+  t.ok(
+    maxDelayMs < 100,
+    `the event loop was never held long while ${spanCount} spans were read back (max delay ${maxDelayMs.toFixed(1)} ms)`,
+  )
   t.equal(store.residentSpanCount(), spansBefore.spans.length, 'the read-back spans are cached')
   await store.queryAsync('testhost', `/data/${short[0]}`, short[0])
   t.ok(store.residentSpanCount() <= spanCount, 'and the cache stays within its budget')
   // A log damaged after start: the query is refused naming it, never answered with fewer acks.
   const log = join(dir, 'runs', short[1]!, 'acks.log')
   truncateSync(log, statSync(log).size - 3)
-  await t.rejects(store.queryAsync('testhost', `/data/${short[1]}`, short[1]), { exitCode: 3, message: new RegExp(`could not read ${log}`) })
+  await t.rejects(store.queryAsync('testhost', `/data/${short[1]}`, short[1]), {
+    exitCode: 3,
+    message: new RegExp(`could not read ${log}`),
+  })
 })

@@ -11,13 +11,16 @@ import { tempDir, waitFor } from '../fixtures/cli.js'
 import { kernelQueuesOfPort } from '../fixtures/kernel-queues.js'
 import { Peer, largestFingerprint, bulkyGroup, runIdOf, runMeta } from '../fixtures/peer.js'
 
-
 /** A group of `runs` ended runs on box:/data/db, each with the largest fingerprint an announcement may carry (~16.5 KB): a query's reply is ~runs x 17 KB. */
 async function bulkyRuns(port: number, runs: number): Promise<Peer> {
   const writer = await Peer.open(port)
   writer.send({ type: 'hello', protocol: 2, role: 'writer' })
   for (let i = 0; i < runs; i++) {
-    writer.send({ type: 'run', meta: runMeta(runIdOf(0x900 + i), { groupId: runIdOf(0x900), host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }), writer: { bootId: null, fingerprint: largestFingerprint } })
+    writer.send({
+      type: 'run',
+      meta: runMeta(runIdOf(0x900 + i), { groupId: runIdOf(0x900), host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }),
+      writer: { bootId: null, fingerprint: largestFingerprint },
+    })
   }
   for (let i = 0; i < runs; i++) await writer.next('run-ok')
   for (let i = 0; i < runs; i++) writer.send({ type: 'end', runId: runIdOf(0x900 + i), reason: 'duration' })
@@ -38,7 +41,13 @@ async function nonReadingQuerier(port: number, queries: number): Promise<Peer> {
 t.test('500 clients that query and never read: the kernel queues stay within the budget, an honest writer records every ack', async (t) => {
   const budgetBytes = 32 * 1024 * 1024
   const lines: string[] = []
-  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), maxQueuedReplyBytes: budgetBytes, log: (l) => lines.push(l) })
+  const listener = await Listener.start({
+    host: '127.0.0.1',
+    port: 0,
+    dir: tempDir(t),
+    maxQueuedReplyBytes: budgetBytes,
+    log: (l) => lines.push(l),
+  })
   t.teardown(() => listener.close())
   const port = listener.address().port
   const group = await bulkyRuns(port, 36) // replies of ~600 KB
@@ -67,11 +76,17 @@ t.test('500 clients that query and never read: the kernel queues stay within the
     await ackOnce()
     measure()
   }
-  t.ok(peakKernelBytes <= budgetBytes, `the kernel held at most ${(peakKernelBytes / 1e6).toFixed(1)} MB for the listener's sockets (500 x 2 replies are ~${((1000 * 600_000) / 1e6).toFixed(0)} MB)`)
+  t.ok(
+    peakKernelBytes <= budgetBytes,
+    `the kernel held at most ${(peakKernelBytes / 1e6).toFixed(1)} MB for the listener's sockets (500 x 2 replies are ~${((1000 * 600_000) / 1e6).toFixed(0)} MB)`,
+  )
   t.ok(peakCountedBytes <= budgetBytes, `the budget counted at most ${(peakCountedBytes / 1e6).toFixed(1)} MB, user space and kernel`)
   t.equal(seq, 45, 'the honest writer recorded every ack meanwhile')
   t.notOk(writer.closed, "the writer's connection was never dropped")
-  t.ok(lines.some((l) => /dropped a connection from 127\.0\.0\.1: it does not read its replies/.test(l)), 'non-readers were dropped')
+  t.ok(
+    lines.some((l) => /dropped a connection from 127\.0\.0\.1: it does not read its replies/.test(l)),
+    'non-readers were dropped',
+  )
   // What was dropped holds nothing: no orphan socket keeps a queue.
   await new Promise((resolve) => setTimeout(resolve, 200))
   const open = listener.connectionCount()

@@ -17,14 +17,20 @@ import { runIdOf, runMeta } from '../fixtures/peer.js'
 async function bothReplies(store: AckStore, host: string, requestedPath: string): Promise<{ streamed: Buffer; whole: Buffer }> {
   const claims = (): ReturnType<AckStore['claims']> => store.claims(host, requestedPath)
   const heads = await store.queryAsync(host, requestedPath, undefined, { inlineSpansMax: 0 })
-  const pieces = await legacyRunsReply(heads, claims, (runId, afterSeq, throughSeq, maxCount) => store.spanPageAsync(runId, afterSeq, throughSeq, maxCount), () => false)
+  const pieces = await legacyRunsReply(
+    heads,
+    claims,
+    (runId, afterSeq, throughSeq, maxCount) => store.spanPageAsync(runId, afterSeq, throughSeq, maxCount),
+    () => false,
+  )
   const whole = encodeFrame({ type: 'runs', runs: await store.queryAsync(host, requestedPath), claims: claims() })
   return { streamed: Buffer.concat(pieces!), whole }
 }
 
 /** The frame's message; throws if its length header is not its body's length. */
 function decoded(frame: Buffer): unknown {
-  if (frame.readUInt32BE(0) !== frame.length - 4) throw new Error(`a length header of ${frame.readUInt32BE(0)} on a body of ${frame.length - 4} bytes`)
+  if (frame.readUInt32BE(0) !== frame.length - 4)
+    throw new Error(`a length header of ${frame.readUInt32BE(0)} on a body of ${frame.length - 4} bytes`)
   return unpack(frame.subarray(4))
 }
 
@@ -35,7 +41,11 @@ t.test('a long group read back from its logs (more than 65,535 spans a run)', as
   t.teardown(() => store.close())
   const { streamed, whole } = await bothReplies(store, long.metas[0]!.host, join(dir, 'data'))
   const message = decoded(streamed) as { runs: Array<{ spans: unknown[] }> }
-  t.same(message.runs.map((r) => r.spans.length), [70_000, 70_000], 'every span of both runs')
+  t.same(
+    message.runs.map((r) => r.spans.length),
+    [70_000, 70_000],
+    'every span of both runs',
+  )
   t.same(message, decoded(whole), 'the same message as one encode of every span')
 })
 
@@ -48,7 +58,16 @@ t.test('live runs with a few spans, sixteen, and none', async (t) => {
   const spansOf = [3, 16, 0, 17]
   const runIds = spansOf.map((_, i) => runIdOf(0x1e6a + 1 + i))
   for (const [i, runId] of runIds.entries()) {
-    await store.createRun(runMeta(runId, { groupId, host: 'box', requestedPath: '/data/db', path: `/data/db.${i}`, method: (['fsync', 'fdatasync', 'open_sync', 'open_datasync'] as const)[i]! }), announcedMs)
+    await store.createRun(
+      runMeta(runId, {
+        groupId,
+        host: 'box',
+        requestedPath: '/data/db',
+        path: `/data/db.${i}`,
+        method: (['fsync', 'fdatasync', 'open_sync', 'open_datasync'] as const)[i]!,
+      }),
+      announcedMs,
+    )
   }
   // Acks further apart than a span's window each start a span (stamped by the listener's clock); the seqs grow past 255 and 65,535.
   for (let k = 0; k < Math.max(...spansOf); k++) {
@@ -57,7 +76,11 @@ t.test('live runs with a few spans, sixteen, and none', async (t) => {
   }
   const { streamed, whole } = await bothReplies(store, 'box', '/data/db')
   const message = decoded(streamed) as { runs: Array<{ spans: unknown[] }> }
-  t.same(message.runs.map((r) => r.spans.length).sort((a, b) => a - b), [...spansOf].sort((a, b) => a - b), `each run with its spans: ${JSON.stringify(message.runs.map((r) => r.spans.length))}`)
+  t.same(
+    message.runs.map((r) => r.spans.length).sort((a, b) => a - b),
+    [...spansOf].sort((a, b) => a - b),
+    `each run with its spans: ${JSON.stringify(message.runs.map((r) => r.spans.length))}`,
+  )
   t.same(message, decoded(whole), 'the same message as one encode of every span')
 })
 

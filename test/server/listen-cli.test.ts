@@ -34,7 +34,10 @@ async function listenOutput(args: readonly string[]): Promise<{ stdout: string; 
 t.test('a non-loopback address without --token is warned about', async (t) => {
   const open = await listenOutput(['--host', '0.0.0.0', '--dir', tempDir(t)])
   await open.stop()
-  t.match(open.stderr, /^plugcheck: warning: listening on 0\.0\.0\.0:\d+ without --token: anyone who can reach this port can announce runs/m)
+  t.match(
+    open.stderr,
+    /^plugcheck: warning: listening on 0\.0\.0\.0:\d+ without --token: anyone who can reach this port can announce runs/m,
+  )
   t.match(open.stderr, /^hint: .*--token/m)
 
   const loopback = await listenOutput(['--host', '127.0.0.1', '--dir', tempDir(t)])
@@ -45,7 +48,16 @@ t.test('a non-loopback address without --token is warned about', async (t) => {
   await withToken.stop()
   t.notMatch(withToken.stderr, /warning/)
 
-  t.same(['127.0.0.1', '127.1.2.3', '::1', 'localhost', '0.0.0.0', '::', '10.0.0.7', '::ffff:127.0.0.1'].map(isLoopbackHost), [true, true, true, true, false, false, false, true])
+  t.same(['127.0.0.1', '127.1.2.3', '::1', 'localhost', '0.0.0.0', '::', '10.0.0.7', '::ffff:127.0.0.1'].map(isLoopbackHost), [
+    true,
+    true,
+    true,
+    true,
+    false,
+    false,
+    false,
+    true,
+  ])
 })
 
 t.test('--max-connections limits the listener, and a bad value is a usage error', async (t) => {

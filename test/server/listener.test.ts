@@ -29,7 +29,12 @@ t.test('bad frames are refused, the good client is unaffected', async (t) => {
     ['garbage bytes', (p) => p.socket.write(Buffer.from([0, 0, 0, 3, 0xc1, 0xc1, 0xc1])), 'bad-frame', /not valid msgpack/],
     ['an oversized frame', (p) => p.socket.write(Buffer.from([0x10, 0, 0, 0])), 'too-large', /exceeds the 65536-byte limit/],
     ['a frame the schema rejects', (p) => p.send({ type: 'ack', runId: 'nothex', fromSeq: -1 }), 'bad-frame', /invalid message/],
-    ['an ack before hello', (p) => p.send({ type: 'ack', runId: '00000000000000aa', fromSeq: 11, toSeq: 11 }), 'out-of-order', /ack before hello/],
+    [
+      'an ack before hello',
+      (p) => p.send({ type: 'ack', runId: '00000000000000aa', fromSeq: 11, toSeq: 11 }),
+      'out-of-order',
+      /ack before hello/,
+    ],
     [
       "an ack for another connection's run",
       (p) => {
@@ -50,10 +55,15 @@ t.test('bad frames are refused, the good client is unaffected', async (t) => {
       'out-of-order',
       /expected seq 6 next/,
     ],
-    ['a second announcement of a run', (p) => {
-      p.send({ type: 'hello', protocol: 2, role: 'writer' })
-      p.send({ type: 'run', meta: meta('00000000000000aa') })
-    }, 'out-of-order', /already announced/],
+    [
+      'a second announcement of a run',
+      (p) => {
+        p.send({ type: 'hello', protocol: 2, role: 'writer' })
+        p.send({ type: 'run', meta: meta('00000000000000aa') })
+      },
+      'out-of-order',
+      /already announced/,
+    ],
     ['a wrong protocol version', (p) => p.send({ type: 'hello', protocol: 99, role: 'writer' }), 'protocol-version', /protocol 99/],
   ]
   for (const [name, misbehave, code, message] of cases) {
@@ -76,9 +86,13 @@ t.test('bad frames are refused, the good client is unaffected', async (t) => {
   const stored = (await AckStore.load(dir)).query('testhost', '/data/00000000000000aa')
   t.match(stored, [{ meta: { runId: '00000000000000aa' }, end: { reason: 'duration' } }])
   const seqs = stored[0]!.spans.flatMap(([from, to]) => Array.from({ length: to - from + 1 }, (_, i) => from + i))
-  t.same(seqs, Array.from({ length: 20 }, (_, i) => i + 1), 'seqs 1-20 stored, each once, in order')
+  t.same(
+    seqs,
+    Array.from({ length: 20 }, (_, i) => i + 1),
+    'seqs 1-20 stored, each once, in order',
+  )
   const other = (await AckStore.load(dir)).query('testhost', '/data/00000000000000bb')
-  t.match(other[0]?.spans, [[1, 5]], "the refused run kept only what was accepted before the bad frame")
+  t.match(other[0]?.spans, [[1, 5]], 'the refused run kept only what was accepted before the bad frame')
 })
 
 t.test('a token is required when set', async (t) => {
@@ -112,6 +126,9 @@ t.test('a torn ack log tail is ignored at replay; everything before it is kept',
   const store = await AckStore.load(dir)
   t.match(store.warnings, [/ignored 7 bytes of a torn ack log tail/])
   const spans = store.query('testhost', '/data/00000000000000cc')[0]!.spans
-  t.equal(spans.reduce((n, [a, b]) => n + b - a + 1, 0), 100)
+  t.equal(
+    spans.reduce((n, [a, b]) => n + b - a + 1, 0),
+    100,
+  )
   t.equal(spans.at(-1)![1], 100)
 })

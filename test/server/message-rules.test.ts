@@ -8,8 +8,22 @@
  */
 import t from 'tap'
 import { clientMessageSchema, type ErrorCode } from '../../src/protocol/messages.js'
-import { connectionStates, messageRules, messageTypes, refusalOf, refusalText, type ConnectionState, type MessageFacts, type MessageType } from '../../src/server/listen/message-rules.js'
-import { maxQueriesPerConnection, maxRunsPerConnection, maxSpanPagesPerConnection, maxVerdictsPerConnection } from '../../src/server/listen/listener.js'
+import {
+  connectionStates,
+  messageRules,
+  messageTypes,
+  refusalOf,
+  refusalText,
+  type ConnectionState,
+  type MessageFacts,
+  type MessageType,
+} from '../../src/server/listen/message-rules.js'
+import {
+  maxQueriesPerConnection,
+  maxRunsPerConnection,
+  maxSpanPagesPerConnection,
+  maxVerdictsPerConnection,
+} from '../../src/server/listen/listener.js'
 
 const runId = '0123456789abcdef'
 
@@ -19,9 +33,12 @@ function before(state: ConnectionState, type: MessageType, f: MessageFacts): [Er
   if (state === 'awaiting-hello') return ['out-of-order', `${type} before hello`]
   const writerOnly = (words: string): [ErrorCode, string] | null => (state !== 'writer' ? ['out-of-order', words] : null)
   const verifierOnly = (words: string): [ErrorCode, string] | null => (state !== 'verifier' ? ['out-of-order', words] : null)
-  const over = (max: number, what: string): [ErrorCode, string] | null => (f.overBudget ? ['limit', `more than ${max} ${what} on one connection`] : null)
-  const announced = (about: string): [ErrorCode, string] | null => (!f.announcedHere ? ['unknown-run', `${about} ${runId}, which this connection did not announce`] : null)
-  const held = (about: string): [ErrorCode, string] | null => (!f.held ? ['unknown-run', `${about} ${runId}, which the listener does not hold`] : null)
+  const over = (max: number, what: string): [ErrorCode, string] | null =>
+    f.overBudget ? ['limit', `more than ${max} ${what} on one connection`] : null
+  const announced = (about: string): [ErrorCode, string] | null =>
+    !f.announcedHere ? ['unknown-run', `${about} ${runId}, which this connection did not announce`] : null
+  const held = (about: string): [ErrorCode, string] | null =>
+    !f.held ? ['unknown-run', `${about} ${runId}, which the listener does not hold`] : null
   switch (type) {
     case 'run':
       return writerOnly('run announced on a verifier connection') ?? over(maxRunsPerConnection, 'runs announced')
@@ -30,7 +47,11 @@ function before(state: ConnectionState, type: MessageType, f: MessageFacts): [Er
     case 'end':
       return announced('end for run') ?? (f.ended ? ['limit', `end of run ${runId} sent twice`] : null)
     case 'steady':
-      return writerOnly('steady sent on a verifier connection') ?? announced('steady for run') ?? (f.ended ? ['out-of-order', `steady for run ${runId} after its end`] : null)
+      return (
+        writerOnly('steady sent on a verifier connection') ??
+        announced('steady for run') ??
+        (f.ended ? ['out-of-order', `steady for run ${runId} after its end`] : null)
+      )
     case 'verdict':
       return verifierOnly('verdict sent on a writer connection') ?? over(maxVerdictsPerConnection, 'verdicts') ?? held('verdict for run')
     case 'list':
@@ -44,30 +65,44 @@ function before(state: ConnectionState, type: MessageType, f: MessageFacts): [Er
   }
 }
 
-const budgetMaxes = { runs: maxRunsPerConnection, queries: maxQueriesPerConnection, verdicts: maxVerdictsPerConnection, 'span-pages': maxSpanPagesPerConnection }
-
-function* everyFacts(): Generator<MessageFacts> {
-  for (const overBudget of [false, true]) for (const announcedHere of [false, true]) for (const ended of [false, true]) for (const held of [false, true]) yield { overBudget, announcedHere, ended, held }
+const budgetMaxes = {
+  runs: maxRunsPerConnection,
+  queries: maxQueriesPerConnection,
+  verdicts: maxVerdictsPerConnection,
+  'span-pages': maxSpanPagesPerConnection,
 }
 
-t.test('every state, message and combination of facts: the refusal (code and words) listener.ts gave before the table, or none', async (t) => {
-  let checked = 0
-  const wrong: string[] = []
-  for (const state of connectionStates) {
-    for (const type of messageTypes) {
-      for (const facts of everyFacts()) {
-        const refusal = refusalOf(state, type, facts)
-        const budget = messageRules[type].budget
-        const got = refusal === undefined ? null : [refusal.code, refusalText(type, refusal.kind, runId, budget === undefined ? 0 : budgetMaxes[budget])]
-        const want = before(state, type, facts)
-        if (JSON.stringify(got) !== JSON.stringify(want)) wrong.push(`${state} ${type} ${JSON.stringify(facts)}: ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`)
-        checked++
+function* everyFacts(): Generator<MessageFacts> {
+  for (const overBudget of [false, true])
+    for (const announcedHere of [false, true])
+      for (const ended of [false, true]) for (const held of [false, true]) yield { overBudget, announcedHere, ended, held }
+}
+
+t.test(
+  'every state, message and combination of facts: the refusal (code and words) listener.ts gave before the table, or none',
+  async (t) => {
+    let checked = 0
+    const wrong: string[] = []
+    for (const state of connectionStates) {
+      for (const type of messageTypes) {
+        for (const facts of everyFacts()) {
+          const refusal = refusalOf(state, type, facts)
+          const budget = messageRules[type].budget
+          const got =
+            refusal === undefined
+              ? null
+              : [refusal.code, refusalText(type, refusal.kind, runId, budget === undefined ? 0 : budgetMaxes[budget])]
+          const want = before(state, type, facts)
+          if (JSON.stringify(got) !== JSON.stringify(want))
+            wrong.push(`${state} ${type} ${JSON.stringify(facts)}: ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`)
+          checked++
+        }
       }
     }
-  }
-  t.same(wrong, [])
-  t.equal(checked, 3 * 10 * 16)
-})
+    t.same(wrong, [])
+    t.equal(checked, 3 * 10 * 16)
+  },
+)
 
 t.test('the table names every client message of the wire schema exactly once', async (t) => {
   const wire = clientMessageSchema.options.map((o) => o.shape.type.value as string).sort()

@@ -69,7 +69,10 @@ t.test('runs --prune: a dry run, then the ended runs older than the age; live an
   t.same({ runs: report.runs, bytes: report.bytes, dryRun: report.dryRun }, { runs: 6, bytes: totalBytes, dryRun: false })
   t.same(runDirs(dir), [runIdOf(100)], 'only the recent run is left')
   const after = await AckStore.load(dir)
-  t.same(after.summaries().map((s) => s.runId), [runIdOf(100)])
+  t.same(
+    after.summaries().map((s) => s.runId),
+    [runIdOf(100)],
+  )
   t.same(after.usage().total.runs, 1)
 
   const none = await runCli(['runs', '--prune', '--older-than', '30d', '--dir', dir])
@@ -82,7 +85,10 @@ t.test('runs --prune is refused while a listener holds the directory, and bad fl
   t.teardown(() => listener.kill())
   const held = await runCli(['runs', '--prune', '--older-than', '30d', '--dir', dir])
   t.equal(held.code, 2)
-  t.match(held.stderr, /another plugcheck \(a listener or a prune\) holds .*'s lock: runs are pruned with the listener stopped\nhint: stop the listener \(or wait for the other prune\) and prune again, or let the listener prune as it runs: plugcheck listen --retain AGE/)
+  t.match(
+    held.stderr,
+    /another plugcheck \(a listener or a prune\) holds .*'s lock: runs are pruned with the listener stopped\nhint: stop the listener \(or wait for the other prune\) and prune again, or let the listener prune as it runs: plugcheck listen --retain AGE/,
+  )
   for (const [args, message] of [
     [['--prune', '--dir', dir], /--prune needs --older-than AGE/],
     [['--prune', '--older-than', '30d'], /--prune needs --dir DIR/],
@@ -126,14 +132,30 @@ t.test('runs of a campaign in progress are kept; once it is done they go', async
   mkdirSync(join(dir, 'campaigns'), { recursive: true })
   const file = join(dir, 'campaigns', 'c1.json')
   const campaign = (phase: CampaignFile['phase']): string =>
-    campaignFileText({ version: 1, name: 'c1', cycles: 2, cutCommand: 'true', cutAfterS: [1, 2], rebootTimeoutS: 60, seed: 1, createdMs: Date.now(), phase, cycle: 2, history: [] })
+    campaignFileText({
+      version: 1,
+      name: 'c1',
+      cycles: 2,
+      cutCommand: 'true',
+      cutAfterS: [1, 2],
+      rebootTimeoutS: 60,
+      seed: 1,
+      createdMs: Date.now(),
+      phase,
+      cycle: 2,
+      history: [],
+    })
   writeFileSync(file, campaign('waiting-for-agent'))
   const kept = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir])
   t.match(kept.stdout, /^pruned 0 runs .*\(kept, though as old: 3 of a campaign in progress\)/)
   for (const damage of ['{"version": 1, "na', campaign('done').replace('"cycles": 2', '"cycles": 3')]) {
     writeFileSync(file, damage)
     const damaged = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir])
-    t.match(damaged.stdout, /^pruned 0 runs .*3 of a campaign in progress/, 'a campaign file that cannot be read, or fails its checksum, keeps its runs')
+    t.match(
+      damaged.stdout,
+      /^pruned 0 runs .*3 of a campaign in progress/,
+      'a campaign file that cannot be read, or fails its checksum, keeps its runs',
+    )
   }
   t.equal(runDirs(dir).length, 3)
   writeFileSync(file, campaign('done'))
@@ -158,7 +180,12 @@ t.test('a prune killed with SIGKILL at random moments leaves every run whole or 
     await sleep(1100)
     const child = spawnCli(['runs', '--prune', '--older-than', '1s', '--dir', dir])
     // Wait until the prune is under way (a first directory renamed), then kill at a random moment.
-    await waitFor('the prune under way', () => child.exitCode !== null || runDirs(dir).some((d) => d.startsWith('.pruned-')) || runDirs(dir).length < runs, 30_000, 1)
+    await waitFor(
+      'the prune under way',
+      () => child.exitCode !== null || runDirs(dir).some((d) => d.startsWith('.pruned-')) || runDirs(dir).length < runs,
+      30_000,
+      1,
+    )
     await sleep(Math.random() * 3)
     child.kill('SIGKILL')
     await new Promise((resolve) => child.once('exit', resolve))
@@ -186,7 +213,10 @@ t.test('a run directory renamed for pruning is skipped at load and removed at op
   await fill(dir, 2)
   renameSync(join(dir, 'runs', runIdOf(1)), join(dir, 'runs', `.pruned-${runIdOf(1)}`))
   const loaded = await AckStore.load(dir)
-  t.same(loaded.summaries().map((s) => s.runId), [runIdOf(2)])
+  t.same(
+    loaded.summaries().map((s) => s.runId),
+    [runIdOf(2)],
+  )
   t.ok(existsSync(join(dir, 'runs', `.pruned-${runIdOf(1)}`)), 'load (verify --acks) changes nothing')
   const opened = await AckStore.open(dir)
   await opened.close()
@@ -220,71 +250,91 @@ t.test('listen --retain prunes ended runs as it runs, never a live one, and says
   live.close()
 })
 
-t.test('a run that ended as vanished with no verdict is kept 7 days whatever the age; with a verdict it goes; a group goes whole', async (t) => {
-  const dir = tempDir(t)
-  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
-  t.teardown(() => listener.close())
-  const port = listener.address().port
-  const vanished = await Peer.writer(port, runMeta(runIdOf(1)))
-  vanished.send({ type: 'ack', runId: runIdOf(1), fromSeq: 1, toSeq: 5 })
-  await vanished.next('recorded')
-  vanished.close() // the writer's machine cut: no end
-  const group = runIdOf(0x77)
-  const members = [runIdOf(2), runIdOf(3)]
-  const writers = [await Peer.writer(port, runMeta(members[0]!, { groupId: group }))]
-  writers.push(writers[0]!) // a group's runs come on one connection
-  writers[0]!.send({ type: 'run', meta: runMeta(members[1]!, { groupId: group }) })
-  await writers[0]!.next('run-ok')
-  writers[0]!.send({ type: 'end', runId: members[0]!, reason: 'duration' })
-  await writers[0]!.next('recorded')
-  await waitFor('run 1 vanished', () => listener.store.summaries().find((s) => s.runId === runIdOf(1))?.end?.reason === 'vanished')
-  const day = 86_400_000
-  // As if the group's writer were gone: member 2 is kept for not having ended, member 1 with it.
-  const isLive = (): boolean => false
-  const sixDays = selectPrunable(listener.store, Date.now() + 6 * day, 1_000, isLive)
-  t.same(sixDays.runIds, [], 'nothing: the vanished run is not judged, the group has a live member')
-  t.same(sixDays.kept, { notEnded: 1, live: 0, campaign: 0, unjudged: 1, group: 1, unreadable: 0 })
-  t.match(describeKept(sixDays.kept), /1 vanished \(a cut\?\) and not judged yet, kept 7 days.*1 of a group with a run kept \(a group is pruned whole\)/)
-  t.same(selectPrunable(listener.store, Date.now() + 8 * day, 1_000, isLive).runIds, [runIdOf(1)], 'after 7 days an unjudged vanished run goes')
-  await listener.store.recordVerdict(runIdOf(1), verdictOf({ verdict: 'pass', acked: 5, intact: 5, lost: 0, lostRanges: [], lossWindowMs: null }))
-  await waitFor('the verdict write settled', () => 'bytes' in listener.store.pruneCandidate(runIdOf(1)))
-  t.same(selectPrunable(listener.store, Date.now() + 2_000, 1_000, isLive).runIds, [runIdOf(1)], 'judged: it goes at the age given')
-  writers[1]!.send({ type: 'end', runId: members[1]!, reason: 'duration' })
-  await writers[1]!.next('recorded')
-  writers[0]!.close()
-  await waitFor('writers gone', () => members.every((id) => !listener.isLive(id)))
-  const all = selectPrunable(listener.store, Date.now() + 3_000, 1_000, isLive)
-  t.same(all.groups.map((g) => [...g].sort().join(' ')).sort(), [runIdOf(1), members.join(' ')].sort(), 'the group whole, once every member may go')
-})
+t.test(
+  'a run that ended as vanished with no verdict is kept 7 days whatever the age; with a verdict it goes; a group goes whole',
+  async (t) => {
+    const dir = tempDir(t)
+    const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
+    t.teardown(() => listener.close())
+    const port = listener.address().port
+    const vanished = await Peer.writer(port, runMeta(runIdOf(1)))
+    vanished.send({ type: 'ack', runId: runIdOf(1), fromSeq: 1, toSeq: 5 })
+    await vanished.next('recorded')
+    vanished.close() // the writer's machine cut: no end
+    const group = runIdOf(0x77)
+    const members = [runIdOf(2), runIdOf(3)]
+    const writers = [await Peer.writer(port, runMeta(members[0]!, { groupId: group }))]
+    writers.push(writers[0]!) // a group's runs come on one connection
+    writers[0]!.send({ type: 'run', meta: runMeta(members[1]!, { groupId: group }) })
+    await writers[0]!.next('run-ok')
+    writers[0]!.send({ type: 'end', runId: members[0]!, reason: 'duration' })
+    await writers[0]!.next('recorded')
+    await waitFor('run 1 vanished', () => listener.store.summaries().find((s) => s.runId === runIdOf(1))?.end?.reason === 'vanished')
+    const day = 86_400_000
+    // As if the group's writer were gone: member 2 is kept for not having ended, member 1 with it.
+    const isLive = (): boolean => false
+    const sixDays = selectPrunable(listener.store, Date.now() + 6 * day, 1_000, isLive)
+    t.same(sixDays.runIds, [], 'nothing: the vanished run is not judged, the group has a live member')
+    t.same(sixDays.kept, { notEnded: 1, live: 0, campaign: 0, unjudged: 1, group: 1, unreadable: 0 })
+    t.match(
+      describeKept(sixDays.kept),
+      /1 vanished \(a cut\?\) and not judged yet, kept 7 days.*1 of a group with a run kept \(a group is pruned whole\)/,
+    )
+    t.same(
+      selectPrunable(listener.store, Date.now() + 8 * day, 1_000, isLive).runIds,
+      [runIdOf(1)],
+      'after 7 days an unjudged vanished run goes',
+    )
+    await listener.store.recordVerdict(
+      runIdOf(1),
+      verdictOf({ verdict: 'pass', acked: 5, intact: 5, lost: 0, lostRanges: [], lossWindowMs: null }),
+    )
+    await waitFor('the verdict write settled', () => 'bytes' in listener.store.pruneCandidate(runIdOf(1)))
+    t.same(selectPrunable(listener.store, Date.now() + 2_000, 1_000, isLive).runIds, [runIdOf(1)], 'judged: it goes at the age given')
+    writers[1]!.send({ type: 'end', runId: members[1]!, reason: 'duration' })
+    await writers[1]!.next('recorded')
+    writers[0]!.close()
+    await waitFor('writers gone', () => members.every((id) => !listener.isLive(id)))
+    const all = selectPrunable(listener.store, Date.now() + 3_000, 1_000, isLive)
+    t.same(
+      all.groups.map((g) => [...g].sort().join(' ')).sort(),
+      [runIdOf(1), members.join(' ')].sort(),
+      'the group whole, once every member may go',
+    )
+  },
+)
 
-t.test('listen --retain prunes a group only whole: not while a member is too recent, then both; "1 run" said in the singular', async (t) => {
-  const dir = tempDir(t)
-  const listener = await startListener(dir, ['--retain', '6s'])
-  t.teardown(() => listener.kill())
-  const group = runIdOf(0x88)
-  const members = [runIdOf(4), runIdOf(5)]
-  const writer = await Peer.writer(listener.port, runMeta(members[0]!, { groupId: group }))
-  writer.send({ type: 'run', meta: runMeta(members[1]!, { groupId: group }) })
-  await writer.next('run-ok')
-  // Member 1 ends, member 2 4 s later (jobs end on their own); checked when member 1 is past the
-  // age by over a tick (1 s) and member 2 not yet: member 1 alone would have gone.
-  writer.send({ type: 'end', runId: members[0]!, reason: 'duration' })
-  await writer.next('recorded')
-  await sleep(4000)
-  writer.send({ type: 'end', runId: members[1]!, reason: 'duration' })
-  while (((await writer.next('recorded')) as { runId: string }).runId !== members[1]);
-  writer.close()
-  await sleep(3500)
-  t.ok(existsSync(join(dir, 'runs', members[0]!)), 'the older member is kept while the other is too recent')
-  t.notMatch(listener.stderr(), /pruned/)
-  await waitFor('the group pruned', () => /pruned 2 runs that ended over 6s ago/.test(listener.stderr()), 15_000)
-  t.same(runDirs(dir), [], 'both members gone together')
-  const single = await Peer.writer(listener.port, runMeta(runIdOf(6)))
-  single.send({ type: 'end', runId: runIdOf(6), reason: 'duration' })
-  await single.next('recorded')
-  single.close()
-  await waitFor('one run pruned', () => /pruned 1 run that ended over 6s ago/.test(listener.stderr()), 15_000)
-})
+t.test(
+  'listen --retain prunes a group only whole: not while a member is too recent, then both; "1 run" said in the singular',
+  async (t) => {
+    const dir = tempDir(t)
+    const listener = await startListener(dir, ['--retain', '6s'])
+    t.teardown(() => listener.kill())
+    const group = runIdOf(0x88)
+    const members = [runIdOf(4), runIdOf(5)]
+    const writer = await Peer.writer(listener.port, runMeta(members[0]!, { groupId: group }))
+    writer.send({ type: 'run', meta: runMeta(members[1]!, { groupId: group }) })
+    await writer.next('run-ok')
+    // Member 1 ends, member 2 4 s later (jobs end on their own); checked when member 1 is past the
+    // age by over a tick (1 s) and member 2 not yet: member 1 alone would have gone.
+    writer.send({ type: 'end', runId: members[0]!, reason: 'duration' })
+    await writer.next('recorded')
+    await sleep(4000)
+    writer.send({ type: 'end', runId: members[1]!, reason: 'duration' })
+    while (((await writer.next('recorded')) as { runId: string }).runId !== members[1]);
+    writer.close()
+    await sleep(3500)
+    t.ok(existsSync(join(dir, 'runs', members[0]!)), 'the older member is kept while the other is too recent')
+    t.notMatch(listener.stderr(), /pruned/)
+    await waitFor('the group pruned', () => /pruned 2 runs that ended over 6s ago/.test(listener.stderr()), 15_000)
+    t.same(runDirs(dir), [], 'both members gone together')
+    const single = await Peer.writer(listener.port, runMeta(runIdOf(6)))
+    single.send({ type: 'end', runId: runIdOf(6), reason: 'duration' })
+    await single.next('recorded')
+    single.close()
+    await waitFor('one run pruned', () => /pruned 1 run that ended over 6s ago/.test(listener.stderr()), 15_000)
+  },
+)
 
 t.test('runs --prune --dry-run reads only: it works while a listener runs, and folds, locks or writes nothing', async (t) => {
   const dir = tempDir(t)
@@ -313,7 +363,15 @@ t.test('runs --prune --dry-run reads only: it works while a listener runs, and f
   const dry = await runCli(['runs', '--prune', '--older-than', '1s', '--dir', dir, '--dry-run'])
   t.equal(dry.code, 0, dry.stderr)
   t.match(dry.stdout, /^would prune 2 runs that ended over 1s ago/)
-  t.same(dry.stdout.split('\n').slice(1, -1).map((l) => l.trim()).sort(), [runIdOf(1), runIdOf(2)], 'the ended runs; the live one kept')
+  t.same(
+    dry.stdout
+      .split('\n')
+      .slice(1, -1)
+      .map((l) => l.trim())
+      .sort(),
+    [runIdOf(1), runIdOf(2)],
+    'the ended runs; the live one kept',
+  )
   t.same(snapshot(), before, 'every file as it was (the journal not folded)')
   live.send({ type: 'ack', runId: runIdOf(9), fromSeq: 4, toSeq: 6 })
   t.match(await live.next('recorded'), { throughSeq: 6 }, 'the listener records on')

@@ -23,14 +23,20 @@ const stranger = '127.0.0.2'
 const honest = '127.0.0.3'
 
 /** Announces run n from address on a connection of its own; the listener's answer. */
-async function announce(port: number, n: number, address: string, extra: object = {}): Promise<{ peer: Peer; reply: { type: string; code?: string; message?: string } }> {
+async function announce(
+  port: number,
+  n: number,
+  address: string,
+  extra: object = {},
+): Promise<{ peer: Peer; reply: { type: string; code?: string; message?: string } }> {
   return Peer.announce(port, runMeta(runIdOf(n)), extra, address)
 }
 
 /** Sum of the sizes of every file under runs/ (what usage().total.bytes must equal). */
 function bytesOnDisk(dir: string): number {
   let bytes = 0
-  for (const run of readdirSync(join(dir, 'runs'))) for (const file of readdirSync(join(dir, 'runs', run))) bytes += statSync(join(dir, 'runs', run, file)).size
+  for (const run of readdirSync(join(dir, 'runs')))
+    for (const file of readdirSync(join(dir, 'runs', run))) bytes += statSync(join(dir, 'runs', run, file)).size
   return bytes
 }
 
@@ -53,7 +59,12 @@ t.test('a stranger announcing runs is refused at the per-peer bound; an honest p
     else refusal = reply
   }
   t.equal(accepted, 5, 'exactly the bound was taken')
-  t.match(refusal, { type: 'error', code: 'limit', message: /takes no new runs: it holds 5 runs from 127\.0\.0\.2, its bound per peer is 5 \(--max-runs-per-peer\); live runs keep recording/ })
+  t.match(refusal, {
+    type: 'error',
+    code: 'limit',
+    message:
+      /takes no new runs: it holds 5 runs from 127\.0\.0\.2, its bound per peer is 5 \(--max-runs-per-peer\); live runs keep recording/,
+  })
   t.match(lines.join('\n'), /refused a run from 127\.0\.0\.2: .*--max-runs-per-peer/)
 
   const other = await announce(port, 100, honest)
@@ -74,13 +85,21 @@ t.test('bounds in total: runs, then bytes; live runs grow past the byte bound', 
   const a = await announce(port, 1, stranger)
   const b = await announce(port, 2, honest)
   const c = await announce(port, 3, honest)
-  t.same([a, b, c].map((x) => x.reply.type), ['run-ok', 'run-ok', 'run-ok'])
+  t.same(
+    [a, b, c].map((x) => x.reply.type),
+    ['run-ok', 'run-ok', 'run-ok'],
+  )
   const d = await announce(port, 4, '127.0.0.4')
   t.match(d.reply, { code: 'limit', message: /it holds 3 runs, its bound is 3 \(--max-runs\)/ })
   for (const p of [a, b, c, d]) p.peer.close()
 
   const bytesDir = tempDir(t)
-  const small = await Listener.start({ host: '127.0.0.1', port: 0, dir: bytesDir, quotas: { maxStoreBytes: 4096, maxStoreBytesPerPeer: 2048 } })
+  const small = await Listener.start({
+    host: '127.0.0.1',
+    port: 0,
+    dir: bytesDir,
+    quotas: { maxStoreBytes: 4096, maxStoreBytesPerPeer: 2048 },
+  })
   t.teardown(() => small.close())
   const smallPort = small.address().port
   const first = await announce(smallPort, 1, stranger)
@@ -91,11 +110,18 @@ t.test('bounds in total: runs, then bytes; live runs grow past the byte bound', 
     await first.peer.next('recorded')
   }
   const refused = await announce(smallPort, 2, stranger)
-  t.match(refused.reply, { code: 'limit', message: /the runs from 127\.0\.0\.2 take [\d.]+ KiB, its bound per peer is 2 KiB \(--max-store-bytes-per-peer\)/ })
+  t.match(refused.reply, {
+    code: 'limit',
+    message: /the runs from 127\.0\.0\.2 take [\d.]+ KiB, its bound per peer is 2 KiB \(--max-store-bytes-per-peer\)/,
+  })
   const other = await announce(smallPort, 3, honest)
   t.equal(other.reply.type, 'run-ok', 'another peer is still under its own bound')
   await small.store.foldNow() // the journal's rounds reach the run files
-  t.equal(small.store.usage().total.bytes, bytesOnDisk(bytesDir), 'bytes on record are the bytes of the run files (what the journal holds counted as folded)')
+  t.equal(
+    small.store.usage().total.bytes,
+    bytesOnDisk(bytesDir),
+    'bytes on record are the bytes of the run files (what the journal holds counted as folded)',
+  )
   let seq = small.store.lastAckedSeq(runIdOf(1))
   for (; small.store.usage().total.bytes < 4096; ) {
     seq++
@@ -146,13 +172,30 @@ t.test('the free-space reserve refuses new runs with the free space and the rese
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, reserve: { bytes: 2 ** 50 } })
   t.teardown(() => listener.close())
   const { peer, reply } = await announce(listener.address().port, 1, honest)
-  t.match(reply, { code: 'limit', message: /takes no new runs: its disk has [\d.]+ [KMGT]iB free, under the reserve of 1024 TiB \(--reserve\); live runs keep recording/ })
+  t.match(reply, {
+    code: 'limit',
+    message: /takes no new runs: its disk has [\d.]+ [KMGT]iB free, under the reserve of 1024 TiB \(--reserve\); live runs keep recording/,
+  })
   peer.close()
   const warnings: string[] = []
-  const all = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), reserve: { percent: 100 }, onEvent: (e) => void (e.kind === 'warning' && warnings.push(e.message)) })
+  const all = await Listener.start({
+    host: '127.0.0.1',
+    port: 0,
+    dir: tempDir(t),
+    reserve: { percent: 100 },
+    onEvent: (e) => void (e.kind === 'warning' && warnings.push(e.message)),
+  })
   t.teardown(() => all.close())
-  t.match(warnings, [/^--reserve .* is the whole of .*'s file system \(.*\) or more: every new run will be refused \(lower --reserve\)$/], 'said at start')
-  t.match((await announce(all.address().port, 1, honest)).reply, { code: 'limit', message: /under the reserve of/ }, 'a reserve of 100 % refuses every new run')
+  t.match(
+    warnings,
+    [/^--reserve .* is the whole of .*'s file system \(.*\) or more: every new run will be refused \(lower --reserve\)$/],
+    'said at start',
+  )
+  t.match(
+    (await announce(all.address().port, 1, honest)).reply,
+    { code: 'limit', message: /under the reserve of/ },
+    'a reserve of 100 % refuses every new run',
+  )
   const none = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), reserve: { bytes: 0 } })
   t.teardown(() => none.close())
   const ok = await announce(none.address().port, 1, honest)
@@ -160,21 +203,27 @@ t.test('the free-space reserve refuses new runs with the free space and the rese
   ok.peer.close()
 })
 
-t.test("a writer environment over the bound is refused ('bad-frame', the bound named); the largest allowed and a real one are taken", async (t) => {
-  const dir = tempDir(t)
-  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
-  t.teardown(() => listener.close())
-  const port = listener.address().port
-  const over = await announce(port, 1, honest, { writer: { bootId: null, fingerprint: bulkyFingerprint } })
-  t.match(over.reply, { code: 'bad-frame', message: new RegExp(`writer environment \\(fingerprint\\) is \\d+ bytes, over the bound of ${maxWriterEnvBytes} bytes`) })
-  t.notOk(listener.store.hasRun(runIdOf(1)), 'nothing stored')
-  const largest = await announce(port, 2, honest, { writer: { bootId: 'b'.repeat(36), fingerprint: largestFingerprint } })
-  t.equal(largest.reply.type, 'run-ok', 'the largest fingerprint the bound allows')
-  const real = collectFingerprint(dir, nativePort().fileSystemOf(dir))
-  const measured = await announce(port, 3, honest, { writer: { bootId: null, fingerprint: real } })
-  t.equal(measured.reply.type, 'run-ok', 'a real fingerprint')
-  for (const p of [over, largest, measured]) p.peer.close()
-})
+t.test(
+  "a writer environment over the bound is refused ('bad-frame', the bound named); the largest allowed and a real one are taken",
+  async (t) => {
+    const dir = tempDir(t)
+    const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
+    t.teardown(() => listener.close())
+    const port = listener.address().port
+    const over = await announce(port, 1, honest, { writer: { bootId: null, fingerprint: bulkyFingerprint } })
+    t.match(over.reply, {
+      code: 'bad-frame',
+      message: new RegExp(`writer environment \\(fingerprint\\) is \\d+ bytes, over the bound of ${maxWriterEnvBytes} bytes`),
+    })
+    t.notOk(listener.store.hasRun(runIdOf(1)), 'nothing stored')
+    const largest = await announce(port, 2, honest, { writer: { bootId: 'b'.repeat(36), fingerprint: largestFingerprint } })
+    t.equal(largest.reply.type, 'run-ok', 'the largest fingerprint the bound allows')
+    const real = collectFingerprint(dir, nativePort().fileSystemOf(dir))
+    const measured = await announce(port, 3, honest, { writer: { bootId: null, fingerprint: real } })
+    t.equal(measured.reply.type, 'run-ok', 'a real fingerprint')
+    for (const p of [over, largest, measured]) p.peer.close()
+  },
+)
 
 t.test('peer keys and the decision table', async (t) => {
   t.equal(peerKey('::ffff:10.1.2.3'), '10.1.2.3')
@@ -189,7 +238,11 @@ t.test('peer keys and the decision table', async (t) => {
   ])
   const usage = { total: { runs: 7, bytes: 30 }, byPeer, ofPeer: (key: string) => byPeer.get(key) ?? { runs: 0, bytes: 0 } }
   const limits = { maxRuns: 100, maxRunsPerPeer: 6, maxStoreBytes: null, maxStoreBytesPerPeer: null }
-  t.match(quotaRefusal(usage, '2001:db8:1:2::3', limits), /it holds 6 runs from 2001:db8:1:2::\/64, its bound per peer is 6/, 'every address of a /64 counts together')
+  t.match(
+    quotaRefusal(usage, '2001:db8:1:2::3', limits),
+    /it holds 6 runs from 2001:db8:1:2::\/64, its bound per peer is 6/,
+    'every address of a /64 counts together',
+  )
   t.equal(quotaRefusal(usage, '10.0.0.1', limits), undefined)
   t.equal(quotaRefusal(usage, '10.0.0.9', { ...limits, maxRuns: 8 }), undefined)
   t.match(quotaRefusal(usage, '10.0.0.9', { ...limits, maxRuns: 7 }), /--max-runs\)/)
@@ -214,7 +267,11 @@ t.test('quota checks cost the same per announcement with 1,000 runs on record as
   async function cost(runs: number, checks: number): Promise<number> {
     const store = await AckStore.open(tempDir(t))
     t.teardown(() => store.close())
-    await Promise.all(Array.from({ length: runs }, (_, n) => store.createRun(runMeta(runIdOf(n + 1)), Date.now(), { peer: `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}` })))
+    await Promise.all(
+      Array.from({ length: runs }, (_, n) =>
+        store.createRun(runMeta(runIdOf(n + 1)), Date.now(), { peer: `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}` }),
+      ),
+    )
     const limits = { maxRuns: 10 ** 8, maxRunsPerPeer: 10, maxStoreBytes: 2 ** 50, maxStoreBytesPerPeer: 2 ** 40 }
     let best = Infinity
     for (let trial = 0; trial < 3; trial++) {
@@ -228,5 +285,8 @@ t.test('quota checks cost the same per announcement with 1,000 runs on record as
   // 1,000 and 100 runs (each closed store folds every run into runs/, ~7 ms a run here).
   const small = await cost(100, 20_000)
   const large = await cost(1_000, 20_000)
-  t.ok(large < small * 4, `20,000 checks with 1,000 runs took ${large.toFixed(3)} s, with 100 runs ${small.toFixed(3)} s (10x the runs must not cost 10x)`)
+  t.ok(
+    large < small * 4,
+    `20,000 checks with 1,000 runs took ${large.toFixed(3)} s, with 100 runs ${small.toFixed(3)} s (10x the runs must not cost 10x)`,
+  )
 })

@@ -47,7 +47,11 @@ function watchReadBacks(t: Test): { started: string[]; atOnceMax: () => number }
 
 t.test('read-backs of different runs go two at a time, in the order the queries asked', async (t) => {
   const ids = Array.from({ length: 6 }, (_, i) => runIdOf(0xb100 + i))
-  const dir = await storeOfRuns(t, ids.map((runId) => runMeta(runId)), 3000)
+  const dir = await storeOfRuns(
+    t,
+    ids.map((runId) => runMeta(runId)),
+    3000,
+  )
   const store = await AckStore.open(dir, { cachedSpansMax: 100 })
   t.teardown(() => store.close())
   const watch = watchReadBacks(t)
@@ -61,7 +65,9 @@ t.test('read-backs of different runs go two at a time, in the order the queries 
 
 t.test('a group query reads back no member whose spans its reply does not carry, and answers as a read-back would', async (t) => {
   const groupId = runIdOf(0xb200)
-  const metas = (['fsync', 'fdatasync', 'open_sync'] as const).map((method, i) => runMeta(runIdOf(0xb200 + i), { groupId, method, host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }))
+  const metas = (['fsync', 'fdatasync', 'open_sync'] as const).map((method, i) =>
+    runMeta(runIdOf(0xb200 + i), { groupId, method, host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }),
+  )
   const dir = await storeOfRuns(t, metas, 2500)
   const expected = (await AckStore.load(dir)).query('box', '/data/db', undefined, { inlineSpansMax: 1000 })
   t.equal(expected.length, 3, 'the group has three members')
@@ -71,17 +77,28 @@ t.test('a group query reads back no member whose spans its reply does not carry,
   const replies = await store.queryAsync('box', '/data/db', undefined, { inlineSpansMax: 1000 })
   t.same(watch.started, [], 'no member read back')
   t.same(replies, expected, 'the reply is what the runs replayed from their logs give (counts, last ack, writer with its fingerprint)')
-  t.ok(replies.every((r) => r.spans.length === 0 && r.ackedThroughSeq === 2500 && r.writer?.fingerprint !== null), 'no spans inline, acks through 2500, the writer whole')
+  t.ok(
+    replies.every((r) => r.spans.length === 0 && r.ackedThroughSeq === 2500 && r.writer?.fingerprint !== null),
+    'no spans inline, acks through 2500, the writer whole',
+  )
   // Inlined members are still read back (their spans go in the reply).
   const inlined = await store.queryAsync('box', '/data/db', undefined, { inlineSpansMax: 5000 })
-  t.same(watch.started, expected.map((r) => r.meta.runId), 'members inlined are read back, in turn (the reply\'s order)')
+  t.same(
+    watch.started,
+    expected.map((r) => r.meta.runId),
+    "members inlined are read back, in turn (the reply's order)",
+  )
   t.same(inlined, (await AckStore.load(dir)).query('box', '/data/db', undefined, { inlineSpansMax: 5000 }))
 })
 
 t.test('a start without a catalog keeps the newest runs that fit in the cache, whatever their directory order', async (t) => {
   // Announced in this order; directories sort the other way (the newest first).
   const ids = Array.from({ length: 5 }, (_, i) => runIdOf(0xb3ff - i))
-  const dir = await storeOfRuns(t, ids.map((runId) => runMeta(runId)), 300)
+  const dir = await storeOfRuns(
+    t,
+    ids.map((runId) => runMeta(runId)),
+    300,
+  )
   const store = await AckStore.open(dir, { cachedSpansMax: 700 })
   t.teardown(() => store.close())
   t.equal(store.residentSpanCount(), 600, 'two runs of 300 spans cached')
@@ -94,12 +111,17 @@ t.test('a start without a catalog keeps the newest runs that fit in the cache, w
 
 t.test('the cache keeps cachedRunsMax runs at most, however few spans each holds: at start and after queries', async (t) => {
   const ids = Array.from({ length: 12 }, (_, i) => runIdOf(0xb500 + i))
-  const dir = await storeOfRuns(t, ids.map((runId) => runMeta(runId)), 2)
+  const dir = await storeOfRuns(
+    t,
+    ids.map((runId) => runMeta(runId)),
+    2,
+  )
   const store = await AckStore.open(dir, { cachedRunsMax: 4 })
   t.teardown(() => store.close())
   t.equal(store.cachedRunCount(), 4, 'the start cached 4 of the 12 short runs')
   const watch = watchReadBacks(t)
-  const spansOf = async (runId: string): Promise<number | undefined> => (await store.queryAsync('testhost', `/data/${runId}`, runId))[0]?.spans.length
+  const spansOf = async (runId: string): Promise<number | undefined> =>
+    (await store.queryAsync('testhost', `/data/${runId}`, runId))[0]?.spans.length
   for (const runId of ids.slice(-4)) await spansOf(runId)
   t.same(watch.started, [], 'the 4 newest, those a verify after a cut asks for')
   for (const runId of ids) {

@@ -51,10 +51,17 @@ t.test('a writer with a new boot id takes the path over from the dead connection
   const reply = (await verifier.next('runs')) as { claims: Array<{ runId: string; live: boolean; end?: { reason: string } }> }
   t.match(
     reply.claims.find((c) => c.runId === runIdOf(0xb1)),
-    { live: false, end: { reason: 'vanished', detail: /boot id boot-after-the-cut, the run's writer had boot-before-the-cut/ }, ackedThroughSeq: 7 },
+    {
+      live: false,
+      end: { reason: 'vanished', detail: /boot id boot-after-the-cut, the run's writer had boot-before-the-cut/ },
+      ackedThroughSeq: 7,
+    },
     'the old run: vanished, not live, its acks kept',
   )
-  t.match(reply.claims.find((c) => c.runId === runIdOf(0xb5)), { live: true })
+  t.match(
+    reply.claims.find((c) => c.runId === runIdOf(0xb5)),
+    { live: true },
+  )
   verifier.close()
   rebooted.peer.close()
   for (const p of [same, unknown, none]) p.peer.close()
@@ -64,32 +71,43 @@ t.test('a writer with a new boot id takes the path over from the dead connection
   t.match(store.query('testhost', path, runIdOf(0xb1))[0], { end: { reason: 'vanished' }, spans: [[1, 7]] }, 'the vanished end is on disk')
 })
 
-t.test('a boot id is only a claim: without --token only the live run\'s own address may take over', async (t) => {
+t.test("a boot id is only a claim: without --token only the live run's own address may take over", async (t) => {
   for (const token of [undefined, 'sesame']) {
-    await t.test(token === undefined ? 'no token: a stranger with a forged boot id is refused' : 'with --token: a token holder from a new address takes over', async (t) => {
-      const dir = tempDir(t)
-      const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, rebootSilenceMs: 0, ...(token === undefined ? {} : { token }) })
-      t.teardown(() => listener.close())
-      const port = listener.address().port
-      const hello = { type: 'hello', protocol: 2, role: 'writer', ...(token === undefined ? {} : { token }) }
-      const honest = await Peer.open(port)
-      honest.send(hello)
-      honest.send({ type: 'run', meta: runMeta(runIdOf(0xd1), { requestedPath: path, path }), ...writerEnv('boot-a') })
-      await honest.next('run-ok')
-      const other = await Peer.open(port, '127.0.0.2')
-      other.send(hello)
-      other.send({ type: 'run', meta: runMeta(runIdOf(0xd2), { requestedPath: path, path }), ...writerEnv('boot-forged') })
-      if (token === undefined) {
-        t.match(await other.next('error'), { code: 'path-busy' })
-        await new Promise((resolve) => setTimeout(resolve, 100))
-        t.notOk(honest.closed, 'the honest writer keeps its connection')
-      } else {
-        t.match(await other.next('run-ok'), { runId: runIdOf(0xd2) })
-        t.ok(await honest.waitClosed(), "the rebooted writer's lingering connection is closed")
-      }
-      honest.close()
-      other.close()
-    })
+    await t.test(
+      token === undefined
+        ? 'no token: a stranger with a forged boot id is refused'
+        : 'with --token: a token holder from a new address takes over',
+      async (t) => {
+        const dir = tempDir(t)
+        const listener = await Listener.start({
+          host: '127.0.0.1',
+          port: 0,
+          dir,
+          rebootSilenceMs: 0,
+          ...(token === undefined ? {} : { token }),
+        })
+        t.teardown(() => listener.close())
+        const port = listener.address().port
+        const hello = { type: 'hello', protocol: 2, role: 'writer', ...(token === undefined ? {} : { token }) }
+        const honest = await Peer.open(port)
+        honest.send(hello)
+        honest.send({ type: 'run', meta: runMeta(runIdOf(0xd1), { requestedPath: path, path }), ...writerEnv('boot-a') })
+        await honest.next('run-ok')
+        const other = await Peer.open(port, '127.0.0.2')
+        other.send(hello)
+        other.send({ type: 'run', meta: runMeta(runIdOf(0xd2), { requestedPath: path, path }), ...writerEnv('boot-forged') })
+        if (token === undefined) {
+          t.match(await other.next('error'), { code: 'path-busy' })
+          await new Promise((resolve) => setTimeout(resolve, 100))
+          t.notOk(honest.closed, 'the honest writer keeps its connection')
+        } else {
+          t.match(await other.next('run-ok'), { runId: runIdOf(0xd2) })
+          t.ok(await honest.waitClosed(), "the rebooted writer's lingering connection is closed")
+        }
+        honest.close()
+        other.close()
+      },
+    )
   }
 })
 
@@ -99,11 +117,17 @@ t.test("a run cannot join another connection's group", async (t) => {
   const port = listener.address().port
   const group = runIdOf(0xe0)
   const first = await Peer.writer(port, runMeta(runIdOf(0xe1), { groupId: group, path: '/data/g.fdatasync', requestedPath: '/data/g' }))
-  first.send({ type: 'run', meta: runMeta(runIdOf(0xe2), { groupId: group, method: 'none', path: '/data/g.none', requestedPath: '/data/g' }) })
+  first.send({
+    type: 'run',
+    meta: runMeta(runIdOf(0xe2), { groupId: group, method: 'none', path: '/data/g.none', requestedPath: '/data/g' }),
+  })
   t.match(await first.next('run-ok'), { runId: runIdOf(0xe2) }, 'the same connection adds runs to its own group')
   const stranger = await Peer.open(port, '127.0.0.2')
   stranger.send({ type: 'hello', protocol: 2, role: 'writer' })
-  stranger.send({ type: 'run', meta: runMeta(runIdOf(0xe3), { groupId: group, method: 'fsync', path: '/data/g.fsync', requestedPath: '/data/g' }) })
+  stranger.send({
+    type: 'run',
+    meta: runMeta(runIdOf(0xe3), { groupId: group, method: 'fsync', path: '/data/g.fsync', requestedPath: '/data/g' }),
+  })
   t.match(await stranger.next('error'), { code: 'out-of-order', message: /group .* belongs to runs announced on another connection/ })
   first.close()
 })
@@ -119,14 +143,25 @@ t.test("a verifier hello from the rebooted machine ends its old boot's live runs
     await t.test(token === undefined ? 'no token' : 'with --token', async (t) => {
       const dir = tempDir(t)
       const lines: string[] = []
-      const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, rebootSilenceMs: 0, log: (line) => lines.push(line), ...(token === undefined ? {} : { token }) })
+      const listener = await Listener.start({
+        host: '127.0.0.1',
+        port: 0,
+        dir,
+        rebootSilenceMs: 0,
+        log: (line) => lines.push(line),
+        ...(token === undefined ? {} : { token }),
+      })
       t.teardown(() => listener.close())
       const port = listener.address().port
       const auth = token === undefined ? {} : { token }
       const writerOn = async (runId: string, host: string, bootId: string | null): Promise<Peer> => {
         const writer = await Peer.open(port)
         writer.send({ type: 'hello', protocol: protocolVersion, role: 'writer', ...auth })
-        writer.send({ type: 'run', meta: runMeta(runId, { host, requestedPath: `/data/${runId}`, path: `/data/${runId}` }), ...writerEnv(bootId) })
+        writer.send({
+          type: 'run',
+          meta: runMeta(runId, { host, requestedPath: `/data/${runId}`, path: `/data/${runId}` }),
+          ...writerEnv(bootId),
+        })
         await writer.next('run-ok')
         writer.send({ type: 'ack', runId, fromSeq: 1, toSeq: 4 })
         await writer.next('recorded')
@@ -154,20 +189,44 @@ t.test("a verifier hello from the rebooted machine ends its old boot's live runs
         t.notOk(oldA.closed || oldB.closed, 'and closes no writer')
         stranger.close()
       } else {
-        t.same(await live(), [false, false, true, true], 'with --token: the token holder from a new address (DHCP after the reboot) ends them')
+        t.same(
+          await live(),
+          [false, false, true, true],
+          'with --token: the token holder from a new address (DHCP after the reboot) ends them',
+        )
         stranger.close()
       }
 
       const rebooted = await verifier('boot-after-the-cut')
-      t.same(await live(), [false, false, true, true], "the old boot's runs of box end; another host's run and a run without a boot id stay live")
+      t.same(
+        await live(),
+        [false, false, true, true],
+        "the old boot's runs of box end; another host's run and a run without a boot id stay live",
+      )
       t.ok((await oldA.waitClosed()) && (await oldB.waitClosed()), "the old boot's lingering connections are closed")
       t.notOk(other.closed || unknown.closed, 'the other writers keep their connections')
-      t.match(lines.join('\n'), new RegExp(`run ${runIdOf(0xf1)} from \\S+ ended as vanished: its writer's machine rebooted: box connected from \\S+ with boot id boot-(after-the-cut|forged), the run's writer had boot-before-the-cut`), 'logged')
+      t.match(
+        lines.join('\n'),
+        new RegExp(
+          `run ${runIdOf(0xf1)} from \\S+ ended as vanished: its writer's machine rebooted: box connected from \\S+ with boot id boot-(after-the-cut|forged), the run's writer had boot-before-the-cut`,
+        ),
+        'logged',
+      )
 
       rebooted.send({ type: 'query', host: 'box', requestedPath: `/data/${runIdOf(0xf1)}` })
-      const reply = (await rebooted.next('runs')) as { claims: Array<{ runId: string; live: boolean; end?: { reason: string; detail?: string } }> }
-      t.match(reply.claims[0], { runId: runIdOf(0xf1), live: false, end: { reason: 'vanished', detail: /its writer's machine rebooted/ }, ackedThroughSeq: 4 }, 'the old run: vanished, not live, its acks kept')
-      rebooted.send({ type: 'verdict', runId: runIdOf(0xf1), result: verdictOf({ acked: 4, intact: 4, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }) })
+      const reply = (await rebooted.next('runs')) as {
+        claims: Array<{ runId: string; live: boolean; end?: { reason: string; detail?: string } }>
+      }
+      t.match(
+        reply.claims[0],
+        { runId: runIdOf(0xf1), live: false, end: { reason: 'vanished', detail: /its writer's machine rebooted/ }, ackedThroughSeq: 4 },
+        'the old run: vanished, not live, its acks kept',
+      )
+      rebooted.send({
+        type: 'verdict',
+        runId: runIdOf(0xf1),
+        result: verdictOf({ acked: 4, intact: 4, lost: 0, lostRanges: [], verdict: 'pass', lossWindowMs: null }),
+      })
       t.match(await rebooted.next('verdict-ok'), { runId: runIdOf(0xf1) }, "the rebooted machine's verdict is taken")
       for (const peer of [rebooted, oldA, oldB, other, unknown]) peer.close()
     })

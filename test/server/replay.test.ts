@@ -22,7 +22,8 @@ async function storeWithRun(dir: string, runId: string, seqs: number): Promise<v
   let recorded = 0
   for (let seq = 1; seq <= seqs; seq++) {
     peer.send({ type: 'ack', runId, fromSeq: seq, toSeq: seq })
-    if (seq % 50 === 0 || seq === seqs) while (recorded < seq) recorded = ((await peer.next('recorded')) as { throughSeq: number }).throughSeq
+    if (seq % 50 === 0 || seq === seqs)
+      while (recorded < seq) recorded = ((await peer.next('recorded')) as { throughSeq: number }).throughSeq
   }
   peer.close()
   await listener.close()
@@ -41,7 +42,9 @@ t.test('an ack log sparse-extended past 2 GiB is refused at once, naming where i
   // data); 2 GiB of them is damage (a lost size, a stray truncate), judged from the size, unread.
   const size = 2 * 1024 ** 3 + 12_345
   truncateSync(log, size)
-  const message = new RegExp(`could not read ${log}: damaged at byte ${validBytes}: .*${size - validBytes} bytes run from there to the end of the file, more than the largest commit`)
+  const message = new RegExp(
+    `could not read ${log}: damaged at byte ${validBytes}: .*${size - validBytes} bytes run from there to the end of the file, more than the largest commit`,
+  )
   const started = performance.now()
   await t.rejects(AckStore.load(dir), { exitCode: 3, message }, 'the store refuses to load')
   t.ok(performance.now() - started < 2000, 'at once: the hole is not read')
@@ -52,12 +55,36 @@ t.test('an ack log sparse-extended past 2 GiB is refused at once, naming where i
 t.test('checksummed entries that cannot be true are damage: a refusal, never the acks after them dropped', async (t) => {
   const runId = '0000000000000a02'
   const cases: Array<[string, (announcedMs: number) => object, RegExp]> = [
-    ['a gap in the seqs', (ms) => ({ k: 'ack', fromSeq: 12, toSeq: 20, firstMs: ms, lastMs: ms }), /acknowledges seqs 12-20 after seq 10 \(not contiguous/],
-    ['a seq no writer can have reached', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 2 ** 50, firstMs: ms, lastMs: ms + 1 }), /more than a writer can have written by then/],
-    ['a time before the run', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: ms - 3_600_000, lastMs: ms }), /not after the run's announcement/],
-    ['a time that is not a real date', () => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: 5, lastMs: 6 }), /matches its checksum but is not an ack log entry \(field e\.0\.firstMs/],
-    ['a seq that is not a number', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 'many', firstMs: ms, lastMs: ms }), /matches its checksum but is not an ack log entry \(field e\.0\.toSeq/],
-    ['an ack after the end', (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: ms, lastMs: ms }), /acknowledges seqs 11-12 after the run's end/],
+    [
+      'a gap in the seqs',
+      (ms) => ({ k: 'ack', fromSeq: 12, toSeq: 20, firstMs: ms, lastMs: ms }),
+      /acknowledges seqs 12-20 after seq 10 \(not contiguous/,
+    ],
+    [
+      'a seq no writer can have reached',
+      (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 2 ** 50, firstMs: ms, lastMs: ms + 1 }),
+      /more than a writer can have written by then/,
+    ],
+    [
+      'a time before the run',
+      (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: ms - 3_600_000, lastMs: ms }),
+      /not after the run's announcement/,
+    ],
+    [
+      'a time that is not a real date',
+      () => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: 5, lastMs: 6 }),
+      /matches its checksum but is not an ack log entry \(field e\.0\.firstMs/,
+    ],
+    [
+      'a seq that is not a number',
+      (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 'many', firstMs: ms, lastMs: ms }),
+      /matches its checksum but is not an ack log entry \(field e\.0\.toSeq/,
+    ],
+    [
+      'an ack after the end',
+      (ms) => ({ k: 'ack', fromSeq: 11, toSeq: 12, firstMs: ms, lastMs: ms }),
+      /acknowledges seqs 11-12 after the run's end/,
+    ],
   ]
   for (const [name, bad, why] of cases) {
     const dir = tempDir(t)
@@ -76,7 +103,16 @@ t.test('checksummed entries that cannot be true are damage: a refusal, never the
     const atByte = statSync(log).size
     appendFileSync(log, commit(commits + 1, [bad(announcedMs)]))
     appendFileSync(log, commit(commits + 2, [{ k: 'ack', fromSeq: 11, toSeq: 30, firstMs: announcedMs + 10, lastMs: announcedMs + 10 }]))
-    await t.rejects(AckStore.load(dir), { exitCode: 3, message: new RegExp(`could not read ${log}: damaged at byte ${atByte}: the entry there (\\(commit ${commits + 1}\\) )?.*${why.source}`) }, name)
+    await t.rejects(
+      AckStore.load(dir),
+      {
+        exitCode: 3,
+        message: new RegExp(
+          `could not read ${log}: damaged at byte ${atByte}: the entry there (\\(commit ${commits + 1}\\) )?.*${why.source}`,
+        ),
+      },
+      name,
+    )
   }
 })
 
@@ -154,7 +190,8 @@ t.test("every commit fits the torn-tail bound: an end's long detail is cut to fi
   store.endRun(runId, 'error', '€'.repeat(4096), Date.now())
   await store.close()
   const log = readFileSync(join(dir, 'runs', runId, 'acks.log'))
-  for (let at = 0; at < log.length; at += 12 + log.readUInt32LE(at)) t.ok(12 + log.readUInt32LE(at) <= maxCommitBytes, `the entry at byte ${at} is within ${maxCommitBytes} bytes`)
+  for (let at = 0; at < log.length; at += 12 + log.readUInt32LE(at))
+    t.ok(12 + log.readUInt32LE(at) <= maxCommitBytes, `the entry at byte ${at} is within ${maxCommitBytes} bytes`)
   const reloaded = await AckStore.load(dir)
   t.same(reloaded.warnings, [])
   t.equal(reloaded.lastAckedSeq(runId), 50)

@@ -22,7 +22,13 @@ async function nonReadingQuerier(port: number): Promise<Peer> {
 t.test('non-reading queriers are dropped to keep queued replies within the budget', async (t) => {
   const budgetBytes = 8 * 1024 * 1024
   const lines: string[] = []
-  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: tempDir(t), maxQueuedReplyBytes: budgetBytes, log: (l) => lines.push(l) })
+  const listener = await Listener.start({
+    host: '127.0.0.1',
+    port: 0,
+    dir: tempDir(t),
+    maxQueuedReplyBytes: budgetBytes,
+    log: (l) => lines.push(l),
+  })
   t.teardown(() => listener.close())
   const port = listener.address().port
   const groupWriters = [await bulkyGroup(port)]
@@ -47,8 +53,13 @@ t.test('non-reading queriers are dropped to keep queued replies within the budge
     await ackOnce()
     peakQueuedBytes = Math.max(peakQueuedBytes, listener.queuedReplyBytes())
   }
-  t.ok(peakQueuedBytes <= budgetBytes, `at most ${(peakQueuedBytes / 1e6).toFixed(1)} MB queued (30 replies are ~${((30 * 64 * 17_000) / 1e6).toFixed(0)} MB)`)
-  const dropped = lines.filter((l) => /dropped a connection from 127\.0\.0\.1: it does not read its replies and holds the most queued bytes/.test(l)).length
+  t.ok(
+    peakQueuedBytes <= budgetBytes,
+    `at most ${(peakQueuedBytes / 1e6).toFixed(1)} MB queued (30 replies are ~${((30 * 64 * 17_000) / 1e6).toFixed(0)} MB)`,
+  )
+  const dropped = lines.filter((l) =>
+    /dropped a connection from 127\.0\.0\.1: it does not read its replies and holds the most queued bytes/.test(l),
+  ).length
   t.ok(dropped >= 10, `${dropped} of 30 non-reading queriers dropped`)
   t.equal(seq, 50, 'the honest writer recorded every ack meanwhile')
 

@@ -29,8 +29,13 @@ function craftStore(dir: string, file: string): { meta: ReturnType<typeof craftM
   const meta = craftMeta(runIdOf(0xc1), file, { slotCount: 2000, createdMs: announcedMs })
   const runDir = join(dir, 'runs', meta.runId)
   mkdirSync(runDir, { recursive: true })
-  const log = range(1, entries).map((seq) => entry({ k: 'ack', fromSeq: seq, toSeq: seq, firstMs: announcedMs + seq * gapMs, lastMs: announcedMs + seq * gapMs }))
-  writeFileSync(join(runDir, 'acks.log'), Buffer.concat([...log, entry({ k: 'end', reason: 'duration', atMs: announcedMs + (entries + 1) * gapMs })]))
+  const log = range(1, entries).map((seq) =>
+    entry({ k: 'ack', fromSeq: seq, toSeq: seq, firstMs: announcedMs + seq * gapMs, lastMs: announcedMs + seq * gapMs }),
+  )
+  writeFileSync(
+    join(runDir, 'acks.log'),
+    Buffer.concat([...log, entry({ k: 'end', reason: 'duration', atMs: announcedMs + (entries + 1) * gapMs })]),
+  )
   writeFileSync(join(runDir, 'meta.msgpack'), packr.pack({ meta, announcedMs, announceIndex: 1, peer: '127.0.0.1' }))
   return { meta, announcedMs }
 }
@@ -61,7 +66,11 @@ t.test('a replayed log with more entries than the cap: spans merged, seqs exact,
   t.same(store.warnings, [])
 
   // Seqs 500, 501 and 777 lost; verify over TCP against a listener with the lowered cap.
-  writeDataFile(meta, range(1, entries).filter((seq) => seq !== 500 && seq !== 501 && seq !== 777), { sizeSlots: entries })
+  writeDataFile(
+    meta,
+    range(1, entries).filter((seq) => seq !== 500 && seq !== 501 && seq !== 777),
+    { sizeSlots: entries },
+  )
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, maxStoredSpans: cap })
   t.teardown(() => listener.close())
   const verify = await runInProcess(['verify', '--server', `127.0.0.1:${listener.address().port}`, '--file', file, '--json'])

@@ -110,14 +110,24 @@ t.test("a live run's resident spans stay under the bound while it acks far past 
     residentMax = Math.max(residentMax, store.residentSpanCount())
     if (ack >= acks / 2 && ack % 3 === 0) {
       const answer = await queryOne(store, runId)
-      if (answer.ackedThroughSeq !== seq || !contiguousThrough(answer.spans, seq) || answer.spans.length !== store.spanCount(runId)) answersWrong++
+      if (answer.ackedThroughSeq !== seq || !contiguousThrough(answer.spans, seq) || answer.spans.length !== store.spanCount(runId))
+        answersWrong++
     }
     // Past the window: a span of its own.
     await sleep(spanWindowMs + 10)
   }
-  t.ok(store.spanCount(runId) > residentSpansMax, `the run holds ${store.spanCount(runId)} spans (${acks} made, coarsened past ${maxSpans}), more than ${residentSpansMax}`)
-  t.ok(residentBeforeQueries <= residentSpansMax, `before any query at most ${residentBeforeQueries} of its spans were in memory (bound: ${residentSpansMax})`)
-  t.ok(residentMax <= residentSpansMax + maxSpans, `with queries, at most ${residentMax} (bound: ${residentSpansMax} resident + one read-back copy of at most ${maxSpans})`)
+  t.ok(
+    store.spanCount(runId) > residentSpansMax,
+    `the run holds ${store.spanCount(runId)} spans (${acks} made, coarsened past ${maxSpans}), more than ${residentSpansMax}`,
+  )
+  t.ok(
+    residentBeforeQueries <= residentSpansMax,
+    `before any query at most ${residentBeforeQueries} of its spans were in memory (bound: ${residentSpansMax})`,
+  )
+  t.ok(
+    residentMax <= residentSpansMax + maxSpans,
+    `with queries, at most ${residentMax} (bound: ${residentSpansMax} resident + one read-back copy of at most ${maxSpans})`,
+  )
   t.equal(answersWrong, 0, 'every query on the way answered every recorded ack, contiguous, as many spans as the run holds')
   const live = await queryOne(store, runId)
   await store.close()
@@ -145,7 +155,9 @@ t.test('a live evicted run queried while segments are folded and rounds commit: 
         const bytes = run.ackedThroughSeq === 0 ? undefined : await store.spanPageAsync(runId, 0, run.ackedThroughSeq, 1_000_000)
         const page: AckSpan[] | undefined = bytes === undefined ? undefined : []
         if (bytes !== undefined) {
-          const read = readSpanPage(bytes, 0, run.ackedThroughSeq, run.announcedMs, (from, to, first, last) => page!.push([from, to, first, last]))
+          const read = readSpanPage(bytes, 0, run.ackedThroughSeq, run.announcedMs, (from, to, first, last) =>
+            page!.push([from, to, first, last]),
+          )
           if ('problem' in read) throw new Error(read.problem)
         }
         answers.push({ askedAtSeq, run, page })
@@ -168,7 +180,13 @@ t.test('a live evicted run queried while segments are folded and rounds commit: 
   if (recordedSeq < seq) await recorded(store, runId, seq)
   ask()
   await Promise.all(queries)
-  const rotated = Number(readdirSync(join(dir, 'journal')).filter((n) => n.endsWith('.wal')).sort().at(-1)!.slice(0, -'.wal'.length))
+  const rotated = Number(
+    readdirSync(join(dir, 'journal'))
+      .filter((n) => n.endsWith('.wal'))
+      .sort()
+      .at(-1)!
+      .slice(0, -'.wal'.length),
+  )
   await store.close()
 
   // What the log held at each commit: the spans a replay of it gives up to there.
@@ -195,7 +213,11 @@ t.test('a live evicted run queried while segments are folded and rounds commit: 
   t.ok(rotated >= 10, `segments were folded all along (${rotated} segments)`)
   t.ok(answers.length > 40, `${answers.length} queries, each read back while acks were committed`)
   t.equal(stale, 0, 'no answer held fewer acks than were recorded when it was asked')
-  t.equal(broken, 0, `every answer contiguous from seq 1 through its last ack, its span page the same spans${firstBroken === undefined ? '' : ` (first not: ${firstBroken})`}`)
+  t.equal(
+    broken,
+    0,
+    `every answer contiguous from seq 1 through its last ack, its span page the same spans${firstBroken === undefined ? '' : ` (first not: ${firstBroken})`}`,
+  )
   t.equal(differ, 0, "every answer exactly the spans of the run's log up to its last ack")
   t.same(answers.at(-1)!.run.spans, await replayedSpans(dir, runId), 'the last answer is what a restart replays')
 })
@@ -241,7 +263,11 @@ t.test('a round that fails on a full disk: a live evicted run answers its record
   }
   t.match(failed?.message, /ENOSPC|short write/, 'the run failed on the full disk')
   const answer = await queryOne(store, runId)
-  t.equal(answer.ackedThroughSeq, recordedSeq, `it answers acks 1-${recordedSeq}, those recorded, not the ${seq - recordedSeq} accepted after`)
+  t.equal(
+    answer.ackedThroughSeq,
+    recordedSeq,
+    `it answers acks 1-${recordedSeq}, those recorded, not the ${seq - recordedSeq} accepted after`,
+  )
   t.equal(store.lastAckedSeq(runId), recordedSeq, 'and counts those only')
   t.ok(contiguousThrough(answer.spans, recordedSeq), 'contiguous from seq 1')
   t.ok(store.spanCount(runId) > 2, `its ${store.spanCount(runId)} spans had left memory (more than 2) and were read back`)
@@ -250,16 +276,27 @@ t.test('a round that fails on a full disk: a live evicted run answers its record
   t.same(answer.spans, await replayedSpans(dir, runId), 'exactly what a restart replays from the journal and the log')
 })
 
-t.test("a live run's log damaged after its spans were read back: the next query is refused naming the log, never answered with fewer acks", async (t) => {
-  const { store, meta, log, ackAlone } = await liveRunOutOfMemory(t, 0x5e1, 'plugcheck-spans-')
-  const runId = meta.runId
-  t.equal((await queryOne(store, runId)).ackedThroughSeq, 3, 'read back once (and cached) through seq 3')
-  for (let i = 0; i < 2; i++) await ackAlone()
-  await store.foldNow()
-  // A bit flipped in the last commit, folded after the cached copy ended: read when the copy catches up.
-  const bytes = readFileSync(log)
-  bytes[bytes.length - 2]! ^= 0x40
-  writeFileSync(log, bytes)
-  // Its stamp changed: the log is read whole again, and the bad entry, inside the recorded bytes, named.
-  await t.rejects(queryOne(store, runId), { message: new RegExp(`could not read ${log}: damaged at byte \\d+: an entry that does not match its checksum, in bytes the listener recorded`) }, 'the query is refused naming the log and the byte')
-})
+t.test(
+  "a live run's log damaged after its spans were read back: the next query is refused naming the log, never answered with fewer acks",
+  async (t) => {
+    const { store, meta, log, ackAlone } = await liveRunOutOfMemory(t, 0x5e1, 'plugcheck-spans-')
+    const runId = meta.runId
+    t.equal((await queryOne(store, runId)).ackedThroughSeq, 3, 'read back once (and cached) through seq 3')
+    for (let i = 0; i < 2; i++) await ackAlone()
+    await store.foldNow()
+    // A bit flipped in the last commit, folded after the cached copy ended: read when the copy catches up.
+    const bytes = readFileSync(log)
+    bytes[bytes.length - 2]! ^= 0x40
+    writeFileSync(log, bytes)
+    // Its stamp changed: the log is read whole again, and the bad entry, inside the recorded bytes, named.
+    await t.rejects(
+      queryOne(store, runId),
+      {
+        message: new RegExp(
+          `could not read ${log}: damaged at byte \\d+: an entry that does not match its checksum, in bytes the listener recorded`,
+        ),
+      },
+      'the query is refused naming the log and the byte',
+    )
+  },
+)

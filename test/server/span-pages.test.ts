@@ -115,7 +115,11 @@ t.test('over TCP: a long run is paged to a protocol 4 verifier, whole to a proto
   const verifier = await open(protocolVersion)
   verifier.send({ type: 'query', host: meta!.host, requestedPath: file })
   const reply = (await verifier.next('runs')) as Extract<ServerMessage, { type: 'runs' }>
-  t.match(reply.runs[0], { spans: [], ackedThroughSeq: long.throughSeq }, `more than ${inlineSpansMax} spans: left out, ackedThroughSeq says how far they go`)
+  t.match(
+    reply.runs[0],
+    { spans: [], ackedThroughSeq: long.throughSeq },
+    `more than ${inlineSpansMax} spans: left out, ackedThroughSeq says how far they go`,
+  )
   const read: AckSpan[] = []
   let pages = 0
   for (let afterSeq = 0; afterSeq < long.throughSeq; afterSeq = read.at(-1)![1]) {
@@ -127,17 +131,26 @@ t.test('over TCP: a long run is paged to a protocol 4 verifier, whole to a proto
   }
   t.equal(pages, 3, `${spans} spans in 3 pages of at most ${maxSpansPerPage}`)
   t.equal(read.length, spans)
-  t.ok(read.every(([from, to, first, last]) => to - from + 1 === seqsPerSpan && first === long.ackedMs(from) && last === first), 'every span as stored')
+  t.ok(
+    read.every(([from, to, first, last]) => to - from + 1 === seqsPerSpan && first === long.ackedMs(from) && last === first),
+    'every span as stored',
+  )
 
   verifier.send({ type: 'spans', runId: meta!.runId, afterSeq: 0, throughSeq: long.throughSeq + 1 })
-  t.match(await verifier.next('error'), { code: 'bad-frame', message: new RegExp(`through seq ${long.throughSeq + 1}, but its acks go to seq ${long.throughSeq}`) })
+  t.match(await verifier.next('error'), {
+    code: 'bad-frame',
+    message: new RegExp(`through seq ${long.throughSeq + 1}, but its acks go to seq ${long.throughSeq}`),
+  })
   const stranger = await open(protocolVersion)
   stranger.send({ type: 'spans', runId: '00000000000000aa', afterSeq: 0, throughSeq: 5 })
   t.match(await stranger.next('error'), { code: 'unknown-run' })
   const writer = await open(protocolVersion, 'writer')
   writer.send({ type: 'spans', runId: meta!.runId, afterSeq: 0, throughSeq: 5 })
   t.match(await writer.next('error'), { code: 'out-of-order', message: /spans asked on a writer connection/ })
-  t.ok(maxSpanPagesPerConnection >= Math.ceil((7 * 24 * 36_000) / maxSpansPerPage) * 64, 'a connection may read every page of a group of 64 week-long runs')
+  t.ok(
+    maxSpanPagesPerConnection >= Math.ceil((7 * 24 * 36_000) / maxSpansPerPage) * 64,
+    'a connection may read every page of a group of 64 week-long runs',
+  )
 
   const old = await open(3)
   old.send({ type: 'query', host: meta!.host, requestedPath: file })

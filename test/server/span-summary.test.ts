@@ -27,7 +27,11 @@ t.test('the summary answers length, throughSeq and lastAckMs as the table does, 
       atMs += spreadMs
       if (summary.length !== table.length || summary.throughSeq !== table.throughSeq || summary.lastAckMs !== table.lastAckMs) mismatches++
     }
-    t.equal(mismatches, 0, `cap ${maxSpans}: length, throughSeq and lastAckMs the same after each of 5000 items (${table.length} spans at the end)`)
+    t.equal(
+      mismatches,
+      0,
+      `cap ${maxSpans}: length, throughSeq and lastAckMs the same after each of 5000 items (${table.length} spans at the end)`,
+    )
   }
 })
 

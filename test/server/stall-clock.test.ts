@@ -15,7 +15,10 @@ import { tempDir } from '../fixtures/cli.js'
 
 const replyStallMs = 1000
 
-async function verifier(port: number, protocol: number): Promise<{ socket: Socket; bytes: () => number; closed: () => boolean; frames: () => number }> {
+async function verifier(
+  port: number,
+  protocol: number,
+): Promise<{ socket: Socket; bytes: () => number; closed: () => boolean; frames: () => number }> {
   const socket = connect({ host: '127.0.0.1', port })
   await new Promise((resolve) => socket.once('connect', resolve))
   let bytes = 0
@@ -52,7 +55,8 @@ t.test("the listener's own blocking does not count as a reader's stall", async (
   const welcomeBytes = reader.bytes()
 
   reader.socket.write(encodeFrame({ type: 'query', host: long.metas[0]!.host, requestedPath: join(dir, 'data') }))
-  for (let waited = 0; reader.bytes() === welcomeBytes && waited < 20_000; waited += 5) await new Promise((resolve) => setTimeout(resolve, 5))
+  for (let waited = 0; reader.bytes() === welcomeBytes && waited < 20_000; waited += 5)
+    await new Promise((resolve) => setTimeout(resolve, 5))
   t.ok(reader.bytes() > welcomeBytes, 'the reply is being read')
   // The thread is held (a long synchronous step): the reader, on the same thread, takes nothing meanwhile.
   // It stops reading a moment first (a verifier busy with what it has), well within replyStallMs (long enough for the kernel to have acknowledged what it holds for the reader).
@@ -68,7 +72,8 @@ t.test("the listener's own blocking does not count as a reader's stall", async (
   setImmediate(() => reader.socket.resume())
   for (let waited = 0; asker.bytes() === askerBefore && waited < 5000; waited += 5) await new Promise((resolve) => setTimeout(resolve, 5))
   t.ok(asker.bytes() > askerBefore, 'the other query was answered')
-  for (let waited = 0; !reader.closed() && waited < 10_000 && reader.frames() < 2; waited += 20) await new Promise((resolve) => setTimeout(resolve, 20))
+  for (let waited = 0; !reader.closed() && waited < 10_000 && reader.frames() < 2; waited += 20)
+    await new Promise((resolve) => setTimeout(resolve, 20))
   t.notOk(reader.closed(), 'the reader was not dropped')
   t.equal(reader.frames(), 2, `the reader read its whole reply after the welcome (${reader.bytes()} bytes)`)
 })

@@ -12,7 +12,10 @@ import { tempDir } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 t.test('the schedule, the address groups and the bound on memory', async (t) => {
-  t.same([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 40].map((n) => backoffMs(n, 5000)), [0, 0, 0, 250, 500, 1000, 2000, 4000, 5000, 5000, 5000])
+  t.same(
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 40].map((n) => backoffMs(n, 5000)),
+    [0, 0, 0, 250, 500, 1000, 2000, 4000, 5000, 5000, 5000],
+  )
   t.equal(addressGroup('::ffff:10.1.2.3'), '10.1.2.3', 'an IPv4 peer of a dual-stack socket is its IPv4 address')
   t.equal(addressGroup('2001:db8:1:2:aaaa::1'), '2001:db8:1:2::/64')
   t.equal(addressGroup('2001:db8:1:2:bbbb:cccc:dddd:eeee'), '2001:db8:1:2::/64', 'one /64, one address')
@@ -43,7 +46,11 @@ t.test('the schedule, the address groups and the bound on memory', async (t) => 
 })
 
 /** A hello with a token from localAddress: its answer (welcome or error) and how long it took. */
-async function hello(port: number, token: string, localAddress = '127.0.0.1'): Promise<{ peer: Peer; reply: { type: string; code?: string; message?: string }; ms: number }> {
+async function hello(
+  port: number,
+  token: string,
+  localAddress = '127.0.0.1',
+): Promise<{ peer: Peer; reply: { type: string; code?: string; message?: string }; ms: number }> {
   const peer = await Peer.open(port, localAddress)
   const started = performance.now()
   peer.send({ type: 'hello', protocol: 4, role: 'writer', token })

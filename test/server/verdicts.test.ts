@@ -46,7 +46,11 @@ t.test('steady and a verdict are stored with the campaign tag, listed, and survi
   t.teardown(() => first.kill())
   const runId = runIdOf(0x301)
   const writer = await open(first.port, 'writer')
-  writer.send({ type: 'run', meta: runMeta(runId, { host: 'box', requestedPath: '/mnt/test/p.dat' }), campaign: { name: 'ssd-a', cycle: 2 } })
+  writer.send({
+    type: 'run',
+    meta: runMeta(runId, { host: 'box', requestedPath: '/mnt/test/p.dat' }),
+    campaign: { name: 'ssd-a', cycle: 2 },
+  })
   await writer.next('run-ok')
   writer.send({ type: 'ack', runId, fromSeq: 1, toSeq: 5 })
   await writer.next('recorded')
@@ -58,7 +62,16 @@ t.test('steady and a verdict are stored with the campaign tag, listed, and survi
   const before = await list(first.port)
   t.equal(before.runs.length, 1)
   const listed = before.runs[0]!
-  t.match(listed, { runId, host: 'box', path: '/mnt/test/p.dat', method: 'fdatasync', live: true, ackedThroughSeq: 5, verdict: null, campaign: { name: 'ssd-a', cycle: 2 } })
+  t.match(listed, {
+    runId,
+    host: 'box',
+    path: '/mnt/test/p.dat',
+    method: 'fdatasync',
+    live: true,
+    ackedThroughSeq: 5,
+    verdict: null,
+    campaign: { name: 'ssd-a', cycle: 2 },
+  })
   t.type(listed.steadyMs, 'number', 'steady recorded')
   t.equal(before.truncated, false)
 
@@ -82,15 +95,27 @@ t.test('steady and a verdict are stored with the campaign tag, listed, and survi
   t.equal(after.runs.length, 1)
   t.match(after.runs[0], { runId, live: false, ackedThroughSeq: 5, steadyMs: listed.steadyMs, campaign: { name: 'ssd-a', cycle: 2 } })
   t.same(after.runs[0]!.verdict, latest, 'the latest verdict replaced the earlier one, whole')
-  t.same((await list(second.port, 'ssd-a')).runs.map((r) => r.runId), [runId], 'listed under its campaign')
+  t.same(
+    (await list(second.port, 'ssd-a')).runs.map((r) => r.runId),
+    [runId],
+    'listed under its campaign',
+  )
   t.same((await list(second.port, 'other')).runs, [], 'not under another campaign')
 
   const offline = await AckStore.load(dir)
-  t.same(offline.summaries().map((s) => ({ ...s })), after.runs, 'the same summaries offline')
+  t.same(
+    offline.summaries().map((s) => ({ ...s })),
+    after.runs,
+    'the same summaries offline',
+  )
   const records = offline.runRecords()
   t.equal(records.length, 1)
   t.same(records[0]!.summary.verdict, latest)
-  t.same(records[0]!.run.spans.map((s) => [s[0], s[1]]), [[1, 5]], 'the acks beside it')
+  t.same(
+    records[0]!.run.spans.map((s) => [s[0], s[1]]),
+    [[1, 5]],
+    'the acks beside it',
+  )
 })
 
 t.test('hostile verdicts, steadies, lists and campaign queries are refused with an error frame', async (t) => {
@@ -107,11 +132,41 @@ t.test('hostile verdicts, steadies, lists and campaign queries are refused with 
   writer.send({ type: 'end', runId, reason: 'duration' })
 
   const cases: Array<[string, (p: Peer) => void, 'writer' | 'verifier', string, RegExp]> = [
-    ['a verdict for a run the listener does not hold', (p) => p.send({ type: 'verdict', runId: runIdOf(0x3ff), result: verdictOf() }), 'verifier', 'unknown-run', /does not hold/],
-    ['a verdict on a writer connection', (p) => p.send({ type: 'verdict', runId, result: verdictOf() }), 'writer', 'out-of-order', /writer connection/],
-    ['a verdict counting more acks than were recorded', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ acked: 6, intact: 4 }) }), 'verifier', 'bad-frame', /counts 6 acknowledged records, the listener holds 5/],
-    ['a verdict whose counts exceed its acks', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ intact: 5 }) }), 'verifier', 'bad-frame', /add up to 7/],
-    ['a lost range past the acks', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ lostRanges: [[4, 9]] }) }), 'verifier', 'bad-frame', /lost range 4-9/],
+    [
+      'a verdict for a run the listener does not hold',
+      (p) => p.send({ type: 'verdict', runId: runIdOf(0x3ff), result: verdictOf() }),
+      'verifier',
+      'unknown-run',
+      /does not hold/,
+    ],
+    [
+      'a verdict on a writer connection',
+      (p) => p.send({ type: 'verdict', runId, result: verdictOf() }),
+      'writer',
+      'out-of-order',
+      /writer connection/,
+    ],
+    [
+      'a verdict counting more acks than were recorded',
+      (p) => p.send({ type: 'verdict', runId, result: verdictOf({ acked: 6, intact: 4 }) }),
+      'verifier',
+      'bad-frame',
+      /counts 6 acknowledged records, the listener holds 5/,
+    ],
+    [
+      'a verdict whose counts exceed its acks',
+      (p) => p.send({ type: 'verdict', runId, result: verdictOf({ intact: 5 }) }),
+      'verifier',
+      'bad-frame',
+      /add up to 7/,
+    ],
+    [
+      'a lost range past the acks',
+      (p) => p.send({ type: 'verdict', runId, result: verdictOf({ lostRanges: [[4, 9]] }) }),
+      'verifier',
+      'bad-frame',
+      /lost range 4-9/,
+    ],
     [
       'a pass with every acknowledged record lost',
       (p) => p.send({ type: 'verdict', runId, result: verdictOf({ verdict: 'pass', intact: 0, lost: 5, lostRanges: [[1, 5]] }) }),
@@ -119,15 +174,67 @@ t.test('hostile verdicts, steadies, lists and campaign queries are refused with 
       'bad-frame',
       /the verdict for run 0000000000000310 says pass with 5 of 5 acknowledged records lost, 0 torn, 0 corrupt: a pass needs acknowledged records, none lost/,
     ],
-    ['a fail with nothing lost and the superblock found', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ intact: 5, lost: 0, lostRanges: [], lossWindowMs: null, superblockValid: true }) }), 'verifier', 'bad-frame', /says fail with 0 of 5 .*a fail needs/],
-    ['an inconclusive run that acknowledged records', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ verdict: 'inconclusive', intact: 5, lost: 0, lostRanges: [], lossWindowMs: null }) }), 'verifier', 'bad-frame', /inconclusive only when nothing was acknowledged/],
-    ['counts that do not add up to acked', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ superseded: 0, interrupted: 1 }) }), 'verifier', 'bad-frame', /add up to 6, not to the 5 acknowledged/],
-    ['a verdict of absurd size', (p) => p.send({ type: 'verdict', runId, result: verdictOf({ summary: 'x'.repeat(70_000) }) }), 'verifier', 'too-large', /limit/],
-    ['a verdict that is not one', (p) => p.send({ type: 'verdict', runId, result: { verdict: 'great', acked: -1 } }), 'verifier', 'bad-frame', /invalid/],
-    ['a steady for a run this connection did not announce', (p) => p.send({ type: 'steady', runId }), 'writer', 'unknown-run', /did not announce/],
+    [
+      'a fail with nothing lost and the superblock found',
+      (p) =>
+        p.send({
+          type: 'verdict',
+          runId,
+          result: verdictOf({ intact: 5, lost: 0, lostRanges: [], lossWindowMs: null, superblockValid: true }),
+        }),
+      'verifier',
+      'bad-frame',
+      /says fail with 0 of 5 .*a fail needs/,
+    ],
+    [
+      'an inconclusive run that acknowledged records',
+      (p) =>
+        p.send({
+          type: 'verdict',
+          runId,
+          result: verdictOf({ verdict: 'inconclusive', intact: 5, lost: 0, lostRanges: [], lossWindowMs: null }),
+        }),
+      'verifier',
+      'bad-frame',
+      /inconclusive only when nothing was acknowledged/,
+    ],
+    [
+      'counts that do not add up to acked',
+      (p) => p.send({ type: 'verdict', runId, result: verdictOf({ superseded: 0, interrupted: 1 }) }),
+      'verifier',
+      'bad-frame',
+      /add up to 6, not to the 5 acknowledged/,
+    ],
+    [
+      'a verdict of absurd size',
+      (p) => p.send({ type: 'verdict', runId, result: verdictOf({ summary: 'x'.repeat(70_000) }) }),
+      'verifier',
+      'too-large',
+      /limit/,
+    ],
+    [
+      'a verdict that is not one',
+      (p) => p.send({ type: 'verdict', runId, result: { verdict: 'great', acked: -1 } }),
+      'verifier',
+      'bad-frame',
+      /invalid/,
+    ],
+    [
+      'a steady for a run this connection did not announce',
+      (p) => p.send({ type: 'steady', runId }),
+      'writer',
+      'unknown-run',
+      /did not announce/,
+    ],
     ['a steady on a verifier connection', (p) => p.send({ type: 'steady', runId }), 'verifier', 'out-of-order', /verifier connection/],
     ['a list on a writer connection', (p) => p.send({ type: 'list' }), 'writer', 'out-of-order', /writer connection/],
-    ['a list of a campaign with an impossible name', (p) => p.send({ type: 'list', campaign: '../x' }), 'verifier', 'bad-frame', /campaign name/],
+    [
+      'a list of a campaign with an impossible name',
+      (p) => p.send({ type: 'list', campaign: '../x' }),
+      'verifier',
+      'bad-frame',
+      /campaign name/,
+    ],
   ]
   for (const [name, act, role, code, message] of cases) {
     const peer = await open(port, role)
@@ -147,7 +254,15 @@ t.test('hostile verdicts, steadies, lists and campaign queries are refused with 
   t.equal(listener.store.summaries()[0]!.verdict, null, 'nothing refused was stored')
 
   // What verify sends for a file whose superblock was lost while every record survived: a fail, accepted.
-  const lostSuperblock = verdictOf({ intact: 5, lost: 0, lostRanges: [], lossWindowMs: null, superseded: 0, interrupted: 0, superblockValid: false })
+  const lostSuperblock = verdictOf({
+    intact: 5,
+    lost: 0,
+    lostRanges: [],
+    lossWindowMs: null,
+    superseded: 0,
+    interrupted: 0,
+    superblockValid: false,
+  })
   const honest = await open(port, 'verifier')
   honest.send({ type: 'verdict', runId, result: lostSuperblock })
   t.match(await honest.next('verdict-ok'), { runId })
@@ -159,7 +274,11 @@ t.test('hostile verdicts, steadies, lists and campaign queries are refused with 
   for (let i = 0; i <= maxVerdictsPerConnection; i++) flood.send({ type: 'verdict', runId, result: verdictOf() })
   const floodStartMs = Date.now()
   t.match(await refusal(flood, 300_000), { code: 'limit', message: new RegExp(`more than ${maxVerdictsPerConnection} verdicts`) })
-  t.equal(flood.messages.filter((m) => m.type === 'verdict-ok').length, maxVerdictsPerConnection, 'every verdict before the limit was stored and confirmed')
+  t.equal(
+    flood.messages.filter((m) => m.type === 'verdict-ok').length,
+    maxVerdictsPerConnection,
+    'every verdict before the limit was stored and confirmed',
+  )
   t.comment(`${maxVerdictsPerConnection} verdicts stored (each fsynced, renamed, directory fsynced) in ${Date.now() - floodStartMs} ms`)
 
   // Lists and campaign queries count as queries.
@@ -167,7 +286,11 @@ t.test('hostile verdicts, steadies, lists and campaign queries are refused with 
   for (let i = 0; i <= maxQueriesPerConnection; i++) asker.send(i % 2 === 0 ? { type: 'list' } : { type: 'campaign-query' })
   t.match(await refusal(asker), { code: 'limit', message: /queries on one connection/ })
   t.equal(asker.messages.length, maxQueriesPerConnection, 'one answer per allowed query')
-  t.same(asker.messages.find((m) => m.type === 'campaign-state'), { type: 'campaign-state', campaign: null }, 'no campaign: null')
+  t.same(
+    asker.messages.find((m) => m.type === 'campaign-state'),
+    { type: 'campaign-state', campaign: null },
+    'no campaign: null',
+  )
 })
 
 t.test('with --token any holder of the token may report a verdict; campaign-query answers from the campaign', async (t) => {
@@ -183,7 +306,11 @@ t.test('with --token any holder of the token may report a verdict; campaign-quer
   writer.close()
   for (let i = 0; i < 200 && listener.isLive(runId); i++) await new Promise((resolve) => setTimeout(resolve, 25))
   const verifier = await open(port, 'verifier', { token: 's3cret' }, '127.0.0.2')
-  verifier.send({ type: 'verdict', runId, result: verdictOf({ acked: 0, intact: 0, lost: 0, lostRanges: [], lossWindowMs: null, verdict: 'inconclusive' }) })
+  verifier.send({
+    type: 'verdict',
+    runId,
+    result: verdictOf({ acked: 0, intact: 0, lost: 0, lostRanges: [], lossWindowMs: null, verdict: 'inconclusive' }),
+  })
   t.match(await verifier.next('verdict-ok'), { runId })
   verifier.send({ type: 'campaign-query' })
   t.same(await verifier.next('campaign-state'), { type: 'campaign-state', campaign: state })
@@ -200,9 +327,20 @@ function craftRuns(dir: string, count: number, verdict?: StoredVerdict): void {
     const runDir = join(dir, 'runs', runId)
     mkdirSync(runDir, { recursive: true })
     const acked = verdict?.acked ?? 0
-    writeFileSync(join(runDir, 'acks.log'), acked === 0 ? '' : frameLogEntry({ k: 'ack', fromSeq: 1, toSeq: acked, firstMs: nowMs - 50_000, lastMs: nowMs - 40_000 }))
+    writeFileSync(
+      join(runDir, 'acks.log'),
+      acked === 0 ? '' : frameLogEntry({ k: 'ack', fromSeq: 1, toSeq: acked, firstMs: nowMs - 50_000, lastMs: nowMs - 40_000 }),
+    )
     // An older listener's meta file: no campaign tag.
-    writeFileSync(join(runDir, 'meta.msgpack'), packr.pack({ meta: runMeta(runId, { createdMs: nowMs - 60_000 }), announcedMs: nowMs - 60_000, announceIndex: i + 1, peer: '127.0.0.1' }))
+    writeFileSync(
+      join(runDir, 'meta.msgpack'),
+      packr.pack({
+        meta: runMeta(runId, { createdMs: nowMs - 60_000 }),
+        announcedMs: nowMs - 60_000,
+        announceIndex: i + 1,
+        peer: '127.0.0.1',
+      }),
+    )
     if (verdict !== undefined) writeFileSync(join(runDir, 'verdict.msgpack'), packr.pack({ runId, result: verdict }))
   }
 }
@@ -243,11 +381,27 @@ function flipped(bytes: Buffer, at: number): Buffer {
 
 t.test('a damaged verdict.msgpack is reported at start and the run shows no verdict; the acks are served', async (t) => {
   const damages: Array<[string, (path: string) => void, RegExp]> = [
-    ['cut in half', (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x10000), result: verdictOf() }).subarray(0, 40)), /not valid msgpack/],
-    ['a field out of bounds', (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x10000), result: { ...verdictOf(), acked: -3 } })), /field result\.acked is not valid/],
-    ["another run's verdict", (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x999), result: verdictOf() })), /verdict of run 0000000000000999/],
+    [
+      'cut in half',
+      (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x10000), result: verdictOf() }).subarray(0, 40)),
+      /not valid msgpack/,
+    ],
+    [
+      'a field out of bounds',
+      (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x10000), result: { ...verdictOf(), acked: -3 } })),
+      /field result\.acked is not valid/,
+    ],
+    [
+      "another run's verdict",
+      (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x999), result: verdictOf() })),
+      /verdict of run 0000000000000999/,
+    ],
     ['a directory', (p) => mkdirSync(p), /not a regular file/],
-    ['a bit flipped in a sealed one', (p) => writeFileSync(p, flipped(seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf() })), 40)), /it does not match its checksum \(damaged\)/],
+    [
+      'a bit flipped in a sealed one',
+      (p) => writeFileSync(p, flipped(seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf() })), 40)),
+      /it does not match its checksum \(damaged\)/,
+    ],
     [
       'a pass over lost records, checksum and all',
       (p) => writeFileSync(p, seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ verdict: 'pass' }) }))),
@@ -255,7 +409,11 @@ t.test('a damaged verdict.msgpack is reported at start and the run shows no verd
     ],
     // Unsealed (no checksum vouches for it): the verdict is what is damaged. A sealed one proves the
     // log lost recorded acks, a refusal (test/attack15/torn-tail-after-verdict.test.ts).
-    ['more records than the run acknowledged, unsealed', (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ acked: 6, intact: 4 }) })), /counts 6 acknowledged records, the listener holds 5/],
+    [
+      'more records than the run acknowledged, unsealed',
+      (p) => writeFileSync(p, packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ acked: 6, intact: 4 }) })),
+      /counts 6 acknowledged records, the listener holds 5/,
+    ],
   ]
   for (const [name, damage, why] of damages) {
     const dir = tempDir(t)
@@ -269,7 +427,12 @@ t.test('a damaged verdict.msgpack is reported at start and the run shows no verd
     t.equal(store.summaries()[0]!.verdict, null, `${name}: no verdict shown`)
     // The listener starts on it, says so, and takes a new verdict in its place.
     const events: string[] = []
-    const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir, onEvent: (e) => e.kind === 'warning' && events.push(e.message) })
+    const listener = await Listener.start({
+      host: '127.0.0.1',
+      port: 0,
+      dir,
+      onEvent: (e) => e.kind === 'warning' && events.push(e.message),
+    })
     // (An older listener's directory has no catalog: said first, every log replayed.)
     t.match(events, [/catalog\.msgpack is missing/, why], `${name}: the listener warns at start`)
     await listener.close()
@@ -280,29 +443,45 @@ t.test('a sealed verdict that counted more acks than the log holds: the log is d
   const dir = tempDir(t)
   craftRuns(dir, 1, verdictOf())
   const runDir = join(dir, 'runs', runIdOf(0x10000))
-  writeFileSync(join(runDir, 'verdict.msgpack'), seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ acked: 6, intact: 4 }) })))
-  const message = new RegExp(`could not read ${join(runDir, 'acks.log')}: it holds 5 acknowledged records, but the run's verdict stored after them \\(.*verdict\\.msgpack, checksummed\\) counted 6`)
+  writeFileSync(
+    join(runDir, 'verdict.msgpack'),
+    seal('verdict', packr.pack({ runId: runIdOf(0x10000), result: verdictOf({ acked: 6, intact: 4 }) })),
+  )
+  const message = new RegExp(
+    `could not read ${join(runDir, 'acks.log')}: it holds 5 acknowledged records, but the run's verdict stored after them \\(.*verdict\\.msgpack, checksummed\\) counted 6`,
+  )
   await t.rejects(AckStore.load(dir), { exitCode: 3, message }, 'the store refuses to load')
   await t.rejects(Listener.start({ host: '127.0.0.1', port: 0, dir }), { exitCode: 3, message }, 'the listener refuses to start')
 })
 
-t.test('a not-judged verdict never replaces a judged one; it is stored over nothing or another not-judged, and a judged one replaces it', async (t) => {
-  const dir = tempDir(t)
-  craftRuns(dir, 2, verdictOf())
-  const [judgedRun, otherRun] = [runIdOf(0x10000), runIdOf(0x10001)]
-  rmSync(join(dir, 'runs', otherRun, 'verdict.msgpack'))
-  const notJudged = verdictOf({ verdict: 'not-judged', acked: 0, intact: 0, lost: 0, lostRanges: [], lossWindowMs: null, summary: 'NOT JUDGED' })
-  const store = await AckStore.open(dir)
-  await store.recordVerdict(judgedRun, notJudged)
-  await store.recordVerdict(otherRun, notJudged)
-  await store.close()
-  const reloaded = await AckStore.load(dir)
-  const verdictOfRun = (s: AckStore, runId: string) => s.summaries().find((r) => r.runId === runId)!.verdict?.verdict
-  t.equal(verdictOfRun(reloaded, judgedRun), 'fail', 'the stored fail stays, across a restart')
-  t.equal(verdictOfRun(reloaded, otherRun), 'not-judged', 'over no verdict, not-judged is stored')
-  const again = await AckStore.open(dir)
-  await again.recordVerdict(otherRun, verdictOf())
-  await again.recordVerdict(otherRun, notJudged)
-  await again.close()
-  t.equal(verdictOfRun(await AckStore.load(dir), otherRun), 'fail', 'a judged verdict replaces not-judged, and is kept after it')
-})
+t.test(
+  'a not-judged verdict never replaces a judged one; it is stored over nothing or another not-judged, and a judged one replaces it',
+  async (t) => {
+    const dir = tempDir(t)
+    craftRuns(dir, 2, verdictOf())
+    const [judgedRun, otherRun] = [runIdOf(0x10000), runIdOf(0x10001)]
+    rmSync(join(dir, 'runs', otherRun, 'verdict.msgpack'))
+    const notJudged = verdictOf({
+      verdict: 'not-judged',
+      acked: 0,
+      intact: 0,
+      lost: 0,
+      lostRanges: [],
+      lossWindowMs: null,
+      summary: 'NOT JUDGED',
+    })
+    const store = await AckStore.open(dir)
+    await store.recordVerdict(judgedRun, notJudged)
+    await store.recordVerdict(otherRun, notJudged)
+    await store.close()
+    const reloaded = await AckStore.load(dir)
+    const verdictOfRun = (s: AckStore, runId: string) => s.summaries().find((r) => r.runId === runId)!.verdict?.verdict
+    t.equal(verdictOfRun(reloaded, judgedRun), 'fail', 'the stored fail stays, across a restart')
+    t.equal(verdictOfRun(reloaded, otherRun), 'not-judged', 'over no verdict, not-judged is stored')
+    const again = await AckStore.open(dir)
+    await again.recordVerdict(otherRun, verdictOf())
+    await again.recordVerdict(otherRun, notJudged)
+    await again.close()
+    t.equal(verdictOfRun(await AckStore.load(dir), otherRun), 'fail', 'a judged verdict replaces not-judged, and is kept after it')
+  },
+)

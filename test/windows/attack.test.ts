@@ -27,7 +27,17 @@ t.test('Windows port attacks (under Wine)', async (t) => {
     const victim = join(folder, 'report')
     const precious = Buffer.from('precious user data, not a plugcheck file\n'.repeat(1000))
     writeFileSync(victim, precious)
-    const write = await run(['write', '--server', listener.server, '--file', `${winePath(victim)}.`, '--method', 'fsync', '--duration', '0.5'])
+    const write = await run([
+      'write',
+      '--server',
+      listener.server,
+      '--file',
+      `${winePath(victim)}.`,
+      '--method',
+      'fsync',
+      '--duration',
+      '0.5',
+    ])
     t.ok(readFileSync(victim).equals(precious), `the user's file ${victim} is unchanged (write exit ${write.code}: ${write.stderr})`)
     if (write.code === 0) {
       const verify = await run(['verify', '--server', listener.server, '--file', `${winePath(victim)}.`])
@@ -58,7 +68,11 @@ t.test('Windows port attacks (under Wine)', async (t) => {
         const verify = await run(['verify', '--server', listener.server, '--file', file])
         t.equal(verify.code, 0, `${JSON.stringify(name)}: written and verified where announced: ${verify.stdout}${verify.stderr}`)
       } else {
-        t.equal(write.code, 2, `${JSON.stringify(name)}: a usage error, not a runtime failure after the announcement (${write.stderr.trim()})`)
+        t.equal(
+          write.code,
+          2,
+          `${JSON.stringify(name)}: a usage error, not a runtime failure after the announcement (${write.stderr.trim()})`,
+        )
         t.equal(write.stdout, '', `${JSON.stringify(name)}: nothing announced`)
       }
     }
@@ -68,7 +82,17 @@ t.test('Windows port attacks (under Wine)', async (t) => {
     const folder = join(dir, 'specials')
     mkdirSync(folder)
     for (const name of ['NUL', 'CON', 'COM1', 'nul.txt']) {
-      const write = await run(['write', '--server', listener.server, '--file', `${winePath(folder)}\\${name}`, '--method', 'fsync', '--duration', '0.3'])
+      const write = await run([
+        'write',
+        '--server',
+        listener.server,
+        '--file',
+        `${winePath(folder)}\\${name}`,
+        '--method',
+        'fsync',
+        '--duration',
+        '0.3',
+      ])
       t.equal(write.code, 2, `${name}: exit 2 (${write.stderr.trim()})`)
       t.match(write.stderr, /device|reserved/i, `${name}: the message says it is a device name`)
       t.equal(write.stdout, '', `${name}: nothing announced`)

@@ -70,7 +70,10 @@ t.test('Windows port attacks, round 2 (under Wine)', async (t) => {
       }
       return ['<unterminated>']
     }
-    for (const [name, leaf] of [['O\u2019Neil', 'data.dat'], ['runs', 'a,b.dat']] as const) {
+    for (const [name, leaf] of [
+      ['O\u2019Neil', 'data.dat'],
+      ['runs', 'a,b.dat'],
+    ] as const) {
       const folder = join(dir, name)
       mkdirSync(folder)
       const file = `${winePath(folder)}\\${leaf}`

@@ -31,7 +31,7 @@ t.test('Winsock constants match the headers', async (t) => {
   t.same([w.SOCK_STREAM, w.IPPROTO_TCP, w.TCP_NODELAY], [1, 6, 1])
   t.same([w.SOL_SOCKET, w.SO_SNDTIMEO, w.SO_RCVTIMEO, w.SO_ERROR], [0xffff, 0x1005, 0x1006, 0x1007])
   // winsock2.h: #define _IOW(x,y,t) (IOC_IN|(((long)sizeof(t)&IOCPARM_MASK)<<16)|((x)<<8)|(y)), IOC_IN 0x80000000, IOCPARM_MASK 0x7f
-  const ioW = (x: string, y: number, size: number): number => (0x80000000 | ((size & 0x7f) << 16) | (x.charCodeAt(0) << 8) | y) | 0
+  const ioW = (x: string, y: number, size: number): number => 0x80000000 | ((size & 0x7f) << 16) | (x.charCodeAt(0) << 8) | y | 0
   t.equal(w.FIONBIO, ioW('f', 126, 4), "FIONBIO = _IOW('f', 126, u_long)")
   t.equal(w.FIONBIO >>> 0, 0x8004667e)
   t.equal(w.INVALID_SOCKET, BigInt.asUintN(64, -1n), '(SOCKET)(~0) on 64-bit')

@@ -44,10 +44,21 @@ t.test('plugcheck on Windows (under Wine)', async (t) => {
 
   const file = join(dir, 'data')
   t.test('write with four methods for 2 s, then verify under Wine: every acked record intact', async (t) => {
-    const write = await run(['write', '--server', listener.server, '--file', winePath(file), '--method', 'open_datasync,fsync,fsync_writethrough,none', '--duration', '2'])
+    const write = await run([
+      'write',
+      '--server',
+      listener.server,
+      '--file',
+      winePath(file),
+      '--method',
+      'open_datasync,fsync,fsync_writethrough,none',
+      '--duration',
+      '2',
+    ])
     t.equal(write.code, 0, write.stderr)
     t.match(write.stdout, /after a power cut and reboot: plugcheck verify --server 127\.0\.0\.1:\d+ --file Z:\\/)
-    for (const method of ['open_datasync', 'fsync', 'fsync_writethrough', 'none']) t.ok(existsSync(`${file}.${method}`), `${method} file written`)
+    for (const method of ['open_datasync', 'fsync', 'fsync_writethrough', 'none'])
+      t.ok(existsSync(`${file}.${method}`), `${method} file written`)
     const verify = await run(['verify', '--server', listener.server, '--file', winePath(file), '--json'])
     t.equal(verify.code, 4, `the none control lost nothing without a cut: inconclusive (${verify.stderr})`)
     const report = JSON.parse(verify.stdout)
@@ -79,7 +90,17 @@ t.test('plugcheck on Windows (under Wine)', async (t) => {
 
   t.test('flush_data_only where NtFlushBuffersFileEx is missing: exit 2 naming it, nothing written', async (t) => {
     const target = join(dir, 'fdo')
-    const result = await run(['write', '--server', listener.server, '--file', winePath(target), '--method', 'flush_data_only', '--duration', '1'])
+    const result = await run([
+      'write',
+      '--server',
+      listener.server,
+      '--file',
+      winePath(target),
+      '--method',
+      'flush_data_only',
+      '--duration',
+      '1',
+    ])
     t.equal(result.code, 2)
     t.match(result.stderr, /^plugcheck: method flush_data_only is not available here: NtFlushBuffersFileEx/)
     t.notOk(existsSync(target))
@@ -103,11 +124,31 @@ t.test('plugcheck on Windows (under Wine)', async (t) => {
   t.test('bad input: one line, the right exit code', async (t) => {
     const folder = join(dir, 'a-folder')
     mkdirSync(folder)
-    const asDirectory = await run(['write', '--server', listener.server, '--file', winePath(folder), '--method', 'fsync', '--duration', '1'])
+    const asDirectory = await run([
+      'write',
+      '--server',
+      listener.server,
+      '--file',
+      winePath(folder),
+      '--method',
+      'fsync',
+      '--duration',
+      '1',
+    ])
     t.equal(asDirectory.code, 2)
     t.match(asDirectory.stderr, /^plugcheck: refusing to write to Z:\\.*a-folder: it is a directory\n/)
 
-    const missing = await run(['write', '--server', listener.server, '--file', winePath(join(dir, 'no-such-folder', 'data')), '--method', 'fsync', '--duration', '1'])
+    const missing = await run([
+      'write',
+      '--server',
+      listener.server,
+      '--file',
+      winePath(join(dir, 'no-such-folder', 'data')),
+      '--method',
+      'fsync',
+      '--duration',
+      '1',
+    ])
     t.equal(missing.code, 2)
     t.match(missing.stderr, /^plugcheck: the folder Z:\\.*no-such-folder does not exist\n/)
 
@@ -121,7 +162,18 @@ t.test('plugcheck on Windows (under Wine)', async (t) => {
     const refused = await run(['write', '--server', listener.server, '--file', winePath(readOnly), '--method', 'fsync', '--duration', '1'])
     t.equal(refused.code, 2, 'not a plugcheck data file: refused without --force')
     t.match(refused.stderr, /^plugcheck: refusing to overwrite Z:\\.*read-only: it is not a plugcheck data file/)
-    const forced = await run(['write', '--server', listener.server, '--file', winePath(readOnly), '--method', 'fsync', '--duration', '1', '--force'])
+    const forced = await run([
+      'write',
+      '--server',
+      listener.server,
+      '--file',
+      winePath(readOnly),
+      '--method',
+      'fsync',
+      '--duration',
+      '1',
+      '--force',
+    ])
     t.equal(forced.code, 3, forced.stderr)
     t.match(forced.stderr, /^plugcheck: could not create Z:\\.*read-only: EPERM \(/m)
     t.notMatch(forced.stderr, /internal error|\n\s+at /)

@@ -15,7 +15,10 @@ const wine = windowsTable({ ntFlushBuffersFileEx: false, wineVersion: '8.0' })
 
 t.test('every method has a row, calls, and a reason when unavailable', async (t) => {
   for (const table of [modern, old, wine]) {
-    t.same(table.methods.map((m) => m.name), [...methodNames])
+    t.same(
+      table.methods.map((m) => m.name),
+      [...methodNames],
+    )
     t.equal(table.family, 'windows')
     t.equal(table.platform, 'win32')
     for (const row of table.methods) {
@@ -45,7 +48,10 @@ t.test('fdatasync and flush_data_only follow the NtFlushBuffersFileEx lookup', a
   t.match(row(modern, 'barrier_fsync').reason, /macOS/)
   t.match(row(modern, 'pwritev2_dsync').reason, /Linux/)
   t.match(row(modern, 'open_datasync').calls, /FILE_FLAG_WRITE_THROUGH/)
-  t.same([row(modern, 'fsync').calls, row(modern, 'fsync_writethrough').calls], ['WriteFile, FlushFileBuffers', 'WriteFile, FlushFileBuffers'])
+  t.same(
+    [row(modern, 'fsync').calls, row(modern, 'fsync_writethrough').calls],
+    ['WriteFile, FlushFileBuffers', 'WriteFile, FlushFileBuffers'],
+  )
   t.equal(row(modern, 'none').durable, false)
 })
 

@@ -112,9 +112,21 @@ t.test('the Windows port under Wine', async (t) => {
   }
 
   const resultPath = join(dir, 'result.json')
-  const run = await runWineNode([winePath(probe), 'run', winePath(resultPath), winePath(dir), String(echoPort), String(refusedPort), String(silentPort), String(stuckPort)], {
-    timeoutMs: wineRunTimeoutMs,
-  })
+  const run = await runWineNode(
+    [
+      winePath(probe),
+      'run',
+      winePath(resultPath),
+      winePath(dir),
+      String(echoPort),
+      String(refusedPort),
+      String(silentPort),
+      String(stuckPort),
+    ],
+    {
+      timeoutMs: wineRunTimeoutMs,
+    },
+  )
   t.equal(run.code, 0, `probe exits 0 under Wine\n${run.stderr}`)
   if (run.code !== 0) return
   const r = JSON.parse(readFileSync(resultPath, 'utf8')) as Record<string, any>
@@ -189,7 +201,10 @@ t.test('the Windows port under Wine', async (t) => {
     t.equal(r.refused.code, 'ECONNREFUSED', JSON.stringify(r.refused))
     t.match(r.refused.message, /^ECONNREFUSED: .*: Windows error 10061, connect '127\.0\.0\.1:\d+'$/)
     t.equal(r.silent.value?.n, 0, 'a quiet peer: recvWait returns 0')
-    t.ok(r.silent.value?.waitedMs >= 600 && r.silent.value?.waitedMs < 5000, `recvWait waited ${r.silent.value?.waitedMs} ms for a 700 ms bound`)
+    t.ok(
+      r.silent.value?.waitedMs >= 600 && r.silent.value?.waitedMs < 5000,
+      `recvWait waited ${r.silent.value?.waitedMs} ms for a 700 ms bound`,
+    )
     t.equal(r.connectTimeout.ok, false)
     t.equal(r.connectTimeout.code, 'ETIMEDOUT', JSON.stringify(r.connectTimeout))
     t.ok(r.connectTimeout.ms >= 600 && r.connectTimeout.ms < 5000, `connect gave up after ${r.connectTimeout.ms} ms for a 700 ms bound`)

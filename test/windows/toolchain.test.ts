@@ -53,7 +53,16 @@ t.test('the checksum under Windows is the wasm build and matches the Linux one',
   // node.exe resolves xxhash-wasm (and fails to load @node-rs/xxhash's Linux build) as dist/ would.
   const probe = join(repoRoot, 'node_modules', '.cache', 'plugcheck-wine', `checksum-probe-${process.pid}.mjs`)
   t.teardown(() => rmSync(probe, { force: true }))
-  await build({ entryPoints: [join(repoRoot, 'src', 'record', 'checksum.ts')], outfile: probe, bundle: true, platform: 'node', format: 'esm', target: 'node20', external: ['@node-rs/xxhash', 'xxhash-wasm'], logLevel: 'warning' })
+  await build({
+    entryPoints: [join(repoRoot, 'src', 'record', 'checksum.ts')],
+    outfile: probe,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    external: ['@node-rs/xxhash', 'xxhash-wasm'],
+    logLevel: 'warning',
+  })
   const moduleUrl = 'file:///' + winePath(probe).replace(/\\/g, '/')
   const sample = 'a data file written on Windows verifies on Linux'
   const script = `import(${JSON.stringify(moduleUrl)}).then((m) => console.log(m.checksumImplementation, m.xxh64(Buffer.from(${JSON.stringify(sample)})).toString(16)))`

@@ -15,7 +15,12 @@ function formatUs(us: number): string {
 }
 
 function describeDevice(device: BlockDeviceInfo, indent: string): string {
-  const identity = [device.model, device.vendor === null ? null : `vendor ${device.vendor}`, device.firmware == null ? null : `firmware ${device.firmware}`, device.driver].filter((s): s is string => s !== null)
+  const identity = [
+    device.model,
+    device.vendor === null ? null : `vendor ${device.vendor}`,
+    device.firmware == null ? null : `firmware ${device.firmware}`,
+    device.driver,
+  ].filter((s): s is string => s !== null)
   const name = device.partition === null ? device.name : `${device.name} (partition ${device.partition})`
   const facts = [
     `write cache ${device.writeCache === null ? 'unknown' : `"${device.writeCache}"`}`,
@@ -24,7 +29,8 @@ function describeDevice(device: BlockDeviceInfo, indent: string): string {
     `logical block ${device.logicalBlockBytes ?? 'unknown'} bytes`,
   ]
   let text = `${name}${identity.length > 0 ? ` [${identity.join(', ')}]` : ''}: ${facts.join(', ')}\n`
-  if (device.writeCache === 'write back') text += `${indent}  a volatile write cache: data is durable only once a flush${device.fua ? ' or FUA write' : ''} reaches the device\n`
+  if (device.writeCache === 'write back')
+    text += `${indent}  a volatile write cache: data is durable only once a flush${device.fua ? ' or FUA write' : ''} reaches the device\n`
   for (const below of device.underlying) text += `${indent}  on ${describeDevice(below, `${indent}  `)}`
   return text
 }
@@ -44,9 +50,11 @@ export function renderHeader(fingerprint: Fingerprint, secsPerTest: number, reco
   let text = `plugcheck bench: ${target.path} (scratch file, ${formatSize(recordSizeBytes)} records, removed at exit)\n`
   text += `system       ${platform.name} ${os.kernel} ${os.arch}${os.distribution === null ? '' : `, ${os.distribution}`}; boot id ${fingerprint.bootId ?? 'unknown'}\n`
   text += `file system  ${fileSystem.type}${fileSystem.magic === null ? '' : ` (statfs magic ${fileSystem.magic})`}${fileSystem.source === null ? '' : ` from ${fileSystem.source}`}${fileSystem.mountPoint === null ? '' : ` on ${fileSystem.mountPoint}`}\n`
-  if (fileSystem.mountOptions.length > 0 || fileSystem.superOptions.length > 0) text += `${pad}options ${fileSystem.mountOptions.join(',')}; ${fileSystem.superOptions.join(',') || '-'}\n`
+  if (fileSystem.mountOptions.length > 0 || fileSystem.superOptions.length > 0)
+    text += `${pad}options ${fileSystem.mountOptions.join(',')}; ${fileSystem.superOptions.join(',') || '-'}\n`
   text += `device       ${device === null ? 'none (no block device behind this file system)\n' : describeDevice(device, pad)}`
-  if (fingerprint.virtualMachine && device !== null) text += `${pad}(a virtual machine: these device facts are what the hypervisor chose to report)\n`
+  if (fingerprint.virtualMachine && device !== null)
+    text += `${pad}(a virtual machine: these device facts are what the hypervisor chose to report)\n`
   if (target.inMemory) {
     text += `\nWARNING: ${target.path} is on ${fileSystem.type}, which lives in memory.\n`
     text += 'WARNING: NOTHING WRITTEN THERE SURVIVES A POWER CUT, whatever the sync method.\n'
@@ -104,9 +112,14 @@ export function renderFlags(flags: readonly PlausibilityFlag[], sections: readon
     ofKind.slice(0, flagsInFullMax).forEach((flag, i) => {
       text += `  ${(i === 0 ? `${flagHeadings[kind]}:` : '').padEnd(12)} ${flag.message}\n`
     })
-    const rest = ofKind.slice(flagsInFullMax).flatMap((flag) => flag.rowIds.map((id) => rowsById.get(id)).filter((entry) => entry !== undefined))
+    const rest = ofKind
+      .slice(flagsInFullMax)
+      .flatMap((flag) => flag.rowIds.map((id) => rowsById.get(id)).filter((entry) => entry !== undefined))
     if (rest.length === 0) continue
-    const items = rest.map(({ row, section }) => `${row.label.trim().replace(/\s+/g, ' ')}${section.id === 'two-writes' ? ' (two writes)' : ''} ${formatUs(row.latencyUsP50 ?? Number.NaN)}`)
+    const items = rest.map(
+      ({ row, section }) =>
+        `${row.label.trim().replace(/\s+/g, ' ')}${section.id === 'two-writes' ? ' (two writes)' : ''} ${formatUs(row.latencyUsP50 ?? Number.NaN)}`,
+    )
     let line = `${indent}likewise (us/op, p50):`
     for (const item of items) {
       if (line.length + item.length + 2 > lineWidth) {

@@ -47,7 +47,8 @@ export function prepareRow(spec: RowSpec, scratch: ScratchFile): PreparedRow {
   const piecesPerPass = opsPerPass * spec.writesPerOp
   const windows = [0, sourceShiftBytes].map((shift) => {
     const pieces: Buffer[] = new Array(piecesPerPass)
-    for (let j = 0; j < piecesPerPass; j++) pieces[j] = scratch.source.subarray(shift + j * spec.writeBytes, shift + (j + 1) * spec.writeBytes)
+    for (let j = 0; j < piecesPerPass; j++)
+      pieces[j] = scratch.source.subarray(shift + j * spec.writeBytes, shift + (j + 1) * spec.writeBytes)
     return pieces
   })
   const [evenPass, oddPass] = windows as [Buffer[], Buffer[]]

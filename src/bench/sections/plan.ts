@@ -109,16 +109,46 @@ export function benchPlan(recordSizeBytes: number): SectionSpec[] {
     },
     {
       id: 'non-write-descriptor',
-      title: 'Test if fsync on non-write file descriptor is honored:\n(If the times are similar, fsync() can sync data written on a different\ndescriptor.)',
+      title:
+        'Test if fsync on non-write file descriptor is honored:\n(If the times are similar, fsync() can sync data written on a different\ndescriptor.)',
       rows: [
-        { id: 'non-write-descriptor/write-fsync-close', label: 'write, fsync, close', method: 'fsync', direct: false, durable: true, shape: 'write-fsync-close', writesPerOp: 1, writeBytes: recordSizeBytes },
-        { id: 'non-write-descriptor/write-close-fsync', label: 'write, close, fsync', method: 'fsync', direct: false, durable: true, shape: 'write-close-fsync', writesPerOp: 1, writeBytes: recordSizeBytes },
+        {
+          id: 'non-write-descriptor/write-fsync-close',
+          label: 'write, fsync, close',
+          method: 'fsync',
+          direct: false,
+          durable: true,
+          shape: 'write-fsync-close',
+          writesPerOp: 1,
+          writeBytes: recordSizeBytes,
+        },
+        {
+          id: 'non-write-descriptor/write-close-fsync',
+          label: 'write, close, fsync',
+          method: 'fsync',
+          direct: false,
+          durable: true,
+          shape: 'write-close-fsync',
+          writesPerOp: 1,
+          writeBytes: recordSizeBytes,
+        },
       ],
     },
     {
       id: 'non-sync',
       title: `Non-sync'ed ${record} writes:`,
-      rows: [{ id: 'non-sync/write', label: 'write', method: 'none', direct: false, durable: false, shape: 'write-only', writesPerOp: 1, writeBytes: recordSizeBytes }],
+      rows: [
+        {
+          id: 'non-sync/write',
+          label: 'write',
+          method: 'none',
+          direct: false,
+          durable: false,
+          shape: 'write-only',
+          writesPerOp: 1,
+          writeBytes: recordSizeBytes,
+        },
+      ],
     },
   ]
 }

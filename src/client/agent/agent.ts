@@ -62,7 +62,16 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
     if (unjudged.length === 0) {
       io.out(`the latest run of ${options.file} (group ${groupId}) has its verdicts at the listener already\n`)
     } else {
-      const outcome = await verifyReport({ source: { server: options.server }, file: options.file, json: false, listenerTimeoutMs: timeoutMs, ...(options.token === undefined ? {} : { token: options.token }) }, io)
+      const outcome = await verifyReport(
+        {
+          source: { server: options.server },
+          file: options.file,
+          json: false,
+          listenerTimeoutMs: timeoutMs,
+          ...(options.token === undefined ? {} : { token: options.token }),
+        },
+        io,
+      )
       io.out(printedReport(outcome.report, false))
       const live = new Set(outcome.report.claims.filter((c) => c.live).map((c) => c.runId))
       const report = outcome.report
@@ -120,10 +129,15 @@ async function untilListenerAnswers<T>(ask: () => Promise<T>, where: string, io:
       if (!(error instanceof PlugcheckError) || error.exitCode !== exitCodes.runtime) throw error
       const waitedMs = performance.now() - startMs
       if (waitedMs >= listenerWaitMs) {
-        throw runtimeError(`the listener at ${where} could not be reached for ${listenerWaitMs / 1000} s (${attempt} attempts): ${error.message}`, 'start `plugcheck listen` there, and check host, port and firewall')
+        throw runtimeError(
+          `the listener at ${where} could not be reached for ${listenerWaitMs / 1000} s (${attempt} attempts): ${error.message}`,
+          'start `plugcheck listen` there, and check host, port and firewall',
+        )
       }
       if (performance.now() >= nextMessageMs) {
-        io.err(`plugcheck: waiting for the listener at ${where} (${Math.round(waitedMs / 1000)} s of ${listenerWaitMs / 1000}): ${error.message}\n`)
+        io.err(
+          `plugcheck: waiting for the listener at ${where} (${Math.round(waitedMs / 1000)} s of ${listenerWaitMs / 1000}): ${error.message}\n`,
+        )
         nextMessageMs += waitMessageIntervalMs
       }
       await sleep(Math.min(retryIntervalMs, listenerWaitMs - waitedMs))
@@ -136,7 +150,8 @@ async function campaignAfterVerdicts(ask: () => Promise<CampaignState | null>, t
   const deadlineMs = performance.now() + timeoutMs
   for (;;) {
     const state = await ask()
-    if (state === null || (state.phase !== 'cutting' && state.phase !== 'waiting-for-agent') || performance.now() >= deadlineMs) return state
+    if (state === null || (state.phase !== 'cutting' && state.phase !== 'waiting-for-agent') || performance.now() >= deadlineMs)
+      return state
     await sleep(campaignPollIntervalMs)
   }
 }
@@ -193,7 +208,10 @@ export function serviceDefinition(kind: 'systemd' | 'windows', command: readonly
     '# run in an elevated PowerShell: the task starts the agent at every boot as SYSTEM (remove it with: schtasks /Delete /TN plugcheck-agent)',
     `schtasks /Create /TN plugcheck-agent /SC ONSTART /RU SYSTEM /TR ${shellQuote(task, 'windows')}`,
   ]
-  if (task.length > 261) lines.push(`# note: schtasks takes at most 261 characters after /TR (this is ${task.length}): put the command in a .cmd file and give /TR its path`)
+  if (task.length > 261)
+    lines.push(
+      `# note: schtasks takes at most 261 characters after /TR (this is ${task.length}): put the command in a .cmd file and give /TR its path`,
+    )
   return lines.join('\n') + '\n'
 }
 

@@ -46,7 +46,9 @@ export function timelineOfSpans(runId: string, spans: readonly AckSpan[]): AckTi
   let throughSeq = 0
   for (const [fromSeq, toSeq] of spans) {
     if (fromSeq !== throughSeq + 1 || toSeq < fromSeq) {
-      throw runtimeError(`the listener sent acks of run ${runId} that are not contiguous from seq 1 (a span ${fromSeq}-${toSeq} after seq ${throughSeq})`)
+      throw runtimeError(
+        `the listener sent acks of run ${runId} that are not contiguous from seq 1 (a span ${fromSeq}-${toSeq} after seq ${throughSeq})`,
+      )
     }
     throughSeq = toSeq
   }
@@ -77,11 +79,13 @@ export function pagedTimeline(run: StoredRun, read: SpanPageReader): AckTimeline
         if ('problem' in result) throw new Error(result.problem)
         const spans = page.length / spanPageEntryBytes
         spansRead += spans
-        if (spans < maxSpansPerPage && result.through < throughSeq) throw new Error(`a page of ${spans} spans stops at seq ${result.through}, before seq ${throughSeq}, the last acknowledged`)
+        if (spans < maxSpansPerPage && result.through < throughSeq)
+          throw new Error(`a page of ${spans} spans stops at seq ${result.through}, before seq ${throughSeq}, the last acknowledged`)
         if (spansRead > maxStoredSpans) throw new Error(`more than ${maxStoredSpans} spans, more than a run keeps`)
         return found.length === seqs.length ? null : result.through
       })
-      if (found.length < seqs.length) throw runtimeError(`the listener's spans of run ${run.meta.runId} end before seq ${seqs[found.length]}, which it acknowledged`)
+      if (found.length < seqs.length)
+        throw runtimeError(`the listener's spans of run ${run.meta.runId} end before seq ${seqs[found.length]}, which it acknowledged`)
       return found
     },
   }

@@ -95,9 +95,14 @@ export function missingMembers(runs: readonly StoredRun[], plan: GroupPlan, sour
   for (const run of runs) {
     const at = run.meta.path
     const other = byPath.get(at)
-    if (other !== undefined) throw runtimeError(`the ${source} holds two runs of group ${run.meta.groupId} for ${at}: ${other} and ${run.meta.runId}; nothing was judged`)
+    if (other !== undefined)
+      throw runtimeError(
+        `the ${source} holds two runs of group ${run.meta.groupId} for ${at}: ${other} and ${run.meta.runId}; nothing was judged`,
+      )
     if (!planned.some((m) => m.path === at && m.method === run.meta.method)) {
-      throw runtimeError(`the ${source} holds run ${run.meta.runId} (${run.meta.method}, ${at}) in group ${run.meta.groupId}, which was planned as ${describePlan(plan)} (${planned.length} runs) with no such run; nothing was judged`)
+      throw runtimeError(
+        `the ${source} holds run ${run.meta.runId} (${run.meta.method}, ${at}) in group ${run.meta.groupId}, which was planned as ${describePlan(plan)} (${planned.length} runs) with no such run; nothing was judged`,
+      )
     }
     byPath.set(at, run.meta.runId)
   }
@@ -147,17 +152,30 @@ export function candidatePaths(requestedPath: string, plan: GroupPlan | null): s
  * from a list of claims that newer runs have cut short), looked up by id; the runs with them, in no
  * particular order. A run the listener does not have stays missing, for checkGroupMembers to name.
  */
-export async function withMembersTheFilesHold(runs: readonly StoredRun[], superblockAt: SuperblockAt, source: string, find: (runId: string) => Promise<StoredRun | undefined>): Promise<StoredRun[]> {
+export async function withMembersTheFilesHold(
+  runs: readonly StoredRun[],
+  superblockAt: SuperblockAt,
+  source: string,
+  find: (runId: string) => Promise<StoredRun | undefined>,
+): Promise<StoredRun[]> {
   const first = runs[0]!.meta
   const found = [...runs]
   const asked = new Set<string>()
   for (const path of candidatePaths(first.requestedPath, groupPlan(runs, superblockAt, source))) {
     const reading = readingAt(superblockAt, path)
-    if (reading?.kind !== 'valid' || reading.meta.groupId !== first.groupId || found.some((r) => r.meta.runId === reading.meta.runId)) continue
+    if (reading?.kind !== 'valid' || reading.meta.groupId !== first.groupId || found.some((r) => r.meta.runId === reading.meta.runId))
+      continue
     if (asked.has(reading.meta.runId) || asked.size >= groupRunsMax) continue
     asked.add(reading.meta.runId)
     const run = await find(reading.meta.runId)
-    if (run !== undefined && run.meta.runId === reading.meta.runId && run.meta.groupId === first.groupId && run.meta.host === first.host && run.meta.requestedPath === first.requestedPath) found.push(run)
+    if (
+      run !== undefined &&
+      run.meta.runId === reading.meta.runId &&
+      run.meta.groupId === first.groupId &&
+      run.meta.host === first.host &&
+      run.meta.requestedPath === first.requestedPath
+    )
+      found.push(run)
   }
   return found
 }
@@ -196,7 +214,9 @@ export function checkGroupMembers(runs: readonly StoredRun[], superblockAt: Supe
   if (startFailed(runs)) {
     // The other jobs' runs say which job could not start; the failed job's own runs only why.
     const detail = runs.map((r) => r.end!.detail!).find((d) => /^could not start: job \d+ of \d+ /.test(d)) ?? runs[0]!.end!.detail!
-    return [`${named.join(', ')} ${missing.length === 1 ? 'is' : 'are'} not at the ${source}: the write stopped before its first record (${detail}), so no job wrote anything`]
+    return [
+      `${named.join(', ')} ${missing.length === 1 ? 'is' : 'are'} not at the ${source}: the write stopped before its first record (${detail}), so no job wrote anything`,
+    ]
   }
   const total = plan.jobs * plan.methods.length
   // Every other run acknowledged nothing: the write may have been cut while its jobs were starting,

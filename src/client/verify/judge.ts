@@ -16,7 +16,18 @@ import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 
 import type { StoredRun } from '../../protocol/messages.js'
 import { timelineOfSpans, type AckTimeline } from './ack-timeline.js'
 import { Classifier, runLayout, wholeVerdict, type SlotVerdict } from '../../record/classify.js'
-import { decodeSuperblock, maxRecordSizeBytes, runKey, slotOf, slotOffsetBytes, superblockHeaderBytes, superblockMagic, type RunKey, type RunMeta, type SuperblockReading } from '../../record/format.js'
+import {
+  decodeSuperblock,
+  maxRecordSizeBytes,
+  runKey,
+  slotOf,
+  slotOffsetBytes,
+  superblockHeaderBytes,
+  superblockMagic,
+  type RunKey,
+  type RunMeta,
+  type SuperblockReading,
+} from '../../record/format.js'
 import { describeSystemError, runtimeError } from '../../base/errors.js'
 import { WholeRecordCheck } from '../../record/scan.js'
 import { readAhead, type ChunkRequest } from './read-ahead.js'
@@ -57,7 +68,6 @@ export interface RecordFinding {
   readonly lengthBytes: number
   readonly detail: string
 }
-
 
 export interface RunReport {
   readonly runId: string
@@ -161,7 +171,8 @@ function readSuperblockFd(fd: number, path: string): SuperblockReading {
   const head = Buffer.alloc(superblockHeaderBytes)
   const got = readFully(fd, head, head.length, 0, path)
   const metaLength = got === head.length ? head.readUInt32LE(12) : 0
-  if (got < head.length || !head.subarray(0, 8).equals(superblockMagic) || metaLength > maxRecordSizeBytes - head.length) return decodeSuperblock(head.subarray(0, got))
+  if (got < head.length || !head.subarray(0, 8).equals(superblockMagic) || metaLength > maxRecordSizeBytes - head.length)
+    return decodeSuperblock(head.subarray(0, got))
   let block = Buffer.alloc(head.length + metaLength)
   let reading = decodeSuperblock(block.subarray(0, readFully(fd, block, block.length, 0, path)))
   if (reading.kind === 'valid' && reading.meta.recordSizeBytes > block.length) {
@@ -214,7 +225,9 @@ function overwritePlan(key: RunKey, meta: RunMeta, throughSeq: number): SlotPlan
   let walked = 0
   for (let seq = throughSeq; seq >= 1 && judged < meta.slotCount; seq--) {
     if (++walked > walkLimit) {
-      throw runtimeError(`run ${meta.runId}: ${walkLimit} seqs did not reach every one of its ${meta.slotCount} slots; its metadata cannot be right`)
+      throw runtimeError(
+        `run ${meta.runId}: ${walkLimit} seqs did not reach every one of its ${meta.slotCount} slots; its metadata cannot be right`,
+      )
     }
     const slot = slotOf(key, 'overwrite', seq, meta.slotCount)
     if (last[slot] === 0) {
@@ -271,7 +284,12 @@ class FailedSeqs {
 
   push(seq: number, code: number): void {
     const last = this.length - 1
-    if (this.coalesce && last >= 0 && this.starts[last]! % 256 === code && (this.starts[last]! - code) / 256 + this.lengths[last]! === seq) {
+    if (
+      this.coalesce &&
+      last >= 0 &&
+      this.starts[last]! % 256 === code &&
+      (this.starts[last]! - code) / 256 + this.lengths[last]! === seq
+    ) {
       this.lengths[last]!++
       return
     }
@@ -290,7 +308,8 @@ class FailedSeqs {
     for (let i = 1; i < starts.length && descents.length < 2; i++) if (starts[i - 1]! > starts[i]!) descents.push(i)
     let order: Iterable<number>
     if (descents.length === 0) order = indices(0, starts.length)
-    else if (descents.length === 1 && starts.at(-1)! < starts[0]!) order = [...indices(descents[0]!, starts.length), ...indices(0, descents[0]!)] // two ascending stretches
+    else if (descents.length === 1 && starts.at(-1)! < starts[0]!)
+      order = [...indices(descents[0]!, starts.length), ...indices(0, descents[0]!)] // two ascending stretches
     else if (this.lengths.subarray(0, this.length).every((n) => n === 1)) order = indices(0, starts.sort().length)
     else order = Array.from(indices(0, starts.length)).sort((a, b) => starts[a]! - starts[b]!)
     for (const i of order) {
@@ -338,7 +357,8 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
 
   const acks = options.acks ?? timelineOfSpans(meta.runId, run.spans)
   const throughSeq = acks.throughSeq
-  if (throughSeq > maxJudgedSeq) throw runtimeError(`the listener sent seq ${throughSeq} for run ${meta.runId}, more than any writer can have written`)
+  if (throughSeq > maxJudgedSeq)
+    throw runtimeError(`the listener sent seq ${throughSeq} for run ${meta.runId}, more than any writer can have written`)
   const acked = throughSeq
   const plan = meta.pattern === 'append' ? appendPlan(meta.slotCount, throughSeq) : overwritePlan(key, meta, throughSeq)
 
@@ -407,7 +427,10 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
           if (seq === 0) continue
           const start = (slot - firstSlot) * recordSize
           const found = accepted[slot - firstSlot]!
-          const verdict: SlotVerdict = found > 0 ? wholeVerdict(found, seq) : classifier.classify(chunk.subarray(start, Math.max(start, Math.min(got, start + recordSize))), slot, seq)
+          const verdict: SlotVerdict =
+            found > 0
+              ? wholeVerdict(found, seq)
+              : classifier.classify(chunk.subarray(start, Math.max(start, Math.min(got, start + recordSize))), slot, seq)
           if (verdict.kind === 'intact') {
             intact++
             maxSurvivingSeq = Math.max(maxSurvivingSeq, verdict.foundSeq ?? seq)
@@ -451,7 +474,13 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
           judgeChunk(request, bytes, await accepted)
         }
         const buffers = chunkBuffers(readsInFlight + heldChunks, chunkBytes, threads > 0)
-        for await (const { request, bytes } of readAhead(fd, meta.path, chunksToRead(plan, recordSize, readLimit, chunkBytes), buffers, readsInFlight)) {
+        for await (const { request, bytes } of readAhead(
+          fd,
+          meta.path,
+          chunksToRead(plan, recordSize, readLimit, chunkBytes),
+          buffers,
+          readsInFlight,
+        )) {
           held.push({ request, bytes, accepted: checker.check(bytes, request.firstSlot, request.lastSlot - request.firstSlot + 1) })
           if (held.length === heldChunks) await judgeOldest()
         }
@@ -468,7 +497,10 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
   const { count: lostRangeCount, ranges: lostRanges } = await withAckTimes(toRanges(failed, bulk), acks)
   const reordering = reorderingOf(failed, bulk, maxSurvivingSeq)
   const role = roleOf(meta.method)
-  const verdict = runVerdict(role, findingOf(acked, lostCount + tornCount + corruptCount, superblock.kind === 'valid', run.end?.reason === 'storage-lost'))
+  const verdict = runVerdict(
+    role,
+    findingOf(acked, lostCount + tornCount + corruptCount, superblock.kind === 'valid', run.end?.reason === 'storage-lost'),
+  )
   return {
     runId: meta.runId,
     groupId: meta.groupId,
@@ -550,7 +582,9 @@ function addAppendBulk(bulk: BulkLoss[], slotCount: number, throughSeq: number, 
 
 function lossReason(verdict: SlotVerdict): string {
   // Group older-seq losses under one reason so ranges stay long; the exact older seq is in the detail only.
-  return verdict.detail.startsWith('older data') || verdict.detail.startsWith('holds older') ? 'older data: the write vanished' : verdict.detail
+  return verdict.detail.startsWith('older data') || verdict.detail.startsWith('holds older')
+    ? 'older data: the write vanished'
+    : verdict.detail
 }
 
 /**
@@ -618,7 +652,13 @@ function reorderingOf(failed: FailedSeqs, bulk: readonly BulkLoss[], survivedSeq
 }
 
 /** The ranges with the window in which the listener received their acks: from the first ack of the first seq to the last of the last. */
-async function withAckTimes(lost: { count: number; ranges: SeqRange[] }, acks: AckTimeline): Promise<{ count: number; ranges: SeqRange[] }> {
+async function withAckTimes(
+  lost: { count: number; ranges: SeqRange[] },
+  acks: AckTimeline,
+): Promise<{ count: number; ranges: SeqRange[] }> {
   const windows = await acks.windows(lost.ranges.flatMap((r) => [r.fromSeq, r.toSeq]))
-  return { count: lost.count, ranges: lost.ranges.map((r, i) => ({ ...r, ackedFromMs: windows[2 * i]![0], ackedToMs: windows[2 * i + 1]![1] })) }
+  return {
+    count: lost.count,
+    ranges: lost.ranges.map((r, i) => ({ ...r, ackedFromMs: windows[2 * i]![0], ackedToMs: windows[2 * i + 1]![1] })),
+  }
 }

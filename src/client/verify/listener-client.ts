@@ -27,7 +27,15 @@ import { nativePort } from '../../native/index.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from '../../protocol/endpoint.js'
 import { listenerTimeoutMs as defaultListenerTimeoutMs } from '../../protocol/endpoint.js'
 import { epochAt, listenerClockOf, type TimeBase } from '../run-clock.js'
-import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, oneLine, startsWithListenerFrame } from '../../protocol/listener-errors.js'
+import {
+  firstBytesKept,
+  firstFrameAbsurd,
+  listenerRefusal,
+  noAnswer,
+  notAListener,
+  oneLine,
+  startsWithListenerFrame,
+} from '../../protocol/listener-errors.js'
 
 /**
  * The listener's clock as its latest welcome gave it (with the monotonic time it arrived), when it
@@ -95,7 +103,8 @@ export async function reportVerdicts(
       (message, done, fail) => {
         if (message.type !== 'verdict-ok') return
         const left = waiting.get(message.runId) ?? 0
-        if (left === 0) return fail(`the listener at ${formatEndpoint(endpoint)} confirmed a verdict for run ${message.runId}, which was not reported`)
+        if (left === 0)
+          return fail(`the listener at ${formatEndpoint(endpoint)} confirmed a verdict for run ${message.runId}, which was not reported`)
         waiting.set(message.runId, left - 1)
         if (--outstanding === 0) done()
       },
@@ -105,7 +114,11 @@ export async function reportVerdicts(
 }
 
 /** The listener's campaign, or null when it runs none. */
-export async function queryCampaign(endpoint: Endpoint, token: string | undefined, timeoutMs = defaultListenerTimeoutMs): Promise<CampaignState | null> {
+export async function queryCampaign(
+  endpoint: Endpoint,
+  token: string | undefined,
+  timeoutMs = defaultListenerTimeoutMs,
+): Promise<CampaignState | null> {
   return converse(endpoint, token, timeoutMs, [{ type: 'campaign-query' }], (message, done) => {
     if (message.type === 'campaign-state') done(message.campaign)
   })
@@ -130,7 +143,9 @@ export async function readSpanPages(
   await converse<void>(endpoint, token, timeoutMs, [ask(afterSeq)], (message, done, fail, send) => {
     if (message.type !== 'span-page') return
     if (message.runId !== run.runId || message.afterSeq !== afterSeq) {
-      return fail(`the listener at ${where} sent spans of run ${message.runId} after seq ${message.afterSeq}, asked for run ${run.runId} after seq ${afterSeq}`)
+      return fail(
+        `the listener at ${where} sent spans of run ${message.runId} after seq ${message.afterSeq}, asked for run ${run.runId} after seq ${afterSeq}`,
+      )
     }
     let through: number | null
     try {
@@ -159,7 +174,12 @@ async function converse<T>(
   token: string | undefined,
   timeoutMs: number,
   requests: readonly ClientMessage[],
-  onMessage: (message: ServerMessage, done: (value: T) => void, fail: (message: string) => void, send: (request: ClientMessage) => void) => void,
+  onMessage: (
+    message: ServerMessage,
+    done: (value: T) => void,
+    fail: (message: string) => void,
+    send: (request: ClientMessage) => void,
+  ) => void,
   nothingToAsk = false,
 ): Promise<T> {
   if (nothingToAsk) return undefined as T
@@ -208,19 +228,35 @@ async function converse<T>(
     }
     socket.setTimeout(timeoutMs, () => settle(noAnswer(where, timeoutMs, welcomed)))
     awaitAnswer()
-    socket.on('error', (error) => fail(`could not reach the listener at ${where}: ${describeSystemError(error)}`, 'is `plugcheck listen` running there? or use --acks DIR with a copy of its directory'))
+    socket.on('error', (error) =>
+      fail(
+        `could not reach the listener at ${where}: ${describeSystemError(error)}`,
+        'is `plugcheck listen` running there? or use --acks DIR with a copy of its directory',
+      ),
+    )
     socket.on('close', () =>
-      !welcomed && firstBytes.length > 0 ? settle(notAListener(where, firstBytes)) : fail(`the listener at ${where} closed the connection before answering`),
+      !welcomed && firstBytes.length > 0
+        ? settle(notAListener(where, firstBytes))
+        : fail(`the listener at ${where} closed the connection before answering`),
     )
     socket.on('connect', () => {
       const machine = thisMachine()
-      socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier', ...(token === undefined ? {} : { token }), ...(machine === undefined ? {} : { machine }) }))
+      socket.write(
+        encodeFrame({
+          type: 'hello',
+          protocol: protocolVersion,
+          role: 'verifier',
+          ...(token === undefined ? {} : { token }),
+          ...(machine === undefined ? {} : { machine }),
+        }),
+      )
       for (const request of requests) socket.write(encodeFrame(request))
     })
     socket.on('data', (chunk: Buffer) => {
       if (settled) return
       if (!welcomed) {
-        if (firstBytes.length < firstBytesKept) firstBytes = Buffer.concat([firstBytes, chunk.subarray(0, firstBytesKept - firstBytes.length)])
+        if (firstBytes.length < firstBytesKept)
+          firstBytes = Buffer.concat([firstBytes, chunk.subarray(0, firstBytesKept - firstBytes.length)])
         if (firstFrameAbsurd(firstBytes)) return settle(notAListener(where, firstBytes))
       }
       let messages: ServerMessage[]

@@ -71,14 +71,22 @@ function shown(value: unknown): string {
  */
 export function pathFitsLayout(meta: Pick<RunMeta, 'path' | 'requestedPath' | 'method'>): boolean {
   // meta.method is one of methodNames (runMetaSchema): letters, digits and underscores only.
-  return meta.path.startsWith(meta.requestedPath) && new RegExp(`^(\\.${meta.method})?(\\.job[1-9][0-9]?)?$`).test(meta.path.slice(meta.requestedPath.length))
+  return (
+    meta.path.startsWith(meta.requestedPath) &&
+    new RegExp(`^(\\.${meta.method})?(\\.job[1-9][0-9]?)?$`).test(meta.path.slice(meta.requestedPath.length))
+  )
 }
 
 /**
  * Throws (exit 3) at the first run whose listener metadata disagrees with the superblock of the file
  * that holds it, or whose path is not one a write makes for the path it was given. metaFileOf names the listener's file of a run, when verify reads the directory itself.
  */
-export function checkMetaAgainstFiles(runs: readonly StoredRun[], superblockAt: (path: string) => Reading, source: string, metaFileOf?: (runId: string) => string): void {
+export function checkMetaAgainstFiles(
+  runs: readonly StoredRun[],
+  superblockAt: (path: string) => Reading,
+  source: string,
+  metaFileOf?: (runId: string) => string,
+): void {
   for (const run of runs) {
     if (!pathFitsLayout(run.meta)) {
       throw runtimeError(
@@ -91,7 +99,8 @@ export function checkMetaAgainstFiles(runs: readonly StoredRun[], superblockAt: 
     const differ = disagreements(run.meta, reading.meta)
     if (differ.length === 0) continue
     const listed = differ.map((d) => `${d.field} is ${d.listener} at the listener, ${d.file} in the file`).join('; ')
-    const where = metaFileOf === undefined ? `the listener's copy (runs/${run.meta.runId}/meta.msgpack in its --dir)` : metaFileOf(run.meta.runId)
+    const where =
+      metaFileOf === undefined ? `the listener's copy (runs/${run.meta.runId}/meta.msgpack in its --dir)` : metaFileOf(run.meta.runId)
     throw runtimeError(
       `the ${source} describes run ${run.meta.runId} otherwise than the checksummed superblock of its data file ${run.meta.path}: ${listed}; nothing was judged`,
       `${where} is damaged, or the listener answered wrong: the storage under test is not to blame; restore the listener's directory from a good copy, then verify again`,

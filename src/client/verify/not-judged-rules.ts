@@ -20,7 +20,13 @@ export type Lookup = 'latest' | 'chosen'
 export const lookups: readonly Lookup[] = ['latest', 'chosen']
 
 export type NotJudgedCheck = 'file-changed' | 'conflicting-claims' | 'still-running' | 'replaced-later' | 'superseded-by'
-export const notJudgedChecks: readonly NotJudgedCheck[] = ['file-changed', 'conflicting-claims', 'still-running', 'replaced-later', 'superseded-by']
+export const notJudgedChecks: readonly NotJudgedCheck[] = [
+  'file-changed',
+  'conflicting-claims',
+  'still-running',
+  'replaced-later',
+  'superseded-by',
+]
 
 export interface NotJudgedRule {
   readonly check: NotJudgedCheck

@@ -58,7 +58,10 @@ export async function* readAhead<R extends ChunkRequest>(
     if (next.done === true) return
     // With readsInFlight reads pending and the caller holding the rest, this buffer is free.
     const buffer = buffers[started++ % buffers.length]!
-    assert(next.value.lengthBytes <= buffer.length, () => `a chunk of ${next.value.lengthBytes} bytes does not fit a ${buffer.length}-byte buffer`)
+    assert(
+      next.value.lengthBytes <= buffer.length,
+      () => `a chunk of ${next.value.lengthBytes} bytes does not fit a ${buffer.length}-byte buffer`,
+    )
     pending.push({ request: next.value, buffer, settled: readFullyAsync(fd, buffer, next.value.lengthBytes, next.value.offsetBytes) })
   }
   try {
@@ -66,7 +69,8 @@ export async function* readAhead<R extends ChunkRequest>(
     while (pending.length > 0) {
       const head = pending.shift()!
       const settled = await head.settled
-      if ('error' in settled) throw runtimeError(`could not read ${path} at offset ${settled.atBytes}: ${describeSystemError(settled.error)}`)
+      if ('error' in settled)
+        throw runtimeError(`could not read ${path} at offset ${settled.atBytes}: ${describeSystemError(settled.error)}`)
       startNext()
       yield { request: head.request, bytes: head.buffer.subarray(0, settled.got) }
     }

@@ -43,7 +43,11 @@ export const verdictTable: Readonly<Record<Role, Readonly<Record<Finding, RunVer
 /** The group's verdict is the first of these that any of its methods has. */
 export const groupVerdictOrder: readonly RunVerdict[] = ['fail', 'inconclusive', 'pass']
 
-export const verdictExitCodes: Readonly<Record<RunVerdict, number>> = { pass: exitCodes.ok, fail: exitCodes.lossFound, inconclusive: exitCodes.inconclusive }
+export const verdictExitCodes: Readonly<Record<RunVerdict, number>> = {
+  pass: exitCodes.ok,
+  fail: exitCodes.lossFound,
+  inconclusive: exitCodes.inconclusive,
+}
 
 export function roleOf(method: string): Role {
   return method === 'none' ? 'control' : 'tested'

@@ -14,7 +14,14 @@
 import { nativePort } from '../../native/index.js'
 import { hostname } from 'node:os'
 import { dirname } from 'node:path'
-import { inlineSpansMax, maxSpansPerPage, storedVerdictSchema, type Claim, type StoredRun, type StoredVerdict } from '../../protocol/messages.js'
+import {
+  inlineSpansMax,
+  maxSpansPerPage,
+  storedVerdictSchema,
+  type Claim,
+  type StoredRun,
+  type StoredVerdict,
+} from '../../protocol/messages.js'
 import { AckStore } from '../../store/ack-store.js'
 import { describeSystemError, runtimeError, usageError, PlugcheckError } from '../../base/errors.js'
 import { formatSize } from '../../base/sizes.js'
@@ -109,7 +116,10 @@ async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<
     return {
       name: `listener ${formatEndpoint(server)}`,
       find: (query) => queryRuns(server, options.token, query, timeoutMs),
-      acks: (run) => timelineOf(run, (afterSeq, onPage) => readSpanPages(server, options.token, timeoutMs, { runId: run.meta.runId, afterSeq, throughSeq: ackedThroughSeqOf(run) }, onPage)),
+      acks: (run) =>
+        timelineOf(run, (afterSeq, onPage) =>
+          readSpanPages(server, options.token, timeoutMs, { runId: run.meta.runId, afterSeq, throughSeq: ackedThroughSeqOf(run) }, onPage),
+        ),
     }
   }
   const acksDir = options.source.acksDir
@@ -118,20 +128,27 @@ async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): Promise<
     store = await AckStore.load(acksDir)
   } catch (error) {
     if (error instanceof PlugcheckError) throw error // a run's files exist but cannot be read: exit 3, naming the file
-    throw usageError(`could not read the ack directory ${acksDir}: ${describeSystemError(error)}`, 'give --acks the --dir of a plugcheck listener')
+    throw usageError(
+      `could not read the ack directory ${acksDir}: ${describeSystemError(error)}`,
+      'give --acks the --dir of a plugcheck listener',
+    )
   }
   for (const warning of store.warnings) io.err(`plugcheck: ${warning}\n`)
   return {
     name: `ack directory ${acksDir}`,
     metaFileOf: (runId) => join(acksDir, 'runs', runId, 'meta.msgpack'),
     // As the listener answers: a long run's spans stay in the store's table, read a page at a time.
-    find: async (query) => ({ runs: store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax }), claims: store.claims(query.host, query.requestedPath) }),
+    find: async (query) => ({
+      runs: store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax }),
+      claims: store.claims(query.host, query.requestedPath),
+    }),
     acks: (run) =>
       timelineOf(run, async (startAfterSeq, onPage) => {
         const throughSeq = ackedThroughSeqOf(run)
         for (let afterSeq: number | null = startAfterSeq; afterSeq !== null && afterSeq < throughSeq; ) {
           const page = store.spanPage(run.meta.runId, afterSeq, throughSeq, maxSpansPerPage)
-          if (page === undefined) throw runtimeError(`the ack directory ${acksDir} no longer holds the acks of run ${run.meta.runId} through seq ${throughSeq}`)
+          if (page === undefined)
+            throw runtimeError(`the ack directory ${acksDir} no longer holds the acks of run ${run.meta.runId} through seq ${throughSeq}`)
           try {
             afterSeq = onPage(page, afterSeq)
           } catch (error) {
@@ -166,15 +183,28 @@ export async function runVerify(options: VerifyOptions, io: Io): Promise<number>
  * nothing was judged because the run is still being written. A listener that does not take it
  * (another address without --token, a run it still holds open) costs a warning, never the verdict.
  */
-async function storeFound(report: VerifyReport | NotJudgedReport, server: Endpoint, options: VerifyOptions, io: Pick<Io, 'err'>): Promise<void> {
+async function storeFound(
+  report: VerifyReport | NotJudgedReport,
+  server: Endpoint,
+  options: VerifyOptions,
+  io: Pick<Io, 'err'>,
+): Promise<void> {
   const live = new Set(report.claims.filter((c) => c.live).map((c) => c.runId))
-  if (report.verdict === 'not-judged' && (report.reason === 'still-running' || (report.groupRunIds ?? []).some((id) => live.has(id)))) return
+  if (report.verdict === 'not-judged' && (report.reason === 'still-running' || (report.groupRunIds ?? []).some((id) => live.has(id))))
+    return
   const machine = writerEnvironment(dirname(options.file))
   try {
-    await reportVerdicts(server, options.token, options.listenerTimeoutMs ?? listenerTimeoutMs, storedVerdicts(report, machine.bootId, machine.fingerprint))
+    await reportVerdicts(
+      server,
+      options.token,
+      options.listenerTimeoutMs ?? listenerTimeoutMs,
+      storedVerdicts(report, machine.bootId, machine.fingerprint),
+    )
   } catch (error) {
     const why = error instanceof PlugcheckError ? error.message : String(error)
-    io.err(`plugcheck: warning: the verdict was not stored at the listener: ${why}\nhint: a later write on this path asks for --discard-unverified (or run verify from the machine that wrote, or give the listener a --token)\n`)
+    io.err(
+      `plugcheck: warning: the verdict was not stored at the listener: ${why}\nhint: a later write on this path asks for --discard-unverified (or run verify from the machine that wrote, or give the listener a --token)\n`,
+    )
   }
 }
 
@@ -200,17 +230,26 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
   runs = inReportOrder(runs)
   if (runs.length === 0) {
     throw usageError(
-      options.runId === undefined ? `no run found for ${options.file} written from host ${host} (${source})` : `no run ${options.runId} at the ${source}`,
+      options.runId === undefined
+        ? `no run found for ${options.file} written from host ${host} (${source})`
+        : `no run ${options.runId} at the ${source}`,
       'check --file (the path given to write) and --server/--acks, or pick a run with --run',
     )
   }
   if (options.runId !== undefined) {
     const run = runs[0]!
-    if (runs.length !== 1 || run.meta.runId !== options.runId) throw runtimeError(`the ${source} answered a query for run ${options.runId} with other runs`)
-    if (run.meta.path !== options.file && run.meta.requestedPath !== options.file) throw usageError(`run ${options.runId} wrote ${run.meta.requestedPath}, not ${options.file}`)
+    if (runs.length !== 1 || run.meta.runId !== options.runId)
+      throw runtimeError(`the ${source} answered a query for run ${options.runId} with other runs`)
+    if (run.meta.path !== options.file && run.meta.requestedPath !== options.file)
+      throw usageError(`run ${options.runId} wrote ${run.meta.requestedPath}, not ${options.file}`)
   } else {
-    const stray = runs.find((r) => r.meta.host !== host || r.meta.requestedPath !== options.file || r.meta.groupId !== runs[0]!.meta.groupId)
-    if (stray !== undefined) throw runtimeError(`the ${source} sent run ${stray.meta.runId} (${stray.meta.host}:${stray.meta.requestedPath}), which is not the latest run for ${host}:${options.file}`)
+    const stray = runs.find(
+      (r) => r.meta.host !== host || r.meta.requestedPath !== options.file || r.meta.groupId !== runs[0]!.meta.groupId,
+    )
+    if (stray !== undefined)
+      throw runtimeError(
+        `the ${source} sent run ${stray.meta.runId} (${stray.meta.host}:${stray.meta.requestedPath}), which is not the latest run for ${host}:${options.file}`,
+      )
   }
 
   const files = new Superblocks()
@@ -224,7 +263,8 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
       notes.push(earlier.note)
       runs = earlier.runs
     }
-    const find = async (runId: string): Promise<StoredRun | undefined> => (await from.find({ ...query, runId })).runs.find((r) => r.meta.runId === runId)
+    const find = async (runId: string): Promise<StoredRun | undefined> =>
+      (await from.find({ ...query, runId })).runs.find((r) => r.meta.runId === runId)
     runs = inReportOrder(await withMembersTheFilesHold(runs, files.at, source, find))
   }
   const checks: Record<NotJudgedCheck, () => NotJudgedFinding | null> = {
@@ -236,7 +276,16 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
   }
   const notJudged = firstNotJudged(options.runId === undefined ? 'latest' : 'chosen', (check) => checks[check]())
   if (notJudged !== null) {
-    const report: NotJudgedReport = { verdict: 'not-judged', ...notJudged, host, file: options.file, source, claims, runs: [], groupRunIds: runs.map((r) => r.meta.runId) }
+    const report: NotJudgedReport = {
+      verdict: 'not-judged',
+      ...notJudged,
+      host,
+      file: options.file,
+      source,
+      claims,
+      runs: [],
+      groupRunIds: runs.map((r) => r.meta.runId),
+    }
     return { report, exitCode: notJudgedExitCode }
   }
   checkMetaAgainstFiles(runs, files.at, source, from.metaFileOf)
@@ -246,7 +295,8 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
 
   const reports: RunReport[] = []
   // One file at a time: each judge streams its file with a fixed set of buffers.
-  for (const run of runs) reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId), acks: from.acks(run) }))
+  for (const run of runs)
+    reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId), acks: from.acks(run) }))
   notes.push(...methodCaveats(runs), ...storageLostNotes(runs))
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
   return { report, exitCode: verdictExitCodes[report.verdict] }
@@ -272,7 +322,20 @@ export function storedVerdicts(
     const summary = `NOT JUDGED: ${report.detail}.`.slice(0, 4096)
     return (report.groupRunIds ?? []).map((runId) => ({
       runId,
-      result: { verdict: 'not-judged', acked: 0, intact: 0, lost: 0, torn: 0, corrupt: 0, lossWindowMs: null, reordered: false, lostRanges: [], rebootedSinceWrite: null, summary, ...machine },
+      result: {
+        verdict: 'not-judged',
+        acked: 0,
+        intact: 0,
+        lost: 0,
+        torn: 0,
+        corrupt: 0,
+        lossWindowMs: null,
+        reordered: false,
+        lostRanges: [],
+        rebootedSinceWrite: null,
+        summary,
+        ...machine,
+      },
     }))
   }
   const methods = judgeMethods(report.runs)
@@ -292,7 +355,13 @@ export function storedVerdicts(
       reordered: r.reordering !== null,
       lostRanges: badSeqRanges(r).slice(0, storedRangesMax),
       rebootedSinceWrite: r.rebootedSinceWrite,
-      summary: (renderRun(r, true, methods.find((m) => m.runs.includes(r)))[0] ?? '').slice(0, 4096),
+      summary: (
+        renderRun(
+          r,
+          true,
+          methods.find((m) => m.runs.includes(r)),
+        )[0] ?? ''
+      ).slice(0, 4096),
       ...machine,
     },
   }))
@@ -329,7 +398,13 @@ function badSeqRanges(r: RunReport): [number, number][] {
  * still holds. Such a run is looked up by id and added at the end (it is older than every listed one),
  * so the address checks below see it.
  */
-async function withRunsTheFilesHold(runs: readonly StoredRun[], claims: Claim[], from: RunSource, query: { host: string; requestedPath: string }, files: Superblocks): Promise<Claim[]> {
+async function withRunsTheFilesHold(
+  runs: readonly StoredRun[],
+  claims: Claim[],
+  from: RunSource,
+  query: { host: string; requestedPath: string },
+  files: Superblocks,
+): Promise<Claim[]> {
   const extra: Claim[] = []
   for (const run of runs) {
     const reading = files.of(run)
@@ -484,7 +559,10 @@ function conflictingClaims(runs: readonly StoredRun[], claims: readonly Claim[],
 function fileChangedDuringRun(runs: readonly StoredRun[]): NotJudgedFinding | null {
   const run = runs.find((r) => r.end?.reason === 'file-changed')
   if (run === undefined) return null
-  return { reason: 'file-changed', detail: `run ${run.meta.runId} (${run.meta.method}) ended because ${run.end!.detail ?? 'its data file was changed by something other than plugcheck during the run'}` }
+  return {
+    reason: 'file-changed',
+    detail: `run ${run.meta.runId} (${run.meta.method}) ended because ${run.end!.detail ?? 'its data file was changed by something other than plugcheck during the run'}`,
+  }
 }
 
 /**
@@ -493,7 +571,9 @@ function fileChangedDuringRun(runs: readonly StoredRun[]): NotJudgedFinding | nu
  * distinct detail (every run of a write ends with the same words).
  */
 function storageLostNotes(runs: readonly StoredRun[]): string[] {
-  const details = new Set(runs.filter((r) => r.end?.reason === 'storage-lost').map((r) => r.end!.detail ?? 'an acknowledged record read back wrong'))
+  const details = new Set(
+    runs.filter((r) => r.end?.reason === 'storage-lost').map((r) => r.end!.detail ?? 'an acknowledged record read back wrong'),
+  )
   return [...details].map((detail) => `the writer stopped during the run: ${detail.replace(/\.$/, '')}`)
 }
 
@@ -504,7 +584,12 @@ function storageLostNotes(runs: readonly StoredRun[]): string[] {
  * told the listener so, and it ended such runs; it keeps them live only for a machine back at another
  * address without --token, until TCP keepalive finds the old connection dead.
  */
-function stillRunning(runs: readonly StoredRun[], claims: readonly Claim[], thisHost: string, thisBootId: string | null): NotJudgedFinding | null {
+function stillRunning(
+  runs: readonly StoredRun[],
+  claims: readonly Claim[],
+  thisHost: string,
+  thisBootId: string | null,
+): NotJudgedFinding | null {
   for (const run of runs) {
     if (!claims.some((c) => c.runId === run.meta.runId && c.live)) continue
     if (rebootedSince(run, thisHost, thisBootId) === true) continue
@@ -538,7 +623,8 @@ function replacedLater(runs: readonly StoredRun[], claims: readonly Claim[], fil
     const later = claimsAfter(run, claims).some((c) => c.runId === other.runId)
     const listedEarlier = !later && claims.some((c) => c.runId === other.runId)
     if (listedEarlier || (!later && other.createdMs <= run.meta.createdMs)) continue
-    const where = other.host === run.meta.host && other.requestedPath === run.meta.requestedPath ? '' : ` as ${other.host}:${other.requestedPath}`
+    const where =
+      other.host === run.meta.host && other.requestedPath === run.meta.requestedPath ? '' : ` as ${other.host}:${other.requestedPath}`
     return {
       reason: 'superseded',
       detail: `the file holds run ${other.runId} (${other.method}${where}, created ${new Date(other.createdMs).toISOString()}), written after run ${run.meta.runId}, which this ${later ? 'listener lists as a later run' : 'listener does not know on this path (another listener, host name or spelling of the path)'}; run ${run.meta.runId} was replaced, not judged`,
@@ -573,7 +659,9 @@ export function renderNotJudged(report: NotJudgedReport): string {
     for (const c of report.claims) lines.push(`  ${describeClaim(c)}`)
     lines.push('hint: pick one with --run RUNID; run the listener with --token so that only your writers can announce runs')
   } else if (report.reason === 'still-running') {
-    lines.push('hint: verify after the power cut and reboot; if the machine was already cut, the listener notices the lost connection within minutes (TCP keepalive), or verify on the rebooted machine itself')
+    lines.push(
+      'hint: verify after the power cut and reboot; if the machine was already cut, the listener notices the lost connection within minutes (TCP keepalive), or verify on the rebooted machine itself',
+    )
   } else if (report.reason === 'file-changed') {
     lines.push('hint: nothing here says anything about the storage; start a new run and leave its data files alone until verify')
   } else {
@@ -586,7 +674,14 @@ export function renderReport(report: VerifyReport): string {
   const lines: string[] = []
   const methods = judgeMethods(report.runs)
   if (report.runs.length > 1) lines.push(headline(report, methods))
-  for (const r of report.runs) lines.push(...renderRun(r, report.runs.length === 1, methods.find((m) => m.runs.includes(r))))
+  for (const r of report.runs)
+    lines.push(
+      ...renderRun(
+        r,
+        report.runs.length === 1,
+        methods.find((m) => m.runs.includes(r)),
+      ),
+    )
   for (const note of report.notes) lines.push(`note: ${note}.`)
   if (report.runs.some((r) => r.rebootedSinceWrite === false)) {
     lines.push(
@@ -597,11 +692,14 @@ export function renderReport(report: VerifyReport): string {
 }
 
 /** Why a method judged over its jobs tested nothing, by its role and what its runs showed together. */
-const inconclusiveWhy: Readonly<Record<MethodJudgement<RunReport>['role'], Partial<Record<MethodJudgement<RunReport>['finding'], (label: string) => string>>>> = {
+const inconclusiveWhy: Readonly<
+  Record<MethodJudgement<RunReport>['role'], Partial<Record<MethodJudgement<RunReport>['finding'], (label: string) => string>>>
+> = {
   tested: { idle: (label) => `${label} acknowledged nothing` },
   control: {
     kept: () => 'the control (none) lost nothing, so the cut tested nothing',
-    'lost-running': () => 'the control (none) lost records while the run was going, with no cut (the writer saw it and stopped), so no cut was tested',
+    'lost-running': () =>
+      'the control (none) lost records while the run was going, with no cut (the writer saw it and stopped), so no cut was tested',
     idle: () => 'the control (none) acknowledged nothing, so the cut tested nothing',
   },
 }
@@ -612,8 +710,12 @@ function headline(report: VerifyReport, methods: readonly MethodJudgement<RunRep
   const controls = report.runs.filter((r) => r.role === 'control')
   if (report.verdict === 'fail') {
     const failed = tested.filter((r) => r.verdict === 'fail')
-    const parts = failed.length > 0 ? [`${runsLabel(failed, tested)} lost acknowledged data (${failed.length} of ${tested.length} tested ${runsWord(tested)})`] : []
-    if (controls.some((r) => r.verdict === 'fail')) parts.push("the control's (none) file, created and fsynced before any record, is gone or replaced")
+    const parts =
+      failed.length > 0
+        ? [`${runsLabel(failed, tested)} lost acknowledged data (${failed.length} of ${tested.length} tested ${runsWord(tested)})`]
+        : []
+    if (controls.some((r) => r.verdict === 'fail'))
+      parts.push("the control's (none) file, created and fsynced before any record, is gone or replaced")
     return `FAIL: ${parts.join('; ')}.`
   }
   if (report.verdict === 'inconclusive') {
@@ -676,16 +778,16 @@ function renderRun(r: RunReport, headline: boolean, method?: MethodJudgement<Run
       r.verdict === 'fail'
         ? `${lead}control (none): its file, created and fsynced before any record, is gone or holds another run: the storage lost a synced file creation, and the control cannot show whether the cut was real (${what}).`
         : bad > 0 && r.ended === 'storage-lost'
-        ? `${lead}control (none): ${n(bad)} of ${n(judged)} unsynced records lost while the run was going, before any cut (the writer saw it): they show no cut (${what}).`
-        : bad > 0
-        ? `${lead}control (none): ${n(bad)} of ${n(judged)} unsynced records lost: the cut was real (${what}).`
-        : otherJobDecided
-          ? r.acked === 0
-            ? `${lead}control (none): this job acknowledged nothing; the control is judged on its other jobs (${what}).`
-            : `${lead}control (none): all ${n(judged)} unsynced records of this job survived; ${method.verdict === 'pass' ? "another job's control lost records, so the cut was real" : 'the control is judged on its other jobs'} (${what}).`
-        : r.acked === 0
-          ? `${lead}control (none): nothing was written, so it lost nothing: the cut tested nothing (${what}).`
-          : `${lead}control (none): all ${n(judged)} unsynced records survived, it lost nothing: the cut tested nothing (${what}).`,
+          ? `${lead}control (none): ${n(bad)} of ${n(judged)} unsynced records lost while the run was going, before any cut (the writer saw it): they show no cut (${what}).`
+          : bad > 0
+            ? `${lead}control (none): ${n(bad)} of ${n(judged)} unsynced records lost: the cut was real (${what}).`
+            : otherJobDecided
+              ? r.acked === 0
+                ? `${lead}control (none): this job acknowledged nothing; the control is judged on its other jobs (${what}).`
+                : `${lead}control (none): all ${n(judged)} unsynced records of this job survived; ${method.verdict === 'pass' ? "another job's control lost records, so the cut was real" : 'the control is judged on its other jobs'} (${what}).`
+              : r.acked === 0
+                ? `${lead}control (none): nothing was written, so it lost nothing: the cut tested nothing (${what}).`
+                : `${lead}control (none): all ${n(judged)} unsynced records survived, it lost nothing: the cut tested nothing (${what}).`,
     )
     if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
     return lines
@@ -702,21 +804,32 @@ function renderRun(r: RunReport, headline: boolean, method?: MethodJudgement<Run
     )
   } else if (bad === 0) {
     lines.push(`${lead}the superblock of ${what} did not survive: ${r.superblock.detail}.`)
-    lines.push(`${prefix}Its ${n(judged)} acknowledged records are ${r.interrupted === 0 ? 'intact' : `${n(r.intact)} intact, ${n(r.interrupted)} interrupted newer overwrites`}; the superblock was synced before the first record.`)
+    lines.push(
+      `${prefix}Its ${n(judged)} acknowledged records are ${r.interrupted === 0 ? 'intact' : `${n(r.intact)} intact, ${n(r.interrupted)} interrupted newer overwrites`}; the superblock was synced before the first record.`,
+    )
   } else {
-    lines.push(`${lead}${n(bad)} of ${n(judged)} acknowledged records of ${what} did not survive: ${n(r.lost)} lost, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`)
+    lines.push(
+      `${lead}${n(bad)} of ${n(judged)} acknowledged records of ${what} did not survive: ${n(r.lost)} lost, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`,
+    )
     lines.push(`${prefix}The storage stack reported these writes durable (${r.method} returned success) and then did not keep them.`)
     if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
   }
-  if (r.superseded > 0) lines.push(`${prefix}${n(r.superseded)} acknowledged records were later overwritten by newer acknowledged ones (superseded, not judged).`)
+  if (r.superseded > 0)
+    lines.push(
+      `${prefix}${n(r.superseded)} acknowledged records were later overwritten by newer acknowledged ones (superseded, not judged).`,
+    )
   for (const range of r.lostRanges.slice(0, shownRangesLimit)) {
     const seqs = range.count === 1 ? `seq ${range.fromSeq}` : `seqs ${range.fromSeq}-${range.toSeq} (${n(range.count)})`
     lines.push(`${prefix}lost ${seqs}: ${range.reason}; acknowledged ${timeWindow(range.ackedFromMs, range.ackedToMs)}`)
   }
-  if (r.lostRangeCount > shownRangesLimit) lines.push(`${prefix}... and ${n(r.lostRangeCount - shownRangesLimit)} more lost ranges (--json lists the first ${r.lostRanges.length})`)
+  if (r.lostRangeCount > shownRangesLimit)
+    lines.push(
+      `${prefix}... and ${n(r.lostRangeCount - shownRangesLimit)} more lost ranges (--json lists the first ${r.lostRanges.length})`,
+    )
   for (const t of r.tornRecords.slice(0, shownRangesLimit)) lines.push(`${prefix}torn seq ${t.seq} at offset ${t.offsetBytes}: ${t.detail}`)
   if (r.torn > shownRangesLimit) lines.push(`${prefix}... and ${n(r.torn - shownRangesLimit)} more torn records`)
-  for (const c of r.corruptRecords.slice(0, shownRangesLimit)) lines.push(`${prefix}corrupt seq ${c.seq} at offset ${c.offsetBytes}, ${c.lengthBytes} bytes: ${c.detail}`)
+  for (const c of r.corruptRecords.slice(0, shownRangesLimit))
+    lines.push(`${prefix}corrupt seq ${c.seq} at offset ${c.offsetBytes}, ${c.lengthBytes} bytes: ${c.detail}`)
   if (r.corrupt > shownRangesLimit) lines.push(`${prefix}... and ${n(r.corrupt - shownRangesLimit)} more corrupt records`)
   if (r.reordering !== null) {
     lines.push(
@@ -724,9 +837,12 @@ function renderRun(r: RunReport, headline: boolean, method?: MethodJudgement<Run
     )
   }
   if (r.interrupted > 0) {
-    lines.push(`${prefix}${n(r.interrupted)} newer, never acknowledged overwrites were cut mid-record: not a failure (no sync method promises an atomic record); they show the device's atomic write unit.`)
+    lines.push(
+      `${prefix}${n(r.interrupted)} newer, never acknowledged overwrites were cut mid-record: not a failure (no sync method promises an atomic record); they show the device's atomic write unit.`,
+    )
   }
-  if (r.ended === 'error' && r.acked > 0) lines.push(`${prefix}the writer stopped on an I/O error; records acknowledged before it were judged.`)
+  if (r.ended === 'error' && r.acked > 0)
+    lines.push(`${prefix}the writer stopped on an I/O error; records acknowledged before it were judged.`)
   return lines
 }
 

@@ -10,15 +10,28 @@
  */
 import { performance } from 'node:perf_hooks'
 import { AckFrameEncoder, FrameDecoder, encodeFrame, maxServerFrameBytes } from '../../protocol/framing.js'
-import { protocolVersion, serverMessageSchema, type CampaignTag, type EndReason, type ServerMessage, type WriterEnv } from '../../protocol/messages.js'
+import {
+  protocolVersion,
+  serverMessageSchema,
+  type CampaignTag,
+  type EndReason,
+  type ServerMessage,
+  type WriterEnv,
+} from '../../protocol/messages.js'
 import type { RunMeta } from '../../record/format.js'
 import { nativePort, type AckSocket } from '../../native/index.js'
 import { PlugcheckError, describeSystemError, runtimeError } from '../../base/errors.js'
 import { formatEndpoint, resolveEndpoint, type Endpoint } from '../../protocol/endpoint.js'
-import { firstBytesKept, firstFrameAbsurd, listenerRefusal, noAnswer, notAListener, startsWithListenerFrame } from '../../protocol/listener-errors.js'
+import {
+  firstBytesKept,
+  firstFrameAbsurd,
+  listenerRefusal,
+  noAnswer,
+  notAListener,
+  startsWithListenerFrame,
+} from '../../protocol/listener-errors.js'
 import { listenerClockOf, type TimeBase } from '../run-clock.js'
 import { listenerTimeoutMs } from '../../protocol/endpoint.js'
-
 
 export class AckChannel {
   private readonly decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
@@ -60,7 +73,10 @@ export class AckChannel {
     try {
       socket = nativePort().connect(resolved, timeoutMs, endpointText)
     } catch (error) {
-      throw runtimeError(`could not reach the listener at ${endpointText}: ${describeSystemError(error)}`, 'start `plugcheck listen` on a machine that keeps power, and check host, port and firewall')
+      throw runtimeError(
+        `could not reach the listener at ${endpointText}: ${describeSystemError(error)}`,
+        'start `plugcheck listen` on a machine that keeps power, and check host, port and firewall',
+      )
     }
     const channel = new AckChannel(socket, endpointText, timeoutMs)
     try {
@@ -78,7 +94,13 @@ export class AckChannel {
 
   /** Announces a run (tagged with its campaign cycle, if the agent started it); returns once the listener has stored its metadata durably. */
   announce(meta: RunMeta, writer?: WriterEnv, campaign?: CampaignTag, groupKey?: string): void {
-    this.send({ type: 'run', meta, ...(writer === undefined ? {} : { writer }), ...(campaign === undefined ? {} : { campaign }), ...(groupKey === undefined ? {} : { groupKey }) })
+    this.send({
+      type: 'run',
+      meta,
+      ...(writer === undefined ? {} : { writer }),
+      ...(campaign === undefined ? {} : { campaign }),
+      ...(groupKey === undefined ? {} : { groupKey }),
+    })
     this.waitFor('run-ok')
     this.ackEncoders.set(meta.runId, new AckFrameEncoder(meta.runId))
   }
@@ -187,7 +209,8 @@ export class AckChannel {
     if (!this.welcomed) {
       // Before the welcome, bytes that do not frame like a listener's answer are from a stranger:
       // say so instead of "frame of 1213486160 bytes exceeds the limit" ("HTTP" read as a length).
-      if (this.firstBytes.length < firstBytesKept) this.firstBytes = Buffer.concat([this.firstBytes, bytes.subarray(0, firstBytesKept - this.firstBytes.length)])
+      if (this.firstBytes.length < firstBytesKept)
+        this.firstBytes = Buffer.concat([this.firstBytes, bytes.subarray(0, firstBytesKept - this.firstBytes.length)])
       if (firstFrameAbsurd(this.firstBytes)) throw this.notListener()
     }
     let messages: ServerMessage[]

@@ -21,7 +21,11 @@ export function checkFolder(dir: string): void {
   try {
     stats = statSync(dir)
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw usageError(`the folder ${dir} does not exist`, 'create it (on the storage to test), or give --file a path in an existing folder')
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT')
+      throw usageError(
+        `the folder ${dir} does not exist`,
+        'create it (on the storage to test), or give --file a path in an existing folder',
+      )
     throw runtimeError(`could not inspect ${dir}: ${describeSystemError(error)}`)
   }
   if (!stats.isDirectory()) throw usageError(`${dir} is not a folder`, 'give --file a path in a folder on the storage to test')
@@ -52,7 +56,10 @@ export function checkReplaceable(path: string, force: boolean): void {
   }
   const reading = decodeSuperblock(head.subarray(0, n))
   if (reading.kind !== 'valid') {
-    throw usageError(`refusing to overwrite ${path}: it is not a plugcheck data file (${reading.detail})`, 'choose another --file, or pass --force to replace it')
+    throw usageError(
+      `refusing to overwrite ${path}: it is not a plugcheck data file (${reading.detail})`,
+      'choose another --file, or pass --force to replace it',
+    )
   }
 }
 
@@ -67,7 +74,10 @@ export function checkReplaceable(path: string, force: boolean): void {
  */
 
 function busy(path: string): PlugcheckError {
-  return usageError(`refusing to write to ${path}: another plugcheck write is running on it (it holds the file's lock)`, 'wait for that run to end, or give --file another path')
+  return usageError(
+    `refusing to write to ${path}: another plugcheck write is running on it (it holds the file's lock)`,
+    'wait for that run to end, or give --file another path',
+  )
 }
 
 /**
@@ -150,7 +160,6 @@ export function directFlag(): string {
   return direct.applies ? (/\(([A-Z_]+)\)/.exec(direct.how)?.[1] ?? 'direct I/O') : 'direct I/O'
 }
 
-
 /**
  * O_DIRECT is refused by some file systems only at open. Probe it with a scratch file of our own in
  * the target directory before the run is announced or any file is replaced, so a refusal (exit 2)
@@ -164,7 +173,10 @@ export function checkDirectSupported(dir: string): void {
     nativePort().probeDirect(probe)
   } catch (error) {
     if (error instanceof NativeError && error.code === 'EINVAL') {
-      throw usageError(`--direct is not supported in ${dir}: the file system refused direct I/O (${directFlag()})`, 'leave out --direct, or test a file system that supports it')
+      throw usageError(
+        `--direct is not supported in ${dir}: the file system refused direct I/O (${directFlag()})`,
+        'leave out --direct, or test a file system that supports it',
+      )
     }
     throw runtimeError(`could not create ${probe}: ${describeSystemError(error)}`)
   } finally {

@@ -95,7 +95,9 @@ function mayHoldEvidence(run: StoredRun): boolean {
 function describeRuns(runs: readonly StoredRun[]): string {
   const acked = runs.reduce((n, r) => n + ackedThroughSeqOf(r), 0)
   const ids = runs.map((r) => `${r.meta.runId} (${r.meta.method})`).join(', ')
-  const how = runs.every((r) => r.end?.reason === 'storage-lost') ? 'ended because the storage lost a record while it ran' : 'vanished without an end (its machine may have lost power)'
+  const how = runs.every((r) => r.end?.reason === 'storage-lost')
+    ? 'ended because the storage lost a record while it ran'
+    : 'vanished without an end (its machine may have lost power)'
   return `(${ids}, ${acked.toLocaleString('en-US')} acknowledged records) ${how}`
 }
 
@@ -110,7 +112,12 @@ async function addRunsOfFiles(q: EvidenceQuestion, host: string, runs: StoredRun
     // Whatever host wrote it (this machine under another name, another machine sharing the disk): the file is the evidence.
     if (superblock === null || superblock.kind !== 'valid' || known.has(superblock.meta.runId)) continue
     known.add(superblock.meta.runId)
-    const found = await queryRuns(q.server, q.token, { host: superblock.meta.host, requestedPath: superblock.meta.requestedPath, runId: superblock.meta.runId }, q.listenerTimeoutMs)
+    const found = await queryRuns(
+      q.server,
+      q.token,
+      { host: superblock.meta.host, requestedPath: superblock.meta.requestedPath, runId: superblock.meta.runId },
+      q.listenerTimeoutMs,
+    )
     runs.push(...found.runs)
     claims.push(...found.claims)
   }

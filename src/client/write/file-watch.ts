@@ -91,12 +91,17 @@ function watchFile(run: WatchedRun): FileFinding | null {
   try {
     stats = statSync(path, { throwIfNoEntry: false })
   } catch (error) {
-    return changed(`the data file ${path} can no longer be inspected during the run (${describeSystemError(error)}): something else changed it`)
+    return changed(
+      `the data file ${path} can no longer be inspected during the run (${describeSystemError(error)}): something else changed it`,
+    )
   }
   if (stats === undefined) return changed(`the data file ${path} was deleted during the run, by something other than plugcheck`)
-  if (stats.ino !== run.identity.ino || stats.dev !== run.identity.dev) return changed(`the data file ${path} was replaced by another file during the run, by something other than plugcheck`)
+  if (stats.ino !== run.identity.ino || stats.dev !== run.identity.dev)
+    return changed(`the data file ${path} was replaced by another file during the run, by something other than plugcheck`)
   if (stats.size < run.endBytes) {
-    return changed(`the data file ${path} was truncated to ${n(stats.size)} bytes during the run (records reach ${n(run.endBytes)}), by something other than plugcheck`)
+    return changed(
+      `the data file ${path} was truncated to ${n(stats.size)} bytes during the run (records reach ${n(run.endBytes)}), by something other than plugcheck`,
+    )
   }
   // An overwrite file was preallocated and synced whole before the first record, and only ever
   // overwritten in place: its allocation never shrinks unless someone punched a hole in it. Looked
@@ -132,9 +137,16 @@ function checkSuperblock(run: WatchedRun): Wrong | FileFinding | null {
   if (bytes.equals(head)) return null
   const reading = decodeSuperblock(bytes)
   if (reading.kind === 'valid' && reading.meta.runId !== run.meta.runId) {
-    return changed(`the superblock of the data file ${run.meta.path} now holds run ${reading.meta.runId}, not run ${run.meta.runId}: something other than plugcheck wrote it during the run`)
+    return changed(
+      `the superblock of the data file ${run.meta.path} now holds run ${reading.meta.runId}, not run ${run.meta.runId}: something other than plugcheck wrote it during the run`,
+    )
   }
-  const found = read < head.length ? `${n(read)} of its ${n(head.length)} first bytes` : bytes.every((b) => b === 0) ? 'zeros' : `damaged bytes (${reading.kind === 'valid' ? 'another copy of this run' : reading.detail})`
+  const found =
+    read < head.length
+      ? `${n(read)} of its ${n(head.length)} first bytes`
+      : bytes.every((b) => b === 0)
+        ? 'zeros'
+        : `damaged bytes (${reading.kind === 'valid' ? 'another copy of this run' : reading.detail})`
   return { kind: 'wrong', seq: 0, slot: null, offsetBytes: 0, found }
 }
 
@@ -162,7 +174,12 @@ function readAt(run: WatchedRun, lengthBytes: number, offsetBytes: number, seq =
     return readSync(run.checkFd, scratch, 0, lengthBytes, offsetBytes)
   } catch (error) {
     const what = seq === 0 ? 'its superblock' : `record ${n(seq)}`
-    return { kind: 'unreadable', run, error, message: `pread failed on ${run.meta.path} after seq ${run.lastSeq} (method ${run.meta.method}): ${describeSystemError(error)}, reading back ${what} at byte ${n(offsetBytes)}` }
+    return {
+      kind: 'unreadable',
+      run,
+      error,
+      message: `pread failed on ${run.meta.path} after seq ${run.lastSeq} (method ${run.meta.method}): ${describeSystemError(error)}, reading back ${what} at byte ${n(offsetBytes)}`,
+    }
   }
 }
 
@@ -172,7 +189,10 @@ function readAt(run: WatchedRun, lengthBytes: number, offsetBytes: number, seq =
  */
 function evidenceOfAnother(run: WatchedRun, stats: Stats): FileFinding | null {
   const path = run.meta.path
-  if (lockIsFree(path)) return changed(`the lock plugcheck held on the data file ${path} was lost during the run: something other than plugcheck may have had the file`)
+  if (lockIsFree(path))
+    return changed(
+      `the lock plugcheck held on the data file ${path} was lost during the run: something other than plugcheck may have had the file`,
+    )
   const allocatedBytes = stats.blocks * 512
   const expectedBytes = Math.max(run.allocatedAtStartBytes, run.meta.pattern === 'append' ? run.endBytes : 0)
   // One record of slack: a file system may round the last block of a record differently.

@@ -70,7 +70,11 @@ try {
   post({ kind: 'done', exitCode: await runWrite({ ...options, startBarrier, stopBecause: () => stopBecause }, io) })
 } catch (error) {
   if (error instanceof PlugcheckError) {
-    post({ kind: 'done', exitCode: error.exitCode, error: { message: error.message, exitCode: error.exitCode, ...(error.hint === undefined ? {} : { hint: error.hint }) } })
+    post({
+      kind: 'done',
+      exitCode: error.exitCode,
+      error: { message: error.message, exitCode: error.exitCode, ...(error.hint === undefined ? {} : { hint: error.hint }) },
+    })
   } else {
     const message = `internal error: ${(error as Error)?.stack ?? String(error)}`
     post({ kind: 'done', exitCode: exitCodes.runtime, error: { message, exitCode: exitCodes.runtime } })

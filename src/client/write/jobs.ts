@@ -28,7 +28,18 @@ import type { FileLock } from '../../native/index.js'
 import { lockExisting } from './data-file.js'
 import { checkEvidence } from './evidence.js'
 import { listenerTimeoutMs } from '../../protocol/endpoint.js'
-import { evidenceQuestion, formatUs, groupDataPaths, stoppedLine, validateWriteOptions, verifyLine, type WriteIo, type StopSignal, type WriteOptions, type WriteProgress } from './writer.js'
+import {
+  evidenceQuestion,
+  formatUs,
+  groupDataPaths,
+  stoppedLine,
+  validateWriteOptions,
+  verifyLine,
+  type WriteIo,
+  type StopSignal,
+  type WriteOptions,
+  type WriteProgress,
+} from './writer.js'
 import { runWrite } from './writer.js'
 
 /** What the main thread hands a job. */
@@ -44,14 +55,20 @@ export type JobMessage =
   | { readonly kind: 'progress'; readonly progress: WriteProgress }
   /** At the start barrier: runs announced and files created, or (failure) why its start failed; its announced runs are ended. */
   | { readonly kind: 'ready'; readonly failure?: string }
-  | { readonly kind: 'done'; readonly exitCode: number; readonly error?: { readonly message: string; readonly exitCode: 2 | 3; readonly hint?: string } }
+  | {
+      readonly kind: 'done'
+      readonly exitCode: number
+      readonly error?: { readonly message: string; readonly exitCode: 2 | 3; readonly hint?: string }
+    }
 
 /**
  * What the main thread tells a job: a signal to act on as if it had received it, or go (every job is
  * past its start; groupFailure: one of them could not start, so none writes and every run ends saying why).
  */
 /** signal: stop as on that signal; because says why when no one sent it (another job failed), for the runs' end. */
-export type JobCommand = { readonly kind: 'signal'; readonly signal: StopSignal; readonly because?: string } | { readonly kind: 'go'; readonly groupFailure?: string }
+export type JobCommand =
+  | { readonly kind: 'signal'; readonly signal: StopSignal; readonly because?: string }
+  | { readonly kind: 'go'; readonly groupFailure?: string }
 
 const statusIntervalMs = 250
 
@@ -110,7 +127,10 @@ export async function runJobs(options: WriteOptions, io: WriteIo): Promise<numbe
     if (result.error !== undefined) failures.push(result)
     if (!goSent && result.error !== undefined) failedToStart(job, result.error.message)
     // A job that failed ends the write: the others stop, so every run is ended, not left to vanish.
-    if (result.exitCode !== exitCodes.ok) stopForFailure(`job ${jobs.indexOf(job) + 1} of ${count} failed: ${result.error?.message ?? (result.exitCode === exitCodes.lossFound ? 'the storage lost an acknowledged record of its file' : `it exited ${result.exitCode}`)}`)
+    if (result.exitCode !== exitCodes.ok)
+      stopForFailure(
+        `job ${jobs.indexOf(job) + 1} of ${count} failed: ${result.error?.message ?? (result.exitCode === exitCodes.lossFound ? 'the storage lost an acknowledged record of its file' : `it exited ${result.exitCode}`)}`,
+      )
     reachedStart(job)
   }
   // The other jobs stop as on SIGTERM, and their runs end saying which job failed (no one sent a signal).
@@ -120,7 +140,9 @@ export async function runJobs(options: WriteOptions, io: WriteIo): Promise<numbe
     stopAll('SIGTERM', because.slice(0, 3000))
   }
   const stopAll = (s: StopSignal, because?: string): void => {
-    for (const job of jobs) if (job.result === undefined) job.worker.postMessage({ kind: 'signal', signal: s, ...(because === undefined ? {} : { because }) } satisfies JobCommand)
+    for (const job of jobs)
+      if (job.result === undefined)
+        job.worker.postMessage({ kind: 'signal', signal: s, ...(because === undefined ? {} : { because }) } satisfies JobCommand)
   }
   // The start barrier: go once every job has announced its runs (or ended), so that none ends or
   // closes its connection while another is still joining the group; a stop meanwhile is acted on after go.
@@ -155,7 +177,9 @@ export async function runJobs(options: WriteOptions, io: WriteIo): Promise<numbe
     io.err(`\r${groupStatusLine(seen, count, (now - startedMs) / 1000)}\x1b[K`)
     if (!steadyTold && jobs.every((j) => j.progress?.steady === true)) {
       steadyTold = true
-      io.err(`\nsteady: all ${count} jobs are recording acks at the listener. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
+      io.err(
+        `\nsteady: all ${count} jobs are recording acks at the listener. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`,
+      )
     }
   }
 
@@ -176,7 +200,13 @@ export async function runJobs(options: WriteOptions, io: WriteIo): Promise<numbe
   try {
     const ended = Array.from({ length: count }, (_, index) => {
       const data: JobData = { options: { ...options, job: { index, count, groupId, groupKey } }, statusTty: io.statusTty }
-      const job: Job = { worker: startModuleWorker(import.meta.url, 'job-worker', data), out: '', progress: undefined, result: undefined, started: false }
+      const job: Job = {
+        worker: startModuleWorker(import.meta.url, 'job-worker', data),
+        out: '',
+        progress: undefined,
+        result: undefined,
+        started: false,
+      }
       jobs.push(job)
       return new Promise<void>((resolve) => {
         job.worker.on('message', (message: JobMessage) => {
@@ -191,9 +221,19 @@ export async function runJobs(options: WriteOptions, io: WriteIo): Promise<numbe
             reachedStart(job)
           } else finish(job, message)
         })
-        job.worker.on('error', (error) => finish(job, { kind: 'done', exitCode: exitCodes.runtime, error: { message: `job ${index + 1} failed: ${error.message}`, exitCode: exitCodes.runtime } }))
+        job.worker.on('error', (error) =>
+          finish(job, {
+            kind: 'done',
+            exitCode: exitCodes.runtime,
+            error: { message: `job ${index + 1} failed: ${error.message}`, exitCode: exitCodes.runtime },
+          }),
+        )
         job.worker.on('exit', () => {
-          finish(job, { kind: 'done', exitCode: exitCodes.runtime, error: { message: `job ${index + 1} ended without a result`, exitCode: exitCodes.runtime } })
+          finish(job, {
+            kind: 'done',
+            exitCode: exitCodes.runtime,
+            error: { message: `job ${index + 1} ended without a result`, exitCode: exitCodes.runtime },
+          })
           resolve()
         })
       })
@@ -224,6 +264,9 @@ function groupStatusLine(seen: readonly WriteProgress[], count: number, elapsedS
   const waiting = seen.filter((p) => p.waitingUnrecorded !== undefined)
   const p50 = Math.max(...seen.map((p) => p.syncP50Us))
   const p99 = Math.max(...seen.map((p) => p.syncP99Us))
-  const wait = waiting.length === 0 ? '' : `, ${waiting.length} waiting for the listener (${waiting.reduce((n, p) => n + p.waitingUnrecorded!, 0).toLocaleString('en-US')} acks unrecorded)`
+  const wait =
+    waiting.length === 0
+      ? ''
+      : `, ${waiting.length} waiting for the listener (${waiting.reduce((n, p) => n + p.waitingUnrecorded!, 0).toLocaleString('en-US')} acks unrecorded)`
   return `${elapsedS.toFixed(0)} s: ${count} jobs, ${written.toLocaleString('en-US')} records written and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${Math.round(written / elapsedS).toLocaleString('en-US')}/s, sync p50 ${formatUs(p50)} p99 ${formatUs(p99)}${wait}`
 }

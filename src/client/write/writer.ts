@@ -37,7 +37,20 @@ import { groupRunsMax, writerEnvSchema, type CampaignTag, type EndReason, type W
 import { writerEnvironment } from '../environment.js'
 import { NativeError, directAlignmentBytes, nativePort, type DataFile, type FileLock } from '../../native/index.js'
 import { methodAvailability, type MethodName } from '../../native/registry.js'
-import { encodeSuperblock, fillRecord, memberPath, readStamp, runKey, sectorBytes, slotOf, slotOffsetBytes, stampBytes, type Pattern, type RunKey, type RunMeta } from '../../record/format.js'
+import {
+  encodeSuperblock,
+  fillRecord,
+  memberPath,
+  readStamp,
+  runKey,
+  sectorBytes,
+  slotOf,
+  slotOffsetBytes,
+  stampBytes,
+  type Pattern,
+  type RunKey,
+  type RunMeta,
+} from '../../record/format.js'
 import { PlugcheckError, describeSystemError, exitCodes, runtimeError, usageError } from '../../base/errors.js'
 import { formatSize } from '../../base/sizes.js'
 import { AckChannel } from './ack-channel.js'
@@ -189,11 +202,16 @@ export function validateWriteFlags(options: Pick<WriteOptions, 'methods' | 'dire
   if (new Set(options.methods).size !== options.methods.length) throw usageError('--method lists a method twice')
   const jobs = options.jobs ?? 1
   if (jobs * options.methods.length > groupRunsMax) {
-    throw usageError(`--jobs ${jobs} with ${options.methods.length} methods makes ${jobs * options.methods.length} runs; one write makes at most ${groupRunsMax}`, 'use fewer jobs or methods')
+    throw usageError(
+      `--jobs ${jobs} with ${options.methods.length} methods makes ${jobs * options.methods.length} runs; one write makes at most ${groupRunsMax}`,
+      'use fewer jobs or methods',
+    )
   }
   const alignment = options.direct ? directAlignmentBytes : sectorBytes
   if (options.recordSizeBytes % alignment !== 0 || options.recordSizeBytes === 0) {
-    throw usageError(`--record-size ${options.recordSizeBytes} is not a multiple of ${alignment}${options.direct ? ' (needed with --direct)' : ''}`)
+    throw usageError(
+      `--record-size ${options.recordSizeBytes} is not a multiple of ${alignment}${options.direct ? ' (needed with --direct)' : ''}`,
+    )
   }
   if (options.recordSizeBytes > 1024 * 1024) throw usageError('--record-size is larger than 1 MiB')
   if (Math.floor(options.sizeBytes / options.recordSizeBytes) < 2) {
@@ -232,7 +250,9 @@ export async function runWrite(options: WriteOptions, io: WriteIo): Promise<numb
   const writer = writerEnvironment(dirname(options.file))
   const fileSystem = writer.fingerprint?.target
   if (fileSystem?.inMemory === true) {
-    io.err(`plugcheck: warning: ${dirname(options.file)} is on ${fileSystem.fileSystem.type}, in memory: nothing there survives a power cut, so this run can only rehearse the workflow\n`)
+    io.err(
+      `plugcheck: warning: ${dirname(options.file)} is on ${fileSystem.fileSystem.type}, in memory: nothing there survives a power cut, so this run can only rehearse the workflow\n`,
+    )
   }
   // Lock every existing data file before the run is announced: a second writer on a live run's
   // path is refused here, before it can announce anything or touch the file.
@@ -336,7 +356,6 @@ export function evidenceQuestion(options: WriteOptions, timeoutMs: number): Evid
   }
 }
 
-
 /** The trail's last line: what to run after the cut. */
 export function verifyLine(options: Pick<WriteOptions, 'server' | 'file' | 'token'>): string {
   return `after a power cut and reboot: ${verifyCommand(options)}`
@@ -347,7 +366,6 @@ export function verifyCommand(options: Pick<WriteOptions, 'server' | 'file' | 't
   const token = options.token === undefined ? '' : " --token 'YOUR-TOKEN'"
   return `plugcheck verify --server ${shellQuote(formatEndpoint(options.server))} --file ${shellQuote(options.file)}${token}`
 }
-
 
 function openForMethod(meta: RunMeta): DataFile {
   try {
@@ -365,7 +383,10 @@ const signalNumbers = { SIGINT: 2, SIGTERM: 15, SIGHUP: 1 } as const
 export type StopSignal = keyof typeof signalNumbers
 
 /** SIGINT/SIGTERM/SIGHUP set a flag the loop reads at each housekeeping tick (see the module header); `before`: one that came before the loop. */
-function catchStopSignals(before: StopSignal | undefined): { readonly received: () => StopSignal | undefined; readonly release: () => void } {
+function catchStopSignals(before: StopSignal | undefined): {
+  readonly received: () => StopSignal | undefined
+  readonly release: () => void
+} {
   let received = before
   const handlers = (Object.keys(signalNumbers) as StopSignal[]).map((signal) => {
     const handler = (): void => {
@@ -415,7 +436,7 @@ async function writeLoop(
   const epochMinusPerfMs = clock.epochMs - clock.perfMs
   try {
     // A job stopped while it waited for the group's other jobs writes no record: its runs end at once.
-    loop: for (let i = 0; stoppedBefore === undefined && groupFailure === undefined; i++) {
+    for (let i = 0; stoppedBefore === undefined && groupFailure === undefined; i++) {
       const run = runs[i % runs.length]!
       const seq = run.lastSeq + 1
       const slot = slotOf(run.key, run.meta.pattern, seq, run.meta.slotCount)
@@ -428,7 +449,7 @@ async function writeLoop(
       } catch (error) {
         // Never retried: after a failed sync the kernel may have dropped the data and a retry can lie.
         failure = { run, error }
-        break loop
+        break
       }
       // The sync covering `seq` has returned. Between here and the ack leaving only what must be:
       run.syncedSeq = seq // so a summary after a failed send counts the record as synced
@@ -444,12 +465,12 @@ async function writeLoop(
         nextHousekeepingMs = afterMs + housekeepingIntervalMs
         channel.poll() // takes in "recorded" reports; throws if the listener refused or went away
         await yieldToEventLoop() // lets a SIGINT/SIGTERM/SIGHUP handler run (see the module header)
-        if (signals.received() !== undefined) break loop
+        if (signals.received() !== undefined) break
         watched = watchFiles(runs)
-        if (watched !== null) break loop
-        if (afterMs >= endMs) break loop
+        if (watched !== null) break
+        if (afterMs >= endMs) break
         if (unrecordedMax(runs, channel) > unrecordedAcksMax) {
-          if (!(await waitForListener(runs, channel, timeoutMs, signals.received, (nowMs, n) => showStatus(nowMs, n)))) break loop
+          if (!(await waitForListener(runs, channel, timeoutMs, signals.received, (nowMs, n) => showStatus(nowMs, n)))) break
           nextHousekeepingMs = performance.now() + housekeepingIntervalMs
         }
         // Steady, once per run: the campaign's listener waits for it before it plans the cut.
@@ -494,7 +515,10 @@ async function writeLoop(
     const message = watched.message
     endRuns(runs, channel, 'file-changed', message.slice(0, 4000), timeoutMs)
     io.out(summary(options, runs, channel))
-    throw runtimeError(message, 'verify will not judge this run (the storage is not to blame for what was done to its file); start a new run and leave its files alone')
+    throw runtimeError(
+      message,
+      'verify will not judge this run (the storage is not to blame for what was done to its file); start a new run and leave its files alone',
+    )
   }
   if (watched?.kind === 'unreadable') {
     const message = watched.message
@@ -509,7 +533,12 @@ async function writeLoop(
   try {
     // A group whose job could not start ends every run as one that stopped before its first record:
     // verify then knows why the group lacks that job's runs (it never announced them).
-    const [reason, detail] = groupFailure !== undefined ? (['error', `could not start: ${groupFailure}`.slice(0, 4000)] as const) : signal === undefined ? (['duration', undefined] as const) : (['interrupted', options.stopBecause?.() ?? `stopped by ${signal}`] as const)
+    const [reason, detail] =
+      groupFailure !== undefined
+        ? (['error', `could not start: ${groupFailure}`.slice(0, 4000)] as const)
+        : signal === undefined
+          ? (['duration', undefined] as const)
+          : (['interrupted', options.stopBecause?.() ?? `stopped by ${signal}`] as const)
     for (const run of runs) channel.end(run.meta.runId, reason, detail)
     recorded = channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), timeoutMs)
   } catch (error) {
@@ -517,7 +546,11 @@ async function writeLoop(
     throw error
   }
   io.out(summary(options, runs, channel))
-  if (!recorded) throw runtimeError(`the listener did not confirm every ack as recorded within ${timeoutMs / 1000} s`, 'the summary says how many it confirmed; raise --listener-timeout for a busy listener')
+  if (!recorded)
+    throw runtimeError(
+      `the listener did not confirm every ack as recorded within ${timeoutMs / 1000} s`,
+      'the summary says how many it confirmed; raise --listener-timeout for a busy listener',
+    )
   if (groupFailure !== undefined) return exitCodes.runtime // the write's error is the failed job's, said by the main thread
   if (signal !== undefined) {
     if (options.job === undefined) io.err(stoppedLine(signal)) // a group's is said once, by its main thread
@@ -533,7 +566,14 @@ async function writeLoop(
  * verify exits 1 (and verify, run now, judges it so). A loss of the control's (never synced) record
  * says the storage loses written data while powered, which is no verdict on a method: exit 3.
  */
-function storageLost(options: WriteOptions, lost: Extract<FileFinding, { kind: 'lost' }>, runs: ActiveRun[], channel: AckChannel, io: Io, timeoutMs: number): number {
+function storageLost(
+  options: WriteOptions,
+  lost: Extract<FileFinding, { kind: 'lost' }>,
+  runs: ActiveRun[],
+  channel: AckChannel,
+  io: Io,
+  timeoutMs: number,
+): number {
   // A listener older than the reason takes the same words as an 'error' end (verify judges both).
   const recorded = endRuns(runs, channel, channel.knowsStorageLost ? 'storage-lost' : 'error', lost.message.slice(0, 4000), timeoutMs)
   io.out(summary(options, runs, channel))
@@ -592,7 +632,13 @@ async function waitForListener(
   return true
 }
 
-function progressOf(runs: ActiveRun[], channel: AckChannel, elapsedS: number, waitingUnrecorded: number | undefined, steady: boolean): WriteProgress {
+function progressOf(
+  runs: ActiveRun[],
+  channel: AckChannel,
+  elapsedS: number,
+  waitingUnrecorded: number | undefined,
+  steady: boolean,
+): WriteProgress {
   return {
     elapsedS,
     written: runs.reduce((n, r) => n + r.lastSeq, 0),
@@ -628,11 +674,18 @@ function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel):
   for (const run of runs) {
     const m = run.meta
     const recorded = channel.recordedThrough.get(m.runId) ?? 0
-    lines.push(`run ${m.runId}: ${m.method}${m.direct ? ' --direct' : ''}, ${m.pattern}, ${formatSize(m.recordSizeBytes)} records, ${m.path}`)
+    lines.push(
+      `run ${m.runId}: ${m.method}${m.direct ? ' --direct' : ''}, ${m.pattern}, ${formatSize(m.recordSizeBytes)} records, ${m.path}`,
+    )
     const done = m.method === 'none' ? 'written (never synced: the negative control)' : 'synced'
-    const unsent = run.syncedSeq > run.lastSeq ? ` (${(run.syncedSeq - run.lastSeq).toLocaleString('en-US')} more ${done}, their ack not sent)` : ''
-    lines.push(`  ${run.lastSeq.toLocaleString('en-US')} records ${done} and acknowledged${unsent}, ${recorded.toLocaleString('en-US')} recorded by the listener`)
-    lines.push(`  sync latency p50 ${formatUs(run.latency.quantileUs(0.5))}, p99 ${formatUs(run.latency.quantileUs(0.99))}, max ${formatUs(run.latency.maxUs)}`)
+    const unsent =
+      run.syncedSeq > run.lastSeq ? ` (${(run.syncedSeq - run.lastSeq).toLocaleString('en-US')} more ${done}, their ack not sent)` : ''
+    lines.push(
+      `  ${run.lastSeq.toLocaleString('en-US')} records ${done} and acknowledged${unsent}, ${recorded.toLocaleString('en-US')} recorded by the listener`,
+    )
+    lines.push(
+      `  sync latency p50 ${formatUs(run.latency.quantileUs(0.5))}, p99 ${formatUs(run.latency.quantileUs(0.99))}, max ${formatUs(run.latency.maxUs)}`,
+    )
   }
   if (options.job === undefined) lines.push(verifyLine(options)) // a group's follows every job's runs
   return lines.join('\n') + '\n'

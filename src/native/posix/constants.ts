@@ -48,7 +48,12 @@ export interface PosixConstants {
   readonly ETIMEDOUT: number
   readonly ENOSPC: 28
   // struct statfs: where the file system's type is
-  readonly statfs: { readonly bytes: number; readonly symbol: string } & ({ readonly kind: 'magic'; readonly magicOffset: number } | { readonly kind: 'name'; readonly nameOffset: number; readonly nameBytes: number }) | null
+  readonly statfs:
+    | ({ readonly bytes: number; readonly symbol: string } & (
+        | { readonly kind: 'magic'; readonly magicOffset: number }
+        | { readonly kind: 'name'; readonly nameOffset: number; readonly nameBytes: number }
+      ))
+    | null
   /** poll(2)'s nfds_t: unsigned long on Linux, unsigned int on the BSDs and macOS (<poll.h>). */
   readonly nfdsType: 'uint64_t' | 'uint32_t'
 }
@@ -299,7 +304,18 @@ export function posixConstants(os: PosixOs, arch: string): PosixConstants {
 }
 
 /** The fs.constants names checked against our table, where Node has them. */
-const checkedWithNode = ['O_RDONLY', 'O_WRONLY', 'O_RDWR', 'O_NONBLOCK', 'O_CREAT', 'O_TRUNC', 'O_EXCL', 'O_SYNC', 'O_DSYNC', 'O_DIRECT'] as const
+const checkedWithNode = [
+  'O_RDONLY',
+  'O_WRONLY',
+  'O_RDWR',
+  'O_NONBLOCK',
+  'O_CREAT',
+  'O_TRUNC',
+  'O_EXCL',
+  'O_SYNC',
+  'O_DSYNC',
+  'O_DIRECT',
+] as const
 
 /**
  * Differences between our table and Node's fs.constants (compiled against the running system's
@@ -311,7 +327,10 @@ export function mismatchesWithNode(os: PosixOs, ours: PosixConstants, node: Read
     const nodeValue = node[name]
     if (nodeValue === undefined) continue
     const ourValue = os === 'openbsd' && name === 'O_DSYNC' ? ours.O_SYNC : ours[name]
-    if (ourValue !== nodeValue) found.push(`${name}: plugcheck has ${ourValue === null ? 'none' : `0x${ourValue.toString(16)}`}, Node has 0x${nodeValue.toString(16)}`)
+    if (ourValue !== nodeValue)
+      found.push(
+        `${name}: plugcheck has ${ourValue === null ? 'none' : `0x${ourValue.toString(16)}`}, Node has 0x${nodeValue.toString(16)}`,
+      )
   }
   return found
 }

@@ -10,7 +10,21 @@ import type { MethodName } from '../methods.js'
 import type { AckSocket, DataFile, FileLock, NativePort, OpenOptions, PlatformTable, ServedSocketCalls, SocketAddress } from '../port.js'
 import { sockaddrBytes, sockaddrLayouts } from '../sockaddr.js'
 import { alignedBuffer } from '../aligned.js'
-import { FD_CLOEXEC, F_GETFL, F_SETFD, F_SETFL, LOCK_EX, LOCK_NB, POLLIN, POLLOUT, POSIX_FADV_DONTNEED, RWF_DSYNC, mismatchesWithNode, posixConstants, type PosixOs } from './constants.js'
+import {
+  FD_CLOEXEC,
+  F_GETFL,
+  F_SETFD,
+  F_SETFL,
+  LOCK_EX,
+  LOCK_NB,
+  POLLIN,
+  POLLOUT,
+  POSIX_FADV_DONTNEED,
+  RWF_DSYNC,
+  mismatchesWithNode,
+  posixConstants,
+  type PosixOs,
+} from './constants.js'
 import { errnoError, fail, loadLibc, openFile, pwriteAll, type Libc } from './libc.js'
 import { posixTable } from './table.js'
 import { descriptorLimit, servedSocketCalls, setDescriptorSoftLimit } from './served-sockets.js'
@@ -24,7 +38,9 @@ export function createPosixPort(os: PosixOs): NativePort {
   const mismatches = mismatchesWithNode(os, k, nodeFsConstants as unknown as Record<string, number>)
   if (mismatches.length > 0) {
     // Node was compiled against this system's headers; a disagreement means our table is wrong here.
-    throw new Error(`plugcheck's open flags for ${os} disagree with this system's (${mismatches.join('; ')}): refusing to run with wrong flags`)
+    throw new Error(
+      `plugcheck's open flags for ${os} disagree with this system's (${mismatches.join('; ')}): refusing to run with wrong flags`,
+    )
   }
   let loaded: Libc | undefined
   const c = (): Libc => (loaded ??= loadLibc(k))
@@ -329,7 +345,8 @@ function connectSocket(lib: Libc, os: PosixOs, address: SocketAddress, timeoutMs
   const setOption = (level: number, name: number, value: Buffer): void => {
     if ((lib.setsockopt(fd, level, name, value, value.length) as number) !== 0) closeWith(errnoError(lib, 'setsockopt', koffi.errno()))
   }
-  if (k.SOCK_CLOEXEC === null && (lib.fcntl(fd, F_SETFD, 'int', FD_CLOEXEC) as number) === -1) closeWith(errnoError(lib, 'fcntl', koffi.errno()))
+  if (k.SOCK_CLOEXEC === null && (lib.fcntl(fd, F_SETFD, 'int', FD_CLOEXEC) as number) === -1)
+    closeWith(errnoError(lib, 'fcntl', koffi.errno()))
   // struct timeval: a 64-bit tv_sec, then tv_usec (64-bit on Linux and the BSDs, 32-bit and padded
   // on macOS: little-endian, the low half of a zeroed 64-bit field is the same int32). At least 1 ms:
   // a zero timeval means no time-out at all.

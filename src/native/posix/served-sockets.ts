@@ -59,7 +59,8 @@ export function servedSocketCalls(lib: Libc, os: PosixOs): ServedSocketCalls {
       const linger = Buffer.alloc(lingerBytes)
       linger.writeInt32LE(1, 0) // l_onoff
       linger.writeInt32LE(0, 4) // l_linger: no time at all
-      if ((lib.setsockopt(fd, k.SOL_SOCKET, n.SO_LINGER, linger, lingerBytes) as number) !== 0) throw errnoError(lib, 'setsockopt', koffi.errno())
+      if ((lib.setsockopt(fd, k.SOL_SOCKET, n.SO_LINGER, linger, lingerBytes) as number) !== 0)
+        throw errnoError(lib, 'setsockopt', koffi.errno())
     },
   }
 }

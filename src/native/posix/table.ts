@@ -27,9 +27,16 @@ const available = (name: MethodName, calls: string, extra: { caveat?: string; du
   ...(extra.caveat === undefined ? {} : { caveat: extra.caveat }),
 })
 
-const missing = (name: MethodName, calls: string, reason: string): MethodRow => ({ name, available: false, reason, calls, durable: name !== 'none' })
+const missing = (name: MethodName, calls: string, reason: string): MethodRow => ({
+  name,
+  available: false,
+  reason,
+  calls,
+  durable: name !== 'none',
+})
 
-const macOsDriveCache = 'on macOS this writes the data to the drive but does not ask the drive to flush its cache: a power cut can still lose it (fsync_writethrough does)'
+const macOsDriveCache =
+  'on macOS this writes the data to the drive but does not ask the drive to flush its cache: a power cut can still lose it (fsync_writethrough does)'
 
 /** Where a system's fdatasync first appeared, for the reason when it is missing. */
 const fdatasyncSince: Record<PosixOs, string> = {
@@ -91,7 +98,10 @@ function rows(os: PosixOs, probe: PosixProbe): MethodRow[] {
     os === 'linux'
       ? available('pwritev2_dsync', 'pwritev2(RWF_DSYNC)')
       : missing('pwritev2_dsync', 'pwritev2(RWF_DSYNC)', `pwritev2 with RWF_DSYNC is Linux only; ${osName} has no per-write sync flag`)
-  const none = available('none', 'pwrite', { durable: false, caveat: 'never synced: the control, which a real power cut must make lose records' })
+  const none = available('none', 'pwrite', {
+    durable: false,
+    caveat: 'never synced: the control, which a real power cut must make lose records',
+  })
   return [fsync, fdatasync, openSync, openDatasync, fsyncWritethrough, barrier, flushDataOnly, pwritev2, none]
 }
 

@@ -175,7 +175,12 @@ export function lockExclusive(path: string, create: boolean): FileLock | 'busy' 
   const w = api()
   let handle: Handle
   try {
-    handle = createFile(path, create ? GENERIC_READ | GENERIC_WRITE : GENERIC_READ, create ? OPEN_ALWAYS : OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL)
+    handle = createFile(
+      path,
+      create ? GENERIC_READ | GENERIC_WRITE : GENERIC_READ,
+      create ? OPEN_ALWAYS : OPEN_EXISTING,
+      FILE_ATTRIBUTE_NORMAL,
+    )
   } catch (error) {
     if (!create && (error as { code?: string }).code === 'ENOENT') return 'missing'
     throw error

@@ -33,7 +33,8 @@ export function probe(): WindowsProbe {
  */
 const directorySync: DirectorySync = {
   supported: false,
-  reason: 'Windows cannot flush a directory (FlushFileBuffers on a directory handle fails); NTFS journals the rename as a metadata change, with no call to force it',
+  reason:
+    'Windows cannot flush a directory (FlushFileBuffers on a directory handle fails); NTFS journals the rename as a metadata change, with no call to force it',
 }
 
 export const windowsPort: NativePort = {

@@ -21,7 +21,8 @@ export function winSockaddr(address: SocketAddress): WinSockaddr {
   const bare = { ...address, address: splitZone(address.address).address } // the zone travels as scopeId
   if (bare.family === 6) {
     const v4 = unmappedIpv4(bare.address)
-    if (v4 !== null) return { family: AF_INET, bytes: sockaddrBytes({ ...bare, address: v4, family: 4, scopeId: 0 }, windowsSockaddr, 'LE') }
+    if (v4 !== null)
+      return { family: AF_INET, bytes: sockaddrBytes({ ...bare, address: v4, family: 4, scopeId: 0 }, windowsSockaddr, 'LE') }
   }
   return { family: bare.family === 4 ? AF_INET : AF_INET6, bytes: sockaddrBytes(bare, windowsSockaddr, 'LE') }
 }

@@ -16,8 +16,7 @@ export interface WindowsProbe {
   readonly wineVersion: string | null
 }
 
-const missingFlushEx =
-  'NtFlushBuffersFileEx is not exported by this ntdll.dll (it arrived in Windows 10 1709; Wine 8 lacks it)'
+const missingFlushEx = 'NtFlushBuffersFileEx is not exported by this ntdll.dll (it arrived in Windows 10 1709; Wine 8 lacks it)'
 
 export function windowsTable(probe: WindowsProbe): PlatformTable {
   const flushEx = probe.ntFlushBuffersFileEx

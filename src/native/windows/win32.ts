@@ -168,7 +168,8 @@ export function api(): Win32 {
   if (process.platform !== 'win32') throw new Error(`the Windows port was called on ${process.platform}`)
   // The struct offsets in this file (OVERLAPPED, WSAPOLLFD, fd_set, SOCKET as 8 bytes) are the 64-bit
   // ones; on 32-bit Windows they would be wrong and the kernel would read garbage.
-  if (process.arch !== 'x64' && process.arch !== 'arm64') throw new Error(`the Windows port needs 64-bit Windows (x64 or arm64), not ${process.arch}`)
+  if (process.arch !== 'x64' && process.arch !== 'arm64')
+    throw new Error(`the Windows port needs 64-bit Windows (x64 or arm64), not ${process.arch}`)
   const kernel32 = koffi.load('kernel32.dll')
   const ntdll = koffi.load('ntdll.dll')
   const advapi32 = koffi.load('advapi32.dll')
@@ -229,8 +230,7 @@ export function api(): Win32 {
     // winternl.h (Microsoft Learn "RtlNtStatusToDosError"): ULONG (NTSTATUS Status)
     RtlNtStatusToDosError: ntdll.func('uint32_t __stdcall RtlNtStatusToDosError(int32_t Status)') as Fn,
     NtFlushBuffersFileEx: flushExPointer === null ? null : (koffi.decode(flushExPointer, flushExType) as Fn),
-    wineVersion:
-      wineVersionPointer === null ? null : String((koffi.decode(wineVersionPointer, wineVersionType) as Fn)() ?? 'unknown'),
+    wineVersion: wineVersionPointer === null ? null : String((koffi.decode(wineVersionPointer, wineVersionType) as Fn)() ?? 'unknown'),
     // winreg.h (Microsoft Learn "RegGetValueW"): LSTATUS (HKEY, LPCWSTR, LPCWSTR, DWORD, LPDWORD, PVOID, LPDWORD)
     RegGetValueW: advapi32.func(
       'int32_t __stdcall RegGetValueW(void *hkey, const char16_t *lpSubKey, const char16_t *lpValue, uint32_t dwFlags, void *pdwType, void *pvData, void *pcbData)',

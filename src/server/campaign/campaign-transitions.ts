@@ -35,7 +35,11 @@ export const campaignEvents = [
 export type CampaignEvent = (typeof campaignEvents)[number]
 
 /** move: to the next phase; stay: taken, the phase unchanged; ignore: dropped silently; refuse: dropped with a line in the log. */
-export type CampaignStep = { readonly kind: 'move'; readonly to: CampaignPhase } | { readonly kind: 'stay' } | { readonly kind: 'ignore' } | { readonly kind: 'refuse' }
+export type CampaignStep =
+  | { readonly kind: 'move'; readonly to: CampaignPhase }
+  | { readonly kind: 'stay' }
+  | { readonly kind: 'ignore' }
+  | { readonly kind: 'refuse' }
 
 const to = (phase: CampaignPhase): CampaignStep => ({ kind: 'move', to: phase })
 const stay: CampaignStep = { kind: 'stay' }

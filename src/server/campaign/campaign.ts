@@ -27,7 +27,14 @@ import { describeSystemError, runtimeError, usageError } from '../../base/errors
 import { syncDirectoryAsync } from '../../base/directory-sync.js'
 import type { CampaignState, CampaignTag, StoredVerdict } from '../../protocol/messages.js'
 import { campaignStep, movesTo, takes } from './campaign-transitions.js'
-import { campaignChecksumProblem, campaignFileSchema, campaignFileText, campaignFileVersion, type CampaignFile, type CycleRecord } from '../../store/campaign-file.js'
+import {
+  campaignChecksumProblem,
+  campaignFileSchema,
+  campaignFileText,
+  campaignFileVersion,
+  type CampaignFile,
+  type CycleRecord,
+} from '../../store/campaign-file.js'
 
 export interface CampaignOptions {
   readonly name: string
@@ -164,7 +171,8 @@ export class Campaign {
     try {
       text = await readFile(path, 'utf8')
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw runtimeError(`could not read the campaign file ${path}: ${describeSystemError(error)}`)
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
+        throw runtimeError(`could not read the campaign file ${path}: ${describeSystemError(error)}`)
     }
     if (text !== undefined) {
       const file = parseCampaignFile(text, path, options.name)
@@ -248,13 +256,18 @@ export class Campaign {
     this.halted = true
     clearTimeout(this.cutTimer)
     clearTimeout(this.rebootTimer)
-    this.log(`could not record its state in ${this.path}: ${describeSystemError(error)}; the campaign is halted and makes no cut; restart the listener to resume it`)
+    this.log(
+      `could not record its state in ${this.path}: ${describeSystemError(error)}; the campaign is halted and makes no cut; restart the listener to resume it`,
+    )
   }
 
   private get current(): CycleRecord {
     const record = this.file.history[this.file.cycle - 1]
     // parseCampaignFile refuses a file without a record of its cycle, and every commit keeps one.
-    assert(record !== undefined && record.cycle === this.file.cycle, () => `campaign ${this.file.name}: no record of cycle ${this.file.cycle}`)
+    assert(
+      record !== undefined && record.cycle === this.file.cycle,
+      () => `campaign ${this.file.name}: no record of cycle ${this.file.cycle}`,
+    )
     return record
   }
 
@@ -297,7 +310,9 @@ export class Campaign {
         return
       case 'waiting-to-cut': {
         const plannedCutMs = this.current.plannedCutMs!
-        this.log(`${where}: the cut is planned for ${new Date(plannedCutMs).toISOString()}${plannedCutMs <= Date.now() ? ', which has passed: cutting now' : ''}`)
+        this.log(
+          `${where}: the cut is planned for ${new Date(plannedCutMs).toISOString()}${plannedCutMs <= Date.now() ? ', which has passed: cutting now' : ''}`,
+        )
         this.armCut(plannedCutMs)
         return
       }
@@ -358,7 +373,8 @@ export class Campaign {
       if (this.ours(e.campaign)) await this.runAnnounced(e)
     } else if (event.kind === 'steady') {
       const e = event as Extract<CampaignInputEvent, { kind: 'steady' }>
-      if (takes(this.file.phase, 'steady') && e.groupId === this.current.groupId && this.current.runIds.includes(e.runId)) await this.steady(e.atMs)
+      if (takes(this.file.phase, 'steady') && e.groupId === this.current.groupId && this.current.runIds.includes(e.runId))
+        await this.steady(e.atMs)
     } else if (event.kind === 'verdict') {
       const e = event as Extract<CampaignInputEvent, { kind: 'verdict' }>
       if (takes(this.file.phase, 'verdict') && this.current.runIds.includes(e.runId)) {
@@ -380,14 +396,18 @@ export class Campaign {
     const nextPhase = movesTo(this.file.phase, 'writer-announced')
     if (nextPhase === undefined) {
       if (campaignStep(this.file.phase, 'writer-announced').kind === 'ignore') return
-      this.log(`cycle ${this.file.cycle}: ignored run ${e.runId} of ${e.host}:${e.path}: it was announced after the cut (${this.file.phase}); the agent starts a cycle's writer only after it reported the verdicts`)
+      this.log(
+        `cycle ${this.file.cycle}: ignored run ${e.runId} of ${e.host}:${e.path}: it was announced after the cut (${this.file.phase}); the agent starts a cycle's writer only after it reported the verdicts`,
+      )
       return
     }
     // A new writer for this cycle (the agent restarted it): the cycle follows the newest group, but
     // only once the current group's writer is gone. While it is live, another group tagged with this
     // cycle is a second writer or a stranger (without --token anyone can send a tag): ignored.
     if (record.groupId !== null && record.runIds.some((id) => !this.ended.has(id))) {
-      this.log(`cycle ${this.file.cycle}: ignored run ${e.runId} of ${e.host}:${e.path} (group ${e.groupId}): the cycle's writer (group ${record.groupId}) is still connected`)
+      this.log(
+        `cycle ${this.file.cycle}: ignored run ${e.runId} of ${e.host}:${e.path} (group ${e.groupId}): the cycle's writer (group ${record.groupId}) is still connected`,
+      )
       return
     }
     const replaced = record.groupId
@@ -478,9 +498,14 @@ export class Campaign {
       if (nextPhase !== 'done') next.history.push(newCycle(cycle + 1))
     })
     this.verdicts.clear()
-    const afterS = this.file.history[cycle - 1]!.cutMs === null ? '' : `, ${seconds(cameBackMs - this.file.history[cycle - 1]!.cutMs!)} after the cut`
+    const afterS =
+      this.file.history[cycle - 1]!.cutMs === null ? '' : `, ${seconds(cameBackMs - this.file.history[cycle - 1]!.cutMs!)} after the cut`
     this.log(`cycle ${cycle}: verdicts in for ${runs} run${runs === 1 ? '' : 's'}${afterS}`)
-    this.log(this.state().phase === 'done' ? `campaign done: ${this.file.cycles} cycles` : `cycle ${cycle + 1} of ${this.file.cycles}: waiting for the agent's writer`)
+    this.log(
+      this.state().phase === 'done'
+        ? `campaign done: ${this.file.cycles} cycles`
+        : `cycle ${cycle + 1} of ${this.file.cycles}: waiting for the agent's writer`,
+    )
   }
 
   private async rebootTimedOut(cycle: number): Promise<void> {
@@ -563,7 +588,10 @@ function runCutCommand(command: string, done: (result: CutResult) => void): Chil
 
 function parseCampaignFile(text: string, path: string, name: string): CampaignFile {
   const damaged = (why: string) =>
-    runtimeError(`the campaign file ${path} is damaged: ${why}`, 'the campaign cannot resume from it; keep the file for the record and start a campaign of another name')
+    runtimeError(
+      `the campaign file ${path} is damaged: ${why}`,
+      'the campaign cannot resume from it; keep the file for the record and start a campaign of another name',
+    )
   let json: unknown
   try {
     json = JSON.parse(text)
@@ -584,21 +612,25 @@ function parseCampaignFile(text: string, path: string, name: string): CampaignFi
   const running = file.phase !== 'done'
   if (running && file.cycle > file.cycles) throw damaged(`cycle ${file.cycle} is beyond its ${file.cycles} cycles`)
   if (file.phase !== 'done' && file.history.length !== file.cycle) throw damaged(`cycle ${file.cycle} has no record of its own`)
-  if (file.phase === 'done' && (file.cycle !== file.cycles + 1 || file.history.length !== file.cycles)) throw damaged('it is done without a record of every cycle')
+  if (file.phase === 'done' && (file.cycle !== file.cycles + 1 || file.history.length !== file.cycles))
+    throw damaged('it is done without a record of every cycle')
   const record = file.history[file.cycle - 1]
   if (file.phase === 'waiting-to-cut' && record?.plannedCutMs === null) throw damaged('it waits to cut without a planned cut')
-  if ((file.phase === 'cutting' || file.phase === 'waiting-for-agent') && record?.cutMs === null) throw damaged(`it is ${file.phase} without a cut moment`)
+  if ((file.phase === 'cutting' || file.phase === 'waiting-for-agent') && record?.cutMs === null)
+    throw damaged(`it is ${file.phase} without a cut moment`)
   return file
 }
 
 function optionDifferences(file: CampaignFile, options: CampaignOptions): string[] {
   const differences: string[] = []
   if (file.cycles !== options.cycles) differences.push(`--cycles ${options.cycles}, stored ${file.cycles}`)
-  if (file.cutCommand !== options.cutCommand) differences.push(`--cut-command ${JSON.stringify(options.cutCommand)}, stored ${JSON.stringify(file.cutCommand)}`)
+  if (file.cutCommand !== options.cutCommand)
+    differences.push(`--cut-command ${JSON.stringify(options.cutCommand)}, stored ${JSON.stringify(file.cutCommand)}`)
   if (file.cutAfterS[0] !== options.cutAfterS[0] || file.cutAfterS[1] !== options.cutAfterS[1]) {
     differences.push(`--cut-after ${options.cutAfterS[0]}-${options.cutAfterS[1]}, stored ${file.cutAfterS[0]}-${file.cutAfterS[1]}`)
   }
-  if (file.rebootTimeoutS !== options.rebootTimeoutS) differences.push(`--reboot-timeout ${options.rebootTimeoutS}, stored ${file.rebootTimeoutS}`)
+  if (file.rebootTimeoutS !== options.rebootTimeoutS)
+    differences.push(`--reboot-timeout ${options.rebootTimeoutS}, stored ${file.rebootTimeoutS}`)
   if (options.seed !== undefined && options.seed !== file.seed) differences.push(`--seed ${options.seed}, stored ${file.seed}`)
   return differences
 }

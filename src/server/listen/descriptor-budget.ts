@@ -53,7 +53,8 @@ export function describeNeed(bounds: DescriptorBounds): string {
   )
 }
 
-export const descriptorHint = 'lower --max-connections or --max-pending-hellos, or raise the hard limit (ulimit -Hn as root, LimitNOFILE= in a systemd unit)'
+export const descriptorHint =
+  'lower --max-connections or --max-pending-hellos, or raise the hard limit (ulimit -Hn as root, LimitNOFILE= in a systemd unit)'
 
 /** Raises the soft limit to fit the bounds (saying so on log), or throws a usage error naming both numbers. */
 export function fitDescriptorLimit(bounds: DescriptorBounds, log?: (line: string) => void): void {
@@ -64,12 +65,20 @@ export function fitDescriptorLimit(bounds: DescriptorBounds, log?: (line: string
   if (decision.action === 'no-limit' || decision.action === 'fits') return
   const { soft, hard } = limit!
   if (decision.action === 'refuse') {
-    throw usageError(`the listener may hold ${describeNeed(bounds)}, but this process may open at most ${hard} (its hard limit; soft limit ${soft})`, descriptorHint)
+    throw usageError(
+      `the listener may hold ${describeNeed(bounds)}, but this process may open at most ${hard} (its hard limit; soft limit ${soft})`,
+      descriptorHint,
+    )
   }
   try {
     port.setDescriptorSoftLimit(decision.toSoft)
   } catch (error) {
-    throw usageError(`the listener may hold ${describeNeed(bounds)}, but could not raise this process's descriptor limit from ${soft} to ${decision.toSoft} (hard limit ${hard}): ${describeSystemError(error)}`, descriptorHint)
+    throw usageError(
+      `the listener may hold ${describeNeed(bounds)}, but could not raise this process's descriptor limit from ${soft} to ${decision.toSoft} (hard limit ${hard}): ${describeSystemError(error)}`,
+      descriptorHint,
+    )
   }
-  log?.(`plugcheck: raised the descriptor limit from ${soft} to ${decision.toSoft} (hard limit ${hard}): the listener may hold ${describeNeed(bounds)}`)
+  log?.(
+    `plugcheck: raised the descriptor limit from ${soft} to ${decision.toSoft} (hard limit ${hard}): the listener may hold ${describeNeed(bounds)}`,
+  )
 }

@@ -8,11 +8,50 @@ import type { CampaignTag, EndReason, StoredVerdict } from '../../protocol/messa
 
 export type ListenerEvent =
   | { kind: 'connection'; peer: string; atMs: number }
-  | { kind: 'run'; runId: string; groupId: string; host: string; path: string; method: string; peer: string; campaign: CampaignTag | null; atMs: number }
-  | { kind: 'steady'; runId: string; groupId: string; host: string; path: string; campaign: CampaignTag | null; acked: number; atMs: number }
-  | { kind: 'end'; runId: string; groupId: string; host: string; path: string; reason: EndReason; detail?: string; acked: number; durationMs: number; atMs: number }
+  | {
+      kind: 'run'
+      runId: string
+      groupId: string
+      host: string
+      path: string
+      method: string
+      peer: string
+      campaign: CampaignTag | null
+      atMs: number
+    }
+  | {
+      kind: 'steady'
+      runId: string
+      groupId: string
+      host: string
+      path: string
+      campaign: CampaignTag | null
+      acked: number
+      atMs: number
+    }
+  | {
+      kind: 'end'
+      runId: string
+      groupId: string
+      host: string
+      path: string
+      reason: EndReason
+      detail?: string
+      acked: number
+      durationMs: number
+      atMs: number
+    }
   | { kind: 'vanished'; runId: string; groupId: string; host: string; path: string; acked: number; atMs: number; verifyCommand: string }
-  | { kind: 'verdict'; runId: string; groupId: string; host: string; path: string; campaign: CampaignTag | null; result: StoredVerdict; atMs: number }
+  | {
+      kind: 'verdict'
+      runId: string
+      groupId: string
+      host: string
+      path: string
+      campaign: CampaignTag | null
+      result: StoredVerdict
+      atMs: number
+    }
   | { kind: 'warning'; message: string; atMs: number }
   | { kind: 'campaign'; name: string; message: string; atMs: number }
   | { kind: 'pruned'; runs: number; bytes: number; olderThan: string; atMs: number }

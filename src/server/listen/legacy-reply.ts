@@ -25,8 +25,20 @@ export type PageReader = (runId: string, afterSeq: number, throughSeq: number, m
  * runs without their spans (ackedThroughSeq says how far each goes); every span through there is read
  * with readPage. Throws if a run's spans end short of its ackedThroughSeq (the caller refuses the query).
  */
-export async function legacyRunsReply(heads: readonly StoredRun[], claims: () => readonly Claim[], readPage: PageReader, aborted: () => boolean): Promise<Buffer[] | undefined> {
-  const pieces: Buffer[] = [Buffer.alloc(frameHeaderBytes), mapHeader(3), pack('type'), pack('runs'), pack('runs'), arrayHeader(heads.length)]
+export async function legacyRunsReply(
+  heads: readonly StoredRun[],
+  claims: () => readonly Claim[],
+  readPage: PageReader,
+  aborted: () => boolean,
+): Promise<Buffer[] | undefined> {
+  const pieces: Buffer[] = [
+    Buffer.alloc(frameHeaderBytes),
+    mapHeader(3),
+    pack('type'),
+    pack('runs'),
+    pack('runs'),
+    arrayHeader(heads.length),
+  ]
   for (const head of heads) {
     const spans = await spanPieces(head, readPage, aborted)
     if (spans === undefined) return undefined
@@ -42,7 +54,11 @@ export async function legacyRunsReply(heads: readonly StoredRun[], claims: () =>
 }
 
 /** A run's spans through its ackedThroughSeq, as packed array items without the array's header. */
-async function spanPieces(head: StoredRun, readPage: PageReader, aborted: () => boolean): Promise<{ count: number; pieces: Buffer[] } | undefined> {
+async function spanPieces(
+  head: StoredRun,
+  readPage: PageReader,
+  aborted: () => boolean,
+): Promise<{ count: number; pieces: Buffer[] } | undefined> {
   const runId = head.meta.runId
   const throughSeq = head.ackedThroughSeq ?? 0
   const pieces: Buffer[] = []

@@ -26,7 +26,6 @@ import { formatDurationFlag } from '../../base/durations.js'
 const eventLinesPerWindow = 50
 const eventWindowMs = 10_000
 
-
 export interface ListenOptions {
   readonly host: string
   readonly port: number
@@ -66,7 +65,12 @@ export function isLoopbackHost(host: string): boolean {
 
 /** Prints events on stderr, one line each, at most eventLinesPerWindow per window. */
 function eventPrinter(io: Io): (event: ListenerEvent) => void {
-  const log = new RateLimitedLog((line) => io.err(line + '\n'), eventLinesPerWindow, eventWindowMs, (n, windowS) => `plugcheck: ${n} more events in the last ${windowS} s were not shown (--events FILE keeps every one)`)
+  const log = new RateLimitedLog(
+    (line) => io.err(line + '\n'),
+    eventLinesPerWindow,
+    eventWindowMs,
+    (n, windowS) => `plugcheck: ${n} more events in the last ${windowS} s were not shown (--events FILE keeps every one)`,
+  )
   return (event) => log.line(describeEvent(event))
 }
 
@@ -127,7 +131,11 @@ export class EventsFile {
       this.queue = []
       this.queuedBytes = 0
       if (this.dropped > 0) {
-        const warning: ListenerEvent = { kind: 'warning', message: `${this.dropped} events were not written to ${this.path}: its disk did not keep up, was full or failed`, atMs: Date.now() }
+        const warning: ListenerEvent = {
+          kind: 'warning',
+          message: `${this.dropped} events were not written to ${this.path}: its disk did not keep up, was full or failed`,
+          atMs: Date.now(),
+        }
         lines.unshift(Buffer.from(JSON.stringify(warning) + '\n'))
         this.dropped = 0
       }
@@ -163,7 +171,10 @@ export class EventsFile {
       this.failing = false
     } catch (error) {
       this.dropped += lines
-      if (!this.failing) this.io.err(`plugcheck: warning: could not append to the events file ${this.path}: ${describeSystemError(error)}; the listener goes on (events still go to stderr)\n`)
+      if (!this.failing)
+        this.io.err(
+          `plugcheck: warning: could not append to the events file ${this.path}: ${describeSystemError(error)}; the listener goes on (events still go to stderr)\n`,
+        )
       this.failing = true
       // Opened afresh next time: the file may have been moved, or its file system remounted.
       await this.closeFile()
@@ -217,9 +228,12 @@ export class EventsFile {
   async close(waitMs = 2000): Promise<void> {
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))
-    await Promise.race([(async () => {
-      while (this.writing !== undefined) await this.writing
-    })(), timeout])
+    await Promise.race([
+      (async () => {
+        while (this.writing !== undefined) await this.writing
+      })(),
+      timeout,
+    ])
     clearTimeout(timer)
     await this.closeFile()
   }
@@ -255,8 +269,16 @@ function startRetention(listener: Listener, retainMs: number): () => Promise<voi
       await Promise.race([listener.store.startScrub(), stopping])
       if (stopped) return
       // Said once, not at every tick (a run kept for what its files say is found again at each).
-      const warn = (message: string): void => void (said.has(message) || (said.add(message), listener.emit({ kind: 'warning', message, atMs: Date.now() })))
-      const selection = await selectPrunableChecked(listener.store, nowForAgesMs(), retainMs, (runId) => listener.isLive(runId), warn, () => stopped)
+      const warn = (message: string): void =>
+        void (said.has(message) || (said.add(message), listener.emit({ kind: 'warning', message, atMs: Date.now() })))
+      const selection = await selectPrunableChecked(
+        listener.store,
+        nowForAgesMs(),
+        retainMs,
+        (runId) => listener.isLive(runId),
+        warn,
+        () => stopped,
+      )
       const age = formatDurationFlag(retainMs)
       let runs = 0
       let bytes = 0
@@ -276,7 +298,11 @@ function startRetention(listener: Listener, retainMs: number): () => Promise<voi
       if (runs > 0) listener.emit({ kind: 'pruned', runs, bytes, olderThan: age, atMs: Date.now() })
       if (failed.length > 0) {
         const what = failed.length === 1 ? 'one group of runs' : `${failed.length} groups of runs`
-        listener.emit({ kind: 'warning', message: `could not prune ${what} older than ${age} (each kept whole; tried again in ${formatDurationFlag(retainIntervalMs(retainMs))}): ${failed.join('; ')}`, atMs: Date.now() })
+        listener.emit({
+          kind: 'warning',
+          message: `could not prune ${what} older than ${age} (each kept whole; tried again in ${formatDurationFlag(retainIntervalMs(retainMs))}): ${failed.join('; ')}`,
+          atMs: Date.now(),
+        })
       }
     })().finally(() => (running = undefined))
   }
@@ -315,7 +341,13 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
   }
   let listener: Listener
   try {
-    listener = await Listener.start({ ...options, dir, log: (line) => io.err(line + '\n'), onEvent, campaignState: () => campaignState?.() ?? null })
+    listener = await Listener.start({
+      ...options,
+      dir,
+      log: (line) => io.err(line + '\n'),
+      onEvent,
+      campaignState: () => campaignState?.() ?? null,
+    })
   } catch (error) {
     // A configuration problem (another listener holds --dir) is reported as it is: exit 2.
     if (error instanceof PlugcheckError && error.exitCode === exitCodes.usage) throw error

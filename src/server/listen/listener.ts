@@ -129,7 +129,12 @@ export const legacyRepliesAtOnce = 2
 /** Span pages per connection: every page of every run of a group (groupRunsMax runs of maxStoredSpans spans each). */
 export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * groupRunsMax
 /** Each budget of a connection (message-rules.ts), at most. */
-const budgetMaxes: Readonly<Record<Budget, number>> = { runs: maxRunsPerConnection, queries: maxQueriesPerConnection, verdicts: maxVerdictsPerConnection, 'span-pages': maxSpanPagesPerConnection }
+const budgetMaxes: Readonly<Record<Budget, number>> = {
+  runs: maxRunsPerConnection,
+  queries: maxQueriesPerConnection,
+  verdicts: maxVerdictsPerConnection,
+  'span-pages': maxSpanPagesPerConnection,
+}
 /** A list reply stays under this many bytes (verdicts carry fingerprints); older runs beyond are left out. */
 export const listReplyBudgetBytes = 16 * 1024 * 1024
 /** Keepalive probes start after this much silence; dead peers are found, silent writers are not cut off. */
@@ -269,9 +274,20 @@ export class Listener {
     this.stallSampleMs = Math.max(10, Math.min(1000, this.replyStallMs / 8))
     this.stallSampler = setInterval(() => this.sampleStalls(), this.stallSampleMs)
     this.stallSampler.unref()
-    this.quotaLimits = { maxRuns: defaultMaxRuns, maxRunsPerPeer: defaultMaxRunsPerPeer, maxStoreBytes: null, maxStoreBytesPerPeer: null, ...options.quotas }
+    this.quotaLimits = {
+      maxRuns: defaultMaxRuns,
+      maxRunsPerPeer: defaultMaxRunsPerPeer,
+      maxStoreBytes: null,
+      maxStoreBytesPerPeer: null,
+      ...options.quotas,
+    }
     this.reserveCheck = new ReserveCheck(options.dir, options.reserve)
-    this.connectionLog = new RateLimitedLog(options.log, logLinesPerWindow, logWindowMs, (n, windowS) => `plugcheck: ${n} more connection messages in the last ${windowS} s were not shown`)
+    this.connectionLog = new RateLimitedLog(
+      options.log,
+      logLinesPerWindow,
+      logWindowMs,
+      (n, windowS) => `plugcheck: ${n} more connection messages in the last ${windowS} s were not shown`,
+    )
     if (options.onEvent !== undefined) this.events.on('event', options.onEvent)
   }
 
@@ -283,7 +299,11 @@ export class Listener {
   static async start(options: ListenerOptions): Promise<Listener> {
     // Before anything is opened: a limit the bounds do not fit is raised, or the listener refuses to start.
     fitDescriptorLimit(
-      { maxConnections: options.maxConnections ?? defaultMaxConnections, maxPendingHandshakes: options.maxPendingHandshakes ?? defaultMaxPendingHandshakes, maxLingering },
+      {
+        maxConnections: options.maxConnections ?? defaultMaxConnections,
+        maxPendingHandshakes: options.maxPendingHandshakes ?? defaultMaxPendingHandshakes,
+        maxLingering,
+      },
       options.log,
     )
     const store = await AckStore.open(options.dir, options.maxStoredSpans === undefined ? {} : { maxSpans: options.maxStoredSpans })
@@ -387,16 +407,23 @@ export class Listener {
       c.abort()
     }
     const stalled = (c: Connection): boolean => c.stalledSinceMs !== undefined && nowMs - c.stalledSinceMs > this.replyStallMs
-    const stalledWhy = (c: Connection): string => `it left a reply unread for over ${this.replyStallMs / 1000} s while others waited (${c.lastQueuedBytes} bytes queued)`
+    const stalledWhy = (c: Connection): string =>
+      `it left a reply unread for over ${this.replyStallMs / 1000} s while others waited (${c.lastQueuedBytes} bytes queued)`
     for (const c of holders) if (!c.isClosed() && c.sentQueryReply && stalled(c)) drop(c, stalledWhy(c))
     const byBytes = (a: Connection, b: Connection): number => b.lastQueuedBytes - a.lastQueuedBytes
     const candidates: [Connection, string | undefined][] = [
-      ...holders.filter((c) => c.isClosed()).sort(byBytes).map((c): [Connection, undefined] => [c, undefined]),
+      ...holders
+        .filter((c) => c.isClosed())
+        .sort(byBytes)
+        .map((c): [Connection, undefined] => [c, undefined]),
       ...holders.filter((c) => !c.isClosed() && !c.sentQueryReply && stalled(c)).map((c): [Connection, string] => [c, stalledWhy(c)]),
       ...holders
         .filter((c) => !c.isClosed() && c.sentQueryReply)
         .sort(byBytes)
-        .map((c): [Connection, string] => [c, `it does not read its replies and holds the most queued bytes (${c.lastQueuedBytes}) of the ${this.maxQueuedReplyBytes}-byte budget`]),
+        .map((c): [Connection, string] => [
+          c,
+          `it does not read its replies and holds the most queued bytes (${c.lastQueuedBytes}) of the ${this.maxQueuedReplyBytes}-byte budget`,
+        ]),
     ]
     for (const [c, why] of candidates) {
       if (queuedBytes + replyBytes <= this.maxQueuedReplyBytes) break
@@ -445,7 +472,14 @@ export class Listener {
       const owner = this.owners.get(runId)
       if (owner === undefined || owner === except) continue
       const info = this.store.runInfo(runId)
-      if (info !== undefined && !info.ended && info.meta.host === host && info.meta.requestedPath === requestedPath && info.meta.groupId !== groupId) return runId
+      if (
+        info !== undefined &&
+        !info.ended &&
+        info.meta.host === host &&
+        info.meta.requestedPath === requestedPath &&
+        info.meta.groupId !== groupId
+      )
+        return runId
     }
     return undefined
   }
@@ -475,7 +509,10 @@ export class Listener {
     const owner = this.owners.get(runId)
     const oldBootId = this.store.runInfo(runId)?.origin.writer?.bootId
     if (owner === undefined || !this.mayEndAsRebooted(owner, oldBootId, newBootId, newPeer)) return false
-    this.endRebootedWriter(owner, `its writer's machine rebooted: a new run came from ${newPeer} with boot id ${newBootId}, the run's writer had ${oldBootId}`)
+    this.endRebootedWriter(
+      owner,
+      `its writer's machine rebooted: a new run came from ${newPeer} with boot id ${newBootId}, the run's writer had ${oldBootId}`,
+    )
     return true
   }
 
@@ -497,7 +534,12 @@ export class Listener {
     }
     const ended: string[] = []
     for (const [owner, oldBootId] of rebooted) {
-      ended.push(...this.endRebootedWriter(owner, `its writer's machine rebooted: ${machine.host} connected from ${peer} with boot id ${machine.bootId}, the run's writer had ${oldBootId}`))
+      ended.push(
+        ...this.endRebootedWriter(
+          owner,
+          `its writer's machine rebooted: ${machine.host} connected from ${peer} with boot id ${machine.bootId}, the run's writer had ${oldBootId}`,
+        ),
+      )
     }
     return ended
   }
@@ -507,7 +549,12 @@ export class Listener {
    * token, or the live run's own address, may end another connection's runs with it. Without a
    * token, a stranger must not stop a test.
    */
-  private mayEndAsRebooted(owner: Connection, oldBootId: string | null | undefined, newBootId: string | null | undefined, newPeer: string): boolean {
+  private mayEndAsRebooted(
+    owner: Connection,
+    oldBootId: string | null | undefined,
+    newBootId: string | null | undefined,
+    newPeer: string,
+  ): boolean {
     if (newBootId == null || oldBootId == null || newBootId === oldBootId) return false
     if (performance.now() - owner.lastDataPerfMs < (this.options.rebootSilenceMs ?? rebootSilenceMs)) return false // still writing: not the rebooted machine's
     return this.options.token !== undefined || newPeer === owner.peer
@@ -532,7 +579,9 @@ export class Listener {
       if (owner.ownedRuns.has(runId)) this.releaseRun(runId, owner)
       else this.disown(runId)
     }
-    this.options.log?.(`plugcheck: run ${ended.join(', ') || [...runIds].join(', ')} from ${owner.peer} ended as vanished: ${detail}; closed its connection`)
+    this.options.log?.(
+      `plugcheck: run ${ended.join(', ') || [...runIds].join(', ')} from ${owner.peer} ended as vanished: ${detail}; closed its connection`,
+    )
     owner.abort()
     return ended
   }
@@ -544,7 +593,10 @@ export class Listener {
   admitRun(peer: string, writer: object | undefined): void {
     const envBytes = writer === undefined ? 0 : encodeFrame(writer).length - frameHeaderBytes
     if (envBytes > maxWriterEnvBytes) {
-      throw new ProtocolViolation('bad-frame', `the run's writer environment (fingerprint) is ${envBytes} bytes, over the bound of ${maxWriterEnvBytes} bytes a run's announcement may carry`)
+      throw new ProtocolViolation(
+        'bad-frame',
+        `the run's writer environment (fingerprint) is ${envBytes} bytes, over the bound of ${maxWriterEnvBytes} bytes a run's announcement may carry`,
+      )
     }
     const refusal = quotaRefusal(this.store.usage(), peer, this.quotaLimits) ?? this.reserveCheck.refusal()
     if (refusal === undefined) return
@@ -576,7 +628,8 @@ export class Listener {
     const nowMs = Date.now()
     this.store.release(runId, nowMs)
     // A run that was stored and had not ended: its writer vanished (a crash, a power cut, a lost network).
-    if (before !== undefined && !before.ended && !before.creating && this.store.runInfo(runId)?.ended === true && !this.closing) this.emitVanished(runId, owner, nowMs)
+    if (before !== undefined && !before.ended && !before.creating && this.store.runInfo(runId)?.ended === true && !this.closing)
+      this.emitVanished(runId, owner, nowMs)
   }
 
   /**
@@ -592,7 +645,16 @@ export class Listener {
     const token = this.options.token === undefined ? '' : " --token 'YOUR-TOKEN'"
     const verifyCommand = `plugcheck verify --server ${shellQuote(server, shell)} --file ${shellQuote(info.meta.requestedPath, shell)}${token}`
     const { meta } = info
-    this.emit({ kind: 'vanished', runId, groupId: meta.groupId, host: meta.host, path: meta.requestedPath, acked: this.store.lastAckedSeq(runId), atMs, verifyCommand })
+    this.emit({
+      kind: 'vanished',
+      runId,
+      groupId: meta.groupId,
+      host: meta.host,
+      path: meta.requestedPath,
+      acked: this.store.lastAckedSeq(runId),
+      atMs,
+      verifyCommand,
+    })
   }
 
   /** Every run on record (newest first, at most maxListedRuns and listReplyBudgetBytes), live marked. */
@@ -782,9 +844,15 @@ class Connection {
     for (;;) {
       let violation: ProtocolViolation | undefined
       if (message.fromSeq !== expected) {
-        violation = new ProtocolViolation('out-of-order', `ack ${message.fromSeq}-${message.toSeq} of run ${runId} out of order: expected seq ${expected} next`)
+        violation = new ProtocolViolation(
+          'out-of-order',
+          `ack ${message.fromSeq}-${message.toSeq} of run ${runId} out of order: expected seq ${expected} next`,
+        )
       } else if (message.toSeq > maxSeq) {
-        violation = new ProtocolViolation('bad-frame', `ack of seq ${message.toSeq} for run ${runId}: more records than a writer can have written since the run was announced`)
+        violation = new ProtocolViolation(
+          'bad-frame',
+          `ack of seq ${message.toSeq} for run ${runId}: more records than a writer can have written since the run was announced`,
+        )
       }
       if (violation !== undefined) {
         if (expected > fromSeq) store.appendAck(runId, fromSeq, expected - 1, nowMs)
@@ -806,13 +874,19 @@ class Connection {
     this.admit(message)
     if (message.type === 'hello') {
       if (message.protocol < minProtocolVersion || message.protocol > protocolVersion) {
-        throw new ProtocolViolation('protocol-version', `protocol ${message.protocol} is not supported (this listener speaks ${minProtocolVersion} to ${protocolVersion})`)
+        throw new ProtocolViolation(
+          'protocol-version',
+          `protocol ${message.protocol} is not supported (this listener speaks ${minProtocolVersion} to ${protocolVersion})`,
+        )
       }
       if (listener.options.token === undefined) return this.hello(message)
       clearTimeout(this.helloTimer) // it came; a wait for its turn is bounded by maxTokenBackoffMs
       const turn = listener.tokenBackoff.turn(this.peer, performance.now())
       if (turn.kind === 'refuse') {
-        throw new ProtocolViolation('limit', `too many wrong tokens from ${this.peer}; the next hello from this address is answered in ${Math.ceil(turn.retryAfterMs / 1000)} s at the earliest`)
+        throw new ProtocolViolation(
+          'limit',
+          `too many wrong tokens from ${this.peer}; the next hello from this address is answered in ${Math.ceil(turn.retryAfterMs / 1000)} s at the earliest`,
+        )
       }
       const checked = (): Promise<void> | undefined => {
         listener.tokenBackoff.answered(this.peer, turn, listener.tokenAccepted(message.token), performance.now())
@@ -820,7 +894,9 @@ class Connection {
       }
       if (turn.kind === 'now') return checked()
       // Busy until its turn: nothing else from this connection is read meanwhile.
-      return new Promise<void>((resolve) => (this.backoffTimer = setTimeout(resolve, turn.waitMs))).then(() => (this.closed ? undefined : checked()))
+      return new Promise<void>((resolve) => (this.backoffTimer = setTimeout(resolve, turn.waitMs))).then(() =>
+        this.closed ? undefined : checked(),
+      )
     }
     return this.handleServed(message)
   }
@@ -839,7 +915,10 @@ class Connection {
     }
     const refusal = refusalOf(this.role ?? 'awaiting-hello', message.type, facts)
     if (refusal !== undefined) {
-      throw new ProtocolViolation(refusal.code, refusalText(message.type, refusal.kind, runId ?? '', budget === undefined ? 0 : budgetMaxes[budget]))
+      throw new ProtocolViolation(
+        refusal.code,
+        refusalText(message.type, refusal.kind, runId ?? '', budget === undefined ? 0 : budgetMaxes[budget]),
+      )
     }
     if (budget !== undefined) this.spent[budget]++
   }
@@ -854,8 +933,14 @@ class Connection {
     // for many minutes of keepalive probes after a power cut); ending those runs closes that connection.
     const ended = message.machine === undefined ? [] : listener.endRunsOfEarlierBoot(message.machine, this.peer)
     if (listener.authenticated.size >= listener.maxConnections) {
-      listener.connectionLog.line(`plugcheck: refused a connection from ${this.peer}: ${listener.maxConnections} connections open (--max-connections)`)
-      this.reject('limit', `the listener has ${listener.maxConnections} connections open, its limit (--max-connections); try again later`, false)
+      listener.connectionLog.line(
+        `plugcheck: refused a connection from ${this.peer}: ${listener.maxConnections} connections open (--max-connections)`,
+      )
+      this.reject(
+        'limit',
+        `the listener has ${listener.maxConnections} connections open, its limit (--max-connections); try again later`,
+        false,
+      )
       return
     }
     listener.authenticated.add(this)
@@ -879,7 +964,11 @@ class Connection {
         listener.admitRun(this.peer, message.writer)
         // A run joining another connection's group would be judged with that group by verify: only
         // another job of the same `write --jobs` may, with the group's key.
-        if (!this.ownedGroups.has(meta.groupId) && store.hasGroup(meta.groupId) && !listener.mayJoinGroup(meta.groupId, message.groupKey, this.peer)) {
+        if (
+          !this.ownedGroups.has(meta.groupId) &&
+          store.hasGroup(meta.groupId) &&
+          !listener.mayJoinGroup(meta.groupId, message.groupKey, this.peer)
+        ) {
           throw new ProtocolViolation('out-of-order', `group ${meta.groupId} belongs to runs announced on another connection`)
         }
         this.ownedGroups.add(meta.groupId)
@@ -982,9 +1071,13 @@ class Connection {
           // A verdict is what verify found after the cut: a run whose writer is still connected and has
           // not ended was not cut, and a verdict now would end a campaign cycle that never happened.
           const recorded = store.recorded(runId)
-          if (recorded === undefined) throw new ProtocolViolation('unknown-run', `verdict for run ${runId}, which the listener no longer holds`)
+          if (recorded === undefined)
+            throw new ProtocolViolation('unknown-run', `verdict for run ${runId}, which the listener no longer holds`)
           if ((listener.isLive(runId) && !recorded.ended) || recorded.settling) {
-            throw new ProtocolViolation('out-of-order', `verdict for run ${runId}, which is still being written (its writer is connected, or its end is not recorded yet); verify after the cut`)
+            throw new ProtocolViolation(
+              'out-of-order',
+              `verdict for run ${runId}, which is still being written (its writer is connected, or its end is not recorded yet); verify after the cut`,
+            )
           }
           // Its acks are final here (ended, or its writer gone: a live run was refused above).
           const problem = verdictDisagreement(result, info.meta.method, recorded.throughSeq, recorded.ended || !listener.isLive(runId))
@@ -1017,14 +1110,24 @@ class Connection {
         // Async: an ended run's spans are read back from its log (ack-store.ts), a chunk at a time.
         if (this.protocol < pagedSpansProtocol) return this.legacyQuery(message)
         return this.runsToJudge(message).then((runs) => {
-          const reply = encodeFrame({ type: 'runs', runs, claims: listener.claims(message.host, message.requestedPath) } satisfies ServerMessage)
+          const reply = encodeFrame({
+            type: 'runs',
+            runs,
+            claims: listener.claims(message.host, message.requestedPath),
+          } satisfies ServerMessage)
           this.sendQueryReply(reply)
         })
       }
       case 'spans': {
         return store.spanPageAsync(message.runId, message.afterSeq, message.throughSeq, maxSpansPerPage).then((page) => {
-          if (page === undefined) throw new ProtocolViolation('bad-frame', `spans of run ${message.runId} through seq ${message.throughSeq}, but its acks go to seq ${store.lastAckedSeq(message.runId)}`)
-          this.sendQueryReply(encodeFrame({ type: 'span-page', runId: message.runId, afterSeq: message.afterSeq, spans: page } satisfies ServerMessage))
+          if (page === undefined)
+            throw new ProtocolViolation(
+              'bad-frame',
+              `spans of run ${message.runId} through seq ${message.throughSeq}, but its acks go to seq ${store.lastAckedSeq(message.runId)}`,
+            )
+          this.sendQueryReply(
+            encodeFrame({ type: 'span-page', runId: message.runId, afterSeq: message.afterSeq, spans: page } satisfies ServerMessage),
+          )
         })
       }
     }
@@ -1032,7 +1135,10 @@ class Connection {
 
   /** The runs a query of protocol 4 asks for: a long run's spans are read page by page. */
   private async runsToJudge(query: Extract<ClientMessage, { type: 'query' }>): Promise<StoredRun[]> {
-    return this.listener.store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax, inlineSpansTotalMax: inlineSpansPerReplyMax })
+    return this.listener.store.queryAsync(query.host, query.requestedPath, query.runId, {
+      inlineSpansMax,
+      inlineSpansTotalMax: inlineSpansPerReplyMax,
+    })
   }
 
   /**
@@ -1053,8 +1159,14 @@ class Connection {
     }
     const giveBack = await listener.legacyReplies.take()
     try {
-      const readPage = (runId: string, afterSeq: number, throughSeq: number, maxCount: number): Promise<Buffer | undefined> => store.spanPageAsync(runId, afterSeq, throughSeq, maxCount)
-      const pieces = await legacyRunsReply(heads, () => listener.claims(query.host, query.requestedPath), readPage, () => this.closed)
+      const readPage = (runId: string, afterSeq: number, throughSeq: number, maxCount: number): Promise<Buffer | undefined> =>
+        store.spanPageAsync(runId, afterSeq, throughSeq, maxCount)
+      const pieces = await legacyRunsReply(
+        heads,
+        () => listener.claims(query.host, query.requestedPath),
+        readPage,
+        () => this.closed,
+      )
       if (pieces !== undefined && !this.closed) this.sendQueryReply(pieces)
     } finally {
       giveBack()
@@ -1066,7 +1178,10 @@ class Connection {
     const pieces = Buffer.isBuffer(reply) ? [reply] : reply
     const replyBytes = pieces.reduce((sum, piece) => sum + piece.length, 0)
     if (!this.listener.makeRoomForReply(replyBytes, this)) {
-      throw new ProtocolViolation('limit', `the reply (${replyBytes} bytes) does not fit the listener's budget for queued replies now; try again later`)
+      throw new ProtocolViolation(
+        'limit',
+        `the reply (${replyBytes} bytes) does not fit the listener's budget for queued replies now; try again later`,
+      )
     }
     this.sentQueryReply = true
     for (const piece of pieces) this.sendFrame(piece)
@@ -1128,7 +1243,8 @@ class Connection {
     const served = this.listener.served
     const kernelBytes = served.kernelQueuedBytes(this.socket, this.kernelBufferBytes)
     const taken = this.sentBytes - unsentBytes(this.socket) - kernelBytes
-    const queued = this.socket.writableLength + (this.socket.writableLength > 0 ? Math.max(kernelBytes, this.kernelBoundBytes()) : kernelBytes)
+    const queued =
+      this.socket.writableLength + (this.socket.writableLength > 0 ? Math.max(kernelBytes, this.kernelBoundBytes()) : kernelBytes)
     if (queued === 0) this.stalledSinceMs = undefined
     else if (this.stalledSinceMs === undefined || taken > this.takenBytes) this.stalledSinceMs = nowMs
     this.takenBytes = Math.max(this.takenBytes, taken)

@@ -20,7 +20,12 @@ export const connectionStates: readonly ConnectionState[] = ['awaiting-hello', '
 /** What a connection may send only so many of (the counts are listener.ts's). */
 export type Budget = 'runs' | 'queries' | 'verdicts' | 'span-pages'
 /** How a refusal over budget names what was sent. */
-export const budgetWords: Readonly<Record<Budget, string>> = { runs: 'runs announced', queries: 'queries', verdicts: 'verdicts', 'span-pages': 'span pages' }
+export const budgetWords: Readonly<Record<Budget, string>> = {
+  runs: 'runs announced',
+  queries: 'queries',
+  verdicts: 'verdicts',
+  'span-pages': 'span pages',
+}
 
 interface RunRule {
   /** announced-here: a run this connection announced (acks, its end, steady); held: a run the listener holds, created. */
@@ -46,19 +51,43 @@ export const messageRules: Readonly<Record<MessageType, MessageRule>> = {
   hello: { states: ['awaiting-hello'] },
   run: { states: ['writer'], wrongRole: 'run announced on a verifier connection', budget: 'runs' },
   // Only the connection that announced a run sends its acks and its end (a verifier announces none).
-  ack: { states: both, run: { must: 'announced-here', about: 'ack for run', ended: { code: 'out-of-order', says: (runId) => `ack for run ${runId} after its end` } } },
-  end: { states: both, run: { must: 'announced-here', about: 'end for run', ended: { code: 'limit', says: (runId) => `end of run ${runId} sent twice` } } },
+  ack: {
+    states: both,
+    run: {
+      must: 'announced-here',
+      about: 'ack for run',
+      ended: { code: 'out-of-order', says: (runId) => `ack for run ${runId} after its end` },
+    },
+  },
+  end: {
+    states: both,
+    run: { must: 'announced-here', about: 'end for run', ended: { code: 'limit', says: (runId) => `end of run ${runId} sent twice` } },
+  },
   steady: {
     states: ['writer'],
     wrongRole: 'steady sent on a verifier connection',
-    run: { must: 'announced-here', about: 'steady for run', ended: { code: 'out-of-order', says: (runId) => `steady for run ${runId} after its end` } },
+    run: {
+      must: 'announced-here',
+      about: 'steady for run',
+      ended: { code: 'out-of-order', says: (runId) => `steady for run ${runId} after its end` },
+    },
   },
-  verdict: { states: ['verifier'], wrongRole: 'verdict sent on a writer connection', budget: 'verdicts', run: { must: 'held', about: 'verdict for run' } },
+  verdict: {
+    states: ['verifier'],
+    wrongRole: 'verdict sent on a writer connection',
+    budget: 'verdicts',
+    run: { must: 'held', about: 'verdict for run' },
+  },
   list: { states: ['verifier'], wrongRole: 'list sent on a writer connection', budget: 'queries' },
   'campaign-query': { states: ['verifier'], wrongRole: 'campaign-query sent on a writer connection', budget: 'queries' },
   // A writer asks too: what its path last held (evidence.ts).
   query: { states: both, budget: 'queries' },
-  spans: { states: ['verifier'], wrongRole: 'spans asked on a writer connection', budget: 'span-pages', run: { must: 'held', about: 'spans of run' } },
+  spans: {
+    states: ['verifier'],
+    wrongRole: 'spans asked on a writer connection',
+    budget: 'span-pages',
+    run: { must: 'held', about: 'spans of run' },
+  },
 }
 
 export const messageTypes = Object.keys(messageRules) as MessageType[]

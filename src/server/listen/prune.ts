@@ -65,7 +65,13 @@ type View = (run: RunSummary) => RunSummary | 'unreadable'
  * not at all (verify judges a group's runs together: one member gone and the rest cannot be judged),
  * so a group is pruned only when every member may be.
  */
-export function selectPrunable(store: AckStore, nowMs: number, olderThanMs: number, isLive: (runId: string) => boolean = () => false, view: View = (run) => run): PruneSelection {
+export function selectPrunable(
+  store: AckStore,
+  nowMs: number,
+  olderThanMs: number,
+  isLive: (runId: string) => boolean = () => false,
+  view: View = (run) => run,
+): PruneSelection {
   const campaignOver = new Map<string, boolean>()
   const over = (name: string): boolean => {
     if (!campaignOver.has(name)) campaignOver.set(name, campaignFinished(store.dir, name))
@@ -75,11 +81,17 @@ export function selectPrunable(store: AckStore, nowMs: number, olderThanMs: numb
   for (const run of store.summaries()) {
     const members = groups.get(run.groupId) ?? []
     const seen = view(run)
-    const judged: Judged = seen === 'unreadable' ? { prunable: false, kept: 'unreadable' } : judgeRun(store, seen, nowMs, olderThanMs, isLive, over)
+    const judged: Judged =
+      seen === 'unreadable' ? { prunable: false, kept: 'unreadable' } : judgeRun(store, seen, nowMs, olderThanMs, isLive, over)
     members.push({ runId: run.runId, judged })
     groups.set(run.groupId, members)
   }
-  const selection: PruneSelection = { runIds: [], groups: [], bytes: 0, kept: { notEnded: 0, live: 0, campaign: 0, unjudged: 0, group: 0, unreadable: 0 } }
+  const selection: PruneSelection = {
+    runIds: [],
+    groups: [],
+    bytes: 0,
+    kept: { notEnded: 0, live: 0, campaign: 0, unjudged: 0, group: 0, unreadable: 0 },
+  }
   let bytes = 0
   for (const members of groups.values()) {
     const whole = members.every((m) => m.judged.prunable)
@@ -121,7 +133,10 @@ export async function selectPrunableChecked(
     try {
       const files = await store.summaryFromFiles(run.runId)
       const disagreement = judgedFieldsDisagree(run, files)
-      if (disagreement !== undefined) warn(`run ${run.runId}: ${join(store.dir, catalogName)} says ${disagreement.catalog}, where its files say ${disagreement.files}: judged by its files`)
+      if (disagreement !== undefined)
+        warn(
+          `run ${run.runId}: ${join(store.dir, catalogName)} says ${disagreement.catalog}, where its files say ${disagreement.files}: judged by its files`,
+        )
       fromFiles.set(run.runId, files)
     } catch (error) {
       warn(`run ${run.runId}: ${(error as Error).message}; not pruned`)
@@ -148,11 +163,19 @@ function judgedFieldsDisagree(catalog: RunSummary, files: RunSummary): { catalog
 }
 
 /** Whether one run may go now, or why it stays (null: too recent, not counted as kept). */
-function judgeRun(store: AckStore, run: RunSummary, nowMs: number, olderThanMs: number, isLive: (runId: string) => boolean, over: (name: string) => boolean): Judged {
+function judgeRun(
+  store: AckStore,
+  run: RunSummary,
+  nowMs: number,
+  olderThanMs: number,
+  isLive: (runId: string) => boolean,
+  over: (name: string) => boolean,
+): Judged {
   if (nowMs - (run.end?.atMs ?? run.announcedMs) < olderThanMs) return { prunable: false, kept: null }
   if (run.end === undefined) return { prunable: false, kept: 'notEnded' }
   if (isLive(run.runId)) return { prunable: false, kept: 'live' }
-  if (run.end.reason === 'vanished' && run.verdict === null && nowMs - run.end.atMs < unjudgedKeepMs) return { prunable: false, kept: 'unjudged' }
+  if (run.end.reason === 'vanished' && run.verdict === null && nowMs - run.end.atMs < unjudgedKeepMs)
+    return { prunable: false, kept: 'unjudged' }
   if (run.campaign !== null && !over(run.campaign.name)) return { prunable: false, kept: 'campaign' }
   const candidate = store.pruneCandidate(run.runId)
   if ('refused' in candidate) return { prunable: false, kept: 'live' }
@@ -225,7 +248,13 @@ export async function runPrune(options: PruneOptions, io: Io): Promise<number> {
   }
   try {
     for (const warning of store.warnings) io.err(`plugcheck: warning: ${warning}\n`)
-    const selection = await selectPrunableChecked(store, Date.now(), options.olderThanMs, () => false, (warning) => io.err(`plugcheck: warning: ${warning}\n`))
+    const selection = await selectPrunableChecked(
+      store,
+      Date.now(),
+      options.olderThanMs,
+      () => false,
+      (warning) => io.err(`plugcheck: warning: ${warning}\n`),
+    )
     const failed: string[] = []
     if (!options.dryRun) {
       for (const group of selection.groups) {
@@ -234,7 +263,10 @@ export async function runPrune(options: PruneOptions, io: Io): Promise<number> {
     }
     report(options, selection, io)
     if (failed.length === 0) return exitCodes.ok
-    throw runtimeError(`could not prune ${failed.length === 1 ? 'one group' : `${failed.length} groups`} of runs (each kept whole): ${failed.join('; ')}`, 'fix the cause (permissions, an immutable or busy directory, a failing disk) and prune again')
+    throw runtimeError(
+      `could not prune ${failed.length === 1 ? 'one group' : `${failed.length} groups`} of runs (each kept whole): ${failed.join('; ')}`,
+      'fix the cause (permissions, an immutable or busy directory, a failing disk) and prune again',
+    )
   } finally {
     await store.close()
   }
@@ -244,12 +276,27 @@ export async function runPrune(options: PruneOptions, io: Io): Promise<number> {
 function report(options: PruneOptions, selection: PruneSelection, io: Io): void {
   const age = formatDurationFlag(options.olderThanMs)
   if (options.json) {
-    io.out(JSON.stringify({ dryRun: options.dryRun, olderThan: age, pruned: selection.runIds, runs: selection.runIds.length, bytes: selection.bytes, kept: selection.kept }, null, 2) + '\n')
+    io.out(
+      JSON.stringify(
+        {
+          dryRun: options.dryRun,
+          olderThan: age,
+          pruned: selection.runIds,
+          runs: selection.runIds.length,
+          bytes: selection.bytes,
+          kept: selection.kept,
+        },
+        null,
+        2,
+      ) + '\n',
+    )
     return
   }
   const verb = options.dryRun ? 'would prune' : 'pruned'
   const kept = describeKept(selection.kept)
-  io.out(`${verb} ${runsCount(selection.runIds.length)} that ended over ${age} ago, ${formatBytes(selection.bytes)}${kept === '' ? '' : ` (kept, though as old: ${kept})`}\n`)
+  io.out(
+    `${verb} ${runsCount(selection.runIds.length)} that ended over ${age} ago, ${formatBytes(selection.bytes)}${kept === '' ? '' : ` (kept, though as old: ${kept})`}\n`,
+  )
   for (const runId of selection.runIds) io.out(`  ${runId}\n`)
 }
 
@@ -260,10 +307,18 @@ function checkListenerDir(dir: string): void {
       return statSync(path).isDirectory() ? 'directory' : 'other'
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 'missing'
-      throw usageError(`could not read ${path}: ${describeSystemError(error)}`, 'give --dir the directory of a listener (plugcheck listen --dir)')
+      throw usageError(
+        `could not read ${path}: ${describeSystemError(error)}`,
+        'give --dir the directory of a listener (plugcheck listen --dir)',
+      )
     }
   }
-  const problem = { missing: `${dir} does not exist`, other: `${dir} is not a directory`, directory: undefined }[kind(dir)]
-    ?? (kind(join(dir, 'runs')) === 'directory' ? undefined : `${dir} is not a listener's directory (it has no runs/)`)
-  if (problem !== undefined) throw usageError(`nothing to prune: ${problem}`, 'give --dir the directory of a listener (plugcheck listen --dir), which holds runs/ and journal/')
+  const problem =
+    { missing: `${dir} does not exist`, other: `${dir} is not a directory`, directory: undefined }[kind(dir)] ??
+    (kind(join(dir, 'runs')) === 'directory' ? undefined : `${dir} is not a listener's directory (it has no runs/)`)
+  if (problem !== undefined)
+    throw usageError(
+      `nothing to prune: ${problem}`,
+      'give --dir the directory of a listener (plugcheck listen --dir), which holds runs/ and journal/',
+    )
 }

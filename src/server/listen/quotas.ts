@@ -31,7 +31,6 @@ export interface QuotaLimits {
 /** --reserve: bytes, or a percentage of the file system's size. */
 export type Reserve = { readonly bytes: number } | { readonly percent: number }
 
-
 /** Runs and bytes on record for the peer's key (every address of an IPv6 /64 together): one lookup. */
 function usageOfPeer(usage: StoreUsage, peer: string): { runs: number; bytes: number } {
   return usage.ofPeer(peerKey(peer))
@@ -46,15 +45,30 @@ interface Bound {
 
 /** The bounds, in the order they are checked: the first one reached refuses the run. */
 const bounds: readonly Bound[] = [
-  { flag: '--max-runs-per-peer', limit: (l) => l.maxRunsPerPeer, used: (_, p) => p.runs, says: (n, max, peer) => `it holds ${count(n)} runs from ${peer}, its bound per peer is ${count(max)}` },
-  { flag: '--max-runs', limit: (l) => l.maxRuns, used: (t) => t.runs, says: (n, max) => `it holds ${count(n)} runs, its bound is ${count(max)}` },
+  {
+    flag: '--max-runs-per-peer',
+    limit: (l) => l.maxRunsPerPeer,
+    used: (_, p) => p.runs,
+    says: (n, max, peer) => `it holds ${count(n)} runs from ${peer}, its bound per peer is ${count(max)}`,
+  },
+  {
+    flag: '--max-runs',
+    limit: (l) => l.maxRuns,
+    used: (t) => t.runs,
+    says: (n, max) => `it holds ${count(n)} runs, its bound is ${count(max)}`,
+  },
   {
     flag: '--max-store-bytes-per-peer',
     limit: (l) => l.maxStoreBytesPerPeer,
     used: (_, p) => p.bytes,
     says: (n, max, peer) => `the runs from ${peer} take ${formatBytes(n)}, its bound per peer is ${formatBytes(max)}`,
   },
-  { flag: '--max-store-bytes', limit: (l) => l.maxStoreBytes, used: (t) => t.bytes, says: (n, max) => `its runs take ${formatBytes(n)}, its bound is ${formatBytes(max)}` },
+  {
+    flag: '--max-store-bytes',
+    limit: (l) => l.maxStoreBytes,
+    used: (t) => t.bytes,
+    says: (n, max) => `its runs take ${formatBytes(n)}, its bound is ${formatBytes(max)}`,
+  },
 ]
 
 /**
@@ -76,7 +90,12 @@ export function quotaRefusal(usage: StoreUsage, peer: string, limits: QuotaLimit
 
 /** "1.5 GiB", "300 KiB", "12 bytes": a figure the operator reads (sizes.ts's formatSize shows exact multiples only, up to GiB). */
 export function formatBytes(bytes: number): string {
-  for (const [unit, size] of [['TiB', 1024 ** 4], ['GiB', 1024 ** 3], ['MiB', 1024 ** 2], ['KiB', 1024]] as const) {
+  for (const [unit, size] of [
+    ['TiB', 1024 ** 4],
+    ['GiB', 1024 ** 3],
+    ['MiB', 1024 ** 2],
+    ['KiB', 1024],
+  ] as const) {
     if (bytes >= size) return bytes % size === 0 ? `${bytes / size} ${unit}` : `${(bytes / size).toFixed(1)} ${unit}`
   }
   return `${bytes} bytes`

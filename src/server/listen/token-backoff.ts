@@ -52,7 +52,10 @@ export function addressGroup(peer: string): string {
   // An embedded IPv4 address (::1.2.3.4) is two hextets; only the first four matter here.
   const width = (parts: string[]): number => parts.reduce((n, p) => n + (p.includes('.') ? 2 : 1), 0)
   const hextets = [...headParts, ...Array<string>(Math.max(0, 8 - width(headParts) - width(tailParts))).fill('0'), ...tailParts]
-  return `${hextets.slice(0, 4).map((h) => parseInt(h, 16).toString(16)).join(':')}::/64`
+  return `${hextets
+    .slice(0, 4)
+    .map((h) => parseInt(h, 16).toString(16))
+    .join(':')}::/64`
 }
 
 export class TokenBackoff {
