@@ -134,9 +134,18 @@ export class FleetConnection {
   }
 
   private take(m: ServerMessage): void {
-    if (m.type === 'error') return this.fail(`${m.code}: ${m.message}`)
-    if (m.type === 'welcome') return this.welcome?.()
-    if (m.type === 'run-ok') return this.runs.get(m.runId)?.runOk?.()
+    if (m.type === 'error') {
+      this.fail(`${m.code}: ${m.message}`)
+      return
+    }
+    if (m.type === 'welcome') {
+      this.welcome?.()
+      return
+    }
+    if (m.type === 'run-ok') {
+      this.runs.get(m.runId)?.runOk?.()
+      return
+    }
     if (m.type !== 'recorded') return
     const run = this.runs.get(m.runId)
     if (run === undefined) return

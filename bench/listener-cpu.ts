@@ -278,8 +278,14 @@ class SyntheticWriter {
   }
 
   private take(m: ServerMessage): void {
-    if (m.type === 'error') return this.fail(`${m.code}: ${m.message}`)
-    if (m.type !== 'recorded') return this.waiters.get(m.type)?.()
+    if (m.type === 'error') {
+      this.fail(`${m.code}: ${m.message}`)
+      return
+    }
+    if (m.type !== 'recorded') {
+      this.waiters.get(m.type)?.()
+      return
+    }
     const nowNs = Number(process.hrtime.bigint())
     this.recordedSeq = Math.max(this.recordedSeq, m.throughSeq)
     while (this.chunks.length > 0 && this.chunks[0]![0] <= this.recordedSeq) this.lagsUs.push((nowNs - this.chunks.shift()![1]) / 1000)

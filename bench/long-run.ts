@@ -181,7 +181,7 @@ function printFigures(rows: readonly TreeFigures[]): void {
   const s = (v: number): string => `${v.toFixed(1)} s`
   const verifyCell = (v: VerifyFigures): string => `exit ${v.code}, ${s(v.seconds)}, ${mib(v.peakMiB)}`
   process.stdout.write(
-    table([
+    `${table([
       ['tree', 'listener start', 'listener held', 'verify, a seq lost', 'verify, intact', 'all pages, per run', 'listener peak'],
       ...rows.map((r) => [
         r.label,
@@ -192,7 +192,7 @@ function printFigures(rows: readonly TreeFigures[]): void {
         r.allPages === null ? '-' : r.allPages.map((p) => `${p.pages} pages, ${s(p.seconds)}, ${mib(p.peakMiB)}`).join('; '),
         mib(r.listenerPeakMiB),
       ]),
-    ]) + '\n',
+    ])}\n`,
   )
   for (const r of rows) process.stdout.write(`${r.label}: fail said "${r.fail.firstLine}"; pass said "${r.pass.firstLine}"\n`)
 }

@@ -199,7 +199,8 @@ async function roundByRows(shim: string, pgFirst: boolean): Promise<Pair[]> {
     if (pg.length !== ours.length) throw new Error(`pg_test_fsync printed ${pg.length} rows for ${ours.length} tests`)
     return pg.map(({ key, opsPerSec }, i) => {
       const spec = matchSpec(sharedSpecs, key)
-      if (spec !== sharedSpecs[i]) throw new Error(`pg_test_fsync's test ${i + 1} is ${key}, not ${sharedSpecs[i]?.id}`)
+      if (spec === undefined || spec !== sharedSpecs[i])
+        throw new Error(`pg_test_fsync's test ${i + 1} is ${key}, not ${sharedSpecs[i]?.id}`)
       return { key, label: `${spec.id.split('/')[0]}: ${spec.label}`, pgOpsPerSec: opsPerSec, plugcheckOpsPerSec: ours[i]! }
     })
   } finally {

@@ -25,26 +25,24 @@ const runIds = Array.from({ length: runCount }, (_, i) => (i + 1).toString(16).p
 const announceStartMs = performance.now()
 for (let i = 0; i < runIds.length; i += 256) {
   await Promise.all(
-    runIds
-      .slice(i, i + 256)
-      .map((runId) =>
-        store.createRun(
-          {
-            runId,
-            groupId: runId,
-            method: 'fdatasync',
-            direct: false,
-            pattern: 'append',
-            recordSizeBytes: 8192,
-            slotCount: 1_000_000,
-            host: 'bench',
-            path: `/data/${runId}`,
-            requestedPath: `/data/${runId}`,
-            createdMs: Date.now(),
-          },
-          Date.now(),
-        ),
+    runIds.slice(i, i + 256).map((runId) =>
+      store.createRun(
+        {
+          runId,
+          groupId: runId,
+          method: 'fdatasync',
+          direct: false,
+          pattern: 'append',
+          recordSizeBytes: 8192,
+          slotCount: 1_000_000,
+          host: 'bench',
+          path: `/data/${runId}`,
+          requestedPath: `/data/${runId}`,
+          createdMs: Date.now(),
+        },
+        Date.now(),
       ),
+    ),
   )
 }
 const announceMs = performance.now() - announceStartMs

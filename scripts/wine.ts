@@ -35,7 +35,6 @@ import {
   renameSync,
   rmSync,
   statSync,
-  utimesSync,
   writeFileSync,
 } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -94,7 +93,7 @@ function wine64(): string {
 
 /** Linux /x/y as Wine's Z:\x\y (Wine maps Z: to /). */
 export function winePath(linuxPath: string): string {
-  return 'Z:' + resolve(linuxPath).split(sep).join('\\')
+  return `Z:${resolve(linuxPath).split(sep).join('\\')}`
 }
 
 /**
@@ -240,9 +239,9 @@ function pickNodeWinVersion(): string {
   const key = (v: string) => v.split('.').map(Number)
   sameMajor.sort((a, b) => {
     const [x, y] = [key(a), key(b)]
-    return x[0] - y[0] || x[1] - y[1] || x[2] - y[2]
+    return x[0]! - y[0]! || x[1]! - y[1]! || x[2]! - y[2]!
   })
-  return sameMajor[sameMajor.length - 1]
+  return sameMajor[sameMajor.length - 1]!
 }
 
 /** node.exe for the running node's version (the choice made once is kept beside it). */
@@ -386,9 +385,9 @@ class FileCapture {
     const chunks: Buffer[] = []
     const chunk = Buffer.alloc(64 * 1024)
     for (;;) {
-      const read = readSync(this.fds[stream], chunk, 0, chunk.length, this.offsets[stream])
+      const read = readSync(this.fds[stream]!, chunk, 0, chunk.length, this.offsets[stream]!)
       if (read === 0) return Buffer.concat(chunks)
-      this.offsets[stream] += read
+      this.offsets[stream] = this.offsets[stream]! + read
       chunks.push(Buffer.from(chunk.subarray(0, read)))
     }
   }

@@ -19,7 +19,7 @@ export interface RunsOptions {
 export async function runRuns(options: RunsOptions, io: Io): Promise<number> {
   const { runs, truncated } = await listRuns(options.server, options.token, options.listenerTimeoutMs, options.campaign)
   if (options.json) {
-    io.out(JSON.stringify({ runs, truncated }, null, 2) + '\n')
+    io.out(`${JSON.stringify({ runs, truncated }, null, 2)}\n`)
     return 0
   }
   const where = formatEndpoint(options.server)
@@ -44,10 +44,10 @@ export function formatRunsTable(runs: readonly RunSummary[]): string {
   )
   const widths = columns.map((c, i) => Math.max(c.length, ...rows.map((row) => row[i]!.length)))
   const line = (cells: readonly string[]): string =>
-    cells
+    `${cells
       .map((cell, i) => (i === 4 ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)))
       .join('  ')
-      .trimEnd() + '\n'
+      .trimEnd()}\n`
   return line(columns) + rows.map(line).join('')
 }
 

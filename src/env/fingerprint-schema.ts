@@ -10,7 +10,7 @@ export type BlockDeviceInfo = {
   model: string | null
   vendor: string | null
   /** Absent in fingerprints from before it was collected. */
-  firmware?: string | null
+  firmware?: string | null | undefined
   driver: string | null
   writeCache: string | null
   fua: boolean | null

@@ -53,7 +53,7 @@ export function selfCommand(script: string): string[] {
 export function cacheRoot(env: NodeJS.ProcessEnv, platform: NodeJS.Platform): string {
   if (platform === 'win32') return join(env.LOCALAPPDATA || join(homedir(), 'AppData', 'Local'), 'plugcheck')
   const xdg = env.XDG_CACHE_HOME
-  return join(xdg !== undefined && xdg.startsWith('/') ? xdg : join(homedir(), '.cache'), 'plugcheck')
+  return join(xdg?.startsWith('/') ? xdg : join(homedir(), '.cache'), 'plugcheck')
 }
 
 /** The directory's name: the first 16 hex digits of the manifest's sha256, so each build has its own. */

@@ -177,7 +177,9 @@ export function ipv6Bytes(text: string): Buffer {
   if (compressed ? zeros < 1 : zeros !== 0) refuse()
   const groups = [...head, ...Array<number>(zeros).fill(0), ...tail]
   const bytes = Buffer.alloc(16)
-  groups.forEach((group, i) => bytes.writeUInt16BE(group, i * 2))
+  groups.forEach((group, i) => {
+    bytes.writeUInt16BE(group, i * 2)
+  })
   return bytes
 }
 

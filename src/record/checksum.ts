@@ -26,7 +26,7 @@ export async function loadNativeXxh64(): Promise<{ readonly hash: Hash64 } | { r
     // Seed 0 is the native default; binding it keeps a stray second argument from ever becoming a seed.
     return { hash: (bytes) => native.xxh64(bytes) }
   } catch (error) {
-    return { hash: null, reason: error instanceof Error ? error.message.split('\n')[0] : String(error) }
+    return { hash: null, reason: error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error) }
   }
 }
 

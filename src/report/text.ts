@@ -19,7 +19,10 @@ export function renderText(doc: ReportDocument): string {
 function sideBySide(campaigns: readonly CampaignReport[]): string[] {
   const rows = summaryRows(campaigns)
   const widths: number[] = []
-  for (const r of rows) r.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, Math.min(cell.length, maxColumnChars))))
+  for (const r of rows)
+    r.forEach((cell, i) => {
+      widths[i] = Math.max(widths[i] ?? 0, Math.min(cell.length, maxColumnChars))
+    })
   return rows.map((r) =>
     r.length === 0
       ? ''
@@ -141,7 +144,9 @@ function cycleTable(c: CampaignReport): string[] {
       cycle.outcome,
     ]
     const runs = cycle.runs.length === 0 ? [null] : cycle.runs
-    runs.forEach((run, i) => rows.push([...(i === 0 ? first : first.map(() => '')), ...runCells(run)]))
+    runs.forEach((run, i) => {
+      rows.push([...(i === 0 ? first : first.map(() => '')), ...runCells(run)])
+    })
     if (cycle.control === 'not-noticed')
       flags.push(`  ! cycle ${cycle.cycle}: the control (none) lost nothing: this cut was not noticed, the cycle tested nothing`)
     if (cycle.control === 'failed')

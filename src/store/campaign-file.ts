@@ -85,7 +85,7 @@ function checksumHex(text: string): string {
  * JSON.parse and JSON.stringify give back unchanged, in order.
  */
 export function campaignFileText(file: CampaignFile): string {
-  return JSON.stringify({ ...file, [checksumField]: checksumHex(JSON.stringify(file)) }, null, 2) + '\n'
+  return `${JSON.stringify({ ...file, [checksumField]: checksumHex(JSON.stringify(file)) }, null, 2)}\n`
 }
 
 /**

@@ -23,7 +23,7 @@ t.test('a later NOT JUDGED (superseded) does not erase the stored FAIL of a run'
   writeSync(fd, Buffer.alloc(30 * 4096), 0, 30 * 4096, 100 * 4096)
   closeSync(fd)
   const failed = await runInProcess(['verify', '--server', listener.server, '--file', file])
-  t.equal(failed.code, 1, failed.stdout.split('\n')[0])
+  t.equal(failed.code, 1, failed.stdout.split('\n')[0] ?? '')
 
   const listed = async () => {
     const runs = await runInProcess(['runs', '--server', listener.server, '--json'])

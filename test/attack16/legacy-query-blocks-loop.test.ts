@@ -66,7 +66,11 @@ t.test('a legacy query of a long group does not stall hellos or an honest writer
       return socket
     }),
   )
-  t.teardown(() => verifiers.forEach((s) => s.destroy()))
+  t.teardown(() =>
+    verifiers.forEach((s) => {
+      s.destroy()
+    }),
+  )
   await new Promise((resolve) => setTimeout(resolve, 200))
   const start = Date.now()
   for (const socket of verifiers) socket.write(encodeFrame({ type: 'query', host: long.metas[0]!.host, requestedPath: join(dir, 'data') }))

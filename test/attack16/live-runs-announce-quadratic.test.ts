@@ -22,7 +22,11 @@ t.test('the CPU of an announcement does not grow with the live runs', async (t) 
     return (Number(fields[11]) + Number(fields[12])) / 100
   }
   const peers: Peer[] = []
-  t.teardown(() => peers.forEach((p) => p.close()))
+  t.teardown(() =>
+    peers.forEach((p) => {
+      p.close()
+    }),
+  )
   let runs = 0
   let connections = 0
   /** 1,024 more live runs: 16 connections from their own addresses, 64 runs each, every run-ok awaited. */

@@ -54,7 +54,10 @@ t.test('a prune during a fold, then a kill -9: the directory still starts, no ru
   await pruning
   t.ok(pruning !== undefined && !store.hasRun(x), 'the run was pruned')
   // A prune that waits for the segment to be deleted leaves no such moment: nothing to start on.
-  if (snapshot === undefined) return t.pass('no moment with the run renamed out and its segment still in journal/')
+  if (snapshot === undefined) {
+    t.pass('no moment with the run renamed out and its segment still in journal/')
+    return
+  }
 
   const loaded = await AckStore.load(snapshot).catch((error: Error) => error)
   t.notOk(loaded instanceof Error, `verify --acks reads the directory (${loaded instanceof Error ? loaded.message : 'ok'})`)

@@ -57,9 +57,9 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
   const writer = await Peer.open(port)
   t.teardown(() => writer.close())
   writer.send({ type: 'hello', protocol: 4, role: 'writer' })
-  runIds.forEach((runId, i) =>
-    writer.send({ type: 'run', meta: runMeta(runId, { groupId, host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }) }),
-  )
+  for (const [i, runId] of runIds.entries()) {
+    writer.send({ type: 'run', meta: runMeta(runId, { groupId, host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }) })
+  }
   for (let i = 0; i < 64; i++) await writer.next('run-ok', 20_000)
   const rounds = 3000
   for (let seq = 1; seq <= rounds; seq++) {
@@ -110,7 +110,9 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
       return socket
     }),
   )
-  t.teardown(() => verifiers.forEach((s) => s.destroy()))
+  t.teardown(() => {
+    for (const s of verifiers) s.destroy()
+  })
   await new Promise((resolve) => setTimeout(resolve, 300))
   const queriedAt = Date.now()
   for (const socket of verifiers) socket.write(encodeFrame({ type: 'query', host: 'box', requestedPath: '/data/db' }))

@@ -82,7 +82,10 @@ for (const pattern of ['append', 'overwrite'] as const satisfies readonly Patter
     const nowMs = Date.now()
     for (const way of ways) {
       setEnv(t, threadsEnv, way.threads)
-      const clean = await judgeRun(craftRun(meta, acked), { nowMs, readChunkBytes: way.readChunkBytes })
+      const clean = await judgeRun(craftRun(meta, acked), {
+        nowMs,
+        ...(way.readChunkBytes === undefined ? {} : { readChunkBytes: way.readChunkBytes }),
+      })
       t.equal(clean.intact, clean.acked - clean.superseded, `an undamaged file: every judged record intact (${way.name})`)
     }
 
@@ -92,7 +95,14 @@ for (const pattern of ['append', 'overwrite'] as const satisfies readonly Patter
     for (const way of ways) {
       await t.test(way.name, async (t) => {
         setEnv(t, threadsEnv, way.threads)
-        compare(t, await judgeRun(craftRun(meta, acked), { nowMs, readChunkBytes: way.readChunkBytes }), expected)
+        compare(
+          t,
+          await judgeRun(craftRun(meta, acked), {
+            nowMs,
+            ...(way.readChunkBytes === undefined ? {} : { readChunkBytes: way.readChunkBytes }),
+          }),
+          expected,
+        )
       })
     }
   })

@@ -117,7 +117,7 @@ t.test('the linux-x64 single executable', async (t) => {
     const good = { koffi: sha256(koffi), bundle: sha256(join(unpacked, 'plugcheck.mjs')) }
     // Either one, loaded, would end the run: a koffi.node that is no ELF file, a bundle that exits 97.
     const bytes = readFileSync(koffi)
-    bytes[1] ^= 0xff
+    bytes[1] = bytes[1]! ^ 0xff
     writeFileSync(koffi, bytes)
     writeFileSync(join(unpacked, 'plugcheck.mjs'), 'process.exit(97)\n')
     const result = await runExe(exe, ['methods', '--json'], { cwd, cache })

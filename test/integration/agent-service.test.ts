@@ -130,7 +130,7 @@ for (const kind of ['systemd', 'windows'] as const) {
       t.same(splitSystemd(execStart.slice('ExecStart='.length)), expected)
     } else {
       const prefix = 'schtasks /Create /TN plugcheck-agent /SC ONSTART /RU SYSTEM /TR '
-      t.ok(lines[1]!.startsWith(prefix), lines[1])
+      t.ok(lines[1]!.startsWith(prefix), lines[1]!)
       t.same(splitWindows(powershellArgument(lines[1]!.slice(prefix.length))), expected)
     }
     t.notOk(existsSync(file), 'no data file created')

@@ -167,7 +167,11 @@ t.test('verify names a stranger on the port and maps refusals to their exit code
 /** A span-page's bytes as the wire defines them: toSeq, firstAckMs, lastAckMs of each span, little-endian doubles. */
 function pageBytes(spans: ReadonlyArray<readonly [number, number, number]>): Buffer {
   const bytes = Buffer.alloc(spans.length * 24)
-  spans.forEach((span, i) => span.forEach((value, j) => bytes.writeDoubleLE(value, i * 24 + j * 8)))
+  spans.forEach((span, i) => {
+    span.forEach((value, j) => {
+      bytes.writeDoubleLE(value, i * 24 + j * 8)
+    })
+  })
   return bytes
 }
 

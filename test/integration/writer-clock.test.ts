@@ -34,7 +34,6 @@ import {
 } from '../fixtures/cli.js'
 
 const fakeTimeLibrary = '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1'
-const dayMs = 86_400_000
 
 /** The environment that runs a child under libfaketime, its fake time read from specFile at every call. */
 function fakeTimeEnv(specFile: string): NodeJS.ProcessEnv {
@@ -89,7 +88,12 @@ async function holdingProxy(target: number): Promise<{ port: number; connected: 
       client.pipe(upstream)
       upstream.pipe(client)
     })
-    for (const s of [client, upstream]) s.on('error', () => [client, upstream].forEach((x) => x.destroy()))
+    for (const s of [client, upstream])
+      s.on('error', () =>
+        [client, upstream].forEach((x) => {
+          x.destroy()
+        }),
+      )
     client.on('close', () => upstream.destroy())
     upstream.on('close', () => client.destroy())
   })

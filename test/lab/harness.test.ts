@@ -47,8 +47,8 @@ function mountPointsUnder(dir: string): string[] {
     .readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .filter(Boolean)
-    .map((line) => line.split(' ')[4].replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))))
-    .filter((p) => p === dir || p.startsWith(dir + '/'))
+    .map((line) => (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))))
+    .filter((p) => p === dir || p.startsWith(`${dir}/`))
 }
 
 function isAlive(pid: number): boolean {
@@ -85,7 +85,7 @@ if (unavailable !== null) {
       t.comment(`cut ${cutMs.toFixed(0)} ms, cut+reboot ${(performance.now() - startMs).toFixed(0)} ms`)
 
       const after = readIfExists(syncedFile)
-      const survived = after !== null && after.equals(synced)
+      const survived = after?.equals(synced)
       if (expectSyncedSurvives[mode]) {
         t.ok(survived, `all ${blockCount} fdatasync'd blocks survived byte-for-byte (found ${after?.length ?? 'no'} bytes)`)
       } else {

@@ -70,7 +70,7 @@ if (reason !== null) {
     for (let i = 0; i < acked; i++) {
       const record = data.subarray(i * recordBytes, (i + 1) * recordBytes)
       const expected = Buffer.alloc(recordBytes, i & 0xff)
-      expected.write('record ' + i + ' ')
+      expected.write(`record ${i} `)
       if (!record.equals(expected)) lost.push(i)
     }
     t.comment(

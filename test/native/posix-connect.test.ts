@@ -33,7 +33,11 @@ t.test('connect to a listener whose accept queue is full ends in ETIMEDOUT near 
   })
   const fillers: Socket[] = []
   for (let i = 0; i < 4; i++) fillers.push(tcpConnect(port, '127.0.0.1').on('error', () => {}))
-  t.teardown(() => fillers.forEach((s) => s.destroy()))
+  t.teardown(() =>
+    fillers.forEach((s) => {
+      s.destroy()
+    }),
+  )
   await new Promise((resolve) => setTimeout(resolve, 200))
 
   const started = Date.now()

@@ -132,7 +132,9 @@ t.test('random addresses round-trip through the full and the WHATWG URL compress
     // Runs of zero groups are frequent so that "::" appears at every position.
     const groups = Array.from({ length: 8 }, () => (next() % 3 === 0 ? 0 : next()))
     const bytes = Buffer.alloc(16)
-    groups.forEach((g, j) => bytes.writeUInt16BE(g, j * 2))
+    groups.forEach((g, j) => {
+      bytes.writeUInt16BE(g, j * 2)
+    })
     const full = groups.map((g) => g.toString(16)).join(':')
     const compressed = new URL(`http://[${full}]/`).hostname.slice(1, -1)
     if (!ipv6Bytes(full).equals(bytes) || !ipv6Bytes(compressed).equals(bytes)) {

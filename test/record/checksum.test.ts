@@ -65,7 +65,7 @@ t.test('native and wasm agree on random buffers of every length class', async (t
   let mismatches = 0
   for (let seed = 1; seed <= 3000; seed++) {
     // Every edge length once per 24 seeds, otherwise lengths up to 2 KiB.
-    const length = seed % 2 === 0 ? edgeLengths[(seed / 2) % edgeLengths.length] : seed % 2048
+    const length = seed % 2 === 0 ? edgeLengths[(seed / 2) % edgeLengths.length]! : seed % 2048
     const bytes = randomBytes(seed, length)
     if (native.hash!(bytes) !== wasm(bytes)) {
       mismatches++

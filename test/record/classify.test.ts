@@ -37,7 +37,9 @@ function record(seq: number, k = key, s = slotOf(k, 'append', seq, slotCount)): 
 /** A slot image assembled sector by sector from the given sources. */
 function mix(sources: Array<Buffer | null>): Buffer {
   const out = Buffer.alloc(recordSize)
-  sources.forEach((src, i) => src?.copy(out, i * sectorBytes, i * sectorBytes, (i + 1) * sectorBytes))
+  sources.forEach((src, i) => {
+    src?.copy(out, i * sectorBytes, i * sectorBytes, (i + 1) * sectorBytes)
+  })
   return out
 }
 

@@ -322,7 +322,7 @@ t.test('inconsistent directories: replaced groups, missing runs, campaigns witho
   // As a listener would write it (checksum and all): inconsistent, not damaged.
   writeFileSync(path, campaignFileText(file))
   // A damaged verdict: the store reports it, and the run shows no verdict.
-  const cycle1 = file.history[0].runIds[0] as string
+  const cycle1 = file.history[0]!.runIds[0] as string
   writeFileSync(join(dir, 'runs', cycle1, 'verdict.msgpack'), 'not msgpack')
 
   const doc = await jsonReport(t, ['--dir', dir])

@@ -122,7 +122,11 @@ t.test('3,000 connections that never say hello against a limit of 1,100: no EMFI
     while (((await writer.next('recorded', 10_000)) as { throughSeq: number }).throughSeq < seq);
   }
   const flood: Socket[] = []
-  t.teardown(() => flood.forEach((s) => s.destroy()))
+  t.teardown(() =>
+    flood.forEach((s) => {
+      s.destroy()
+    }),
+  )
   let peakFds = 0
   for (let batch = 0; batch < 30; batch++) {
     const opened = Array.from({ length: 100 }, () => {

@@ -12,7 +12,10 @@ import { Peer, runMeta } from '../fixtures/peer.js'
 
 t.test('a full disk stops the run, and no ack reported as recorded is lost', async (t) => {
   // A real full file system needs a mount: run the suite as root, as CI does (never skipped).
-  if (process.getuid?.() !== 0) return t.fail('needs root to mount a 1 MiB tmpfs: run npm test as root')
+  if (process.getuid?.() !== 0) {
+    t.fail('needs root to mount a 1 MiB tmpfs: run npm test as root')
+    return
+  }
   const mountPoint = tempDir(t, 'plugcheck-full-')
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'plugcheck-full', mountPoint])
   t.teardown(() => execFileSync('umount', ['-l', mountPoint]))

@@ -59,7 +59,11 @@ t.test('500 clients that query and never read: the kernel queues stay within the
     while (((await writer.next('recorded', 20_000)) as { throughSeq: number }).throughSeq < seq);
   }
   const queriers: Peer[] = []
-  t.teardown(() => queriers.forEach((q) => q.close()))
+  t.teardown(() =>
+    queriers.forEach((q) => {
+      q.close()
+    }),
+  )
   let peakKernelBytes = 0
   let peakCountedBytes = 0
   const measure = (): void => {

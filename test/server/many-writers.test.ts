@@ -27,7 +27,11 @@ t.test(`${writerCount} writers at once: every ack of every run is recorded, no c
   t.teardown(() => listener.close())
   const port = listener.address().port
   const peers = await Promise.all(Array.from({ length: writerCount }, () => Peer.open(port)))
-  t.teardown(() => peers.forEach((p) => p.close()))
+  t.teardown(() =>
+    peers.forEach((p) => {
+      p.close()
+    }),
+  )
   const runIds = peers.map((_, i) => runIdOf(0x1000 + i))
   peers.forEach((peer, i) => {
     peer.send({ type: 'hello', protocol: 3, role: 'writer' })

@@ -29,9 +29,6 @@ async function storeWithRun(dir: string, runId: string, seqs: number): Promise<v
   await listener.close()
 }
 
-const ackedSeqs = (store: AckStore, runId: string): number[] =>
-  store.query('testhost', `/data/${runId}`)[0]!.spans.flatMap(([from, to]) => Array.from({ length: to - from + 1 }, (_, i) => from + i))
-
 t.test('an ack log sparse-extended past 2 GiB is refused at once, naming where its entries end', async (t) => {
   const dir = tempDir(t)
   const runId = '0000000000000a01'

@@ -224,7 +224,10 @@ t.test('a live evicted run queried while segments are folded and rounds commit: 
 
 t.test('a round that fails on a full disk: a live evicted run answers its recorded acks only', async (t) => {
   // A real full file system needs a mount: run the suite as root, as CI does (never skipped).
-  if (process.getuid?.() !== 0) return t.fail('needs root to mount a 1 MiB tmpfs: run npm test as root')
+  if (process.getuid?.() !== 0) {
+    t.fail('needs root to mount a 1 MiB tmpfs: run npm test as root')
+    return
+  }
   const mountPoint = tempDir(t, 'plugcheck-full-')
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'plugcheck-full', mountPoint])
   t.teardown(() => execFileSync('umount', ['-l', mountPoint]))

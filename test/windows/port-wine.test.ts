@@ -97,7 +97,11 @@ t.test('the Windows port under Wine', async (t) => {
   })
   const fillers: Socket[] = []
   for (let i = 0; i < 4; i++) fillers.push(tcpConnect(stuckPort, '127.0.0.1').on('error', () => {}))
-  t.teardown(() => fillers.forEach((s) => s.destroy()))
+  t.teardown(() =>
+    fillers.forEach((s) => {
+      s.destroy()
+    }),
+  )
   await new Promise((resolve) => setTimeout(resolve, 200))
 
   // Read-only: FILE_ATTRIBUTE_READONLY is the unix mode under Wine, which root ignores; an immutable

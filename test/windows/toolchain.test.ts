@@ -63,7 +63,7 @@ t.test('the checksum under Windows is the wasm build and matches the Linux one',
     external: ['@node-rs/xxhash', 'xxhash-wasm'],
     logLevel: 'warning',
   })
-  const moduleUrl = 'file:///' + winePath(probe).replace(/\\/g, '/')
+  const moduleUrl = `file:///${winePath(probe).replace(/\\/g, '/')}`
   const sample = 'a data file written on Windows verifies on Linux'
   const script = `import(${JSON.stringify(moduleUrl)}).then((m) => console.log(m.checksumImplementation, m.xxh64(Buffer.from(${JSON.stringify(sample)})).toString(16)))`
   const result = await runWineNode(['-e', script], { timeoutMs: wineRunTimeoutMs })

@@ -212,7 +212,7 @@ export function serviceDefinition(kind: 'systemd' | 'windows', command: readonly
     lines.push(
       `# note: schtasks takes at most 261 characters after /TR (this is ${task.length}): put the command in a .cmd file and give /TR its path`,
     )
-  return lines.join('\n') + '\n'
+  return `${lines.join('\n')}\n`
 }
 
 /**

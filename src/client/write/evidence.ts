@@ -62,7 +62,7 @@ export async function checkEvidence(q: EvidenceQuestion): Promise<void> {
 async function askListener(q: EvidenceQuestion): Promise<void> {
   const host = hostname()
   const { runs, claims } = await queryRuns(q.server, q.token, { host, requestedPath: q.file }, q.listenerTimeoutMs)
-  await addRunsOfFiles(q, host, runs, claims)
+  await addRunsOfFiles(q, runs, claims)
   const live = new Set(claims.filter((c) => c.live).map((c) => c.runId))
   const bootId = thisBootId()
   // A live run of this host whose writer had another boot id: the machine was cut and came back, and
@@ -105,7 +105,7 @@ function describeRuns(runs: readonly StoredRun[]): string {
  * The runs the data files hold that the path's question did not find (the file was written through
  * another spelling of its path): asked for by run id, added to runs and claims.
  */
-async function addRunsOfFiles(q: EvidenceQuestion, host: string, runs: StoredRun[], claims: Claim[]): Promise<void> {
+async function addRunsOfFiles(q: EvidenceQuestion, runs: StoredRun[], claims: Claim[]): Promise<void> {
   const known = new Set(runs.map((r) => r.meta.runId))
   for (const path of q.dataPaths) {
     const superblock = superblockOrNull(path)

@@ -244,7 +244,7 @@ const codeOf = new Map<number, string>([
 /** The POSIX code and (libuv, negative) errno for a Win32 or Winsock error number. */
 export function posixOf(win32Error: number): { readonly code: string; readonly errno: number } {
   const code = codeOf.get(win32Error) ?? 'UNKNOWN'
-  return { code, errno: uvErrno[code] ?? uvErrno.UNKNOWN }
+  return { code, errno: uvErrno[code] ?? uvErrno.UNKNOWN! }
 }
 
 /** FormatMessageW's text as Node prints descriptions: first letter lower case, no trailing period or CRLF. */

@@ -66,7 +66,7 @@ export function isLoopbackHost(host: string): boolean {
 /** Prints events on stderr, one line each, at most eventLinesPerWindow per window. */
 function eventPrinter(io: Io): (event: ListenerEvent) => void {
   const log = new RateLimitedLog(
-    (line) => io.err(line + '\n'),
+    (line) => io.err(`${line}\n`),
     eventLinesPerWindow,
     eventWindowMs,
     (n, windowS) => `plugcheck: ${n} more events in the last ${windowS} s were not shown (--events FILE keeps every one)`,
@@ -110,7 +110,7 @@ export class EventsFile {
   ) {}
 
   append(event: ListenerEvent): void {
-    const line = Buffer.from(JSON.stringify(event) + '\n')
+    const line = Buffer.from(`${JSON.stringify(event)}\n`)
     if (this.queuedBytes + line.length > this.queueMaxBytes) {
       this.dropped++
       return
@@ -136,7 +136,7 @@ export class EventsFile {
           message: `${this.dropped} events were not written to ${this.path}: its disk did not keep up, was full or failed`,
           atMs: Date.now(),
         }
-        lines.unshift(Buffer.from(JSON.stringify(warning) + '\n'))
+        lines.unshift(Buffer.from(`${JSON.stringify(warning)}\n`))
         this.dropped = 0
       }
       // Whole lines up to the room left in the file per write: rotation happens between lines.
@@ -344,7 +344,7 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
     listener = await Listener.start({
       ...options,
       dir,
-      log: (line) => io.err(line + '\n'),
+      log: (line) => io.err(`${line}\n`),
       onEvent,
       campaignState: () => campaignState?.() ?? null,
     })

@@ -277,7 +277,7 @@ function report(options: PruneOptions, selection: PruneSelection, io: Io): void 
   const age = formatDurationFlag(options.olderThanMs)
   if (options.json) {
     io.out(
-      JSON.stringify(
+      `${JSON.stringify(
         {
           dryRun: options.dryRun,
           olderThan: age,
@@ -288,7 +288,7 @@ function report(options: PruneOptions, selection: PruneSelection, io: Io): void 
         },
         null,
         2,
-      ) + '\n',
+      )}\n`,
     )
     return
   }
