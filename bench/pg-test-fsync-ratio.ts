@@ -96,12 +96,13 @@ function matchSpec(specs: readonly RowSpec[], key: string): RowSpec | undefined 
   )
 }
 
+/** Rows of plugcheck bench that pg_test_fsync has no test for. */
+const plugcheckOnlyMethods: ReadonlySet<string> = new Set(['pwritev2_dsync', 'fsync_writethrough', 'barrier_fsync', 'flush_data_only'])
+
 /** pg_test_fsync's timed rows on Linux, in its order (the rows it and we both print). */
 const sharedSpecs: RowSpec[] = benchPlan(recordSizeBytes)
   .flatMap((section) => section.rows)
-  .filter(
-    (spec) => !(spec.shape === 'sync-at-open' && !spec.direct) && spec.method !== 'pwritev2_dsync' && spec.method !== 'fsync_writethrough',
-  )
+  .filter((spec) => !(spec.shape === 'sync-at-open' && !spec.direct) && !plugcheckOnlyMethods.has(spec.method))
 
 // --- one round --------------------------------------------------------------------------------
 
