@@ -30,16 +30,15 @@ import { checkEvidence } from './evidence.js'
 import { listenerTimeoutMs } from '../../protocol/endpoint.js'
 import {
   evidenceQuestion,
-  formatUs,
   groupDataPaths,
-  stoppedLine,
   validateWriteOptions,
   verifyLine,
   type WriteIo,
-  type StopSignal,
   type WriteOptions,
   type WriteProgress,
-} from './writer.js'
+} from './write-options.js'
+import { formatUs } from './write-status.js'
+import { stoppedLine, type StopSignal } from './stop-signals.js'
 import { runWrite } from './writer.js'
 
 /** What the main thread hands a job. */
