@@ -27,7 +27,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Listener } from '../src/server/listen/listener.js'
-import { traceEntryBytes } from '../src/client/write/writer.js'
+import { traceEntryBytes } from '../src/client/write/trace-log.js'
 import {
   fileSystemName,
   formatRate,

@@ -5,7 +5,7 @@
 import { resolve } from 'node:path'
 import { z } from 'zod'
 import { parseEndpoint } from '../protocol/endpoint.js'
-import type { WriteOptions } from '../client/write/writer.js'
+import type { WriteOptions } from '../client/write/write-options.js'
 import { usageError } from '../base/errors.js'
 import { isMethodName, methodNames, type MethodName } from '../native/methods.js'
 import { campaignNameSchema, groupRunsMax } from '../protocol/names.js'

@@ -8,7 +8,7 @@ import { createServer } from 'node:http'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, startFakeListener, startListener, tempDir, welcomeAndAccept } from '../fixtures/cli.js'
-import { unrecordedAcksMax } from '../../src/client/write/writer.js'
+import { unrecordedAcksMax } from '../../src/client/write/flow-control.js'
 import type { ServerMessage } from '../../src/protocol/messages.js'
 
 t.test('an HTTP server on the port: named as not a listener, exit 3', async (t) => {

@@ -4,7 +4,7 @@
  * campaign-state. Event-loop based; nothing here is timing-critical. Everything received is
  * schema-checked (messages.ts bounds every field); a bad frame, a refusal or silence is a one-line error.
  */
-import { connect } from 'node:net'
+import { connect, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { hostname, networkInterfaces } from 'node:os'
 import { FrameDecoder, encodeFrame, maxServerFrameBytes } from '../../protocol/framing.js'
@@ -165,6 +165,14 @@ const answerProgressBytes = 1024 * 1024
 /** What the listener takes from one connection (its maxVerdictsPerConnection). */
 export const maxVerdictsPerConversation = 1024
 
+/** What converse hands each answer to: done with the value, fail with a one-line error, or send another request. */
+type OnMessage<T> = (
+  message: ServerMessage,
+  done: (value: T) => void,
+  fail: (message: string) => void,
+  send: (request: ClientMessage) => void,
+) => void
+
 /**
  * One verifier connection: hello, the requests, then onMessage for each message after the welcome
  * until it calls done (the answer) or fail. The socket's timeout bounds every wait for the listener.
@@ -174,121 +182,170 @@ async function converse<T>(
   token: string | undefined,
   timeoutMs: number,
   requests: readonly ClientMessage[],
-  onMessage: (
-    message: ServerMessage,
-    done: (value: T) => void,
-    fail: (message: string) => void,
-    send: (request: ClientMessage) => void,
-  ) => void,
+  onMessage: OnMessage<T>,
   nothingToAsk = false,
 ): Promise<T> {
   if (nothingToAsk) return undefined as T
   const where = formatEndpoint(endpoint)
-  // The writer's address, resolved the same way: the first the OS resolver gives, a mapped address
-  // as IPv4, the scope as an interface. Node's own lookup could pick another (it races the
-  // families), and its parser drops a numeric scope on POSIX (nodeConnectHost says why).
-  let address
-  try {
-    address = await resolveEndpoint(endpoint)
-  } catch (error) {
-    if (error instanceof PlugcheckError) throw error
-    throw runtimeError(`could not resolve listener ${where}: ${describeSystemError(error)}`)
-  }
+  const address = await resolveListener(endpoint, where)
   return new Promise<T>((resolve, reject) => {
     const socket = connect({ host: nodeConnectHost(address, networkInterfaces()), port: address.port })
-    const decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
-    // Until the welcome arrives the peer may be anything (an HTTP server on the port): keep its first bytes to quote.
-    let welcomed = false
-    let settled = false
-    let firstBytes = Buffer.alloc(0)
-    // The socket's timeout is an idle timeout, reset by any frame: a listener that keeps sending frames
-    // that answer nothing (a welcome again and again) would hold verify for ever. This one is reset
-    // only by an answer (a message handed to onMessage) or by a large answer still arriving (a MiB
-    // more of it: a slow link), so every wait for one is bounded.
-    let answerTimer: NodeJS.Timeout | undefined
-    let bytesSinceAnswer = 0
-    const awaitAnswer = (): void => {
-      bytesSinceAnswer = 0
-      clearTimeout(answerTimer)
-      answerTimer = setTimeout(() => settle(noAnswer(where, timeoutMs, welcomed)), timeoutMs)
-    }
-    const settle = (error: Error): void => {
-      settled = true
-      clearTimeout(answerTimer)
-      socket.destroy()
-      reject(error)
-    }
-    const fail = (message: string, hint?: string): void => settle(runtimeError(message, hint))
-    const done = (value: T): void => {
-      settled = true
-      clearTimeout(answerTimer)
-      socket.removeAllListeners('close')
-      socket.end()
-      resolve(value)
-    }
-    socket.setTimeout(timeoutMs, () => settle(noAnswer(where, timeoutMs, welcomed)))
-    awaitAnswer()
+    const conversation = new Conversation<T>(socket, where, timeoutMs, onMessage, resolve, reject)
+    socket.setTimeout(timeoutMs, () => conversation.settle(noAnswer(where, timeoutMs, conversation.welcomed)))
+    conversation.awaitAnswer()
     socket.on('error', (error) =>
-      fail(
+      conversation.fail(
         `could not reach the listener at ${where}: ${describeSystemError(error)}`,
         'is `plugcheck listen` running there? or use --acks DIR with a copy of its directory',
       ),
     )
-    socket.on('close', () =>
-      !welcomed && firstBytes.length > 0
-        ? settle(notAListener(where, firstBytes))
-        : fail(`the listener at ${where} closed the connection before answering`),
-    )
+    socket.on('close', () => conversation.closed())
     socket.on('connect', () => {
-      const machine = thisMachine()
-      socket.write(
-        encodeFrame({
-          type: 'hello',
-          protocol: protocolVersion,
-          role: 'verifier',
-          ...(token === undefined ? {} : { token }),
-          ...(machine === undefined ? {} : { machine }),
-        }),
-      )
+      socket.write(helloFrame(token))
       for (const request of requests) socket.write(encodeFrame(request))
     })
-    socket.on('data', (chunk: Buffer) => {
-      if (settled) return
-      if (!welcomed) {
-        if (firstBytes.length < firstBytesKept)
-          firstBytes = Buffer.concat([firstBytes, chunk.subarray(0, firstBytesKept - firstBytes.length)])
-        if (firstFrameAbsurd(firstBytes)) return settle(notAListener(where, firstBytes))
-      }
-      let messages: ServerMessage[]
-      try {
-        messages = decoder.push(chunk)
-        // Only the bytes of a frame still arriving (no whole frame in them) are progress: a flood of
-        // frames that answer nothing never is.
-        if (messages.length === 0) bytesSinceAnswer += chunk.length
-        if (bytesSinceAnswer >= answerProgressBytes) awaitAnswer()
-      } catch (error) {
-        if (!welcomed && !startsWithListenerFrame(firstBytes)) return settle(notAListener(where, firstBytes))
-        return fail(`the listener at ${where} sent a bad frame: ${oneLine((error as Error).message)}`)
-      }
-      for (const message of messages) {
-        if (settled) return
-        if (!welcomed && message.type !== 'welcome' && message.type !== 'error') return settle(notAListener(where, firstBytes))
-        if (message.type === 'welcome') {
-          welcomed = true
-          latestListenerClock = listenerClockOf(message.nowMs, performance.now()) ?? latestListenerClock
-          continue
-        }
-        if (message.type === 'error') return settle(listenerRefusal(where, message.code, message.message))
-        awaitAnswer()
-        onMessage(
-          message,
-          done,
-          (text) => fail(text),
-          (request) => void socket.write(encodeFrame(request)),
-        )
-      }
-    })
+    socket.on('data', (chunk: Buffer) => conversation.receive(chunk))
   })
+}
+
+/**
+ * The writer's address, resolved the same way: the first the OS resolver gives, a mapped address
+ * as IPv4, the scope as an interface. Node's own lookup could pick another (it races the
+ * families), and its parser drops a numeric scope on POSIX (nodeConnectHost says why).
+ */
+async function resolveListener(endpoint: Endpoint, where: string): Promise<Awaited<ReturnType<typeof resolveEndpoint>>> {
+  try {
+    return await resolveEndpoint(endpoint)
+  } catch (error) {
+    if (error instanceof PlugcheckError) throw error
+    throw runtimeError(`could not resolve listener ${where}: ${describeSystemError(error)}`)
+  }
+}
+
+/** The verifier's hello: the token when there is one, and this machine when it has a boot id. */
+function helloFrame(token: string | undefined): Uint8Array {
+  const machine = thisMachine()
+  return encodeFrame({
+    type: 'hello',
+    protocol: protocolVersion,
+    role: 'verifier',
+    ...(token === undefined ? {} : { token }),
+    ...(machine === undefined ? {} : { machine }),
+  })
+}
+
+/** One connection's state: whether the peer has shown itself a listener, the answer timer, and the end of converse's promise. */
+class Conversation<T> {
+  /** Until the welcome arrives the peer may be anything (an HTTP server on the port): keep its first bytes to quote. */
+  welcomed = false
+  private settled = false
+  private firstBytes = Buffer.alloc(0)
+  private readonly decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
+  // The socket's timeout is an idle timeout, reset by any frame: a listener that keeps sending frames
+  // that answer nothing (a welcome again and again) would hold verify for ever. This one is reset
+  // only by an answer (a message handed to onMessage) or by a large answer still arriving (a MiB
+  // more of it: a slow link), so every wait for one is bounded.
+  private answerTimer: NodeJS.Timeout | undefined
+  private bytesSinceAnswer = 0
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly where: string,
+    private readonly timeoutMs: number,
+    private readonly onMessage: OnMessage<T>,
+    private readonly resolve: (value: T) => void,
+    private readonly reject: (error: Error) => void,
+  ) {}
+
+  /** (Re)starts the wait for an answer. */
+  awaitAnswer(): void {
+    this.bytesSinceAnswer = 0
+    clearTimeout(this.answerTimer)
+    this.answerTimer = setTimeout(() => this.settle(noAnswer(this.where, this.timeoutMs, this.welcomed)), this.timeoutMs)
+  }
+
+  /** Ends the conversation with an error. */
+  settle(error: Error): void {
+    this.settled = true
+    clearTimeout(this.answerTimer)
+    this.socket.destroy()
+    this.reject(error)
+  }
+
+  fail(message: string, hint?: string): void {
+    this.settle(runtimeError(message, hint))
+  }
+
+  /** Ends the conversation with the answer. */
+  done(value: T): void {
+    this.settled = true
+    clearTimeout(this.answerTimer)
+    this.socket.removeAllListeners('close')
+    this.socket.end()
+    this.resolve(value)
+  }
+
+  /** The peer closed before the answer: a listener's words, or a stranger's first bytes quoted. */
+  closed(): void {
+    if (!this.welcomed && this.firstBytes.length > 0) this.settle(notAListener(this.where, this.firstBytes))
+    else this.fail(`the listener at ${this.where} closed the connection before answering`)
+  }
+
+  /** Bytes from the peer: its first ones kept until the welcome, then whole frames decoded and taken. */
+  receive(chunk: Buffer): void {
+    if (this.settled) return
+    if (!this.welcomed) {
+      if (this.firstBytes.length < firstBytesKept)
+        this.firstBytes = Buffer.concat([this.firstBytes, chunk.subarray(0, firstBytesKept - this.firstBytes.length)])
+      if (firstFrameAbsurd(this.firstBytes)) {
+        this.settle(notAListener(this.where, this.firstBytes))
+        return
+      }
+    }
+    let messages: ServerMessage[]
+    try {
+      messages = this.decoder.push(chunk)
+      // Only the bytes of a frame still arriving (no whole frame in them) are progress: a flood of
+      // frames that answer nothing never is.
+      if (messages.length === 0) this.bytesSinceAnswer += chunk.length
+      if (this.bytesSinceAnswer >= answerProgressBytes) this.awaitAnswer()
+    } catch (error) {
+      if (!this.welcomed && !startsWithListenerFrame(this.firstBytes)) {
+        this.settle(notAListener(this.where, this.firstBytes))
+        return
+      }
+      this.fail(`the listener at ${this.where} sent a bad frame: ${oneLine((error as Error).message)}`)
+      return
+    }
+    this.take(messages)
+  }
+
+  /** The welcome (its clock kept), a refusal, or an answer for onMessage; anything else first is no listener's. */
+  private take(messages: readonly ServerMessage[]): void {
+    for (const message of messages) {
+      if (this.settled) return
+      if (!this.welcomed && message.type !== 'welcome' && message.type !== 'error') {
+        this.settle(notAListener(this.where, this.firstBytes))
+        return
+      }
+      if (message.type === 'welcome') {
+        this.welcomed = true
+        latestListenerClock = listenerClockOf(message.nowMs, performance.now()) ?? latestListenerClock
+        continue
+      }
+      if (message.type === 'error') {
+        this.settle(listenerRefusal(this.where, message.code, message.message))
+        return
+      }
+      this.awaitAnswer()
+      this.onMessage(
+        message,
+        (value) => this.done(value),
+        (text) => this.fail(text),
+        (request) => void this.socket.write(encodeFrame(request)),
+      )
+    }
+  }
 }
 
 /**

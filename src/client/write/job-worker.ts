@@ -15,8 +15,10 @@
 import { writeSync } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import { PlugcheckError, exitCodes } from '../../base/errors.js'
-import type { JobCommand, JobData, JobMessage } from './jobs.js'
-import { runWrite, type GroupStart, type WriteIo, type StopSignal } from './writer.js'
+import type { JobCommand, JobData, JobMessage } from './job-messages.js'
+import { runWrite } from './writer.js'
+import type { GroupStart, WriteIo } from './write-options.js'
+import type { StopSignal } from './stop-signals.js'
 
 const resendSignalMs = 20
 

@@ -1,0 +1,197 @@
+/**
+ * The end of a write, however its loop stopped: every run ends with its reason (the listener records
+ * the end before the write exits), the summary is printed (by --duration, a failed write or sync, a
+ * lost listener, a data file changed, the storage losing a record, or SIGINT/SIGTERM/SIGHUP), and the
+ * write's exit code or error is decided.
+ */
+import { NativeError } from '../../native/index.js'
+import type { EndReason } from '../../protocol/messages.js'
+import { describeSystemError, exitCodes, runtimeError } from '../../base/errors.js'
+import { formatSize } from '../../base/sizes.js'
+import type { Io } from '../../base/io.js'
+import type { AckChannel } from './ack-channel.js'
+import type { ActiveRun } from './active-run.js'
+import { watchFiles, type FileFinding } from './file-watch.js'
+import { signalNumbers, stoppedLine, type StopSignal } from './stop-signals.js'
+import { verifyCommand, verifyLine, type WriteIo, type WriteOptions } from './write-options.js'
+import { formatUs } from './write-status.js'
+
+/** What ending the runs needs. */
+export interface WriteEnd {
+  readonly options: WriteOptions
+  readonly runs: ActiveRun[]
+  readonly channel: AckChannel
+  readonly io: WriteIo
+  readonly timeoutMs: number
+}
+
+/** How the loop stopped: what decides how the runs end. */
+export interface LoopOutcome {
+  /** A write or sync that failed (never retried). */
+  readonly failure: { run: ActiveRun; error: unknown } | undefined
+  /** The listener refused or went away (a PlugcheckError): nothing more can reach it. */
+  readonly lostListener: unknown
+  /** A data file changed by someone else, or an acknowledged record the storage lost, during the run (file-watch.ts). */
+  readonly watched: FileFinding | null
+  /** The stop signal received, if any. */
+  readonly signal: () => StopSignal | undefined
+  /** Why another job of the group could not start: then no run wrote a record. */
+  readonly groupFailure: string | undefined
+}
+
+/** Ends the runs as the outcome says, prints the summary; returns the exit code or throws the write's error. */
+export function endWrite(end: WriteEnd, outcome: LoopOutcome): number {
+  const { options, runs, channel, io } = end
+  if (outcome.lostListener !== undefined) {
+    // Nothing more can reach the listener; what it recorded is what the summary says.
+    io.out(summary(options, runs, channel))
+    throw outcome.lostListener
+  }
+
+  if (outcome.failure !== undefined) return endAfterFailedCall(end, outcome.failure)
+
+  // Once more before the run is called complete: a change since the last tick counts too.
+  const watched = outcome.watched ?? watchFiles(runs)
+  if (watched !== null) return endAfterFileFinding(end, watched)
+
+  return endAsPlanned(end, outcome.signal(), outcome.groupFailure)
+}
+
+/** A write or sync failed: the runs end as 'error' saying which call failed where. */
+function endAfterFailedCall(end: WriteEnd, failure: { run: ActiveRun; error: unknown }): never {
+  const { options, runs, channel, io, timeoutMs } = end
+  const { run, error } = failure
+  const what = error instanceof NativeError ? error.syscall : 'write'
+  const message = `${what} failed on ${run.meta.path} after seq ${run.lastSeq} (method ${run.meta.method}): ${describeSystemError(error)}`
+  endRuns(runs, channel, 'error', message, timeoutMs)
+  io.out(summary(options, runs, channel))
+  throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')
+}
+
+/** The watch over the files found something (file-watch.ts): each kind ends the runs its own way. */
+function endAfterFileFinding(end: WriteEnd, watched: FileFinding): number {
+  const { options, runs, channel, io, timeoutMs } = end
+  switch (watched.kind) {
+    case 'changed': {
+      const message = watched.message
+      endRuns(runs, channel, 'file-changed', message.slice(0, 4000), timeoutMs)
+      io.out(summary(options, runs, channel))
+      throw runtimeError(
+        message,
+        'verify will not judge this run (the storage is not to blame for what was done to its file); start a new run and leave its files alone',
+      )
+    }
+    case 'unreadable': {
+      const message = watched.message
+      endRuns(runs, channel, 'error', message, timeoutMs)
+      io.out(summary(options, runs, channel))
+      throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')
+    }
+    case 'lost':
+      return storageLost(options, watched, runs, channel, io, timeoutMs)
+  }
+}
+
+/** --duration, a stop signal, or a job of the group that could not start: every run ends and every ack is recorded. */
+function endAsPlanned(end: WriteEnd, signal: StopSignal | undefined, groupFailure: string | undefined): number {
+  const { options, runs, channel, io, timeoutMs } = end
+  let recorded = false
+  try {
+    const [reason, detail] = plannedEnd(options, signal, groupFailure)
+    for (const run of runs) channel.end(run.meta.runId, reason, detail)
+    recorded = channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), timeoutMs)
+  } catch (error) {
+    io.out(summary(options, runs, channel))
+    throw error
+  }
+  io.out(summary(options, runs, channel))
+  if (!recorded)
+    throw runtimeError(
+      `the listener did not confirm every ack as recorded within ${timeoutMs / 1000} s`,
+      'the summary says how many it confirmed; raise --listener-timeout for a busy listener',
+    )
+  if (groupFailure !== undefined) return exitCodes.runtime // the write's error is the failed job's, said by the main thread
+  if (signal !== undefined) {
+    if (options.job === undefined) io.err(stoppedLine(signal)) // a group's is said once, by its main thread
+    return 128 + signalNumbers[signal]
+  }
+  return 0
+}
+
+/** The reason and detail every run ends with when nothing went wrong in this job. */
+function plannedEnd(
+  options: WriteOptions,
+  signal: StopSignal | undefined,
+  groupFailure: string | undefined,
+): readonly [EndReason, string | undefined] {
+  // A group whose job could not start ends every run as one that stopped before its first record:
+  // verify then knows why the group lacks that job's runs (it never announced them).
+  return groupFailure !== undefined
+    ? (['error', `could not start: ${groupFailure}`.slice(0, 4000)] as const)
+    : signal === undefined
+      ? (['duration', undefined] as const)
+      : (['interrupted', options.stopBecause?.() ?? `stopped by ${signal}`] as const)
+}
+
+/**
+ * The storage lost an acknowledged record of our own file while the run was going (file-watch.ts):
+ * every run ends saying so, every ack is recorded, the summary printed. Exit 1 when the record was a
+ * tested method's: its sync returned and the storage broke that promise, the same proof for which
+ * verify exits 1 (and verify, run now, judges it so). A loss of the control's (never synced) record
+ * says the storage loses written data while powered, which is no verdict on a method: exit 3.
+ */
+function storageLost(
+  options: WriteOptions,
+  lost: Extract<FileFinding, { kind: 'lost' }>,
+  runs: ActiveRun[],
+  channel: AckChannel,
+  io: Io,
+  timeoutMs: number,
+): number {
+  // A listener older than the reason takes the same words as an 'error' end (verify judges both).
+  const recorded = endRuns(runs, channel, channel.knowsStorageLost ? 'storage-lost' : 'error', lost.message.slice(0, 4000), timeoutMs)
+  io.out(summary(options, runs, channel))
+  const unrecorded = recorded ? '' : ` (the listener did not confirm every ack as recorded: the summary says how many it holds)`
+  const hint = `no power cut is needed to see it: run ${verifyCommand(options)} now; then test the device before trusting it`
+  if (lost.run.meta.method === 'none') throw runtimeError(`${lost.message}${unrecorded}`, hint)
+  io.err(`plugcheck: ${lost.message}${unrecorded}\nhint: ${hint}\n`)
+  return exitCodes.lossFound
+}
+
+/** Each run's counts and sync latency, then (outside a group) the verify command: printed however the write ends. */
+function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel): string {
+  const lines: string[] = []
+  for (const run of runs) {
+    const m = run.meta
+    const recorded = channel.recordedThrough.get(m.runId) ?? 0
+    lines.push(
+      `run ${m.runId}: ${m.method}${m.direct ? ' --direct' : ''}, ${m.pattern}, ${formatSize(m.recordSizeBytes)} records, ${m.path}`,
+    )
+    const done = m.method === 'none' ? 'written (never synced: the negative control)' : 'synced'
+    const unsent =
+      run.syncedSeq > run.lastSeq ? ` (${(run.syncedSeq - run.lastSeq).toLocaleString('en-US')} more ${done}, their ack not sent)` : ''
+    lines.push(
+      `  ${run.lastSeq.toLocaleString('en-US')} records ${done} and acknowledged${unsent}, ${recorded.toLocaleString('en-US')} recorded by the listener`,
+    )
+    lines.push(
+      `  sync latency p50 ${formatUs(run.latency.quantileUs(0.5))}, p99 ${formatUs(run.latency.quantileUs(0.99))}, max ${formatUs(run.latency.maxUs)}`,
+    )
+  }
+  if (options.job === undefined) lines.push(verifyLine(options)) // a group's follows every job's runs
+  return lines.join('\n') + '\n'
+}
+
+/**
+ * Ends every run with reason and detail, then waits (within timeoutMs) until the listener has recorded
+ * every ack: the listener takes a connection's frames in order, so the end is stored before the write
+ * exits (a verify started right after sees it) and verify counts every ack. False when the listener
+ * could not confirm it (gone, or slow); the failure being reported matters more.
+ */
+function endRuns(runs: readonly ActiveRun[], channel: AckChannel, reason: EndReason, detail: string, timeoutMs: number): boolean {
+  try {
+    for (const r of runs) channel.end(r.meta.runId, reason, detail)
+    return channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), timeoutMs)
+  } catch {
+    return false
+  }
+}
