@@ -30,6 +30,7 @@ t.test('posix: a real shell reads back exactly the text, however hostile', async
   const hostile = [
     'a b',
     '$HOME',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's own syntax, on purpose
     '${PATH}',
     '$(touch /tmp/plugcheck-should-not-exist)',
     '`id`',

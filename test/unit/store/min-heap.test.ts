@@ -56,7 +56,11 @@ t.test('ascending, descending and equal pushes all come out sorted', async (t) =
     for (const n of input) heap.push(n)
     t.equal(heap.size, input.length)
     t.equal(heap.peek(), Math.min(...input), `${name}: peek is the least`)
-    t.same(drain(heap), [...input].sort((a, b) => a - b), name)
+    t.same(
+      drain(heap),
+      [...input].sort((a, b) => a - b),
+      name,
+    )
   }
 })
 
@@ -67,7 +71,11 @@ t.test('seeded random pushes, with duplicates, pop in sorted order', async (t) =
     for (let i = 0, n = 1 + random(500); i < n; i++) input.push(random(100))
     const heap = numbers()
     for (const n of input) heap.push(n)
-    t.same(drain(heap), [...input].sort((a, b) => a - b), `seed ${seed}, ${input.length} items`)
+    t.same(
+      drain(heap),
+      [...input].sort((a, b) => a - b),
+      `seed ${seed}, ${input.length} items`,
+    )
   }
 })
 
