@@ -16,6 +16,7 @@ try {
   )
   console.log(JSON.stringify({ localMs, base, said }))
 } catch (error) {
-  const e = error as PlugcheckError
+  if (!(error instanceof PlugcheckError)) throw error
+  const e = error
   console.log(JSON.stringify({ localMs, said, error: { message: e.message, hint: e.hint, exitCode: e.exitCode } }))
 }
