@@ -99,3 +99,9 @@ t.test('quantiles never decrease with q', async (t) => {
     previous = got
   }
 })
+
+t.test('q 0 is the least sample, as every other q is a sample near its rank', async (t) => {
+  const h = new LatencyHistogram()
+  for (const us of [1000, 1200, 5000]) h.record(us)
+  near(t, h.quantileUs(0), 1000, 'p0')
+})

@@ -65,6 +65,10 @@ t.test('the listener’s text cannot steer the terminal or break the line', asyn
   t.match(listenerRefusal(where, 'limit', 'the listener\ntakes no new runs').message, /refused the run:/)
 })
 
+t.test('oneLine: C1 control characters (U+0080..U+009F, such as U+009B, a terminal’s CSI) do not get through either', async (t) => {
+  t.equal(oneLine('a\u009b2Jb\u0085c\u0090d'), 'a 2Jb c d')
+})
+
 t.test('oneLine: runs of spaces and controls become one space, trimmed; cut after 300 characters', async (t) => {
   t.equal(oneLine('  a \t\t b\n\nc  '), 'a b c')
   t.equal(oneLine(''), '')
