@@ -1,0 +1,87 @@
+/**
+ * shellQuote: a command printed for the user to paste must give the shell back exactly the text it
+ * quoted. The POSIX quoting is checked against a real /bin/sh (printf of the quoted word); the
+ * PowerShell quoting against the rules of its single-quoted strings, worked out by hand.
+ */
+import { execFileSync } from 'node:child_process'
+import t from 'tap'
+import { shellQuote } from '../../../src/base/shell-quote.js'
+
+/** What /bin/sh makes of the word: printf '%s' <word>, byte for byte. */
+function shellReads(word: string): string {
+  return execFileSync('sh', ['-c', `printf '%s' ${word}`], { encoding: 'utf8' })
+}
+
+t.test('posix: plain paths, addresses and flags stay as they are', async (t) => {
+  for (const plain of ['/mnt/t/p.dat', 'host:5400', 'user@host', 'a,b', '50%', 'x=y+z', 'rel/./dir', '-n']) {
+    t.equal(shellQuote(plain, 'posix'), plain, plain)
+  }
+})
+
+t.test('posix: anything else is single-quoted, and a quote inside becomes quote-backslash-quote-quote', async (t) => {
+  t.equal(shellQuote('a b', 'posix'), "'a b'")
+  t.equal(shellQuote('$HOME', 'posix'), "'$HOME'")
+  t.equal(shellQuote('[::1]:5400', 'posix'), "'[::1]:5400'")
+  t.equal(shellQuote("it's", 'posix'), "'it'\\''s'")
+  t.equal(shellQuote('', 'posix'), "''", 'an empty argument stays an argument')
+})
+
+t.test('posix: a real shell reads back exactly the text, however hostile', async (t) => {
+  const hostile = [
+    'a b',
+    '$HOME',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's own syntax, on purpose
+    '${PATH}',
+    '$(echo injected)',
+    '`id`',
+    '*',
+    '/mnt/*/p?.dat',
+    "it's",
+    "''",
+    "'\\''",
+    'back\\slash',
+    'semi;colon && true || false | cat > /dev/null',
+    'tab\there',
+    'new\nline',
+    '~root',
+    '!history',
+    '#comment',
+    'é ü 日本',
+    '[::1]:5400',
+    '%PATH%',
+    '',
+  ]
+  for (const text of hostile) {
+    t.equal(shellReads(shellQuote(text, 'posix')), text, JSON.stringify(text))
+  }
+})
+
+t.test('windows: plain paths stay, and comma and @ are quoted (array operator, splatting)', async (t) => {
+  for (const plain of ['C:\\data\\p.dat', 'D:/t/p.dat', 'host:5400', 'x=y+z', '-n']) {
+    t.equal(shellQuote(plain, 'windows'), plain, plain)
+  }
+  t.equal(shellQuote('a,b', 'windows'), "'a,b'")
+  t.equal(shellQuote('@args', 'windows'), "'@args'")
+  t.equal(shellQuote('50%', 'windows'), "'50%'")
+})
+
+t.test('windows: variables stay literal in single quotes, and every kind of single quote is doubled', async (t) => {
+  t.equal(shellQuote('$env:PATH', 'windows'), "'$env:PATH'")
+  t.equal(shellQuote('%PATH%', 'windows'), "'%PATH%'")
+  t.equal(shellQuote('C:\\Program Files\\x', 'windows'), "'C:\\Program Files\\x'")
+  t.equal(shellQuote("it's", 'windows'), "'it''s'")
+  // PowerShell ends a single-quoted string at U+2018..U+201B as at the ASCII quote.
+  t.equal(shellQuote('a\u2018b', 'windows'), "'a\u2018\u2018b'")
+  t.equal(shellQuote('a\u2019b', 'windows'), "'a\u2019\u2019b'")
+  t.equal(shellQuote('a\u201ab', 'windows'), "'a\u201a\u201ab'")
+  t.equal(shellQuote('a\u201bb', 'windows'), "'a\u201b\u201bb'")
+  t.equal(shellQuote("'\u2019", 'windows'), "'''\u2019\u2019'")
+  // U+201C (a double quote) is not a single quote: left alone.
+  t.equal(shellQuote('a\u201cb', 'windows'), "'a\u201cb'")
+  t.equal(shellQuote('', 'windows'), "''")
+})
+
+t.test('the default is this platform’s shell', async (t) => {
+  const expected = process.platform === 'win32' ? 'windows' : 'posix'
+  t.equal(shellQuote("a b'c"), shellQuote("a b'c", expected))
+})
