@@ -17,7 +17,8 @@ export class LatencyHistogram {
   /** The q-quantile (0..1) in microseconds, NaN when empty. */
   quantileUs(q: number): number {
     if (this.count === 0) return Number.NaN
-    const rank = Math.ceil(q * this.count)
+    // Nearest rank, at least the first sample: q = 0 is the least sample, not an empty bucket below it.
+    const rank = Math.max(1, Math.ceil(q * this.count))
     let seen = 0
     for (let i = 0; i < bucketCount; i++) {
       seen += this.counts[i]!

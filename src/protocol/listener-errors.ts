@@ -77,7 +77,7 @@ export function startsWithListenerFrame(firstBytes: Buffer): boolean {
 /** A listener's message on one line, without control characters (it crossed the network). */
 export function oneLine(text: string): string {
   const flat = text
-    .replace(/[\x00-\x1f\x7f]+/g, ' ')
+    .replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ')
     .replace(/\s+/g, ' ')
     .trim()
   return flat.length > 300 ? `${flat.slice(0, 300)}...` : flat

@@ -102,7 +102,7 @@ export function summaryRows(campaigns: readonly CampaignReport[]): string[][] {
       row('  control file lost', (c) =>
         c.control === null || c.control.failedCycles.length === 0
           ? 'none'
-          : `cycles ${c.control.failedCycles.join(', ')} (the storage lost its fsynced creation)`,
+          : `cycles ${c.control.failedCycles.join(', ')} (its fsynced creation lost)`,
       )
     }
   }

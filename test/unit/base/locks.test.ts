@@ -27,7 +27,7 @@ function flockTry(path: string): number | null {
   return spawnSync('flock', ['--nonblock', '--conflict-exit-code', '1', path, 'true']).status
 }
 
-const childPath = new URL('./locks-child.ts', import.meta.url).pathname
+const childPath = new URL('../../fixtures/locks-child.ts', import.meta.url).pathname
 
 t.test('the first holder gets the file’s lock; a second descriptor in this process is refused with the caller’s error', async (t) => {
   const path = join(tempDir(t), 'p.dat')

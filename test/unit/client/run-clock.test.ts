@@ -92,7 +92,7 @@ function underFakeTime(
   listener: string,
 ): { localMs: number; said: string[]; base?: unknown; error?: { message: string; hint: string; exitCode: number } } {
   if (!existsSync(fakeTimeLibrary)) throw new Error(`libfaketime is missing (${fakeTimeLibrary}): install the Debian package faketime`)
-  const out = execFileSync(process.execPath, ['--import', 'tsx', new URL('./run-clock-child.ts', import.meta.url).pathname, listener], {
+  const out = execFileSync(process.execPath, ['--import', 'tsx', new URL('../../fixtures/run-clock-child.ts', import.meta.url).pathname, listener], {
     env: {
       ...process.env,
       LD_PRELOAD: fakeTimeLibrary,

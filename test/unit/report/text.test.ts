@@ -269,14 +269,14 @@ t.test('flags for a control that noticed nothing, a lost control file, an agent 
   t.ok(out.some((line) => line.startsWith(summary('  control file lost', 'cycles 2 ('))))
 })
 
-t.test('the summary says a lost control file’s reason whole, not cut by the column width', async (t) => {
+t.test('the summary says a lost control file’s reason whole, within the column width', async (t) => {
   const campaign: CampaignReport = {
     ...ssd,
     control: { ran: 2, noticed: 1, detectionRate: 0.5, notNoticedCycles: [], failedCycles: [2] },
   }
   const out = renderText(reportDocumentSchema.parse({ ...doc, campaigns: [campaign] })).split('\n')
   const row = out.find((line) => line.startsWith('  control file lost'))
-  t.equal(row, summary('  control file lost', 'cycles 2 (the storage lost its fsynced creation)'))
+  t.equal(row, summary('  control file lost', 'cycles 2 (its fsynced creation lost)'))
 })
 
 t.test('summaryRows: two campaigns side by side, a method one of them lacks is "-", jobs said when runs differ', async (t) => {
