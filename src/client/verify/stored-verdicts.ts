@@ -3,7 +3,7 @@
  * each run it judged, or 'not-judged' for every run of a group it did not judge.
  */
 import { storedVerdictSchema, type StoredVerdict } from '../../protocol/messages.js'
-import type { RunReport } from './judge.js'
+import type { RunReport } from './run-report.js'
 import { listenerNowMs } from './listener-client.js'
 import { judgeMethods } from './verdict-rules.js'
 import { renderRun } from './verify-render.js'

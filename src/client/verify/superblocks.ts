@@ -1,6 +1,6 @@
 /** What each data file's superblock says, read once per verify however many checks ask. */
 import type { StoredRun } from '../../protocol/messages.js'
-import { readSuperblock } from './judge.js'
+import { readSuperblock } from './data-file-read.js'
 
 export class Superblocks {
   private readonly readings = new Map<string, ReturnType<typeof readSuperblock>>()

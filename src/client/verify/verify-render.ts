@@ -4,7 +4,7 @@
  */
 import type { Claim } from '../../protocol/messages.js'
 import { formatSize } from '../../base/sizes.js'
-import type { RunReport } from './judge.js'
+import type { RunReport } from './run-report.js'
 import { judgeMethods, methodLabel, type MethodJudgement } from './verdict-rules.js'
 import type { NotJudgedReport, VerifyReport } from './verify-report.js'
 

@@ -5,7 +5,7 @@
  */
 import type { Claim } from '../../protocol/messages.js'
 import type { Endpoint } from '../../protocol/endpoint.js'
-import type { RunReport } from './judge.js'
+import type { RunReport } from './run-report.js'
 import type { RunVerdict } from './verdict-rules.js'
 
 export interface VerifyOptions {
