@@ -10,15 +10,9 @@
  * one), all lanes together at most maxTotalPoints, and at most maxTimelines cycles get a timeline.
  */
 import type { AckSpan } from '../protocol/messages.js'
-import {
-  jobOf,
-  type BuiltCampaign,
-  type CampaignReport,
-  type CycleReport,
-  type ReportDocument,
-  type RunRecord,
-  type RunReport,
-} from './model.js'
+import { jobOf, type BuiltCampaign } from './model.js'
+import type { CampaignReport, CycleReport, ReportDocument, RunReport } from './schema.js'
+import type { RunRecord } from './inputs.js'
 import { boot, durationMs, relative, runLabel, summaryRows, thousands, time } from './text.js'
 
 export const maxPointsPerLane = 400

@@ -18,7 +18,7 @@ import { campaignChecksumProblem, campaignFileSchema, type CampaignFile } from '
 import { campaignNameSchema } from '../protocol/messages.js'
 import { verdictDisagreement } from '../protocol/verdict-rules.js'
 import { describeSystemError, runtimeError, usageError } from '../base/errors.js'
-import type { CampaignInput, RunRecord } from './model.js'
+import type { CampaignInput, RunRecord } from './inputs.js'
 
 /** A campaign file of 100,000 cycles with long cut outputs stays well under this. */
 export const maxCampaignFileBytes = 256 * 1024 * 1024

@@ -3,7 +3,7 @@
  * control's detection rate), then each campaign's cycles, one line per method and cycle, with the
  * cuts the control did not notice flagged. Everything here comes from the validated document.
  */
-import type { CampaignReport, CycleReport, MethodSummary, ReportDocument, RunReport } from './model.js'
+import type { CampaignReport, CycleReport, MethodSummary, ReportDocument, RunReport } from './schema.js'
 
 /** A side-by-side column is cut to this width (the JSON document has every value in full). */
 const maxColumnChars = 44

@@ -1,6 +1,6 @@
 /** verify lists a group's runs by method, then in job order, whatever order the listener answered in. */
 import t from 'tap'
-import { inReportOrder } from '../../src/client/verify/verify.js'
+import { inReportOrder } from '../../src/client/verify/run-lookup.js'
 
 t.test('by method, then jobs by number (job2 before job10), stable for equal keys', async (t) => {
   const run = (method: string, path: string, id: string) => ({ meta: { method, path }, id })

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { verdictDisagreement } from '../../src/protocol/verdict-rules.js'
 import type { StoredVerdict } from '../../src/protocol/messages.js'
 import { judgeRun } from '../../src/client/verify/judge.js'
-import { storedVerdicts } from '../../src/client/verify/verify.js'
+import { storedVerdicts } from '../../src/client/verify/stored-verdicts.js'
 import { slotOffsetBytes, type RunMeta } from '../../src/record/format.js'
 import { craftMeta, craftRun, range, writeDataFile } from '../fixtures/crafted-run.js'
 

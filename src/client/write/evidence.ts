@@ -28,7 +28,7 @@ import type { Claim, StoredRun } from '../../protocol/messages.js'
 import { PlugcheckError, exitCodes, runtimeError, usageError } from '../../base/errors.js'
 import { nativePort } from '../../native/index.js'
 import { ackedThroughSeqOf } from '../verify/ack-timeline.js'
-import { readSuperblock } from '../verify/judge.js'
+import { readSuperblock } from '../verify/data-file-read.js'
 import { listRuns, queryRuns } from '../verify/listener-client.js'
 import type { Endpoint } from '../../protocol/endpoint.js'
 

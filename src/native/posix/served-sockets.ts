@@ -4,7 +4,7 @@
  * abortive close. Numbers from server-limits.ts.
  */
 import koffi from 'koffi'
-import type { DescriptorLimit, ServedSocketCalls } from '../port.js'
+import type { DescriptorLimit, NativePort, ServedSocketCalls } from '../port.js'
 import type { PosixOs } from './constants.js'
 import { errnoError, type Libc } from './libc.js'
 import { lingerBytes, rlimitBytes, serverLimitConstants } from './server-limits.js'
@@ -62,5 +62,13 @@ export function servedSocketCalls(lib: Libc, os: PosixOs): ServedSocketCalls {
       if ((lib.setsockopt(fd, k.SOL_SOCKET, n.SO_LINGER, linger, lingerBytes) as number) !== 0)
         throw errnoError(lib, 'setsockopt', koffi.errno())
     },
+  }
+}
+
+/** The port's descriptorLimit and setDescriptorSoftLimit, on the C library loaded on first use (c). */
+export function descriptorLimitCalls(c: () => Libc, os: PosixOs): Pick<NativePort, 'descriptorLimit' | 'setDescriptorSoftLimit'> {
+  return {
+    descriptorLimit: () => descriptorLimit(c(), os),
+    setDescriptorSoftLimit: (soft: number) => setDescriptorSoftLimit(c(), os, soft),
   }
 }

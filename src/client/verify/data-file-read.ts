@@ -1,0 +1,91 @@
+/**
+ * Reading a data file for verify: opened read-only and only when it is a regular file, read in full
+ * or up to its end, its superblock sized by its own header. A failure to read is a one-line runtime error.
+ */
+import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs'
+import {
+  decodeSuperblock,
+  maxRecordSizeBytes,
+  superblockHeaderBytes,
+  superblockMagic,
+  type SuperblockReading,
+} from '../../record/format.js'
+import { describeSystemError, runtimeError } from '../../base/errors.js'
+
+/** Opens the data file read-only; null when it does not exist. Only regular files: a FIFO would hang, a directory would not read. */
+export function openDataFile(path: string): number | null {
+  let fd: number
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+    throw runtimeError(`could not open ${path}: ${describeSystemError(error)}`)
+  }
+  let stats: Stats
+  try {
+    stats = fstatSync(fd)
+  } catch (error) {
+    closeSync(fd)
+    throw runtimeError(`could not stat ${path}: ${describeSystemError(error)}`)
+  }
+  if (!stats.isFile()) {
+    closeSync(fd)
+    throw runtimeError(`${path} is ${fileKind(stats)}, not a regular file`, 'give --file the data file that write created')
+  }
+  return fd
+}
+
+function fileKind(stats: Stats): string {
+  if (stats.isDirectory()) return 'a directory'
+  if (stats.isFIFO()) return 'a FIFO'
+  if (stats.isSocket()) return 'a socket'
+  if (stats.isCharacterDevice()) return 'a character device'
+  if (stats.isBlockDevice()) return 'a block device'
+  if (stats.isSymbolicLink()) return 'a symbolic link'
+  return 'not a file'
+}
+
+/** What the file at path says about its run; 'missing' when there is no file. */
+export function readSuperblock(path: string): SuperblockReading | { readonly kind: 'missing'; readonly detail: string } {
+  const fd = openDataFile(path)
+  if (fd === null) return { kind: 'missing', detail: 'the data file does not exist' }
+  try {
+    return readSuperblockFd(fd, path)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/**
+ * The superblock as its own header sizes it: its metadata, then the rest of its block (the record
+ * size it names), never the listener's idea of the record size, which is what it cross-checks.
+ */
+export function readSuperblockFd(fd: number, path: string): SuperblockReading {
+  const head = Buffer.alloc(superblockHeaderBytes)
+  const got = readFully(fd, head, head.length, 0, path)
+  const metaLength = got === head.length ? head.readUInt32LE(12) : 0
+  if (got < head.length || !head.subarray(0, 8).equals(superblockMagic) || metaLength > maxRecordSizeBytes - head.length)
+    return decodeSuperblock(head.subarray(0, got))
+  let block = Buffer.alloc(head.length + metaLength)
+  let reading = decodeSuperblock(block.subarray(0, readFully(fd, block, block.length, 0, path)))
+  if (reading.kind === 'valid' && reading.meta.recordSizeBytes > block.length) {
+    block = Buffer.alloc(reading.meta.recordSizeBytes)
+    reading = decodeSuperblock(block.subarray(0, readFully(fd, block, block.length, 0, path)))
+  }
+  return reading
+}
+
+/** Reads up to `wanted` bytes; short only at end of file. Any read error is a one-line runtime error. */
+function readFully(fd: number, buffer: Buffer, wanted: number, offset: number, path: string): number {
+  let done = 0
+  try {
+    while (done < wanted) {
+      const n = readSync(fd, buffer, done, wanted - done, offset + done)
+      if (n === 0) break
+      done += n
+    }
+  } catch (error) {
+    throw runtimeError(`could not read ${path} at offset ${offset + done}: ${describeSystemError(error)}`)
+  }
+  return done
+}

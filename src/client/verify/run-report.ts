@@ -1,0 +1,66 @@
+/**
+ * What judging one run reports (judge.ts): its counts, which are always exact, and the first
+ * detailListLimit of its lost ranges and damaged records.
+ */
+import type { RunVerdict } from './verdict-rules.js'
+
+/** Per-record detail lists and lostRanges are capped; counts are always exact. */
+export const detailListLimit = 1000
+
+export interface SeqRange {
+  readonly fromSeq: number
+  readonly toSeq: number
+  readonly count: number
+  /** Why these seqs are gone (zeros, older data, past the end of the file, another run's data). */
+  readonly reason: string
+  /** When the listener received the acks of these seqs (ms since the epoch; span precision 100 ms). */
+  readonly ackedFromMs: number
+  readonly ackedToMs: number
+}
+
+export interface RecordFinding {
+  readonly seq: number
+  readonly slot: number
+  readonly offsetBytes: number
+  readonly lengthBytes: number
+  readonly detail: string
+}
+
+export interface RunReport {
+  readonly runId: string
+  readonly groupId: string
+  readonly method: string
+  /** `none` is the negative control: its losses prove the cut was real. Every other method is tested. */
+  readonly role: 'control' | 'tested'
+  readonly direct: boolean
+  readonly recordSize: number
+  readonly pattern: string
+  readonly path: string
+  readonly createdMs: number
+  readonly ended: string | null
+  /** false: this machine has not rebooted since the write (same boot id); null: unknown. */
+  readonly rebootedSinceWrite: boolean | null
+  readonly acked: number
+  readonly superseded: number
+  readonly intact: number
+  readonly lost: number
+  readonly torn: number
+  readonly corrupt: number
+  /** Overwrites of a newer, unacknowledged seq cut mid-record: the device's atomic write unit, not a failure. */
+  readonly interrupted: number
+  /**
+   * tested: pass (every acknowledged record survived), fail (one did not, or the superblock did not),
+   * inconclusive (nothing was acknowledged). control: pass (it lost records: the cut was real),
+   * inconclusive (it lost nothing: the cut tested nothing).
+   */
+  readonly verdict: RunVerdict
+  readonly superblock: { readonly kind: string; readonly detail: string; readonly runId?: string }
+  /** Exact number of lost ranges; lostRanges holds the first detailListLimit of them, in seq order. */
+  readonly lostRangeCount: number
+  readonly lostRanges: readonly SeqRange[]
+  readonly tornRecords: readonly RecordFinding[]
+  readonly corruptRecords: readonly RecordFinding[]
+  readonly interruptedRecords: readonly RecordFinding[]
+  /** Acknowledged seqs lost, torn or corrupt while a later record survived: writes reordered across a flush. */
+  readonly reordering: { readonly count: number; readonly survivedSeq: number; readonly earliestLostSeq: number } | null
+}
