@@ -74,7 +74,7 @@ export const openbsdSockaddr: SockaddrLayout = { name: 'OpenBSD', lengthByte: tr
 export const windowsSockaddr: SockaddrLayout = { name: 'Windows', lengthByte: false, afInet: 2, afInet6: 23 }
 
 /** Layouts by process.platform. */
-export const sockaddrLayouts: Readonly<Record<string, SockaddrLayout>> = {
+export const sockaddrLayouts: Readonly<Record<'linux' | 'darwin' | 'freebsd' | 'openbsd' | 'win32', SockaddrLayout>> = {
   linux: linuxSockaddr,
   darwin: macosSockaddr,
   freebsd: freebsdSockaddr,
@@ -84,7 +84,7 @@ export const sockaddrLayouts: Readonly<Record<string, SockaddrLayout>> = {
 
 /** This platform's layout; throws on a platform plugcheck has no layout for. */
 export function sockaddrLayoutFor(platform: string = process.platform): SockaddrLayout {
-  const layout = sockaddrLayouts[platform]
+  const layout = (sockaddrLayouts as Readonly<Record<string, SockaddrLayout | undefined>>)[platform]
   if (layout === undefined) throw new Error(`no sockaddr layout for platform ${platform}`)
   return layout
 }

@@ -92,17 +92,21 @@ function underFakeTime(
   listener: string,
 ): { localMs: number; said: string[]; base?: unknown; error?: { message: string; hint: string; exitCode: number } } {
   if (!existsSync(fakeTimeLibrary)) throw new Error(`libfaketime is missing (${fakeTimeLibrary}): install the Debian package faketime`)
-  const out = execFileSync(process.execPath, ['--import', 'tsx', new URL('../../fixtures/run-clock-child.ts', import.meta.url).pathname, listener], {
-    env: {
-      ...process.env,
-      LD_PRELOAD: fakeTimeLibrary,
-      FAKETIME: `@${fakeTime}`,
-      FAKETIME_DONT_FAKE_MONOTONIC: '1',
-      FAKETIME_NO_CACHE: '1',
+  const out = execFileSync(
+    process.execPath,
+    ['--import', 'tsx', new URL('../../fixtures/run-clock-child.ts', import.meta.url).pathname, listener],
+    {
+      env: {
+        ...process.env,
+        LD_PRELOAD: fakeTimeLibrary,
+        FAKETIME: `@${fakeTime}`,
+        FAKETIME_DONT_FAKE_MONOTONIC: '1',
+        FAKETIME_NO_CACHE: '1',
+      },
+      encoding: 'utf8',
+      timeout: 60_000,
     },
-    encoding: 'utf8',
-    timeout: 60_000,
-  })
+  )
   return JSON.parse(out)
 }
 

@@ -13,7 +13,7 @@ import {
   type CycleReport,
   type ReportDocument,
   type RunReport,
-} from '../../../src/report/model.js'
+} from '../../../src/report/schema.js'
 import { boot, durationMs, relative, renderText, runLabel, summaryRows, thousands, time } from '../../../src/report/text.js'
 
 const steadyMs = Date.UTC(2026, 0, 1, 0, 0, 0)
