@@ -17,41 +17,26 @@ import { FrameDecoder, FrameError, encodeFrame, maxClientFrameBytes } from '../.
 import { ackFastDecoder } from '../../protocol/ack-frame.js'
 import {
   clientMessageSchema,
-  inlineSpansMax,
   maxPlausibleSeq,
-  maxSpansPerPage,
   protocolVersion,
-  type Claim,
   type ClientMessage,
   type ErrorCode,
-  type Machine,
-  type RunSummary,
   type ServerMessage,
-  type StoredRun,
 } from '../../protocol/messages.js'
-import { verdictDisagreement } from '../../protocol/verdict-rules.js'
-import type { AckStore } from '../../store/ack-store.js'
-import { legacyRunsReply, type Turns } from './legacy-reply.js'
-import type { ListenerEvent } from './events.js'
-import { unsentBytes, type ServedSockets } from './served-socket.js'
-import type { TokenBackoff } from './token-backoff.js'
-import type { RateLimitedLog } from './rate-limited-log.js'
+import { unsentBytes } from './served-socket.js'
 import { messageRules, refusalOf, refusalText, type Budget, type MessageFacts } from './message-rules.js'
 import { ProtocolViolation } from './protocol-violation.js'
+import type { ConnectionListener, ServedConnection } from './connection-contracts.js'
+import { servedHandlers, type ServedMessage } from './served-messages.js'
 import {
-  inlineSpansPerReplyMax,
-  legacyReplySpansMax,
   maxLingering,
   maxQueriesPerConnection,
   maxRunsPerConnection,
   maxSpanPagesPerConnection,
   maxVerdictsPerConnection,
   minProtocolVersion,
-  type ListenerOptions,
 } from './listener-options.js'
 
-/** The first protocol whose verifiers read a long run's spans page by page. */
-const pagedSpansProtocol = 4
 /** Each budget of a connection (message-rules.ts), at most. */
 const budgetMaxes: Readonly<Record<Budget, number>> = {
   runs: maxRunsPerConnection,
@@ -66,48 +51,16 @@ const lingerMs = 5_000
 /** An error frame and little else: closed plainly (the kernel delivers it), where more would be reset. */
 const smallQueueBytes = 4096
 
-/**
- * What a connection asks of its listener (Listener, listener.ts): the store, the shared bounds, logs
- * and events, and the owners of live runs. Declared here so that connection.ts needs no import of listener.ts.
- */
-export interface ConnectionListener {
-  readonly options: ListenerOptions
-  readonly store: AckStore
-  readonly served: ServedSockets
-  readonly tokenBackoff: TokenBackoff
-  readonly connectionLog: RateLimitedLog
-  readonly legacyReplies: Turns
-  readonly listenerId: string
-  readonly helloTimeoutMs: number
-  readonly maxConnections: number
-  readonly pending: Set<Connection>
-  readonly authenticated: Set<Connection>
-  lingering: number
-  emit(event: ListenerEvent): void
-  tokenAccepted(offered: string | undefined): boolean
-  endRunsOfEarlierBoot(machine: Machine, peer: string): string[]
-  admitRun(peer: string, writer: object | undefined): void
-  mayJoinGroup(groupId: string, groupKey: string | undefined, peer: string): boolean
-  liveRunOn(host: string, requestedPath: string, except: Connection, groupId: string): string | undefined
-  takeOverFromRebooted(runId: string, newBootId: string | null | undefined, newPeer: string): boolean
-  claimRun(meta: { runId: string; host: string; requestedPath: string }, owner: Connection): void
-  releaseRun(runId: string, owner: Connection): void
-  isLive(runId: string): boolean
-  listRuns(campaign: string | undefined): { runs: RunSummary[]; truncated: boolean }
-  claims(host: string, requestedPath: string): Claim[]
-  makeRoomForReply(reply: number, requester: Connection): boolean
-}
-
-export class Connection {
+export class Connection implements ServedConnection {
   /** Ack frames in the writer's exact encoding take the fast path; everything else msgpack and zod. */
   private readonly decoder = new FrameDecoder(clientMessageSchema, maxClientFrameBytes, ackFastDecoder())
   private role: 'writer' | 'verifier' | undefined
   /** The protocol the peer said hello with (replies follow what it understands). */
-  private protocol = minProtocolVersion
+  protocol = minProtocolVersion
   /** Runs this connection announced and the store accepted. */
   readonly ownedRuns = new Set<string>()
   /** Groups this connection announced runs of: a group's runs all come from one `write`, on one connection. */
-  private readonly ownedGroups = new Set<string>()
+  readonly ownedGroups = new Set<string>()
   /** The key each owned group was announced with (write --jobs), for the group's other jobs to prove. */
   readonly groupKeys = new Map<string, string>()
   /** What this connection spent of each budget (message-rules.ts). */
@@ -145,7 +98,7 @@ export class Connection {
   private backoffTimer: NodeJS.Timeout | undefined
 
   constructor(
-    private readonly listener: ConnectionListener,
+    readonly listener: ConnectionListener,
     readonly socket: Socket,
   ) {
     this.peer = socket.remoteAddress ?? 'unknown'
@@ -239,7 +192,7 @@ export class Connection {
    * alone (the run's state cannot change in between: nothing else runs), the valid ones are stored
    * as one range, and the first invalid one is refused after the ones before it are stored.
    */
-  private handleAcks(first: Extract<ClientMessage, { type: 'ack' }>): undefined {
+  handleAcks(first: Extract<ClientMessage, { type: 'ack' }>): undefined {
     const store = this.listener.store
     const runId = first.runId
     const info = store.runInfo(runId)! // admit(): a run this connection announced, not ended
@@ -361,228 +314,14 @@ export class Connection {
     return ended.length === 0 ? undefined : listener.store.endsRecorded(ended)
   }
 
-  /** Every message after hello. */
-  private handleServed(message: Exclude<ClientMessage, { type: 'hello' }>): Promise<void> | undefined {
-    const listener = this.listener
-    const store = listener.store
-    switch (message.type) {
-      case 'run': {
-        const { meta } = message
-        if (store.hasRun(meta.runId)) throw new ProtocolViolation('out-of-order', `run ${meta.runId} was already announced`)
-        listener.admitRun(this.peer, message.writer)
-        // A run joining another connection's group would be judged with that group by verify: only
-        // another job of the same `write --jobs` may, with the group's key.
-        if (
-          !this.ownedGroups.has(meta.groupId) &&
-          store.hasGroup(meta.groupId) &&
-          !listener.mayJoinGroup(meta.groupId, message.groupKey, this.peer)
-        ) {
-          throw new ProtocolViolation('out-of-order', `group ${meta.groupId} belongs to runs announced on another connection`)
-        }
-        this.ownedGroups.add(meta.groupId)
-        if (message.groupKey !== undefined && !this.groupKeys.has(meta.groupId)) this.groupKeys.set(meta.groupId, message.groupKey)
-        let busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this, meta.groupId)
-        if (busyRunId !== undefined && listener.takeOverFromRebooted(busyRunId, message.writer?.bootId, this.peer)) {
-          busyRunId = listener.liveRunOn(meta.host, meta.requestedPath, this, meta.groupId)
-        }
-        if (busyRunId !== undefined) {
-          const busy = store.runInfo(busyRunId)!
-          throw new ProtocolViolation(
-            'path-busy',
-            `${meta.host}:${meta.requestedPath} is being written by run ${busyRunId} (${busy.meta.method}, from ${busy.origin.peer ?? 'an unknown peer'}, announced ${new Date(busy.announcedMs).toISOString()}); wait for it to end or stop it`,
-          )
-        }
-        const runId = meta.runId
-        listener.claimRun(meta, this)
-        const origin = {
-          peer: this.peer,
-          ...(message.writer === undefined ? {} : { writer: message.writer }),
-          // Only a listener with --token can vouch for who announced a run.
-          authenticated: listener.options.token !== undefined,
-          ...(message.campaign === undefined ? {} : { campaign: message.campaign }),
-        }
-        const announcedMs = Date.now()
-        return store.createRun(meta, announcedMs, origin).then(
-          () => {
-            this.ownedRuns.add(runId)
-            listener.emit({
-              kind: 'run',
-              runId,
-              groupId: meta.groupId,
-              host: meta.host,
-              path: meta.requestedPath,
-              method: meta.method,
-              peer: this.peer,
-              campaign: message.campaign ?? null,
-              atMs: announcedMs,
-            })
-            if (this.closed) return listener.releaseRun(runId, this)
-            this.send({ type: 'run-ok', runId })
-          },
-          (error: unknown) => {
-            listener.releaseRun(runId, this)
-            throw error
-          },
-        )
-      }
-      case 'ack':
-        return this.handleAcks(message)
-      case 'end': {
-        const info = store.runInfo(message.runId)!
-        const atMs = Date.now()
-        store.endRun(message.runId, message.reason, message.detail, atMs)
-        listener.emit({
-          kind: 'end',
-          runId: message.runId,
-          groupId: info.meta.groupId,
-          host: info.meta.host,
-          path: info.meta.requestedPath,
-          reason: message.reason,
-          ...(message.detail === undefined ? {} : { detail: message.detail }),
-          acked: store.lastAckedSeq(message.runId),
-          durationMs: Math.max(0, atMs - info.announcedMs),
-          atMs,
-        })
-        return
-      }
-      case 'steady': {
-        const info = store.runInfo(message.runId)!
-        // A run whose log failed takes nothing more; its writer is being told so.
-        if (!store.isWritable(message.runId)) return
-        const atMs = Date.now()
-        if (!store.recordSteady(message.runId, atMs)) return // only the first one counts
-        listener.emit({
-          kind: 'steady',
-          runId: message.runId,
-          groupId: info.meta.groupId,
-          host: info.meta.host,
-          path: info.meta.requestedPath,
-          campaign: info.origin.campaign ?? null,
-          acked: store.lastAckedSeq(message.runId),
-          atMs,
-        })
-        return
-      }
-      case 'verdict': {
-        const { runId, result } = message
-        const info = store.runInfo(runId)! // admit(): held and created
-        // Without a token anyone can connect: only the machine that announced the run may judge it.
-        if (listener.options.token === undefined && info.origin.peer !== this.peer) {
-          throw new ProtocolViolation(
-            'unauthorized',
-            `verdict for run ${runId} from ${this.peer}, but the run was announced from ${info.origin.peer ?? 'an unknown address'}; only that address may report its verdict (start the listener with --token to accept verdicts from any holder of the token)`,
-          )
-        }
-        // An end accepted and not recorded yet is recorded first (one round): the verdict is held
-        // against the run as recorded (what a query answers), never acks not durable yet.
-        return store.endsRecorded([runId]).then(() => {
-          // A verdict is what verify found after the cut: a run whose writer is still connected and has
-          // not ended was not cut, and a verdict now would end a campaign cycle that never happened.
-          const recorded = store.recorded(runId)
-          if (recorded === undefined)
-            throw new ProtocolViolation('unknown-run', `verdict for run ${runId}, which the listener no longer holds`)
-          if ((listener.isLive(runId) && !recorded.ended) || recorded.settling) {
-            throw new ProtocolViolation(
-              'out-of-order',
-              `verdict for run ${runId}, which is still being written (its writer is connected, or its end is not recorded yet); verify after the cut`,
-            )
-          }
-          // Its acks are final here (ended, or its writer gone: a live run was refused above).
-          const problem = verdictDisagreement(result, info.meta.method, recorded.throughSeq, recorded.ended || !listener.isLive(runId))
-          if (problem !== undefined) throw new ProtocolViolation('bad-frame', `the verdict for run ${runId} ${problem}`)
-          return store.recordVerdict(runId, result).then(() => {
-            listener.emit({
-              kind: 'verdict',
-              runId,
-              groupId: info.meta.groupId,
-              host: info.meta.host,
-              path: info.meta.requestedPath,
-              campaign: info.origin.campaign ?? null,
-              result,
-              atMs: Date.now(),
-            })
-            if (!this.closed) this.send({ type: 'verdict-ok', runId })
-          })
-        })
-      }
-      case 'list': {
-        const { runs, truncated } = listener.listRuns(message.campaign)
-        this.sendQueryReply(encodeFrame({ type: 'run-list', runs, truncated } satisfies ServerMessage))
-        return
-      }
-      case 'campaign-query': {
-        this.send({ type: 'campaign-state', campaign: listener.options.campaignState?.() ?? null })
-        return
-      }
-      case 'query': {
-        // Async: an ended run's spans are read back from its log (ack-store.ts), a chunk at a time.
-        if (this.protocol < pagedSpansProtocol) return this.legacyQuery(message)
-        return this.runsToJudge(message).then((runs) => {
-          const reply = encodeFrame({
-            type: 'runs',
-            runs,
-            claims: listener.claims(message.host, message.requestedPath),
-          } satisfies ServerMessage)
-          this.sendQueryReply(reply)
-        })
-      }
-      case 'spans': {
-        return store.spanPageAsync(message.runId, message.afterSeq, message.throughSeq, maxSpansPerPage).then((page) => {
-          if (page === undefined)
-            throw new ProtocolViolation(
-              'bad-frame',
-              `spans of run ${message.runId} through seq ${message.throughSeq}, but its acks go to seq ${store.lastAckedSeq(message.runId)}`,
-            )
-          this.sendQueryReply(
-            encodeFrame({ type: 'span-page', runId: message.runId, afterSeq: message.afterSeq, spans: page } satisfies ServerMessage),
-          )
-        })
-      }
-    }
-  }
-
-  /** The runs a query of protocol 4 asks for: a long run's spans are read page by page. */
-  private async runsToJudge(query: Extract<ClientMessage, { type: 'query' }>): Promise<StoredRun[]> {
-    return this.listener.store.queryAsync(query.host, query.requestedPath, query.runId, {
-      inlineSpansMax,
-      inlineSpansTotalMax: inlineSpansPerReplyMax,
-    })
-  }
-
-  /**
-   * A query of protocol 2 or 3: every span in one reply, which is refused past legacyReplySpansMax
-   * rather than built (a week of two methods is ~400 MB) or cut short. Built a page at a time
-   * (legacy-reply.ts), legacyRepliesAtOnce at once.
-   */
-  private async legacyQuery(query: Extract<ClientMessage, { type: 'query' }>): Promise<void> {
-    const listener = this.listener
-    const store = listener.store
-    const heads = await store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax: 0 })
-    const spans = heads.reduce((sum, run) => sum + store.spanCount(run.meta.runId), 0)
-    if (spans > legacyReplySpansMax) {
-      throw new ProtocolViolation(
-        'protocol-version',
-        `the acks of ${query.host}:${query.requestedPath} are ${spans} spans, more than one reply of protocol ${this.protocol} carries (${legacyReplySpansMax}); this verifier is older than the listener: run the same plugcheck version here, whose verify reads them page by page`,
-      )
-    }
-    const giveBack = await listener.legacyReplies.take()
-    try {
-      const readPage = (runId: string, afterSeq: number, throughSeq: number, maxCount: number): Promise<Buffer | undefined> =>
-        store.spanPageAsync(runId, afterSeq, throughSeq, maxCount)
-      const pieces = await legacyRunsReply(
-        heads,
-        () => listener.claims(query.host, query.requestedPath),
-        readPage,
-        () => this.closed,
-      )
-      if (pieces !== undefined && !this.closed) this.sendQueryReply(pieces)
-    } finally {
-      giveBack()
-    }
+  /** Every message after hello, by its handler (served-messages.ts). */
+  private handleServed(message: ServedMessage): Promise<void> | undefined {
+    const handler = servedHandlers[message.type] as (connection: ServedConnection, message: ServedMessage) => Promise<void> | undefined
+    return handler(this, message)
   }
 
   /** A reply that may be large: queued only if it fits the budget for replies queued to all peers. */
-  private sendQueryReply(reply: Buffer | readonly Buffer[]): void {
+  sendQueryReply(reply: Buffer | readonly Buffer[]): void {
     const pieces = Buffer.isBuffer(reply) ? [reply] : reply
     const replyBytes = pieces.reduce((sum, piece) => sum + piece.length, 0)
     if (!this.listener.makeRoomForReply(replyBytes, this)) {
@@ -603,7 +342,7 @@ export class Connection {
     if (this.ownedRuns.has(runId)) this.reject('storage', `the listener could not record acks of run ${runId}: ${error.message}`)
   }
 
-  private send(message: ServerMessage): void {
+  send(message: ServerMessage): void {
     this.sendFrame(encodeFrame(message))
   }
 
