@@ -39,6 +39,7 @@ import {
 import type { CampaignInputEvent, CampaignListener, CampaignOptions } from './campaign-types.js'
 import { optionDifferences, parseCampaignFile, resumeFlags } from './campaign-resume.js'
 import { runCutCommand, type CutResult } from './cut-command.js'
+import { cutDelayMs, newCycle } from './campaign-cycle.js'
 
 /** Events kept while the campaign file is loaded (runs, steadies and verdicts are a few per cycle). */
 const maxEarlyEvents = 10_000
@@ -47,41 +48,6 @@ const maxEarlyEvents = 10_000
 export function campaignFilePath(dir: string, name: string): string {
   return join(dir, 'campaigns', `${name}.json`)
 }
-
-/**
- * The delay between steady and the cut of a cycle: uniform in [min, max] seconds, drawn from a PRNG
- * seeded with (seed, cycle) alone, so a campaign's cut moments replay from its seed, resumed or not.
- */
-export function cutDelayMs(seed: number, cycle: number, cutAfterS: readonly [number, number]): number {
-  // splitmix32 over the seed and the cycle: every cycle's draw is independent of the others.
-  let state = (seed ^ Math.imul(cycle, 0x9e3779b9)) >>> 0
-  const next = (): number => {
-    state = (state + 0x9e3779b9) >>> 0
-    let z = state
-    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0
-    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0
-    return (z ^ (z >>> 16)) >>> 0
-  }
-  next()
-  const unit = next() / 2 ** 32
-  const [minS, maxS] = cutAfterS
-  return Math.round((minS + unit * (maxS - minS)) * 1000)
-}
-
-const newCycle = (cycle: number): CycleRecord => ({
-  cycle,
-  groupId: null,
-  runIds: [],
-  host: null,
-  path: null,
-  steadyMs: null,
-  plannedCutMs: null,
-  cutMs: null,
-  cutExitCode: null,
-  cutOutput: '',
-  cameBackMs: null,
-  outcome: 'pending',
-})
 
 const seconds = (ms: number): string => `${Math.round(ms / 100) / 10} s`
 
