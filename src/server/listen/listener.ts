@@ -56,6 +56,10 @@
  * exception: a new announcement from a writer whose boot id differs from the live run's writer's
  * (both known) means that machine rebooted, though its dead connection may linger for many minutes
  * of keepalive probes: the old connection's runs end as 'vanished', it is closed and the new run taken.
+ *
+ * Apart: the options and bounds (listener-options.ts); each connection (connection.ts) and what it
+ * does with each message after hello (served-messages.ts), once message-rules.ts admits it; which
+ * connection owns each live run (run-owners.ts).
  */
 import { RateLimitedLog } from './rate-limited-log.js'
 import { randomBytes, timingSafeEqual } from 'node:crypto'
@@ -68,9 +72,7 @@ import { AckStore } from '../../store/ack-store.js'
 import { Turns } from './legacy-reply.js'
 import { describeSystemError } from '../../base/errors.js'
 import { nativePort } from '../../native/index.js'
-import { formatEndpoint } from '../../protocol/endpoint.js'
-import { shellQuote } from '../../base/shell-quote.js'
-import { printable, type ListenerEvent } from './events.js'
+import type { ListenerEvent } from './events.js'
 import { fitDescriptorLimit } from './descriptor-budget.js'
 import { ServedSockets, defaultSendBufferBytes } from './served-socket.js'
 import { TokenBackoff, defaultMaxBackoffMs } from './token-backoff.js'
@@ -78,7 +80,7 @@ import { defaultMaxRuns, defaultMaxRunsPerPeer, quotaRefusal, ReserveCheck, type
 import { Connection } from './connection.js'
 import type { ConnectionListener } from './connection-contracts.js'
 import { ProtocolViolation } from './protocol-violation.js'
-import { RunIndex, pathKey } from './run-index.js'
+import { RunOwners } from './run-owners.js'
 import {
   defaultHelloTimeoutMs,
   defaultMaxConnections,
@@ -88,7 +90,6 @@ import {
   legacyRepliesAtOnce,
   listReplyBudgetBytes,
   maxLingering,
-  rebootSilenceMs,
   type ListenerOptions,
 } from './listener-options.js'
 
@@ -104,13 +105,8 @@ export class Listener implements ConnectionListener {
   readonly authenticated = new Set<Connection>()
   /** Closed connections still waiting for their peer to read the error frame and close. */
   lingering = 0
-  /** Runs whose writer connection is open, by run id (including announcements still being stored). */
-  private readonly owners = new Map<string, Connection>()
-  /** The run ids of owners by host and path, and by host: an announcement or a hello looks at its own few, not at every live run. */
-  private readonly ownedOnPath = new RunIndex()
-  private readonly ownedOnHost = new RunIndex()
-  /** Where each owned run writes (the store may forget a run whose announcement failed before it is released). */
-  private readonly ownedWhere = new Map<string, { readonly host: string; readonly requestedPath: string }>()
+  /** Which connection owns each live run (RunOwners). */
+  private readonly runOwners: RunOwners
   readonly listenerId = randomBytes(6).toString('hex')
   readonly maxConnections: number
   readonly helloTimeoutMs: number
@@ -165,6 +161,12 @@ export class Listener implements ConnectionListener {
       (n, windowS) => `plugcheck: ${n} more connection messages in the last ${windowS} s were not shown`,
     )
     if (options.onEvent !== undefined) this.events.on('event', options.onEvent)
+    this.runOwners = new RunOwners(
+      store,
+      options,
+      (event) => this.emit(event),
+      () => this.closing,
+    )
   }
 
   /** Tells every subscriber (listen's log, the events file, the campaign engine). */
@@ -200,13 +202,13 @@ export class Listener implements ConnectionListener {
       })
     }
     server.on('connection', (socket) => listener.accept(socket))
-    store.on('recorded', (runId, throughSeq) => listener.owners.get(runId)?.recorded(runId, throughSeq))
+    store.on('recorded', (runId, throughSeq) => listener.runOwners.ownerOf(runId)?.recorded(runId, throughSeq))
     // Damage the background check of catalogued runs finds after start, named as it is found.
     store.on('warning', (message) => listener.emit({ kind: 'warning', message, atMs: Date.now() }))
     void store.startScrub()
     store.on('failed', (runId, error) => {
       options.log?.(`plugcheck: could not record acks of run ${runId}: ${error.message}`)
-      listener.owners.get(runId)?.storageFailed(runId, error)
+      listener.runOwners.ownerOf(runId)?.storageFailed(runId, error)
     })
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)
@@ -336,130 +338,35 @@ export class Listener implements ConnectionListener {
     return a.length === b.length && timingSafeEqual(a, b)
   }
 
-  /** The live run of another connection for this host and path, if any. */
+  // What connections ask about live runs (ConnectionListener), answered by runOwners (run-owners.ts).
+
   /** The run's writer is connected to this listener now. */
   isLive(runId: string): boolean {
-    return this.owners.has(runId)
+    return this.runOwners.isLive(runId)
   }
 
-  /** A live run on this path from another connection, not of the group being announced (whose other jobs may be live). */
   liveRunOn(host: string, requestedPath: string, except: Connection, groupId: string): string | undefined {
-    for (const runId of this.ownedOnPath.of(pathKey(host, requestedPath))) {
-      const owner = this.owners.get(runId)
-      if (owner === undefined || owner === except) continue
-      const info = this.store.runInfo(runId)
-      if (
-        info !== undefined &&
-        !info.ended &&
-        info.meta.host === host &&
-        info.meta.requestedPath === requestedPath &&
-        info.meta.groupId !== groupId
-      )
-        return runId
-    }
-    return undefined
+    return this.runOwners.liveRunOn(host, requestedPath, except, groupId)
   }
 
-  /**
-   * `write --jobs N` announces one group on N connections: a connection may join a group another live
-   * connection announced only with that group's key and, without --token, from that connection's address.
-   */
   mayJoinGroup(groupId: string, groupKey: string | undefined, peer: string): boolean {
-    if (groupKey === undefined) return false
-    for (const owner of new Set(this.owners.values())) {
-      const key = owner.groupKeys.get(groupId)
-      if (key === undefined || (this.options.token === undefined && owner.peer !== peer)) continue
-      if (timingSafeEqual(Buffer.from(key), Buffer.from(groupKey))) return true // both 32 hex digits (groupKeySchema)
-    }
-    return false
+    return this.runOwners.mayJoinGroup(groupId, groupKey, peer)
   }
 
-  /**
-   * A new announcement for the path of a live run, from a writer whose machine has another boot id
-   * than the live run's writer (both known): that machine rebooted, so the old writer is gone even if
-   * its connection lingers (after a power cut TCP keepalive takes many minutes to notice). Its runs
-   * are ended as vanished and its connection closed; true if so. Same or unknown boot ids: false; and
-   * without --token only a writer from the live run's own address may take over.
-   */
   takeOverFromRebooted(runId: string, newBootId: string | null | undefined, newPeer: string): boolean {
-    const owner = this.owners.get(runId)
-    const oldBootId = this.store.runInfo(runId)?.origin.writer?.bootId
-    if (owner === undefined || !this.mayEndAsRebooted(owner, oldBootId, newBootId, newPeer)) return false
-    this.endRebootedWriter(
-      owner,
-      `its writer's machine rebooted: a new run came from ${newPeer} with boot id ${newBootId}, the run's writer had ${oldBootId}`,
-    )
-    return true
+    return this.runOwners.takeOverFromRebooted(runId, newBootId, newPeer)
   }
 
-  /**
-   * A client said which machine it runs on (hello's host and boot id): every live run of that host
-   * whose writer had another boot id is over, whatever its connection still looks like (a machine that
-   * loses power sends no FIN). So the rebooted machine's agent, or a plain verify there, finds its
-   * runs ended as vanished and can report their verdicts. The same rules as a takeover by a new run.
-   */
   endRunsOfEarlierBoot(machine: Machine, peer: string): string[] {
-    const rebooted = new Map<Connection, string>()
-    for (const runId of this.ownedOnHost.of(machine.host)) {
-      const owner = this.owners.get(runId)
-      if (owner === undefined) continue
-      const info = this.store.runInfo(runId)
-      if (info === undefined || info.ended || info.meta.host !== machine.host) continue
-      const oldBootId = info.origin.writer?.bootId
-      if (this.mayEndAsRebooted(owner, oldBootId, machine.bootId, peer)) rebooted.set(owner, oldBootId!)
-    }
-    const ended: string[] = []
-    for (const [owner, oldBootId] of rebooted) {
-      ended.push(
-        ...this.endRebootedWriter(
-          owner,
-          `its writer's machine rebooted: ${machine.host} connected from ${peer} with boot id ${machine.bootId}, the run's writer had ${oldBootId}`,
-        ),
-      )
-    }
-    return ended
+    return this.runOwners.endRunsOfEarlierBoot(machine, peer)
   }
 
-  /**
-   * Both boot ids known and different. A boot id is whatever the client says: only a holder of the
-   * token, or the live run's own address, may end another connection's runs with it. Without a
-   * token, a stranger must not stop a test.
-   */
-  private mayEndAsRebooted(
-    owner: Connection,
-    oldBootId: string | null | undefined,
-    newBootId: string | null | undefined,
-    newPeer: string,
-  ): boolean {
-    if (newBootId == null || oldBootId == null || newBootId === oldBootId) return false
-    if (performance.now() - owner.lastDataPerfMs < (this.options.rebootSilenceMs ?? rebootSilenceMs)) return false // still writing: not the rebooted machine's
-    return this.options.token !== undefined || newPeer === owner.peer
+  claimRun(meta: { runId: string; host: string; requestedPath: string }, owner: Connection): void {
+    this.runOwners.claimRun(meta, owner)
   }
 
-  /** Ends every run of the rebooted writer's connection as vanished (detail says why) and closes it; the runs ended. */
-  private endRebootedWriter(owner: Connection, rawDetail: string): string[] {
-    // Host names and boot ids are whatever a client said: escaped before they reach a log line or the run's end.
-    const detail = printable(rawDetail)
-    const nowMs = Date.now()
-    // Its runs, and announcements of it still being stored (owned, not in ownedRuns yet).
-    const runIds = new Set(owner.ownedRuns)
-    for (const [runId, o] of this.owners) if (o === owner) runIds.add(runId)
-    const ended: string[] = []
-    for (const runId of runIds) {
-      const info = this.store.runInfo(runId)
-      if (info !== undefined && !info.ended && this.store.isWritable(runId)) {
-        this.store.endRun(runId, 'vanished', detail, nowMs)
-        this.emitVanished(runId, owner, nowMs)
-        ended.push(runId)
-      }
-      if (owner.ownedRuns.has(runId)) this.releaseRun(runId, owner)
-      else this.disown(runId)
-    }
-    this.options.log?.(
-      `plugcheck: run ${ended.join(', ') || [...runIds].join(', ')} from ${owner.peer} ended as vanished: ${detail}; closed its connection`,
-    )
-    owner.abort()
-    return ended
+  releaseRun(runId: string, owner: Connection): void {
+    this.runOwners.releaseRun(runId, owner)
   }
 
   /**
@@ -480,59 +387,6 @@ export class Listener implements ConnectionListener {
     throw new ProtocolViolation('limit', refusal)
   }
 
-  claimRun(meta: { runId: string; host: string; requestedPath: string }, owner: Connection): void {
-    this.owners.set(meta.runId, owner)
-    this.ownedWhere.set(meta.runId, { host: meta.host, requestedPath: meta.requestedPath })
-    this.ownedOnPath.add(pathKey(meta.host, meta.requestedPath), meta.runId)
-    this.ownedOnHost.add(meta.host, meta.runId)
-  }
-
-  /** The run is no longer owned by a connection (the indexes follow owners). */
-  private disown(runId: string): void {
-    this.owners.delete(runId)
-    const where = this.ownedWhere.get(runId)
-    if (where === undefined) return
-    this.ownedWhere.delete(runId)
-    this.ownedOnPath.delete(pathKey(where.host, where.requestedPath), runId)
-    this.ownedOnHost.delete(where.host, runId)
-  }
-
-  /** The run's writer is gone (or its announcement failed): it is no longer live. */
-  releaseRun(runId: string, owner: Connection): void {
-    if (this.owners.get(runId) === owner) this.disown(runId)
-    const before = this.store.runInfo(runId)
-    const nowMs = Date.now()
-    this.store.release(runId, nowMs)
-    // A run that was stored and had not ended: its writer vanished (a crash, a power cut, a lost network).
-    if (before !== undefined && !before.ended && !before.creating && this.store.runInfo(runId)?.ended === true && !this.closing)
-      this.emitVanished(runId, owner, nowMs)
-  }
-
-  /**
-   * The event naming the verify command to run on the writer's machine after the reboot: the
-   * listener's address as that writer reached it (its connection's local address), the path it wrote.
-   */
-  private emitVanished(runId: string, owner: Connection, atMs: number): void {
-    const info = this.store.runInfo(runId)
-    if (info === undefined) return
-    const platform = info.origin.writer?.fingerprint?.os.platform
-    const shell = platform === undefined ? nativePort().shell : platform === 'win32' ? 'windows' : 'posix'
-    const server = formatEndpoint({ host: owner.localHost, port: owner.localPort })
-    const token = this.options.token === undefined ? '' : " --token 'YOUR-TOKEN'"
-    const verifyCommand = `plugcheck verify --server ${shellQuote(server, shell)} --file ${shellQuote(info.meta.requestedPath, shell)}${token}`
-    const { meta } = info
-    this.emit({
-      kind: 'vanished',
-      runId,
-      groupId: meta.groupId,
-      host: meta.host,
-      path: meta.requestedPath,
-      acked: this.store.lastAckedSeq(runId),
-      atMs,
-      verifyCommand,
-    })
-  }
-
   /** Every run on record (newest first, at most maxListedRuns and listReplyBudgetBytes), live marked. */
   listRuns(campaign: string | undefined): { runs: RunSummary[]; truncated: boolean } {
     const all = this.store.summaries(campaign)
@@ -541,7 +395,7 @@ export class Listener implements ConnectionListener {
     for (const summary of all) {
       if (runs.length >= maxListedRuns) break
       // Live: being written now (its writer connected and no end yet), as `runs` shows it.
-      const listed = { ...summary, live: summary.end === undefined && (summary.live || this.owners.has(summary.runId)) }
+      const listed = { ...summary, live: summary.end === undefined && (summary.live || this.runOwners.isLive(summary.runId)) }
       bytes += encodeFrame(listed).length
       if (bytes > listReplyBudgetBytes) break
       runs.push(listed)
@@ -552,7 +406,7 @@ export class Listener implements ConnectionListener {
   /** Every run on record for the path, with live = its writer's connection is open now. */
   claims(host: string, requestedPath: string): Claim[] {
     // Live too: a run whose end is not recorded yet (answered as ended only once it is).
-    return this.store.claims(host, requestedPath).map((c) => ({ ...c, live: c.live || this.owners.has(c.runId) }))
+    return this.store.claims(host, requestedPath).map((c) => ({ ...c, live: c.live || this.runOwners.isLive(c.runId) }))
   }
 
   /** Stops serving; every run whose writer was connected gets its 'vanished' end logged before the store closes. */
