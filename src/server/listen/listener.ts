@@ -59,12 +59,11 @@
  *
  * Apart: the options and bounds (listener-options.ts); each connection (connection.ts) and what it
  * does with each message after hello (served-messages.ts), once message-rules.ts admits it; which
- * connection owns each live run (run-owners.ts).
+ * connection owns each live run (run-owners.ts); the budget of queued replies (reply-budget.ts).
  */
 import { RateLimitedLog } from './rate-limited-log.js'
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { EventEmitter } from 'node:events'
-import { performance } from 'node:perf_hooks'
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import { encodeFrame, frameHeaderBytes } from '../../protocol/framing.js'
 import { maxListedRuns, maxWriterEnvBytes, type Claim, type Machine, type RunSummary } from '../../protocol/messages.js'
@@ -81,6 +80,7 @@ import { Connection } from './connection.js'
 import type { ConnectionListener } from './connection-contracts.js'
 import { ProtocolViolation } from './protocol-violation.js'
 import { RunOwners } from './run-owners.js'
+import { ReplyBudget } from './reply-budget.js'
 import {
   defaultHelloTimeoutMs,
   defaultMaxConnections,
@@ -105,6 +105,8 @@ export class Listener implements ConnectionListener {
   readonly authenticated = new Set<Connection>()
   /** Closed connections still waiting for their peer to read the error frame and close. */
   lingering = 0
+  /** Replies queued to all peers within maxQueuedReplyBytes (ReplyBudget). */
+  private readonly replyBudget: ReplyBudget
   /** Which connection owns each live run (RunOwners). */
   private readonly runOwners: RunOwners
   readonly listenerId = randomBytes(6).toString('hex')
@@ -122,14 +124,6 @@ export class Listener implements ConnectionListener {
   readonly legacyReplies = new Turns(legacyRepliesAtOnce)
   /** Set by close(): writers cut off by the shutdown are not reported as vanished. */
   private closing = false
-  /**
-   * Samples the connections with bytes waiting for their peer, so that a peer's progress is seen
-   * when it happens, not only at the next reply (which would restart its stall clock late).
-   */
-  private readonly stallSampler: NodeJS.Timeout
-  private readonly stallSampleMs: number
-  /** When the stall clocks were last brought up to date (creditOwnBlocking). */
-  private stallCheckedMs = performance.now()
 
   private constructor(
     readonly store: AckStore,
@@ -143,9 +137,6 @@ export class Listener implements ConnectionListener {
     this.replyStallMs = options.replyStallMs ?? defaultReplyStallMs
     this.served = new ServedSockets(nativePort().servedSockets, options.sendBufferBytes ?? defaultSendBufferBytes)
     this.tokenBackoff = new TokenBackoff(options.maxTokenBackoffMs ?? defaultMaxBackoffMs)
-    this.stallSampleMs = Math.max(10, Math.min(1000, this.replyStallMs / 8))
-    this.stallSampler = setInterval(() => this.sampleStalls(), this.stallSampleMs)
-    this.stallSampler.unref()
     this.quotaLimits = {
       maxRuns: defaultMaxRuns,
       maxRunsPerPeer: defaultMaxRunsPerPeer,
@@ -161,6 +152,7 @@ export class Listener implements ConnectionListener {
       (n, windowS) => `plugcheck: ${n} more connection messages in the last ${windowS} s were not shown`,
     )
     if (options.onEvent !== undefined) this.events.on('event', options.onEvent)
+    this.replyBudget = new ReplyBudget(this.connections, this.maxQueuedReplyBytes, this.replyStallMs, this.connectionLog)
     this.runOwners = new RunOwners(
       store,
       options,
@@ -256,77 +248,9 @@ export class Listener implements ConnectionListener {
     })
   }
 
-  /**
-   * Makes room for a query reply of replyBytes before it is queued, so that the bytes queued for
-   * peers (in user space and in the kernel's send buffers) stay within maxQueuedReplyBytes:
-   * 1. a connection that was sent a query reply and whose peer took none of its queued bytes for
-   *    replyStallMs is dropped (also when the reply fitted in the kernel's buffers);
-   * 2. while the reply would not fit: closed connections still lingering with bytes (refused ones
-   *    waiting for their peer to read the error frame), then writers stalled as long (their small
-   *    'recorded' frames are exempt only while they read them), then connections that were sent a
-   *    query reply, the one holding the most bytes first.
-   * Dropped connections are reset, so the kernel frees their queues at once. False if the reply does
-   * not fit even so.
-   */
+  /** Makes room for a query reply before it is queued (ReplyBudget.makeRoomForReply); false if it does not fit. */
   makeRoomForReply(reply: number, requester: Connection): boolean {
-    const nowMs = performance.now() // monotonic: a clock step must not drop a reader
-    this.creditOwnBlocking(nowMs)
-    const replyBytes = requester.replyCostBytes(reply)
-    let queuedBytes = 0
-    const holders: Connection[] = []
-    for (const c of this.connections) {
-      const bytes = c.sampleQueued(nowMs)
-      queuedBytes += bytes
-      if (c !== requester && bytes > 0 && !c.socket.destroyed) holders.push(c)
-    }
-    const drop = (c: Connection, why: string | undefined): void => {
-      queuedBytes -= c.lastQueuedBytes
-      if (why !== undefined) this.connectionLog.line(`plugcheck: dropped a connection from ${c.peer}: ${why}`)
-      c.abort()
-    }
-    const stalled = (c: Connection): boolean => c.stalledSinceMs !== undefined && nowMs - c.stalledSinceMs > this.replyStallMs
-    const stalledWhy = (c: Connection): string =>
-      `it left a reply unread for over ${this.replyStallMs / 1000} s while others waited (${c.lastQueuedBytes} bytes queued)`
-    for (const c of holders) if (!c.isClosed() && c.sentQueryReply && stalled(c)) drop(c, stalledWhy(c))
-    const byBytes = (a: Connection, b: Connection): number => b.lastQueuedBytes - a.lastQueuedBytes
-    const candidates: [Connection, string | undefined][] = [
-      ...holders
-        .filter((c) => c.isClosed())
-        .sort(byBytes)
-        .map((c): [Connection, undefined] => [c, undefined]),
-      ...holders.filter((c) => !c.isClosed() && !c.sentQueryReply && stalled(c)).map((c): [Connection, string] => [c, stalledWhy(c)]),
-      ...holders
-        .filter((c) => !c.isClosed() && c.sentQueryReply)
-        .sort(byBytes)
-        .map((c): [Connection, string] => [
-          c,
-          `it does not read its replies and holds the most queued bytes (${c.lastQueuedBytes}) of the ${this.maxQueuedReplyBytes}-byte budget`,
-        ]),
-    ]
-    for (const [c, why] of candidates) {
-      if (queuedBytes + replyBytes <= this.maxQueuedReplyBytes) break
-      if (c.socket.destroyed) continue
-      drop(c, why)
-    }
-    return queuedBytes + replyBytes <= this.maxQueuedReplyBytes
-  }
-
-  private sampleStalls(): void {
-    const nowMs = performance.now()
-    this.creditOwnBlocking(nowMs)
-    for (const c of this.connections) if (c.stalledSinceMs !== undefined) c.sampleQueued(nowMs)
-  }
-
-  /**
-   * The sampler runs every stallSampleMs: a longer gap is the listener's own thread held up (a long
-   * synchronous step), when it could neither feed its peers nor see them take anything. That time is
-   * not held against a reader: every running stall clock moves forward by it.
-   */
-  private creditOwnBlocking(nowMs: number): void {
-    const blockedMs = nowMs - this.stallCheckedMs - this.stallSampleMs
-    this.stallCheckedMs = nowMs
-    if (blockedMs <= 0) return
-    for (const c of this.connections) if (c.stalledSinceMs !== undefined) c.stalledSinceMs = Math.min(nowMs, c.stalledSinceMs + blockedMs)
+    return this.replyBudget.makeRoomForReply(reply, requester)
   }
 
   tokenAccepted(offered: string | undefined): boolean {
@@ -412,7 +336,7 @@ export class Listener implements ConnectionListener {
   /** Stops serving; every run whose writer was connected gets its 'vanished' end logged before the store closes. */
   async close(): Promise<void> {
     this.closing = true
-    clearInterval(this.stallSampler)
+    this.replyBudget.stop()
     this.reserveCheck.stop()
     for (const c of this.connections) {
       c.destroy()
