@@ -13,7 +13,7 @@ import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { encodeFrame } from '../../src/protocol/framing.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
 import { fileSize, runCli, sleep, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
-import { rebootSilenceMs } from '../../src/server/listen/listener.js'
+import { rebootSilenceMs } from '../../src/server/listen/listener-options.js'
 
 t.test('a boot id with a newline and an escape sequence does not reach the log or the stored end raw', async (t) => {
   const dir = tempDir(t)

@@ -13,7 +13,7 @@ import { listRuns } from '../../src/client/verify/listener-client.js'
 import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { fileSize, runCli, spawnCli, startListener, tempDir, waitFor, writeThenKill, sleep } from '../fixtures/cli.js'
 import { newBootIdFile, runCliRebooted } from '../fixtures/rebooted.js'
-import { rebootSilenceMs } from '../../src/server/listen/listener.js'
+import { rebootSilenceMs } from '../../src/server/listen/listener-options.js'
 
 const endpoint = (server: string): Endpoint => parseEndpoint(server) as Endpoint
 const summaries = async (server: string) => (await listRuns(endpoint(server), undefined, 10_000)).runs

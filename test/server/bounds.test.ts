@@ -5,7 +5,8 @@
  */
 import t from 'tap'
 import { readdirSync } from 'node:fs'
-import { Listener, maxQueriesPerConnection } from '../../src/server/listen/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { maxQueriesPerConnection } from '../../src/server/listen/listener-options.js'
 import { AckStore } from '../../src/store/ack-store.js'
 import { limitDescriptors, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'

@@ -5,8 +5,9 @@
  */
 import t, { type Test } from 'tap'
 import { Listener } from '../../src/server/listen/listener.js'
-import { Campaign, cutDelayMs } from '../../src/server/campaign/campaign.js'
-import type { CampaignOptions } from '../../src/server/campaign/campaign.js'
+import { Campaign } from '../../src/server/campaign/campaign.js'
+import { cutDelayMs } from '../../src/server/campaign/campaign-cycle.js'
+import type { CampaignOptions } from '../../src/server/campaign/campaign-types.js'
 import type { ListenerEvent } from '../../src/server/listen/events.js'
 import { tempDir, waitFor } from '../fixtures/cli.js'
 import { Peer } from '../fixtures/peer.js'

@@ -13,7 +13,8 @@ import { readdirSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import { binPath, runInProcess, tempDir } from '../fixtures/cli.js'
 import { nativePort } from '../../src/native/index.js'
-import { Listener, maxLingering } from '../../src/server/listen/listener.js'
+import { Listener } from '../../src/server/listen/listener.js'
+import { maxLingering } from '../../src/server/listen/listener-options.js'
 import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
 interface Started {

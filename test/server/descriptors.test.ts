@@ -7,7 +7,7 @@ import t from 'tap'
 import { readdirSync } from 'node:fs'
 import { limitDescriptors, startListener, tempDir } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
-import { maxRunsPerConnection } from '../../src/server/listen/listener.js'
+import { maxRunsPerConnection } from '../../src/server/listen/listener-options.js'
 
 t.test('64 live runs under a 64-descriptor limit, and a new run still accepted', async (t) => {
   const dir = tempDir(t)

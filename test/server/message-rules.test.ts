@@ -23,7 +23,7 @@ import {
   maxRunsPerConnection,
   maxSpanPagesPerConnection,
   maxVerdictsPerConnection,
-} from '../../src/server/listen/listener.js'
+} from '../../src/server/listen/listener-options.js'
 
 const runId = '0123456789abcdef'
 

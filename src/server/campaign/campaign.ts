@@ -17,106 +17,37 @@
  *
  * Everything from the network (events of runs the listener accepted) is matched against the file:
  * only runs tagged with this campaign's name and current cycle move it.
+ *
+ * Apart: the cut command's run (cut-command.ts), the checks of a file read back (campaign-resume.ts),
+ * and the engine's options and events (campaign-types.ts).
  */
-import { spawn, type ChildProcess } from 'node:child_process'
 import { randomInt } from 'node:crypto'
 import { mkdir, open, readFile, rename } from 'node:fs/promises'
 import { join } from 'node:path'
 import { assert } from '../../base/assert.js'
 import { describeSystemError, runtimeError, usageError } from '../../base/errors.js'
 import { syncDirectoryAsync } from '../../base/directory-sync.js'
-import type { CampaignState, CampaignTag, StoredVerdict } from '../../protocol/messages.js'
+import type { CampaignState, CampaignTag } from '../../protocol/messages.js'
 import { campaignStep, movesTo, takes } from './campaign-transitions.js'
 import {
-  campaignChecksumProblem,
   campaignFileSchema,
   campaignFileText,
   campaignFileVersion,
   type CampaignFile,
   type CycleRecord,
 } from '../../store/campaign-file.js'
+import type { CampaignInputEvent, CampaignListener, CampaignOptions } from './campaign-types.js'
+import { optionDifferences, parseCampaignFile, resumeFlags } from './campaign-resume.js'
+import { runCutCommand, type CutResult } from './cut-command.js'
+import { cutDelayMs, newCycle } from './campaign-cycle.js'
 
-export interface CampaignOptions {
-  readonly name: string
-  readonly cycles: number
-  readonly cutCommand: string
-  /** [min, max] seconds after the writer is steady. */
-  readonly cutAfterS: readonly [number, number]
-  readonly rebootTimeoutS: number
-  /** Seed of the cut moments; random (and logged) when absent. */
-  readonly seed?: number
-}
-
-/** The cut command gets this long, then it is killed (with its process group) and the cut counts as failed. */
-export const cutCommandTimeoutMs = 120_000
-/** The cut command's output kept in the cycle's record: its last 4 KiB. */
-export const cutOutputBytes = 4096
 /** Events kept while the campaign file is loaded (runs, steadies and verdicts are a few per cycle). */
 const maxEarlyEvents = 10_000
-
-/** The listener events the engine consumes (src/server/listen/events.ts's ListenerEvent has them all). */
-export type CampaignInputEvent =
-  | { kind: 'run'; runId: string; groupId: string; host: string; path: string; campaign: CampaignTag | null; atMs: number }
-  | { kind: 'steady'; runId: string; groupId: string; campaign: CampaignTag | null; atMs: number }
-  | { kind: 'verdict'; runId: string; groupId: string; campaign: CampaignTag | null; result: StoredVerdict; atMs: number }
-  | { kind: string }
-export interface CampaignLogEvent {
-  kind: 'campaign'
-  name: string
-  message: string
-  atMs: number
-}
-
-/** What the engine needs of the listener. */
-export interface CampaignListener {
-  readonly events: {
-    on(name: 'event', handler: (event: CampaignInputEvent) => void): unknown
-    off(name: 'event', handler: (event: CampaignInputEvent) => void): unknown
-  }
-  emit(event: CampaignLogEvent): void
-  /** The verdicts already on record, so a resumed campaign counts those that came while it was down. */
-  readonly store?: { summaries?(campaign?: string): ReadonlyArray<{ runId: string; verdict: { readonly atMs: number } | null }> }
-}
 
 /** The file of a campaign in a listener's directory. */
 export function campaignFilePath(dir: string, name: string): string {
   return join(dir, 'campaigns', `${name}.json`)
 }
-
-/**
- * The delay between steady and the cut of a cycle: uniform in [min, max] seconds, drawn from a PRNG
- * seeded with (seed, cycle) alone, so a campaign's cut moments replay from its seed, resumed or not.
- */
-export function cutDelayMs(seed: number, cycle: number, cutAfterS: readonly [number, number]): number {
-  // splitmix32 over the seed and the cycle: every cycle's draw is independent of the others.
-  let state = (seed ^ Math.imul(cycle, 0x9e3779b9)) >>> 0
-  const next = (): number => {
-    state = (state + 0x9e3779b9) >>> 0
-    let z = state
-    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0
-    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0
-    return (z ^ (z >>> 16)) >>> 0
-  }
-  next()
-  const unit = next() / 2 ** 32
-  const [minS, maxS] = cutAfterS
-  return Math.round((minS + unit * (maxS - minS)) * 1000)
-}
-
-const newCycle = (cycle: number): CycleRecord => ({
-  cycle,
-  groupId: null,
-  runIds: [],
-  host: null,
-  path: null,
-  steadyMs: null,
-  plannedCutMs: null,
-  cutMs: null,
-  cutExitCode: null,
-  cutOutput: '',
-  cameBackMs: null,
-  outcome: 'pending',
-})
 
 const seconds = (ms: number): string => `${Math.round(ms / 100) / 10} s`
 
@@ -519,123 +450,4 @@ export class Campaign {
     })
     this.log(`STOPPED: ${detail}; the machine under test did not come back: check it (console, BMC) before anything else`)
   }
-}
-
-interface CutResult {
-  /** null when the command could not start or was killed. */
-  readonly exitCode: number | null
-  /** "exited 0", "exited 3", "was killed after 120 s", "could not start: ...". */
-  readonly failure: string
-  readonly output: string
-}
-
-/** How long the cut command's pipes are still read after its shell exited. */
-const pipeLingerMs = 200
-
-/** Runs the cut command with the shell, output captured (the last 4 KiB), bounded by cutCommandTimeoutMs. */
-function runCutCommand(command: string, done: (result: CutResult) => void): ChildProcess {
-  // Its own process group (POSIX), so a time-out kills what the shell started too.
-  const detached = process.platform !== 'win32'
-  const child = spawn(command, { shell: true, stdio: ['ignore', 'pipe', 'pipe'], detached })
-  let output = Buffer.alloc(0)
-  const keep = (chunk: Buffer): void => {
-    output = Buffer.concat([output, chunk])
-    if (output.length > cutOutputBytes * 2) output = output.subarray(output.length - cutOutputBytes)
-  }
-  child.stdout!.on('data', keep)
-  child.stderr!.on('data', keep)
-  let timedOut = false
-  const timer = setTimeout(() => {
-    timedOut = true
-    try {
-      if (detached && child.pid !== undefined) process.kill(-child.pid, 'SIGKILL')
-      else child.kill('SIGKILL')
-    } catch {
-      // already gone
-    }
-  }, cutCommandTimeoutMs)
-  let finished = false
-  const finish = (result: Omit<CutResult, 'output'>): void => {
-    if (finished) return
-    finished = true
-    clearTimeout(timer)
-    const text = output.subarray(Math.max(0, output.length - cutOutputBytes)).toString('utf8')
-    done({ ...result, output: text.slice(-cutOutputBytes) })
-  }
-  child.on('error', (error) => finish({ exitCode: null, failure: `could not start: ${describeSystemError(error)}` }))
-  // Judged by the shell's exit, not by its pipes closing: a script may leave a child behind that holds
-  // them (a smart plug switched back on later, in the background). Once the shell has exited, what is
-  // left in the pipes is read for a moment, then they are let go.
-  child.on('exit', (code, signal) => {
-    const result = timedOut
-      ? { exitCode: null, failure: `was killed after ${cutCommandTimeoutMs / 1000} s` }
-      : code !== null
-        ? { exitCode: code, failure: `exited ${code}` }
-        : { exitCode: null, failure: `was killed by ${signal}` }
-    const release = (): void => {
-      child.stdout?.destroy()
-      child.stderr?.destroy()
-      finish(result)
-    }
-    const linger = setTimeout(release, pipeLingerMs)
-    child.once('close', () => {
-      clearTimeout(linger)
-      finish(result)
-    })
-  })
-  return child
-}
-
-function parseCampaignFile(text: string, path: string, name: string): CampaignFile {
-  const damaged = (why: string) =>
-    runtimeError(
-      `the campaign file ${path} is damaged: ${why}`,
-      'the campaign cannot resume from it; keep the file for the record and start a campaign of another name',
-    )
-  let json: unknown
-  try {
-    json = JSON.parse(text)
-  } catch (error) {
-    throw damaged((error as Error).message)
-  }
-  const checksum = campaignChecksumProblem(json)
-  if (checksum !== undefined) throw damaged(checksum)
-  const parsed = campaignFileSchema.safeParse(json)
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!
-    throw damaged(`${issue.path.join('.') || 'the file'}: ${issue.message}`)
-  }
-  const file = parsed.data
-  if (file.name !== name) throw damaged(`it holds campaign ${file.name}`)
-  // The engine's own invariants: the current cycle has its record, the history is in order.
-  if (file.history.some((r, i) => r.cycle !== i + 1)) throw damaged('its history is out of order')
-  const running = file.phase !== 'done'
-  if (running && file.cycle > file.cycles) throw damaged(`cycle ${file.cycle} is beyond its ${file.cycles} cycles`)
-  if (file.phase !== 'done' && file.history.length !== file.cycle) throw damaged(`cycle ${file.cycle} has no record of its own`)
-  if (file.phase === 'done' && (file.cycle !== file.cycles + 1 || file.history.length !== file.cycles))
-    throw damaged('it is done without a record of every cycle')
-  const record = file.history[file.cycle - 1]
-  if (file.phase === 'waiting-to-cut' && record?.plannedCutMs === null) throw damaged('it waits to cut without a planned cut')
-  if ((file.phase === 'cutting' || file.phase === 'waiting-for-agent') && record?.cutMs === null)
-    throw damaged(`it is ${file.phase} without a cut moment`)
-  return file
-}
-
-function optionDifferences(file: CampaignFile, options: CampaignOptions): string[] {
-  const differences: string[] = []
-  if (file.cycles !== options.cycles) differences.push(`--cycles ${options.cycles}, stored ${file.cycles}`)
-  if (file.cutCommand !== options.cutCommand)
-    differences.push(`--cut-command ${JSON.stringify(options.cutCommand)}, stored ${JSON.stringify(file.cutCommand)}`)
-  if (file.cutAfterS[0] !== options.cutAfterS[0] || file.cutAfterS[1] !== options.cutAfterS[1]) {
-    differences.push(`--cut-after ${options.cutAfterS[0]}-${options.cutAfterS[1]}, stored ${file.cutAfterS[0]}-${file.cutAfterS[1]}`)
-  }
-  if (file.rebootTimeoutS !== options.rebootTimeoutS)
-    differences.push(`--reboot-timeout ${options.rebootTimeoutS}, stored ${file.rebootTimeoutS}`)
-  if (options.seed !== undefined && options.seed !== file.seed) differences.push(`--seed ${options.seed}, stored ${file.seed}`)
-  return differences
-}
-
-function resumeFlags(file: CampaignFile): string {
-  const quoted = `'${file.cutCommand.replaceAll("'", `'\\''`)}'`
-  return `--campaign ${file.name} --cycles ${file.cycles} --cut-command ${quoted} --cut-after ${file.cutAfterS[0]}-${file.cutAfterS[1]} --reboot-timeout ${file.rebootTimeoutS} --seed ${file.seed}`
 }

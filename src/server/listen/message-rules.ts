@@ -2,11 +2,11 @@
  * The listener's message rules, as a table (STYLE.md principle 12): per client message, in which state
  * of the connection it is taken (before hello, or after it as a writer or a verifier), which budget of
  * the connection it spends, and which run it must name (one this connection announced, or one the
- * listener holds). listener.ts asks refusalOf() before it handles a message; a refusal is a protocol
+ * listener holds). connection.ts asks refusalOf() before it handles a message; a refusal is a protocol
  * error that closes the connection (its code and words below), and nothing stored is touched.
  *
  * Checks are made in this order, the first that fails refuses: the connection's state (hello once and
- * first; the role), the budget, the run named. What each message then does is listener.ts's.
+ * first; the role), the budget, the run named. What each message then does is served-messages.ts's.
  */
 import { assert } from '../../base/assert.js'
 import type { ClientMessage, ErrorCode } from '../../protocol/messages.js'
@@ -17,7 +17,7 @@ export type ConnectionRole = 'writer' | 'verifier'
 export type ConnectionState = 'awaiting-hello' | ConnectionRole
 export const connectionStates: readonly ConnectionState[] = ['awaiting-hello', 'writer', 'verifier']
 
-/** What a connection may send only so many of (the counts are listener.ts's). */
+/** What a connection may send only so many of (the counts are listener-options.ts's). */
 export type Budget = 'runs' | 'queries' | 'verdicts' | 'span-pages'
 /** How a refusal over budget names what was sent. */
 export const budgetWords: Readonly<Record<Budget, string>> = {
