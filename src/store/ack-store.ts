@@ -2,7 +2,7 @@
  * The listener's durable memory: <dir>/journal/ (journal.ts), where every group commit round of every
  * run is written first (one write, one fdatasync per round, however many runs), and is folded every
  * few seconds into one directory per run (fold.ts) under <dir>/runs/<runId>/ holding
- *   acks.log      the run's ack log (format and reader: ack-log.ts): a header naming the run, written
+ *   acks.log      the run's ack log (format: ack-log.ts, reader: ack-log-reader.ts): a header naming the run, written
  *                 and fsynced first, then one checksummed entry per group commit (one fdatasync covers
  *                 every ack, steady and end queued while the previous fdatasync ran)
  *   meta.msgpack  the run's metadata, its announcement time and order (announceIndex), the peer
@@ -36,7 +36,7 @@
  * (fold.ts says why this never loses a recorded ack nor reads fewer). In a log, only the last entry can
  * be torn (a log of an older listener, or a fold cut short past that point): replay ignores it with a
  * warning. Any other bad entry is damage: a
- * refusal naming the file and the byte, never the acks after it dropped (ack-log.ts has the rules).
+ * refusal naming the file and the byte, never the acks after it dropped (ack-log-reader.ts has the rules).
  * Replay streams the log in chunks (a log of any size replays) and turns any read error other than a
  * missing file into a refusal: fewer acks than were recorded would turn a FAIL into a PASS.
  * Start reads <dir>/catalog.msgpack (catalog.ts): the runs retired and wholly in runs/ are taken
@@ -121,7 +121,7 @@ export class AckStore extends StoreQueries {
         const keepLast = last !== undefined && last.rounds.length === 0 && last.validBytes > 0
         // A torn last round (never reported recorded) is cut off first: once a segment follows, only
         // whole rounds may end it (journal.ts), and rounds appended after it must not leave its bytes behind.
-        if (last !== undefined && last.torn && last.validBytes > 0) await cutTornTail(last.path, last.validBytes)
+        if (last?.torn && last.validBytes > 0) await cutTornTail(last.path, last.validBytes)
         if (last !== undefined && last.validBytes === 0) {
           // Its header was torn by a crash while it was being started: it holds nothing; started again.
           await unlink(last.path)

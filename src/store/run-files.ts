@@ -13,7 +13,7 @@ import { z } from 'zod'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
 import { campaignTagSchema, epochMsSchema, storedVerdictSchema, writerEnvSchema } from '../protocol/messages.js'
 import { describeSystemError, runtimeError } from '../base/errors.js'
-import { replayLog, type LogReplay } from './ack-log.js'
+import { replayLog, type LogReplay } from './ack-log-reader.js'
 import { unseal, type SealedKind } from './sealed-file.js'
 import type { RunOrigin } from './run-state.js'
 

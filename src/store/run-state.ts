@@ -283,7 +283,10 @@ export function addLoggedSpan(
   item: { fromSeq: number; toSeq: number; firstMs: number; lastMs: number },
   maxSpans: number,
 ): void {
-  if (run.evicted === undefined) return run.spans.add(item.fromSeq, item.toSeq, item.firstMs, item.lastMs, maxSpans)
+  if (run.evicted === undefined) {
+    run.spans.add(item.fromSeq, item.toSeq, item.firstMs, item.lastMs, maxSpans)
+    return
+  }
   const summary = run.evicted.summary
   if (summary === undefined) throw new Error(`run ${run.meta.runId} takes no more acks (taken from the catalog)`)
   summary.add(item.fromSeq, item.toSeq, item.firstMs, item.lastMs, maxSpans)

@@ -16,7 +16,8 @@
  */
 import { join } from 'node:path'
 import type { WriterEnv } from '../protocol/messages.js'
-import { logHeader, readFramesBetween, replayLog } from './ack-log.js'
+import { logHeader } from './ack-log.js'
+import { readFramesBetween, replayLog } from './ack-log-reader.js'
 import { damagedSegment } from './journal.js'
 import { SpanSummary } from './span-table.js'
 import type { MinHeap } from './min-heap.js'

@@ -186,7 +186,10 @@ export abstract class StoreWrites extends StoreScrub {
   release(runId: string, atMs: number): void {
     const run = this.runs.get(runId)
     if (run === undefined || run.retired) return
-    if (!endAccepted(run) && run.failed === undefined) return this.endRun(runId, 'vanished', undefined, atMs)
+    if (!endAccepted(run) && run.failed === undefined) {
+      this.endRun(runId, 'vanished', undefined, atMs)
+      return
+    }
     run.retired = true
   }
 }
