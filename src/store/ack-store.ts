@@ -2,9 +2,9 @@
  * The listener's durable memory: <dir>/journal/ (journal.ts), where every group commit round of every
  * run is written first (one write, one fdatasync per round, however many runs), and is folded every
  * few seconds into one directory per run (fold.ts) under <dir>/runs/<runId>/ holding
- *   acks.log      the run's ack log (format: ack-log.ts, reader: ack-log-reader.ts): a header naming the run, written
- *                 and fsynced first, then one checksummed entry per group commit (one fdatasync covers
- *                 every ack, steady and end queued while the previous fdatasync ran)
+ *   acks.log      the run's ack log (format: ack-log.ts, reader: ack-log-reader.ts): a header naming
+ *                 the run, written and fsynced first, then one checksummed entry per group commit (one
+ *                 fdatasync covers every ack, steady and end queued while the previous fdatasync ran)
  *   meta.msgpack  the run's metadata, its announcement time and order (announceIndex), the peer
  *                 address it came from, the writer's environment and its campaign tag (absent in
  *                 older directories and for runs outside a campaign), sealed with its checksum
@@ -51,12 +51,13 @@
  *
  * The store is built in layers, each a class of its own file extending the one below, so that each
  * reads alone: its state and options (store-state.ts), the replay of run files and the journal
- * (store-replay.ts), the read-back cache (store-read-back.ts), the journal's rounds (store-journal.ts),
- * the fold and the catalog (store-fold.ts), the scrub and prunes (store-scrub.ts), run creation, acks
- * and verdicts (store-writes.ts), the queries (store-queries.ts); this file opens, reads and closes a
- * directory, and opens the journal's segment files (newSegment, reopenSegment: the file-system calls
- * a round's write and fdatasync go to, where test/server/announce-failure.test.ts injects its faults).
- * The run state they share and its rules are in run-state.ts.
+ * (store-replay.ts), runs' spans read back (store-read-back.ts, which holds a read-back-cache.ts),
+ * the journal's rounds (store-journal.ts), the fold and the catalog (store-fold.ts), the scrub and
+ * prunes (store-scrub.ts), run creation, acks and verdicts (store-writes.ts), the queries
+ * (store-queries.ts); this file opens, reads and closes a directory, and opens the journal's segment
+ * files (newSegment, reopenSegment: the file-system calls a round's write and fdatasync go to, where
+ * test/server/announce-failure.test.ts injects its faults). The run state they share and its rules
+ * are in run-state.ts.
  */
 import { constants as fsConstants, mkdirSync } from 'node:fs'
 import { open, readdir, unlink } from 'node:fs/promises'
@@ -145,7 +146,7 @@ export class AckStore extends StoreQueries {
           .sort((a, b) => announceOrder(b, a)))
           store.evict(run)
       } catch (error) {
-        store.endStartCache()
+        store.cache.endStartCache()
         if ((error as { exitCode?: number }).exitCode !== undefined) throw error
         // A full or failing disk: what is recorded stays readable (the journal keeps what was not
         // folded), and queries are answered; nothing new can be recorded.
@@ -156,7 +157,7 @@ export class AckStore extends StoreQueries {
           `could not start the journal at start: ${store.broken.message}; runs already recorded are answered, new runs are refused`,
         )
       }
-      store.endStartCache()
+      store.cache.endStartCache()
       // Pruned directories go only once a catalog without their runs is written (else they would read as runs gone).
       if (store.broken === undefined && (!store.catalogDirty || (await store.saveCatalog()))) await removePruned(join(dir, 'runs'))
       if (store.broken === undefined && backlog.length > 0) store.foldBacklog(backlog)
@@ -225,7 +226,7 @@ export class AckStore extends StoreQueries {
     // The listener keeps a summary of each run as soon as it is replayed (its spans in the cache while
     // there is room): a start holds the cache and the run being replayed, never every run's spans.
     // verify --acks and report judge every run they read from its spans: they keep them.
-    if (catalogUse === 'use') store.startCache = new MinHeap((a, b) => announceOrder(a, b) < 0)
+    if (catalogUse === 'use') store.cache.startCache = new MinHeap((a, b) => announceOrder(a, b) < 0)
     // Without the lock (verify --acks, report, --dry-run) a listener may write meanwhile (see readWhileLive).
     const journalBefore = catalogUse === 'use' ? undefined : await journalState(join(dir, 'journal'))
     // A log longer than the journal read says is damage on a still directory; where the journal

@@ -68,13 +68,13 @@ export abstract class StoreQueries extends StoreWrites {
   residentSpanCount(): number {
     let count = 0
     for (const run of this.runs.values()) count += run.spans.length
-    for (const entry of this.readBack.values()) count += entry.copy?.spans.length ?? 0
+    for (const entry of this.cache.readBack.values()) count += entry.copy?.spans.length ?? 0
     return count
   }
 
   /** Runs the read-back cache holds right now (tests of its bound). */
   cachedRunCount(): number {
-    return this.readBack.size
+    return this.cache.readBack.size
   }
 
   isWritable(runId: string): boolean {
@@ -156,7 +156,8 @@ export abstract class StoreQueries extends StoreWrites {
    * read back if trimmed.
    */
   private async summaryReply(run: RunState): Promise<StoredRun> {
-    const writer = run.writerTrimmed === true ? (this.cachedFor(run)?.writer ?? (await this.writerOf(run.meta.runId))) : run.origin.writer
+    const writer =
+      run.writerTrimmed === true ? (this.cache.cachedFor(run)?.writer ?? (await this.writerOf(run.meta.runId))) : run.origin.writer
     // An empty table for the fields storedRun reads; the summary's values replace them.
     const reply = storedRun({ ...run, spans: new SpanTable(), origin: writer === undefined ? run.origin : { ...run.origin, writer } })
     const lastAckMs = run.evicted?.lastAckMs
@@ -195,7 +196,7 @@ export abstract class StoreQueries extends StoreWrites {
   /** Spans the run holds in memory (0 for a run not on record). */
   spanCount(runId: string): number {
     const run = this.runs.get(runId)
-    if (run?.evicted !== undefined) return run.evicted.spanCount ?? this.cachedFor(run)?.copy?.spans.length ?? 0
+    if (run?.evicted !== undefined) return run.evicted.spanCount ?? this.cache.cachedFor(run)?.copy?.spans.length ?? 0
     return run?.spans.length ?? 0
   }
 

@@ -20,47 +20,17 @@ import { logHeader } from './ack-log.js'
 import { readFramesBetween, replayLog } from './ack-log-reader.js'
 import { damagedSegment } from './journal.js'
 import { SpanSummary } from './span-table.js'
-import type { MinHeap } from './min-heap.js'
+import { type ReadBack, ReadBackCache } from './read-back-cache.js'
 import { damagedLog, damagedMeta, logStamp, maxMetaFileBytes, readBounded } from './run-files.js'
-import { type RunState, announceOrder, applyCommitFrame, applyItem, newRunState, noSpans } from './run-state.js'
+import { type RunState, applyCommitFrame, applyItem, newRunState, noSpans } from './run-state.js'
 import { StoreReplay } from './store-replay.js'
 import { queryChunkBytes } from './store-state.js'
 
-/** A run's spans read back for queries: the run replayed from its log and the journal through copy.appliedBytes (none when only its writer was read), and its writer from meta.msgpack. */
-interface ReadBack {
-  /** The run it was read for (a run id pruned and announced again is another run: its entry is never served for it). */
-  readonly of: RunState
-  readonly copy: RunState | undefined
-  readonly writer: WriterEnv | undefined
-}
-
-/**
- * Read-backs of runs under way at once, in all (others wait their turn, first come first served):
- * each builds a whole copy of its run before the cache takes it, so spans in memory are the cache
- * plus at most this many runs, however many queries ask at once.
- */
-const readBacksAtOnce = 2
-
 /** The store with its runs' spans out of memory and read back for queries, within the cache's bounds. */
 export abstract class StoreReadBack extends StoreReplay {
-  /** Spans and writers of evicted runs read back for queries, least recently used first. */
-  protected readonly readBack = new Map<string, ReadBack>()
+  /** Spans and writers of evicted runs read back for queries, within the cache's bounds. */
+  protected readonly cache = new ReadBackCache(this.runs, this.cachedSpansMax, this.cachedRunsMax)
   private readonly readingBack = new Map<RunState, Promise<ReadBack>>()
-  /**
-   * Spans each read-back entry was counted with, and their sum: kept as entries come and go (summed
-   * over the whole cache at each one, the background check of 100,000 runs cost ~1 ms a run, growing).
-   */
-  private readonly readBackCounted = new Map<string, number>()
-  private readBackSpans = 0
-  /**
-   * During the listener's start only: the runs whose spans the read-back cache holds, oldest first.
-   * Runs are replayed in directory order; this keeps the newest that fit (see cacheAtStart).
-   */
-  protected startCache: MinHeap<RunState> | undefined
-  /** Read-backs under way (at most readBacksAtOnce), the queries waiting for one in order, and the spans they may bring. */
-  private readBacksRunning = 0
-  private readonly readBackQueue: Array<() => void> = []
-  private readingSpans = 0
   /** Only the listener's store evicts (verify --acks and report read a directory once). */
   protected evicting = false
 
@@ -79,8 +49,8 @@ export abstract class StoreReadBack extends StoreReplay {
       // Kept in the read-back cache while it has room (newest runs first): the first
       // query after a restart, the verify after a cut, needs no second read of a long log.
       const entry = { of: run, copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer }
-      if (this.startCache === undefined) this.cacheSpans(run.meta.runId, entry, true)
-      else this.cacheAtStart(run, entry)
+      if (this.cache.startCache === undefined) this.cache.cacheSpans(run.meta.runId, entry, true)
+      else this.cache.cacheAtStart(run, entry)
     }
     const writer = run.origin.writer
     if (writer !== undefined && run.writerTrimmed !== true) {
@@ -96,48 +66,7 @@ export abstract class StoreReadBack extends StoreReplay {
     if (run === undefined || run.evicted !== undefined) return
     const spans = run.spans
     this.evictSpans(run)
-    this.cacheAtStart(run, { of: run, copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer })
-  }
-
-  /**
-   * At start, runs come in directory order: a run's spans go in the cache if they fit once older runs
-   * cached are dropped (oldest first), never dropping a newer one for it. So the cache ends holding
-   * the newest runs that fit, as if filled newest first, while only it and the run replayed are held.
-   */
-  private cacheAtStart(run: RunState, entry: ReadBack): void {
-    const cached = this.startCache!
-    const spans = entry.copy?.spans.length ?? 0
-    const older: RunState[] = []
-    let freed = 0
-    const full = (): boolean =>
-      this.readBackSpans - freed + spans > this.cachedSpansMax || this.readBack.size - older.length >= this.cachedRunsMax
-    while (full() && cached.size > 0 && announceOrder(cached.peek()!, run) < 0) {
-      const oldest = cached.pop()!
-      freed += this.readBackCounted.get(oldest.meta.runId) ?? 0
-      older.push(oldest)
-    }
-    if (full()) {
-      for (const kept of older) cached.push(kept)
-      return
-    }
-    for (const dropped of older) this.uncache(dropped.meta.runId)
-    this.cacheSpans(run.meta.runId, entry, true)
-    cached.push(run)
-  }
-
-  /**
-   * The start is over: the cache's entries ordered oldest run first (the least recently used, dropped
-   * first), so the newest runs, those a verify after a cut asks for, stay longest.
-   */
-  protected endStartCache(): void {
-    const cached = this.startCache
-    this.startCache = undefined
-    for (let run = cached?.pop(); run !== undefined; run = cached?.pop()) {
-      const entry = this.readBack.get(run.meta.runId)
-      if (entry === undefined) continue
-      this.readBack.delete(run.meta.runId)
-      this.readBack.set(run.meta.runId, entry)
-    }
+    this.cache.cacheAtStart(run, { of: run, copy: { ...run, evicted: undefined, spans, pendingEntries: [] }, writer: run.origin.writer })
   }
 
   /** The run's spans leave memory: its summary stays (and takes a live run's next spans), the table is read back for a query. */
@@ -160,10 +89,10 @@ export abstract class StoreReadBack extends StoreReplay {
       entry !== undefined &&
       (run.evicted === undefined || (entry.copy !== undefined && entry.copy.appliedBytes >= throughBytes)) &&
       (run.writerTrimmed !== true || entry.writer !== undefined)
-    let entry = this.cachedFor(run)
+    let entry = this.cache.cachedFor(run)
     // A copy of a log changed since it was read (by anything but the fold) is not served: read again, damage is found.
     if (entry?.copy !== undefined && run.evicted !== undefined && (await logStamp(join(this.runDir(runId), 'acks.log'))) !== run.logSeen) {
-      this.uncache(runId)
+      this.cache.uncache(runId)
       entry = undefined
     }
     // At most twice: a read under way may have started before the query (its copy then ends earlier).
@@ -174,10 +103,10 @@ export abstract class StoreReadBack extends StoreReplay {
         this.readingBack.set(run, reading)
       }
       entry = await reading
-      this.cacheSpans(runId, entry)
+      this.cache.cacheSpans(runId, entry)
     }
     if (!current(entry)) throw new Error(`run ${runId}: its spans read back do not reach byte ${throughBytes} of its log`)
-    this.cacheSpans(runId, entry)
+    this.cache.cacheSpans(runId, entry)
     return {
       ...run,
       spans: run.evicted === undefined ? run.spans : entry.copy!.spans,
@@ -192,80 +121,20 @@ export abstract class StoreReadBack extends StoreReplay {
    * a query of a group waits for each member's turn in order, and never deadlocks.
    */
   private async readBackInTurn(run: RunState): Promise<ReadBack> {
-    await this.readBackSlot()
+    await this.cache.readBackSlot()
     const runId = run.meta.runId
     // Taken once its turn came: a copy waiting out of the cache would be held uncounted.
-    const cached = this.cachedFor(run)
-    this.uncache(runId) // its copy is being brought up to date in place: no query reads it half done
+    const cached = this.cache.cachedFor(run)
+    this.cache.uncache(runId) // its copy is being brought up to date in place: no query reads it half done
     const reservedSpans = run.evicted === undefined ? 0 : Math.min(run.evicted.spanCount ?? this.maxSpans, this.maxSpans)
-    this.readingSpans += reservedSpans
-    this.trimCache(undefined)
+    this.cache.readingSpans += reservedSpans
+    this.cache.trimCache(undefined)
     try {
       return await this.readBackRun(run, cached)
     } finally {
-      this.readingSpans -= reservedSpans
-      this.releaseReadBackSlot()
+      this.cache.readingSpans -= reservedSpans
+      this.cache.releaseReadBackSlot()
     }
-  }
-
-  private async readBackSlot(): Promise<void> {
-    if (this.readBacksRunning < readBacksAtOnce) {
-      this.readBacksRunning++
-      return
-    }
-    await new Promise<void>((resolve) => this.readBackQueue.push(resolve))
-  }
-
-  /** The slot goes to the first query waiting (none can take it before it), else is free. */
-  private releaseReadBackSlot(): void {
-    const next = this.readBackQueue.shift()
-    if (next === undefined) this.readBacksRunning--
-    else next()
-  }
-
-  /**
-   * A run's spans read back (or just replayed) kept as the most recently used, the least recently used
-   * dropped past cachedSpansMax (read-backs under way counted in it). One run larger than the cache
-   * stays alone while no other read-back is under way (its pages need no read each).
-   */
-  protected cacheSpans(runId: string, entry: ReadBack, onlyIfRoom = false): void {
-    // Read for a run no longer on record (pruned while it was read, its id maybe announced again): not kept.
-    if (this.runs.get(runId) !== entry.of) return
-    const spans = entry.copy?.spans.length ?? 0
-    if (
-      onlyIfRoom &&
-      (this.readBackSpans + this.readingSpans + spans > this.cachedSpansMax ||
-        (this.readBack.size >= this.cachedRunsMax && !this.readBack.has(runId)))
-    )
-      return
-    this.uncache(runId)
-    // Larger than what the read-backs under way leave: not kept (only the query that asked holds it).
-    if (this.readingSpans > 0 && this.readingSpans + spans > this.cachedSpansMax) return
-    this.readBack.set(runId, entry)
-    this.readBackCounted.set(runId, spans)
-    this.readBackSpans += spans
-    this.trimCache(runId)
-  }
-
-  /** Least recently used entries dropped until the cache and the read-backs under way fit cachedSpansMax, and the cache cachedRunsMax (keep stays). */
-  private trimCache(keep: string | undefined): void {
-    for (const id of this.readBack.keys()) {
-      if ((this.readBackSpans + this.readingSpans <= this.cachedSpansMax && this.readBack.size <= this.cachedRunsMax) || id === keep) break
-      this.uncache(id)
-    }
-  }
-
-  /** The run's entry in the read-back cache: none when the entry was read for another run of the same id. */
-  protected cachedFor(run: RunState): ReadBack | undefined {
-    const entry = this.readBack.get(run.meta.runId)
-    return entry?.of === run ? entry : undefined
-  }
-
-  /** A run's spans out of the read-back cache, taken back from its count as they were counted. */
-  protected uncache(runId: string): void {
-    this.readBackSpans -= this.readBackCounted.get(runId) ?? 0
-    this.readBackCounted.delete(runId)
-    this.readBack.delete(runId)
   }
 
   /**
@@ -295,7 +164,7 @@ export abstract class StoreReadBack extends StoreReplay {
           if (problem !== undefined) throw damagedSegment(this.journalPathOf(runId), 0, `a commit of run ${runId} ${problem}`)
         }
       } catch (error) {
-        this.uncache(runId)
+        this.cache.uncache(runId)
         throw error
       }
       if (copy.appliedBytes !== through.bytes || copy.lastAckedSeq !== through.seq) {

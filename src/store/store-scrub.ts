@@ -99,7 +99,7 @@ export abstract class StoreScrub extends StoreFold {
           () => undefined,
           () => {
             this.runs.delete(runId)
-            this.uncache(runId)
+            this.cache.uncache(runId)
           },
         )
       }
@@ -110,7 +110,7 @@ export abstract class StoreScrub extends StoreFold {
     // Renamed out of runs/: no longer on record, whether or not the fsync below succeeds; nor cached.
     for (const runId of runIds) {
       this.runs.delete(runId)
-      this.uncache(runId)
+      this.cache.uncache(runId)
     }
     this.catalogDirty = true
     // A catalog still holding them would read them as runs whose directory is gone: the renamed
@@ -200,10 +200,10 @@ export abstract class StoreScrub extends StoreFold {
     if (run.evicted !== undefined) {
       run.evicted.spanCount = copy.spans.length
       // What a query would read back: kept while the cache has room (the newest runs are checked first).
-      if (!this.readBack.has(runId)) {
-        this.cacheSpans(runId, { of: run, copy, writer: copy.origin.writer }, true)
+      if (!this.cache.readBack.has(runId)) {
+        this.cache.cacheSpans(runId, { of: run, copy, writer: copy.origin.writer }, true)
         // The log as the copy was read from it (a copy not cached leaves the stamp of one that is).
-        if (this.readBack.get(runId)?.copy === copy) run.logSeen = copy.logSeen
+        if (this.cache.readBack.get(runId)?.copy === copy) run.logSeen = copy.logSeen
       }
     }
     if (JSON.stringify(verdict) !== JSON.stringify(run.verdict) || copy.verdictBytes !== run.verdictBytes) this.catalogDirty = true
