@@ -10,7 +10,7 @@
 import { statfs } from 'node:fs/promises'
 import { performance } from 'node:perf_hooks'
 import { peerKey } from '../../protocol/endpoint.js'
-import type { StoreUsage } from '../../store/ack-store.js'
+import type { StoreUsage } from '../../store/run-map.js'
 
 export const defaultMaxRuns = 100_000
 export const defaultMaxRunsPerPeer = 10_000
