@@ -1,5 +1,5 @@
 /**
- * Prints the entries test/unit/coverage-map.ts lacks: for each src module with neither a unit test of
+ * Prints the entries test/fixtures/coverage-map.ts lacks: for each src module with neither a unit test of
  * its own name (src/x/y.ts -> test/unit/x/y.test.ts) nor an entry, the tests that reach it, nearest
  * first (those importing it, then those whose imports lead to it, then those that run the command line
  * that loads it). Paste what it prints into the map after reading it: the map says which tests stand
@@ -10,7 +10,7 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { distancesFrom, ownUnitTest, reachableFrom, repoRoot, runsCommandLine, tsFilesUnder } from '../test/fixtures/import-graph.js'
-import { coveredBy } from '../test/unit/coverage-map.js'
+import { coveredBy } from '../test/fixtures/coverage-map.js'
 
 const modules = tsFilesUnder('src')
 const tests = tsFilesUnder('test').filter((f) => f.endsWith('.test.ts'))
@@ -27,6 +27,11 @@ for (const module of modules) {
     .sort((a, b) => a.distance - b.distance || unitFirst(a.test) - unitFirst(b.test) || a.test.localeCompare(b.test))
     .map((r) => r.test)
   const byCli = reaching.length > 0 || !cliReach.has(module) ? reaching : tests.filter((t) => runsCommandLine(t))
-  lines.push(`  '${module}': [${byCli.slice(0, 3).map((t) => `'${t}'`).join(', ')}],`)
+  lines.push(
+    `  '${module}': [${byCli
+      .slice(0, 3)
+      .map((t) => `'${t}'`)
+      .join(', ')}],`,
+  )
 }
 process.stdout.write(lines.length === 0 ? 'every module has its unit test or an entry\n' : `${lines.join('\n')}\n`)

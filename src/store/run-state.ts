@@ -67,7 +67,7 @@ export interface RunState {
    * while live): queryAsync reads them back from its log and the journal. summary goes on taking the
    * spans of a live run (absent for runs taken from the catalog, which take no more).
    */
-  evicted?: { spanCount: number | undefined; lastAckMs: number | undefined; readonly summary?: SpanSummary }
+  evicted?: { spanCount: number | undefined; lastAckMs: number | undefined; readonly summary?: SpanSummary } | undefined
   /** Log bytes whose items are in spans (a round's commit counts once its fdatasync returned). */
   appliedBytes: number
   /** The stamp of the latest ack accepted (ackStampMs: stamps never go back), 0 before the first. */
@@ -87,14 +87,14 @@ export interface RunState {
    * wrote it: a cached copy is used only while the log has this stamp (else the log is read whole
    * again, so damage done since is found, never served from a copy of what it held).
    */
-  logSeen?: string
+  logSeen?: string | undefined
   /** Its end as logged: set once the round holding it is durable (what a replay gives), never before. */
-  end?: { reason: EndReason; detail?: string; atMs: number }
+  end?: { reason: EndReason; detail?: string | undefined; atMs: number } | undefined
   /**
    * An end accepted (endRun, release) whose round is not durable yet: the run takes nothing more, but
    * queries answer it as live until its end is recorded (then with every ack before it).
    */
-  endQueued?: { reason: EndReason; detail?: string; atMs: number }
+  endQueued?: { reason: EndReason; detail?: string | undefined; atMs: number } | undefined
   /** When the writer first said it was steady, as logged (null: never, or not recorded yet). */
   steadyMs: number | null
   /** A steady accepted whose round is not durable yet (steadyMs is set from it once it is). */
@@ -119,7 +119,7 @@ export interface RunState {
   /** meta.msgpack's size (for usage()). */
   metaBytes: number
   /** verdict.msgpack's size (0: none), for usage(). */
-  verdictBytes?: number
+  verdictBytes?: number | undefined
   /** Its announcement waits for a journal round (createRun's promise settles with that round). */
   announce?: { readonly metaBytes: Buffer; readonly resolve: () => void; readonly reject: (error: Error) => void }
 }

@@ -1,6 +1,6 @@
 /**
  * Every module of src/ has its test: a unit test of its own name (src/x/y.ts -> test/unit/x/y.test.ts)
- * or an entry of the coverage map (test/unit/coverage-map.ts) naming tests that reach it, through their
+ * or an entry of the coverage map (test/fixtures/coverage-map.ts) naming tests that reach it, through their
  * imports or by running the command line that loads it. A new module without either fails here, as
  * does an entry for a module that is gone or already has its own unit test, or a test that does not
  * reach its module.
@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { ownUnitTest, reachableFrom, repoRoot, runsCommandLine, tsFilesUnder } from '../fixtures/import-graph.js'
-import { coveredBy } from './coverage-map.js'
+import { coveredBy } from '../fixtures/coverage-map.js'
 
 const modules = tsFilesUnder('src')
 const cliReach = reachableFrom(['src/bin.ts'])
