@@ -8,7 +8,7 @@
  * is not exactly this shape (other key order, other encodings, signed or float seqs, unknown keys,
  * trailing bytes, any value out of range) returns undefined, and the caller decodes it the slow way,
  * which accepts or refuses it with the usual error. So a refusal always comes from the one general
- * path, with its message. test/protocol/ack-frame.test.ts checks the agreement on mutated frames.
+ * path, with its message. test/unit/protocol/ack-frame.test.ts checks the agreement on mutated frames.
  */
 import type { ClientMessage } from './messages.js'
 

@@ -8,7 +8,7 @@
  * It is only a filter: `null` means "not provably whole", and the caller then classifies the slot the
  * slow way (Classifier), which decides every damaged case. A non-null answer is given exactly when
  * the slow way finds a whole record of that seq with a valid checksum, so the verdict is the same
- * either way (test/record/scan.test.ts compares the two on randomly damaged files).
+ * either way (test/unit/record/scan.test.ts compares the two on randomly damaged files).
  */
 import { xxh64 } from './checksum.js'
 import {

@@ -56,7 +56,7 @@
  * prunes (store-scrub.ts), run creation, acks and verdicts (store-writes.ts), the queries
  * (store-queries.ts); this file opens, reads and closes a directory, and opens the journal's segment
  * files (newSegment, reopenSegment: the file-system calls a round's write and fdatasync go to, where
- * test/server/announce-failure.test.ts injects its faults). The run state they share and its rules
+ * test/unit/store/announce-failure.test.ts injects its faults). The run state they share and its rules
  * are in run-state.ts.
  */
 import { constants as fsConstants, mkdirSync } from 'node:fs'

@@ -136,7 +136,7 @@ export class SpanTable {
  * happens only when maxSpans is odd). Between two coarsenings the count grows from
  * ceil((maxSpans + 1) / 2) to maxSpans + 1, that is by (maxSpans + 1) / 2 >= 2 spans when maxSpans is
  * odd: both spans merged then were appended since the last coarsening, and are known exactly. So
- * the count and the last two spans suffice, for any maxSpans >= 2 (test/server/span-summary.test.ts
+ * the count and the last two spans suffice, for any maxSpans >= 2 (test/unit/store/span-summary.test.ts
  * holds it against a SpanTable).
  */
 export class SpanSummary {

@@ -82,7 +82,7 @@ export const POSIX_FADV_DONTNEED = 4
  * Sources. Each value below names the header it comes from, as a path in the system's own source
  * repository: Linux torvalds/linux (include/uapi/...) and glibc's installed headers; macOS
  * apple-oss-distributions/xnu (bsd/sys/...); FreeBSD freebsd/freebsd-src (sys/sys/...); OpenBSD
- * openbsd/src (sys/sys/...). test/native/posix-constants.test.ts holds the same values, written again
+ * openbsd/src (sys/sys/...). test/unit/native/posix-constants.test.ts holds the same values, written again
  * from those headers, and fails on any difference.
  */
 

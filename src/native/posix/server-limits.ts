@@ -2,7 +2,7 @@
  * The numbers a listener needs from each POSIX system to bound what it holds: the descriptor limit
  * (RLIMIT_NOFILE, struct rlimit) and, per served socket, the kernel send buffer (SO_SNDBUF), the
  * bytes queued in it, and an abortive close (SO_LINGER with a zero time-out). Pure data, each value
- * citing its header; test/native/posix-server-limits.test.ts writes them again from the headers.
+ * citing its header; test/unit/native/posix-server-limits.test.ts writes them again from the headers.
  *
  * struct rlimit is { rlim_t rlim_cur; rlim_t rlim_max; } with a 64-bit rlim_t on every 64-bit system
  * here (Linux unsigned long, macOS __uint64_t, FreeBSD __int64_t, OpenBSD __uint64_t): 16 bytes.
