@@ -407,9 +407,12 @@ t.test('the port refuses to start when its flags disagree with Node', async (t) 
   if (notLinux(t)) return
   // The port reads node:fs's constants; hand it a copy with one flag changed.
   const wrong = { ...fs.constants, O_SYNC: 0x80 }
-  const { createPosixPort } = await t.mockImport<typeof import('../../../src/native/posix/index.js')>('../../../src/native/posix/index.js', {
-    'node:fs': { ...fs, constants: wrong, default: { ...fs, constants: wrong } },
-  })
+  const { createPosixPort } = await t.mockImport<typeof import('../../../src/native/posix/index.js')>(
+    '../../../src/native/posix/index.js',
+    {
+      'node:fs': { ...fs, constants: wrong, default: { ...fs, constants: wrong } },
+    },
+  )
   t.throws(() => createPosixPort('linux'), {
     message:
       /^plugcheck's open flags for linux disagree with this system's \(O_SYNC: plugcheck has 0x101000, Node has 0x80\): refusing to run with wrong flags$/,

@@ -34,9 +34,12 @@ async function refusedAnnouncementStaysRefused(t: Test, handleOverrides: (handle
   await store.createRun(onPath(previous), Date.now())
   await store.close()
 
-  const { AckStore: FaultyStore } = await t.mockImport<typeof import('../../../src/store/ack-store.js')>('../../../src/store/ack-store.js', {
-    'node:fs/promises': { ...fsPromises, open: faultyOpen(handleOverrides) },
-  })
+  const { AckStore: FaultyStore } = await t.mockImport<typeof import('../../../src/store/ack-store.js')>(
+    '../../../src/store/ack-store.js',
+    {
+      'node:fs/promises': { ...fsPromises, open: faultyOpen(handleOverrides) },
+    },
+  )
   const faulty = await FaultyStore.open(dir)
   await t.rejects(faulty.createRun(onPath(refused), Date.now()), /could not store run 00000000000000a2/)
   t.notOk(faulty.hasRun(refused), 'the refused run is not in memory')

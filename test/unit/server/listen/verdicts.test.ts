@@ -13,7 +13,13 @@ import { Listener } from '../../../../src/server/listen/listener.js'
 import { maxVerdictsPerConnection, maxQueriesPerConnection } from '../../../../src/server/listen/listener-options.js'
 import { AckStore, frameLogEntry } from '../../../../src/store/ack-store.js'
 import { seal } from '../../../../src/store/sealed-file.js'
-import { maxListedRuns, protocolVersion, type RunSummary, type ServerMessage, type StoredVerdict } from '../../../../src/protocol/messages.js'
+import {
+  maxListedRuns,
+  protocolVersion,
+  type RunSummary,
+  type ServerMessage,
+  type StoredVerdict,
+} from '../../../../src/protocol/messages.js'
 import { startListener, tempDir } from '../../../fixtures/cli.js'
 import { Peer, bulkyFingerprint, runIdOf, runMeta } from '../../../fixtures/peer.js'
 import { verdictOf } from '../../../fixtures/verdict-fixture.js'
