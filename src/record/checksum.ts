@@ -1,6 +1,6 @@
 /**
  * xxh64 with seed 0: the checksum of superblocks, records (format.ts) and ack-log entries
- * (ack-store.ts).
+ * (ack-log.ts).
  *
  * A data file or ack log written on one platform must verify on any other, so every platform computes
  * the same function. The native build (@node-rs/xxhash) is used where it loads; where it does not (its

@@ -88,7 +88,7 @@ export const writeTimeSlackUs = 24 * 3600 * 1_000_000
 
 /**
  * A writer derives its run's creation time and every record's write time from one base plus
- * monotonic time (client/write/run-clock.ts): every write time lies from createdMs to createdMs plus how
+ * monotonic time (client/run-clock.ts): every write time lies from createdMs to createdMs plus how
  * long the run went on, which the listener measured (runMs: from the announcement to its last ack
  * or end). Verify's own clock (nowMs) may be anywhere after a reboot (a clock at 1970, a VM resumed):
  * it only ever widens the bound, for runs of older writers whose two times came from two clock reads.

@@ -14,7 +14,7 @@
  *     a      announcements: the run id and the exact bytes of its sealed meta.msgpack
  *     c      per-run commits: the exact commit frame (frameCommit) that goes into runs/<id>/acks.log
  *            at byte offset `at` when the segment is folded
- * The per-run files (ack-log.ts, meta.msgpack) keep their formats: the fold (ack-store.ts) copies
+ * The per-run files (ack-log.ts, meta.msgpack) keep their formats: the fold (store-fold.ts, fold.ts) copies
  * these bytes there verbatim, so old directories and `verify --acks DIR` keep their meaning.
  *
  * Fault model: as the ack log's. A round is written by one write() after the previous round's

@@ -6,7 +6,7 @@
  * is not connected, and it belongs to no campaign still in progress (a campaign's report reads its
  * runs; a campaign is over when its file says done or stopped; an unreadable file keeps its runs, a
  * campaign tag with no file here keeps none).
- * The store removes each durably (ack-store.ts prune: a crash mid-prune leaves whole runs or none).
+ * The store removes each durably (AckStore.prune, store-scrub.ts: a crash mid-prune leaves whole runs or none).
  * Nothing goes on the catalog's word alone (catalog.ts: a cache, and hostile input): every run selected
  * is held against its files first (AckStore.summaryFromFiles) and the selection made again on what
  * they say; a run whose files cannot be read is kept. --dry-run does the same, so it selects what the
