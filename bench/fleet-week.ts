@@ -329,7 +329,7 @@ async function spanWeek(bin: string, parentDir: string, scale: Scale, note: (m: 
         `RSS for a week of ${scale.spanWriters} writers (${(weekSpans / 1e9).toFixed(2)} G spans, extrapolated)`,
         mib(before.rss + (Math.max(0, perSpanBytes) * weekSpans) / 1024),
       )
-      // Past 4,096 spans a run, a live run's spans leave memory (ack-store.ts residentSpansMax): the
+      // Past 4,096 spans a run, a live run's spans leave memory (ack-store.ts maxResidentSpans): the
       // slope from there on is what a week costs; before it, each run's table grows to ~96 KiB.
       const pastResident = samples.filter(([acks]) => (acks * spansPerAck) / scale.spanWriters > residentSpansPerRun * 1.1)
       if (pastResident.length >= 3) {

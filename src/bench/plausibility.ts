@@ -27,7 +27,7 @@ export const flushFloorUsRotating = 1000
 export const flushFloorUsSolidState = 15
 
 /** A durable write within this of a non-synced one (per write, p50) did not reach a device. */
-export const noSyncRatioMax = 2
+export const maxNoSyncRatio = 2
 export const noSyncMarginUs = 5
 
 interface SameCallGroup {
@@ -129,7 +129,7 @@ export function assessPlausibility(
     if (baseline === undefined || section.id === 'non-write-descriptor') continue
     const baselineUs = baseline.latencyUsP50!
     const perWriteUs = p50Us / row.writesPerOp
-    if (perWriteUs <= Math.max(noSyncRatioMax * baselineUs, baselineUs + noSyncMarginUs)) {
+    if (perWriteUs <= Math.max(maxNoSyncRatio * baselineUs, baselineUs + noSyncMarginUs)) {
       flags.push({
         kind: 'indistinguishable-from-no-sync',
         rowIds: [row.id],

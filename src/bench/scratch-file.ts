@@ -27,7 +27,7 @@ export const scratchRegionBytes = 16 * 1024 * 1024
 /** Passes over the region alternate between two windows of the random source this far apart, so a pass never rewrites the bytes already there. */
 export const sourceShiftBytes = 64 * 1024
 const headerMagic = 'plugcheck bench scratch file\n'
-const createAttemptsMax = 100
+const maxCreateAttempts = 100
 const handledSignals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
 export type HandledSignal = (typeof handledSignals)[number]
 
@@ -81,7 +81,7 @@ function openFailure(file: string, error: unknown): Error {
 
 /** Creates plugcheck-bench.<random> in dir, never reusing a name. */
 function createInDirectory(dir: string): { file: string; fd: number } {
-  for (let attempt = 0; attempt < createAttemptsMax; attempt++) {
+  for (let attempt = 0; attempt < maxCreateAttempts; attempt++) {
     const file = path.join(dir, `plugcheck-bench.${randomBytes(3).toString('base64url').slice(0, 4)}`)
     try {
       return { file, fd: fs.openSync(file, 'wx+', 0o600) }

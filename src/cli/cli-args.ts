@@ -8,7 +8,7 @@ import { parseEndpoint } from '../protocol/endpoint.js'
 import type { WriteOptions } from '../client/write/write-options.js'
 import { usageError } from '../base/errors.js'
 import { isMethodName, methodNames, type MethodName } from '../native/methods.js'
-import { campaignNameSchema, groupRunsMax } from '../protocol/names.js'
+import { campaignNameSchema, maxGroupRuns } from '../protocol/names.js'
 import { runIdSchema } from '../record/run-id.js'
 import { patterns } from '../record/patterns.js'
 import { parseSize } from '../base/sizes.js'
@@ -85,13 +85,13 @@ const durationArg = (flag: string) =>
   })
 
 /** The largest --max-runs and --max-runs-per-peer. */
-const runBoundMax = 100_000_000
+const maxRunBound = 100_000_000
 const runBoundArg = (flag: string) =>
   z
     .number({ message: `${flag} must be a whole number` })
     .int(`${flag} must be a whole number`)
     .min(1, `${flag} must be at least 1`)
-    .max(runBoundMax, `${flag} is at most ${runBoundMax.toLocaleString('en-US')}`)
+    .max(maxRunBound, `${flag} is at most ${maxRunBound.toLocaleString('en-US')}`)
 
 /** --listener-timeout SECONDS, for write and verify: default 10. */
 const listenerTimeoutArg = z
@@ -100,7 +100,7 @@ const listenerTimeoutArg = z
   .max(3600, '--listener-timeout is at most 3600 seconds')
   .transform((s) => Math.round(s * 1000))
 
-/** --jobs N: a verify judges at most groupRunsMax runs of one write (with several methods, validateWriteFlags bounds jobs x methods). */
+/** --jobs N: a verify judges at most maxGroupRuns runs of one write (with several methods, validateWriteFlags bounds jobs x methods). */
 
 const writeArgs = z.object({
   server: endpointArg,
@@ -120,10 +120,10 @@ const writeArgs = z.object({
   traceFile: z.string().optional(),
   listenerTimeout: listenerTimeoutArg,
   jobs: z
-    .number({ message: `--jobs must be a whole number from 1 to ${groupRunsMax}` })
-    .int(`--jobs must be a whole number from 1 to ${groupRunsMax}`)
+    .number({ message: `--jobs must be a whole number from 1 to ${maxGroupRuns}` })
+    .int(`--jobs must be a whole number from 1 to ${maxGroupRuns}`)
     .min(1, '--jobs must be at least 1')
-    .max(groupRunsMax, `--jobs is at most ${groupRunsMax} (a verify judges at most ${groupRunsMax} runs of one write)`),
+    .max(maxGroupRuns, `--jobs is at most ${maxGroupRuns} (a verify judges at most ${maxGroupRuns} runs of one write)`),
 })
 
 const agentArgs = writeArgs
@@ -255,15 +255,15 @@ const demoArgs = z.object({
 })
 
 /** --record-size for bench: whole sectors, and two records must fit the 16 MiB test region many times over. */
-const benchRecordSizeBytesMax = 1024 * 1024
+const maxBenchRecordSizeBytes = 1024 * 1024
 const benchArgs = z.object({
   file: z.string().min(1).optional(),
   secs: z
     .number({ message: '--secs must be a number of seconds' })
     .positive('--secs must be positive')
     .max(3600, '--secs is at most 3600 per test'),
-  recordSize: sizeArg('--record-size').refine((bytes) => bytes % 512 === 0 && bytes <= benchRecordSizeBytesMax, {
-    message: `--record-size must be a multiple of 512 bytes, at most ${benchRecordSizeBytesMax / 1024} KiB`,
+  recordSize: sizeArg('--record-size').refine((bytes) => bytes % 512 === 0 && bytes <= maxBenchRecordSizeBytes, {
+    message: `--record-size must be a multiple of 512 bytes, at most ${maxBenchRecordSizeBytes / 1024} KiB`,
   }),
   json: z.boolean(),
 })

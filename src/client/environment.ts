@@ -8,7 +8,7 @@ import { writerEnvSchema, type WriterEnv } from '../protocol/messages.js'
 import { collectFingerprint } from '../env/fingerprint.js'
 
 /** A fingerprint is a few KiB; one bigger than this is not sent (a client frame is at most 64 KiB). */
-const fingerprintFrameBytesMax = 16 * 1024
+const maxFingerprintFrameBytes = 16 * 1024
 
 /** Boot id and environment fingerprint for the listener; anything that cannot be collected is null. */
 export function writerEnvironment(directory: string): WriterEnv {
@@ -26,7 +26,7 @@ export function writerEnvironment(directory: string): WriterEnv {
   }
   const env = writerEnvSchema.safeParse({ bootId, fingerprint })
   if (!env.success) return { bootId: writerEnvSchema.shape.bootId.safeParse(bootId).success ? bootId : null, fingerprint: null }
-  if (env.data.fingerprint !== null && encodeFrame(env.data.fingerprint).length > fingerprintFrameBytesMax)
+  if (env.data.fingerprint !== null && encodeFrame(env.data.fingerprint).length > maxFingerprintFrameBytes)
     return { bootId: env.data.bootId, fingerprint: null }
   return env.data
 }

@@ -45,7 +45,7 @@ const memoryFileSystems: ReadonlySet<string> = new Set(['tmpfs', 'ramfs'])
 const memoryMagics: ReadonlySet<number> = new Set([0x01021994, 0x858458f6])
 
 /** Device stacks (dm on md on sd...) are followed this deep, no further. */
-const deviceDepthMax = 4
+const maxDeviceDepth = 4
 
 export interface MountEntry {
   readonly major: number
@@ -148,7 +148,7 @@ export function describeBlockDevice(major: number, minor: number, sysRoot = '/sy
 function describeDisk(diskPath: string, partition: string | null, depth: number): BlockDeviceInfo {
   const queue = (name: string) => path.join(diskPath, 'queue', name)
   let underlying: BlockDeviceInfo[] = []
-  if (depth < deviceDepthMax) {
+  if (depth < maxDeviceDepth) {
     try {
       underlying = fs
         .readdirSync(path.join(diskPath, 'slaves'))

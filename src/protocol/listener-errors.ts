@@ -9,9 +9,9 @@ import { serverMessageSchema, type ErrorCode } from './messages.js'
 import { runtimeError, usageError, type PlugcheckError } from '../base/errors.js'
 
 /** A welcome (or an error) is a few dozen bytes: a first frame claiming more is not from a listener. */
-export const firstFrameBytesMax = 8 * 1024
+export const maxFirstFrameBytes = 8 * 1024
 /** How much of a stranger's first bytes we quote. */
-const quotedBytesMax = 48
+const maxQuotedBytes = 48
 /** How much of the peer's first bytes we keep: enough to hold a whole welcome frame. */
 export const firstBytesKept = 512
 
@@ -55,7 +55,7 @@ export function noAnswer(endpointText: string, timeoutMs: number, welcomed: bool
 
 /** True when the first bytes already show the peer is not a listener ("HTTP" read as a frame length). */
 export function firstFrameAbsurd(firstBytes: Buffer): boolean {
-  return firstBytes.length >= frameHeaderBytes && firstBytes.readUInt32BE(0) > firstFrameBytesMax
+  return firstBytes.length >= frameHeaderBytes && firstBytes.readUInt32BE(0) > maxFirstFrameBytes
 }
 
 /**
@@ -65,9 +65,9 @@ export function firstFrameAbsurd(firstBytes: Buffer): boolean {
 export function startsWithListenerFrame(firstBytes: Buffer): boolean {
   if (firstBytes.length < frameHeaderBytes) return false
   const length = firstBytes.readUInt32BE(0)
-  if (length > firstFrameBytesMax || firstBytes.length < frameHeaderBytes + length) return false
+  if (length > maxFirstFrameBytes || firstBytes.length < frameHeaderBytes + length) return false
   try {
-    const [first] = new FrameDecoder(serverMessageSchema, firstFrameBytesMax).push(firstBytes.subarray(0, frameHeaderBytes + length))
+    const [first] = new FrameDecoder(serverMessageSchema, maxFirstFrameBytes).push(firstBytes.subarray(0, frameHeaderBytes + length))
     return first?.type === 'welcome' || first?.type === 'error'
   } catch {
     return false
@@ -85,10 +85,10 @@ export function oneLine(text: string): string {
 
 /** A stranger's first bytes, up to the end of its first line, as printable text. */
 function quote(bytes: Buffer): string {
-  const text = bytes.subarray(0, quotedBytesMax).toString('latin1')
+  const text = bytes.subarray(0, maxQuotedBytes).toString('latin1')
   const firstLine = text.split(/\r|\n/)[0]!
   return (
     firstLine.replace(/[^\x20-\x7e]/g, '.').replace(/"/g, "'") +
-    (firstLine.length < text.length || bytes.length < quotedBytesMax ? '' : '...')
+    (firstLine.length < text.length || bytes.length < maxQuotedBytes ? '' : '...')
   )
 }

@@ -13,7 +13,7 @@
 import { z } from 'zod'
 import { fingerprintSchema } from '../env/fingerprint-schema.js'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
-import { campaignNameSchema, groupRunsMax } from './names.js'
+import { campaignNameSchema, maxGroupRuns } from './names.js'
 
 /**
  * 2: run carries the writer's environment; runs carries the claims on a path; more error codes.
@@ -23,7 +23,7 @@ import { campaignNameSchema, groupRunsMax } from './names.js'
  */
 export const protocolVersion = 4
 export { defaultPort } from './default-port.js'
-export { campaignNameSchema, groupRunsMax }
+export { campaignNameSchema, maxGroupRuns }
 
 /**
  * No writer produces records faster than this (tmpfs, the fastest case, reaches ~40k/s). Seqs beyond
@@ -128,7 +128,7 @@ export const spanPageEntryBytes = 24
 /** Spans per page: 1.5 MiB, a few ms to encode or check, so a page never holds up a listener or a verifier. */
 export const maxSpansPerPage = 65_536
 /** A runs reply (protocol 4) carries a run's spans up to this many (~100 KiB, ~7 minutes of acks); beyond, they are paged. */
-export const inlineSpansMax = 4096
+export const maxInlineSpans = 4096
 
 /** The writer has acked for a while and the listener records its acks: the moment to cut. */
 export const steadySchema = z.object({ type: z.literal('steady'), runId: runIdSchema })
@@ -335,9 +335,9 @@ export const serverMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('recorded'), runId: runIdSchema, throughSeq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER) }),
   z.object({
     type: z.literal('runs'),
-    runs: z.array(storedRunSchema).max(groupRunsMax),
-    /** Every run on record for the queried host and path (newest first, at most groupRunsMax). */
-    claims: z.array(claimSchema).max(groupRunsMax),
+    runs: z.array(storedRunSchema).max(maxGroupRuns),
+    /** Every run on record for the queried host and path (newest first, at most maxGroupRuns). */
+    claims: z.array(claimSchema).max(maxGroupRuns),
   }),
   z.object({ type: z.literal('error'), code: z.enum(errorCodes), message: z.string().max(4096) }),
   z.object({ type: z.literal('verdict-ok'), runId: runIdSchema }),

@@ -3,9 +3,9 @@
  * flags with zod alone, without loading the wire codec (msgpackr, xxhash): bench/startup.ts.
  */
 import { z } from 'zod'
-import { groupRunsMax } from '../record/run-id.js'
+import { maxGroupRuns } from '../record/run-id.js'
 
-export { groupRunsMax }
+export { maxGroupRuns }
 
 /** A campaign's name: what `listen --campaign` and the report call it. */
 export const campaignNameSchema = z

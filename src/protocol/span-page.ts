@@ -14,7 +14,7 @@ import { epochMsSchema, maxPlausibleSeq, spanPageEntryBytes } from './messages.j
 export { maxSpansPerPage, spanPageEntryBytes } from './messages.js'
 /** A span's receive times are real clock readings (epochMsSchema's bounds). */
 const epochMsMin = epochMsSchema.minValue!
-const epochMsMax = epochMsSchema.maxValue!
+const maxEpochMs = epochMsSchema.maxValue!
 /** Acks stamped up to this long before their run's announcement are a stepped clock, not damage (as in a runs reply). */
 const spanClockSkewMs = 60_000
 
@@ -29,7 +29,7 @@ export function spanProblem(span: SpanTuple, expectedFrom: number, announcedMs: 
   const [fromSeq, toSeq, firstMs, lastMs] = span
   if (fromSeq !== expectedFrom) return `span starts at seq ${fromSeq}, expected ${expectedFrom}`
   if (!Number.isSafeInteger(toSeq) || toSeq < fromSeq) return `span ${fromSeq}-${toSeq} runs backwards or is not a seq`
-  if (!Number.isInteger(firstMs) || !Number.isInteger(lastMs) || firstMs < epochMsMin || lastMs > epochMsMax || lastMs < firstMs) {
+  if (!Number.isInteger(firstMs) || !Number.isInteger(lastMs) || firstMs < epochMsMin || lastMs > maxEpochMs || lastMs < firstMs) {
     return `span ${fromSeq}-${toSeq} was acknowledged at no real time (${firstMs} to ${lastMs})`
   }
   if (firstMs < announcedMs - spanClockSkewMs) return 'span acknowledged before its run was announced'

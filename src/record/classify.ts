@@ -80,7 +80,7 @@ export interface RunLayout {
   readonly slotCount: number
   /** Plausible write times of this run's records, microseconds since the epoch. */
   readonly writeTimeUsMin: number
-  readonly writeTimeUsMax: number
+  readonly maxWriteTimeUs: number
 }
 
 /** Clock slack for the write-time plausibility check: older writers' clocks stepped, and records outlive their last ack. */
@@ -98,7 +98,7 @@ export function runLayout(meta: { pattern: Pattern; slotCount: number; createdMs
     pattern: meta.pattern,
     slotCount: meta.slotCount,
     writeTimeUsMin: meta.createdMs * 1000 - writeTimeSlackUs,
-    writeTimeUsMax: Math.max(nowMs, meta.createdMs + Math.max(0, runMs)) * 1000 + writeTimeSlackUs,
+    maxWriteTimeUs: Math.max(nowMs, meta.createdMs + Math.max(0, runMs)) * 1000 + writeTimeSlackUs,
   }
 }
 
@@ -251,7 +251,7 @@ export class Classifier {
     }
     if (a !== null) {
       const writeTimeUs = readU64(bytes, writeTimeOffset)
-      if (writeTimeUs < this.layout.writeTimeUsMin || writeTimeUs > this.layout.writeTimeUsMax) {
+      if (writeTimeUs < this.layout.writeTimeUsMin || writeTimeUs > this.layout.maxWriteTimeUs) {
         readings[0] = {
           kind: 'garbage',
           why: `the write time of record ${a} (${writeTimeUs} us since the epoch) is not a time this run wrote at`,

@@ -40,7 +40,7 @@ import { pack, unpack } from 'msgpackr'
 import { z } from 'zod'
 import { methodNames } from '../native/methods.js'
 import { patterns, type Pattern } from './patterns.js'
-import { groupRunsMax, runIdSchema } from './run-id.js'
+import { maxGroupRuns, runIdSchema } from './run-id.js'
 
 export const sectorBytes = 512
 export const formatVersion = 1
@@ -79,8 +79,8 @@ export function memberPath(requestedPath: string, methods: readonly string[], jo
  * its method. Verify counts the group against it, so a member whose acks are missing is named.
  */
 export const groupMemberSchema = z.object({
-  job: z.number().int().min(1).max(groupRunsMax),
-  jobs: z.number().int().min(1).max(groupRunsMax),
+  job: z.number().int().min(1).max(maxGroupRuns),
+  jobs: z.number().int().min(1).max(maxGroupRuns),
   methods: z.array(z.enum(methodNames)).min(1).max(methodNames.length),
 })
 export type GroupMember = z.infer<typeof groupMemberSchema>
@@ -121,8 +121,8 @@ function memberProblem(m: Pick<RunMeta, 'method' | 'path' | 'requestedPath' | 'm
   if (member.job > member.jobs) return { field: 'job', message: `job ${member.job} of ${member.jobs} jobs` }
   if (new Set(member.methods).size !== member.methods.length) return { field: 'methods', message: 'a method is listed twice' }
   if (!member.methods.includes(m.method)) return { field: 'methods', message: `the run's method ${m.method} is not one of the group's` }
-  if (member.jobs * member.methods.length > groupRunsMax)
-    return { field: 'jobs', message: `${member.jobs} jobs x ${member.methods.length} methods is more than ${groupRunsMax} runs` }
+  if (member.jobs * member.methods.length > maxGroupRuns)
+    return { field: 'jobs', message: `${member.jobs} jobs x ${member.methods.length} methods is more than ${maxGroupRuns} runs` }
   const path = memberPath(m.requestedPath, member.methods, member.jobs, member.job, m.method)
   if (m.path !== path) return { field: 'job', message: `the run's path is not its place in the group's layout (${path})` }
   return null

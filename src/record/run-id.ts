@@ -11,4 +11,4 @@ export const runIdSchema = z.string().regex(/^[0-9a-f]{16}$/, 'a run id is 16 lo
  * and one verify judges them together from one listener answer (its claims). Every bound on runs of a
  * group (--jobs, the superblock's job fields, a campaign cycle's runs, a query reply) is this one.
  */
-export const groupRunsMax = 64
+export const maxGroupRuns = 64

@@ -30,7 +30,7 @@ const stampWords = 6
 const headerEndWords = 14
 const checksumWords = checksumBytes / 4
 /** Above this a seq is not a safe integer: such a record is left to the slow path, which never finds it whole. */
-const seqHiLimit = 2 ** 21
+const maxSeqHi = 2 ** 21
 
 export class WholeRecordCheck {
   /** The run's pool followed by one record's scratch area, in one array: windows are copied with copyWithin, which allocates nothing. */
@@ -81,7 +81,7 @@ export class WholeRecordCheck {
     if (words[w0] !== sectorMagic || words[w0 + 1] !== 0 || words[w0 + 2] !== lo || words[w0 + 3] !== hi) return null
     const seqLo = words[w0 + 4]!
     const seqHi = words[w0 + 5]!
-    if (seqHi >= seqHiLimit || (seqLo === 0 && seqHi === 0)) return null
+    if (seqHi >= maxSeqHi || (seqLo === 0 && seqHi === 0)) return null
     const seq = seqHi * 0x1_0000_0000 + seqLo
     if (slotOf(this.key, this.pattern, seq, this.slotCount) !== slot) return null
     // Sector 0's header: record magic, version and reserved u16 (0), size, reserved, slot (u64).

@@ -79,7 +79,7 @@ import {
   cutTornTail,
   foldPlan,
   journalState,
-  readAttemptsMax,
+  maxReadAttempts,
 } from './journal-rounds.js'
 import { removePruned } from './run-files.js'
 import { announceOrder } from './run-state.js'
@@ -191,7 +191,7 @@ export class AckStore extends StoreQueries {
    * A read without the lock, of a directory a listener may be writing: its journal is read before its
    * logs, and a fold in between (rounds appended since, then folded) makes a log longer than the
    * journal read says, which on a still directory is damage. A failed read is tried again while the
-   * journal changed during it (segments appended to, rotated or deleted), at most readAttemptsMax
+   * journal changed during it (segments appended to, rotated or deleted), at most maxReadAttempts
    * times; a read that fails on a journal that did not change is damage, said at once.
    */
   private static async readWhileLive(dir: string, options: AckStoreOptions, catalogUse: 'check' | 'peek'): Promise<AckStore> {
@@ -201,7 +201,7 @@ export class AckStore extends StoreQueries {
         return (await AckStore.read(dir, options, catalogUse)).store
       } catch (error) {
         if (
-          attempt >= readAttemptsMax ||
+          attempt >= maxReadAttempts ||
           (error as { exitCode?: number }).exitCode !== exitCodes.runtime ||
           (await journalState(join(dir, 'journal'))) === before
         )

@@ -12,7 +12,7 @@ import { z } from 'zod'
 import { xxh64 } from '../record/checksum.js'
 import { campaignNameSchema, campaignPhases, epochMsSchema } from '../protocol/messages.js'
 import { runIdSchema } from '../record/format.js'
-import { groupRunsMax } from '../record/run-id.js'
+import { maxGroupRuns } from '../record/run-id.js'
 
 export const campaignFileVersion = 1
 
@@ -31,7 +31,7 @@ export const cycleRecordSchema = z.object({
   cycle: z.number().int().positive().max(100_000),
   /** The group the agent's writer announced for this cycle; null until it did. */
   groupId: runIdSchema.nullable(),
-  runIds: z.array(runIdSchema).max(groupRunsMax),
+  runIds: z.array(runIdSchema).max(maxGroupRuns),
   host: z.string().max(255).nullable(),
   path: z.string().max(4096).nullable(),
   steadyMs: epochMsSchema.nullable(),

@@ -120,7 +120,7 @@ export async function cutTornTail(path: string, validBytes: number): Promise<voi
 }
 
 /** Reads of a live directory tried at most (readWhileLive): a fold every 5 s meets a read rarely twice in a row. */
-export const readAttemptsMax = 5
+export const maxReadAttempts = 5
 
 /** The journal's segments and their sizes, as one string (a change means a listener wrote to it). */
 export async function journalState(journalDir: string): Promise<string> {

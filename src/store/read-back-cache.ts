@@ -1,7 +1,7 @@
 /**
  * The read-back cache (store-read-back.ts reads the runs' spans back): runs' spans kept as read back,
- * least recently used first, within a budget of spans (cachedSpansMax, read-backs under way counted)
- * and of runs (cachedRunsMax), and the turns of read-backs under way (readBacksAtOnce).
+ * least recently used first, within a budget of spans (maxCachedSpans, read-backs under way counted)
+ * and of runs (maxCachedRuns), and the turns of read-backs under way (readBacksAtOnce).
  */
 import type { WriterEnv } from '../protocol/messages.js'
 import type { MinHeap } from './min-heap.js'
@@ -45,8 +45,8 @@ export class ReadBackCache {
   constructor(
     /** The store's runs: an entry read for a run no longer on record is not kept. */
     private readonly runs: ReadonlyMap<string, RunState>,
-    private readonly cachedSpansMax: number,
-    private readonly cachedRunsMax: number,
+    private readonly maxCachedSpans: number,
+    private readonly maxCachedRuns: number,
   ) {}
 
   /**
@@ -60,7 +60,7 @@ export class ReadBackCache {
     const older: RunState[] = []
     let freed = 0
     const full = (): boolean =>
-      this.readBackSpans - freed + spans > this.cachedSpansMax || this.readBack.size - older.length >= this.cachedRunsMax
+      this.readBackSpans - freed + spans > this.maxCachedSpans || this.readBack.size - older.length >= this.maxCachedRuns
     while (full() && cached.size > 0 && announceOrder(cached.peek()!, run) < 0) {
       const oldest = cached.pop()!
       freed += this.readBackCounted.get(oldest.meta.runId) ?? 0
@@ -107,7 +107,7 @@ export class ReadBackCache {
 
   /**
    * A run's spans read back (or just replayed) kept as the most recently used, the least recently used
-   * dropped past cachedSpansMax (read-backs under way counted in it). One run larger than the cache
+   * dropped past maxCachedSpans (read-backs under way counted in it). One run larger than the cache
    * stays alone while no other read-back is under way (its pages need no read each).
    */
   cacheSpans(runId: string, entry: ReadBack, onlyIfRoom = false): void {
@@ -116,23 +116,23 @@ export class ReadBackCache {
     const spans = entry.copy?.spans.length ?? 0
     if (
       onlyIfRoom &&
-      (this.readBackSpans + this.readingSpans + spans > this.cachedSpansMax ||
-        (this.readBack.size >= this.cachedRunsMax && !this.readBack.has(runId)))
+      (this.readBackSpans + this.readingSpans + spans > this.maxCachedSpans ||
+        (this.readBack.size >= this.maxCachedRuns && !this.readBack.has(runId)))
     )
       return
     this.uncache(runId)
     // Larger than what the read-backs under way leave: not kept (only the query that asked holds it).
-    if (this.readingSpans > 0 && this.readingSpans + spans > this.cachedSpansMax) return
+    if (this.readingSpans > 0 && this.readingSpans + spans > this.maxCachedSpans) return
     this.readBack.set(runId, entry)
     this.readBackCounted.set(runId, spans)
     this.readBackSpans += spans
     this.trimCache(runId)
   }
 
-  /** Least recently used entries dropped until the cache and the read-backs under way fit cachedSpansMax, and the cache cachedRunsMax (keep stays). */
+  /** Least recently used entries dropped until the cache and the read-backs under way fit maxCachedSpans, and the cache maxCachedRuns (keep stays). */
   trimCache(keep: string | undefined): void {
     for (const id of this.readBack.keys()) {
-      if ((this.readBackSpans + this.readingSpans <= this.cachedSpansMax && this.readBack.size <= this.cachedRunsMax) || id === keep) break
+      if ((this.readBackSpans + this.readingSpans <= this.maxCachedSpans && this.readBack.size <= this.maxCachedRuns) || id === keep) break
       this.uncache(id)
     }
   }

@@ -63,7 +63,7 @@ export interface RunState {
    */
   spans: SpanTable
   /**
-   * Set when the run's spans left memory (read at start, retired and folded, or past residentSpansMax
+   * Set when the run's spans left memory (read at start, retired and folded, or past maxResidentSpans
    * while live): queryAsync reads them back from its log and the journal. summary goes on taking the
    * spans of a live run (absent for runs taken from the catalog, which take no more).
    */
@@ -295,10 +295,10 @@ export function addLoggedSpan(
 }
 
 /**
- * The run as a runs reply carries it: its spans when there are at most inlineSpansMax of them, else
+ * The run as a runs reply carries it: its spans when there are at most maxInlineSpans of them, else
  * none, and ackedThroughSeq says how far they go (a verifier reads them page by page: spanPage).
  */
-export function storedRun(run: RunState, inlineSpansMax = Number.POSITIVE_INFINITY): StoredRun {
+export function storedRun(run: RunState, maxInlineSpans = Number.POSITIVE_INFINITY): StoredRun {
   return {
     meta: run.meta,
     announcedMs: run.announcedMs,
@@ -306,7 +306,7 @@ export function storedRun(run: RunState, inlineSpansMax = Number.POSITIVE_INFINI
     ...(run.origin.writer === undefined ? {} : { writer: run.origin.writer }),
     ...(run.origin.authenticated === undefined ? {} : { authenticated: run.origin.authenticated }),
     ...(run.end === undefined ? {} : { end: run.end }),
-    spans: run.spans.length <= inlineSpansMax ? run.spans.toArray() : [],
+    spans: run.spans.length <= maxInlineSpans ? run.spans.toArray() : [],
     ackedThroughSeq: run.spans.throughSeq,
     ...(run.spans.lastAckMs === undefined ? {} : { lastAckMs: run.spans.lastAckMs }),
     verified: run.verdict !== null,

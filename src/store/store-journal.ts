@@ -161,7 +161,7 @@ export abstract class StoreJournal extends StoreReadBack {
       run.durableThroughSeq = throughSeq
       // A fold that failed while this round was written failed the run: it answers what is recorded.
       if (run.failed !== undefined) run.lastAckedSeq = throughSeq
-      if (this.evicting && run.evicted === undefined && run.spans.length > this.residentSpansMax) this.evictSpans(run)
+      if (this.evicting && run.evicted === undefined && run.spans.length > this.maxResidentSpans) this.evictSpans(run)
       this.runs.recount(run)
       this.emit('recorded', run.meta.runId, throughSeq)
     }
@@ -198,7 +198,7 @@ export abstract class StoreJournal extends StoreReadBack {
   private foldDue(): boolean {
     const segment = this.segment!
     if (segment.rounds === 0 || this.folding !== undefined) return false
-    return segment.bytes >= this.segmentBytesMax || performance.now() - segment.openedMs >= this.foldAgeMs
+    return segment.bytes >= this.maxSegmentBytes || performance.now() - segment.openedMs >= this.foldAgeMs
   }
 
   /** An idle listener folds too: a timer starts a commit pass once the segment is old enough. */

@@ -4,7 +4,7 @@
  * count answered is of recorded acks (a state a replay of the durable journal and logs gives).
  */
 import type { RunMeta } from '../record/format.js'
-import { groupRunsMax, type Claim, type RunSummary, type StoredRun } from '../protocol/messages.js'
+import { maxGroupRuns, type Claim, type RunSummary, type StoredRun } from '../protocol/messages.js'
 import { SpanTable } from './span-table.js'
 import { type RunOrigin, type RunState, announceOrder, endAccepted, isSettling, isWritable, storedRun, summaryOf } from './run-state.js'
 import { StoreWrites } from './store-writes.js'
@@ -89,24 +89,24 @@ export abstract class StoreQueries extends StoreWrites {
 
   /**
    * The runs a verify asks for: by run id, or the latest group for this host and path. A run with more
-   * than inlineSpansMax spans comes without them (spanPage reads them).
+   * than maxInlineSpans spans comes without them (spanPage reads them).
    */
-  query(host: string, requestedPath: string, runId?: string, options: { inlineSpansMax?: number } = {}): StoredRun[] {
+  query(host: string, requestedPath: string, runId?: string, options: { maxInlineSpans?: number } = {}): StoredRun[] {
     const runs = this.queried(host, requestedPath, runId)
     if (runs.some((r) => r.evicted !== undefined)) throw new Error('query() of evicted runs: the listener uses queryAsync()')
-    return runs.map((r) => storedRun(r, options.inlineSpansMax))
+    return runs.map((r) => storedRun(r, options.maxInlineSpans))
   }
 
   /**
    * query() for the listener: evicted runs' spans are read back first (without blocking the event loop).
-   * inlineSpansTotalMax bounds the spans inline in the whole reply (a wide group's runs each under
-   * inlineSpansMax add up): a run that would go past it comes without its spans, as a long one does.
+   * maxInlineSpansTotal bounds the spans inline in the whole reply (a wide group's runs each under
+   * maxInlineSpans add up): a run that would go past it comes without its spans, as a long one does.
    */
   async queryAsync(
     host: string,
     requestedPath: string,
     runId?: string,
-    options: { inlineSpansMax?: number; inlineSpansTotalMax?: number } = {},
+    options: { maxInlineSpans?: number; maxInlineSpansTotal?: number } = {},
   ): Promise<StoredRun[]> {
     if (runId === undefined) await this.checkNewerThanLatest(host, requestedPath)
     const runs = this.queried(host, requestedPath, runId)
@@ -117,9 +117,9 @@ export abstract class StoreQueries extends StoreWrites {
     // Each member's reply made in turn (its spans as an array, the only copy the reply holds): no
     // member's read-back copy is held while the next one is read back.
     const stored: StoredRun[] = []
-    let inlineLeft = options.inlineSpansTotalMax ?? Number.POSITIVE_INFINITY
+    let inlineLeft = options.maxInlineSpansTotal ?? Number.POSITIVE_INFINITY
     for (const run of runs) {
-      const inlineMax = Math.min(options.inlineSpansMax ?? Number.POSITIVE_INFINITY, inlineLeft)
+      const inlineMax = Math.min(options.maxInlineSpans ?? Number.POSITIVE_INFINITY, inlineLeft)
       const spanCount = run.evicted?.spanCount
       // Its spans do not go in the reply (a verifier pages them): its summary says all the reply needs.
       const reply =
@@ -190,7 +190,7 @@ export abstract class StoreQueries extends StoreWrites {
     return [...this.runs.values()]
       .filter((r) => r.meta.groupId === groupId && r.meta.host === host && r.meta.requestedPath === requestedPath)
       .sort((a, b) => a.meta.method.localeCompare(b.meta.method))
-      .slice(0, groupRunsMax)
+      .slice(0, maxGroupRuns)
   }
 
   /** Spans the run holds in memory (0 for a run not on record). */
@@ -212,14 +212,14 @@ export abstract class StoreQueries extends StoreWrites {
   }
 
   /**
-   * Every run on record for this host and path, newest first, at most groupRunsMax; live here only for a
+   * Every run on record for this host and path, newest first, at most maxGroupRuns; live here only for a
    * run whose end is accepted and not recorded yet (the listener marks the runs whose writer is connected).
    */
   claims(host: string, requestedPath: string): Claim[] {
     return [...this.runs.values()]
       .filter((r) => r.meta.host === host && r.meta.requestedPath === requestedPath)
       .sort((a, b) => announceOrder(b, a))
-      .slice(0, groupRunsMax)
+      .slice(0, maxGroupRuns)
       .map((r) => ({
         runId: r.meta.runId,
         groupId: r.meta.groupId,

@@ -3,10 +3,10 @@
  *
  * In the listener, memory per run
  * is bounded whatever its length: a run read from runs/ at start, a run retired and folded, and a live
- * run past residentSpansMax spans keep a summary only (SpanSummary: the count and last two spans,
+ * run past maxResidentSpans spans keep a summary only (SpanSummary: the count and last two spans,
  * which go on taking a live run's spans exactly); its spans are read back for a query (queryAsync,
  * spanPageAsync) from its log, 64 KiB at a time, up to where its folded bytes end, then from its
- * commits still in the journal; the copy is cached within a span budget (cachedSpansMax) and brought
+ * commits still in the journal; the copy is cached within a span budget (maxCachedSpans) and brought
  * up to date from where it ended before each use, while its log's stamp (logStamp: inode, size, mtime,
  * ctime) is the one it was read at or this listener's fold left (else it is read whole again: damage
  * in bytes read before is found). Read-backs go at most readBacksAtOnce at a time, each counted
@@ -29,7 +29,7 @@ import { queryChunkBytes } from './store-state.js'
 /** The store with its runs' spans out of memory and read back for queries, within the cache's bounds. */
 export abstract class StoreReadBack extends StoreReplay {
   /** Spans and writers of evicted runs read back for queries, within the cache's bounds. */
-  protected readonly cache = new ReadBackCache(this.runs, this.cachedSpansMax, this.cachedRunsMax)
+  protected readonly cache = new ReadBackCache(this.runs, this.maxCachedSpans, this.maxCachedRuns)
   private readonly readingBack = new Map<RunState, Promise<ReadBack>>()
   /** Only the listener's store evicts (verify --acks and report read a directory once). */
   protected evicting = false

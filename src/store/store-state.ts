@@ -31,17 +31,17 @@ export interface AckStoreOptions {
   readonly segmentBytes?: number
   readonly foldAgeMs?: number
   /** Spans read back for queries kept in memory at most (LRU across runs and connections; default maxStoredSpans). */
-  readonly cachedSpansMax?: number
+  readonly maxCachedSpans?: number
   /** Runs the read-back cache keeps at most (default cachedRunsDefault); lower for tests. */
-  readonly cachedRunsMax?: number
+  readonly maxCachedRuns?: number
   /** A live run's spans leave memory once it holds more than this many (default residentSpansDefault); lower for tests. */
-  readonly residentSpansMax?: number
+  readonly maxResidentSpans?: number
 }
 
 /**
  * A run keeps at most this many spans in memory (~96 KiB), however long it runs: past it they leave
  * for its log (SpanSummary stays, 64 bytes) and are read back for a query. Resident spans in all:
- * runs holding their table x residentSpansMax, plus the read-back cache (cachedSpansMax).
+ * runs holding their table x maxResidentSpans, plus the read-back cache (maxCachedSpans).
  */
 const residentSpansDefault = 4096
 
@@ -63,11 +63,11 @@ export abstract class StoreState extends EventEmitter<AckStoreEvents> {
   /** The highest announceIndex on record; the next announcement gets one more. */
   protected lastAnnounceIndex = 0
   protected segment: Segment | undefined
-  protected readonly segmentBytesMax: number
+  protected readonly maxSegmentBytes: number
   protected readonly foldAgeMs: number
-  protected readonly cachedSpansMax: number
-  protected readonly cachedRunsMax: number
-  protected readonly residentSpansMax: number
+  protected readonly maxCachedSpans: number
+  protected readonly maxCachedRuns: number
+  protected readonly maxResidentSpans: number
   /** Segments rotated out and not folded yet (a failed fold's stays): a run's commits there are read back from them. */
   protected readonly unfolded: UnfoldedSegment[] = []
   readonly warnings: string[] = []
@@ -81,16 +81,16 @@ export abstract class StoreState extends EventEmitter<AckStoreEvents> {
   ) {
     super()
     this.maxSpans = options.maxSpans ?? maxStoredSpans
-    this.segmentBytesMax = options.segmentBytes ?? defaultSegmentBytes
+    this.maxSegmentBytes = options.segmentBytes ?? defaultSegmentBytes
     this.foldAgeMs = options.foldAgeMs ?? defaultFoldAgeMs
-    this.cachedSpansMax = options.cachedSpansMax ?? cachedSpansDefault
-    this.cachedRunsMax = options.cachedRunsMax ?? cachedRunsDefault
-    this.residentSpansMax = options.residentSpansMax ?? residentSpansDefault
+    this.maxCachedSpans = options.maxCachedSpans ?? cachedSpansDefault
+    this.maxCachedRuns = options.maxCachedRuns ?? cachedRunsDefault
+    this.maxResidentSpans = options.maxResidentSpans ?? residentSpansDefault
     if (!Number.isInteger(this.maxSpans) || this.maxSpans < 2 || this.maxSpans > maxStoredSpans)
       throw new RangeError(`maxSpans must be 2..${maxStoredSpans}`)
-    if (!Number.isInteger(this.residentSpansMax) || this.residentSpansMax < 1)
-      throw new RangeError('residentSpansMax must be a positive integer')
-    if (!Number.isInteger(this.cachedRunsMax) || this.cachedRunsMax < 1) throw new RangeError('cachedRunsMax must be a positive integer')
+    if (!Number.isInteger(this.maxResidentSpans) || this.maxResidentSpans < 1)
+      throw new RangeError('maxResidentSpans must be a positive integer')
+    if (!Number.isInteger(this.maxCachedRuns) || this.maxCachedRuns < 1) throw new RangeError('maxCachedRuns must be a positive integer')
   }
 
   protected runDir(runId: string): string {

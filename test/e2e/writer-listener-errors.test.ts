@@ -8,7 +8,7 @@ import { createServer } from 'node:http'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, startFakeListener, startListener, tempDir, welcomeAndAccept } from '../fixtures/cli.js'
-import { unrecordedAcksMax } from '../../src/client/write/flow-control.js'
+import { maxUnrecordedAcks } from '../../src/client/write/flow-control.js'
 import type { ServerMessage } from '../../src/protocol/messages.js'
 
 t.test('an HTTP server on the port: named as not a listener, exit 3', async (t) => {
@@ -132,7 +132,7 @@ t.test('flow control: the writer waits for a listener that falls behind, and giv
       if (released) {
         recordedSent = acked
         reply({ type: 'recorded', runId: m.runId, throughSeq: acked })
-      } else if (acked > unrecordedAcksMax && holding === undefined) {
+      } else if (acked > maxUnrecordedAcks && holding === undefined) {
         holding = setTimeout(() => {
           released = true
           recordedSent = acked
@@ -151,7 +151,7 @@ t.test('flow control: the writer waits for a listener that falls behind, and giv
   t.equal(result.code, 0, result.stderr)
   t.ok(holding !== undefined, `the writer went past the bound (${acked} acks)`)
   // One housekeeping tick (50 ms) of writing can pass the bound before the writer notices.
-  t.ok(aheadMax <= unrecordedAcksMax + 50_000, `acks ran at most ${aheadMax} ahead of "recorded" (bound ${unrecordedAcksMax})`)
+  t.ok(aheadMax <= maxUnrecordedAcks + 50_000, `acks ran at most ${aheadMax} ahead of "recorded" (bound ${maxUnrecordedAcks})`)
   t.match(result.stdout, /records written \(never synced: the negative control\) and acknowledged/)
 
   // A listener that never reports anything recorded: the writer stops at the bound and fails after
@@ -182,7 +182,7 @@ t.test('flow control: the writer waits for a listener that falls behind, and giv
   t.match(stuck.stderr, /plugcheck: the listener at 127\.0\.0\.1:\d+ recorded no acks for 1 s while [\d,]+ waited/)
   t.match(stuck.stdout, /records written .* and acknowledged, 0 recorded by the listener/)
   t.match(stuck.stdout, /after a power cut and reboot: plugcheck verify/)
-  t.ok(stalledAcks > unrecordedAcksMax && stalledAcks <= unrecordedAcksMax + 50_000, `stopped at ${stalledAcks} acks`)
+  t.ok(stalledAcks > maxUnrecordedAcks && stalledAcks <= maxUnrecordedAcks + 50_000, `stopped at ${stalledAcks} acks`)
 })
 
 t.test('IPv6 loopback spellings reach the listener', async (t) => {

@@ -60,7 +60,7 @@ t.test('a start with long runs live in the journal holds bounded spans', async (
   }))
   appendFileSync(join(journal, name), frameRound({ k: 'round', r: segment.firstRound, a: [], c }))
 
-  const store = await AckStore.open(dir, { cachedSpansMax: 1000 })
+  const store = await AckStore.open(dir, { maxCachedSpans: 1000 })
   t.teardown(() => store.close())
   t.same(
     metas.filter(({ runId }) => store.lastAckedSeq(runId) !== spansPerRun + 1),

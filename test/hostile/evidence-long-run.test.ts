@@ -1,6 +1,6 @@
 /**
  * Evidence (issue class 11) for a long run: a runs reply leaves a long run's spans out (more than
- * inlineSpansMax of them: ~7 minutes of acks; verify reads them page by page), so `spans` is empty
+ * maxInlineSpans of them: ~7 minutes of acks; verify reads them page by page), so `spans` is empty
  * although the run acknowledged hundreds of thousands of records. A `write` on the path of such a run
  * that vanished and was never verified must be refused (exit 2) exactly like a short run's, not
  * treated as a run that acknowledged nothing, whose files it may replace.
@@ -14,7 +14,7 @@ import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { queryRuns } from '../../src/client/verify/listener-client.js'
 import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
-import { inlineSpansMax } from '../../src/protocol/messages.js'
+import { maxInlineSpans } from '../../src/protocol/messages.js'
 import { binPath, runCli, sleep, spawnCli, tempDir } from '../fixtures/cli.js'
 
 t.test('a long vanished run that was never verified is evidence: write refuses', async (t) => {
@@ -68,7 +68,7 @@ t.test('a long vanished run that was never verified is evidence: write refuses',
   t.equal(runs.length, 1)
   t.equal(runs[0]?.end?.reason, 'vanished', 'the run vanished')
   t.ok((runs[0]?.ackedThroughSeq ?? 0) > 10_000, `it acknowledged ${runs[0]?.ackedThroughSeq} records`)
-  t.same(runs[0]?.spans, [], `a long run: its spans (more than ${inlineSpansMax}) are left out of the runs reply`)
+  t.same(runs[0]?.spans, [], `a long run: its spans (more than ${maxInlineSpans}) are left out of the runs reply`)
 
   const again = await runCli(['write', '--server', server, '--file', file, '--size', '8MiB', '--method', 'none', '--duration', '1'])
   t.equal(again.code, 2, `write refuses to destroy the evidence (stderr: ${again.stderr.trim()})`)

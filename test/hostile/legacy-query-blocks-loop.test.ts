@@ -1,7 +1,7 @@
 /**
  * A protocol 3 verifier (an older plugcheck, or anyone: no token is needed to say hello and query)
  * (two of them here) ask for a long group that still fits one legacy reply (2 runs of 499,000 spans, under
- * legacyReplySpansMax). The listener must not block its event loop for more than a few milliseconds
+ * maxLegacyReplySpans). The listener must not block its event loop for more than a few milliseconds
  * while it answers (issue 16: "never blocks the event loop"): hellos of other clients are answered
  * promptly and an honest writer beside it keeps getting 'recorded' well under a second.
  * Real child listener on 127.0.0.1; the query's reply is read as raw bytes (this process decodes nothing large).

@@ -21,7 +21,7 @@ async function ackApart(store: AckStore, id: string, count: number): Promise<voi
 
 t.test("a pruned run's cached copy is not served for a new run of the same id", async (t) => {
   const dir = tempDir(t, 'plugcheck-attack16-reuse-')
-  const store = await AckStore.open(dir, { cachedSpansMax: 10 })
+  const store = await AckStore.open(dir, { maxCachedSpans: 10 })
   t.teardown(() => store.close())
   const id = runIdOf(0xe701)
   const base = Date.now()

@@ -27,8 +27,8 @@ t.test('span-page queries of many long runs at once hold no more spans than the 
     spansPerRun,
     announcedMs,
   )
-  const cachedSpansMax = 1000
-  const reopened = await AckStore.open(dir, { cachedSpansMax })
+  const maxCachedSpans = 1000
+  const reopened = await AckStore.open(dir, { maxCachedSpans })
   t.equal(reopened.residentSpanCount(), 0, 'after the start every run keeps its summary only')
 
   // Tables being filled by a read-back (not yet handed back), and their sizes.
@@ -60,10 +60,10 @@ t.test('span-page queries of many long runs at once hold no more spans than the 
     pages.every((p) => p !== undefined && p.length > 0),
     'every query answered',
   )
-  const bound = cachedSpansMax + 2 * spansPerRun
+  const bound = maxCachedSpans + 2 * spansPerRun
   t.ok(
     heldMax <= bound,
-    `spans held while ${runCount} read-backs ran at once: ${heldMax} (bound: cache ${cachedSpansMax} plus a run or two, ${bound}; ${runCount} whole runs are ${runCount * spansPerRun})`,
+    `spans held while ${runCount} read-backs ran at once: ${heldMax} (bound: cache ${maxCachedSpans} plus a run or two, ${bound}; ${runCount} whole runs are ${runCount * spansPerRun})`,
   )
   await reopened.close()
 })

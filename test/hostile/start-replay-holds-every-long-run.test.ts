@@ -41,19 +41,19 @@ t.test('a start without a catalog replays long runs one after another, not all o
   t.teardown(() => {
     proto.replay = replay
   })
-  const cachedSpansMax = 1000
-  const reopened = await AckStore.open(dir, { cachedSpansMax })
+  const maxCachedSpans = 1000
+  const reopened = await AckStore.open(dir, { maxCachedSpans })
   t.equal(reopened.summaries().length, runCount, `${runCount} runs replayed`)
   t.equal(reopened.summaries()[0]!.ackedThroughSeq, spansPerRun)
   t.ok(
     reopened.warnings.some((w) => w.includes('catalog.msgpack')),
     'the missing catalog is warned about',
   )
-  const bound = cachedSpansMax + 2 * spansPerRun
+  const bound = maxCachedSpans + 2 * spansPerRun
   t.ok(
     heldMax <= bound,
-    `spans held in memory during the start: at most ${heldMax} (bound: the read-back cache, ${cachedSpansMax}, plus a run or two being replayed, ${bound}; all ${runCount} runs are ${runCount * spansPerRun} spans, ${((runCount * spansPerRun * spanBytes) / 1024 / 1024).toFixed(0)} MB)`,
+    `spans held in memory during the start: at most ${heldMax} (bound: the read-back cache, ${maxCachedSpans}, plus a run or two being replayed, ${bound}; all ${runCount} runs are ${runCount * spansPerRun} spans, ${((runCount * spansPerRun * spanBytes) / 1024 / 1024).toFixed(0)} MB)`,
   )
-  t.ok(reopened.residentSpanCount() <= cachedSpansMax + spansPerRun, `after the start: ${reopened.residentSpanCount()} spans held`)
+  t.ok(reopened.residentSpanCount() <= maxCachedSpans + spansPerRun, `after the start: ${reopened.residentSpanCount()} spans held`)
   await reopened.close()
 })

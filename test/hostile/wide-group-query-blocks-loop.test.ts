@@ -1,6 +1,6 @@
 /**
  * A group of 64 runs (write --jobs 16 with 4 methods, or anyone: announcements and queries need no
- * token) whose runs each hold a few thousand spans, under inlineSpansMax, so every span goes inline
+ * token) whose runs each hold a few thousand spans, under maxInlineSpans, so every span goes inline
  * in one protocol 4 runs reply: ~190,000 spans built and encoded in one go on the listener's only
  * thread. Eight verifiers asking at once must not hold the event loop (issue 16: "never blocks
  * the event loop for more than a few milliseconds"): hellos of other clients are still answered
@@ -15,7 +15,7 @@ import { connect } from 'node:net'
 import { existsSync } from 'node:fs'
 import { unpack } from 'msgpackr'
 import { encodeFrame } from '../../src/protocol/framing.js'
-import { inlineSpansMax } from '../../src/protocol/messages.js'
+import { maxInlineSpans } from '../../src/protocol/messages.js'
 import { binPath, tempDir } from '../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from '../fixtures/peer.js'
 
@@ -134,7 +134,7 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
   for (let waited = 0; received.some((c) => framesOf(c).length < 2) && waited < 20_000; waited += 50)
     await new Promise((resolve) => setTimeout(resolve, 50))
   t.same(errors, [], 'no verifier connection failed')
-  // The reply carries every run, at most inlineSpansMax spans inline over all of them; the other runs come without spans, to be paged.
+  // The reply carries every run, at most maxInlineSpans spans inline over all of them; the other runs come without spans, to be paged.
   for (const [i, chunks] of received.entries()) {
     const reply = framesOf(chunks)[1] as { type: string; runs: Array<{ spans: unknown[]; ackedThroughSeq: number }> } | undefined
     t.equal(reply?.type, 'runs', `verifier ${i} got its reply (${replyBytes[i]} bytes)`)
@@ -145,7 +145,7 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
       'each acknowledged through the last round',
     )
     const inline = runs.reduce((n, r) => n + r.spans.length, 0)
-    t.ok(inline <= inlineSpansMax, `${inline} spans inline, at most ${inlineSpansMax} in one reply`)
+    t.ok(inline <= maxInlineSpans, `${inline} spans inline, at most ${maxInlineSpans} in one reply`)
     t.ok(
       runs.some((r) => r.spans.length === 0),
       'the others are left to pages',

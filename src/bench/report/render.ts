@@ -93,7 +93,7 @@ const flagHeadings: Record<PlausibilityFlag['kind'], string> = {
 }
 
 /** Beyond this many flags of one kind, the rest are listed on one "likewise" line. */
-const flagsInFullMax = 3
+const maxFlagsInFull = 3
 const lineWidth = 100
 
 export function renderFlags(flags: readonly PlausibilityFlag[], sections: readonly SectionResult[]): string {
@@ -109,11 +109,11 @@ export function renderFlags(flags: readonly PlausibilityFlag[], sections: readon
   }
   for (const kind of Object.keys(flagHeadings) as PlausibilityFlag['kind'][]) {
     const ofKind = flags.filter((flag) => flag.kind === kind)
-    ofKind.slice(0, flagsInFullMax).forEach((flag, i) => {
+    ofKind.slice(0, maxFlagsInFull).forEach((flag, i) => {
       text += `  ${(i === 0 ? `${flagHeadings[kind]}:` : '').padEnd(12)} ${flag.message}\n`
     })
     const rest = ofKind
-      .slice(flagsInFullMax)
+      .slice(maxFlagsInFull)
       .flatMap((flag) => flag.rowIds.map((id) => rowsById.get(id)).filter((entry) => entry !== undefined))
     if (rest.length === 0) continue
     const items = rest.map(

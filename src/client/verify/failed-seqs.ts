@@ -4,7 +4,7 @@
  * report, and counted below the highest surviving seq for reordering.
  */
 import type { RunReport, SeqRange } from './run-report.js'
-import { detailListLimit } from './run-report.js'
+import { maxDetailList } from './run-report.js'
 
 export const tornCode = 254
 export const corruptCode = 255
@@ -133,7 +133,7 @@ export function addAppendBulk(bulk: BulkLoss[], slotCount: number, throughSeq: n
 
 /**
  * Lost seqs (packed entries with a reason code, and bulk ranges) merged in seq order into ranges; the
- * first detailListLimit kept, their acknowledgement windows not yet known (withAckTimes).
+ * first maxDetailList kept, their acknowledgement windows not yet known (withAckTimes).
  */
 export function toRanges(failed: FailedSeqs, bulk: readonly BulkLoss[]): { count: number; ranges: SeqRange[] } {
   const ranges: SeqRange[] = []
@@ -142,7 +142,7 @@ export function toRanges(failed: FailedSeqs, bulk: readonly BulkLoss[]): { count
   const flush = (): void => {
     if (open === null) return
     count++
-    if (ranges.length < detailListLimit) {
+    if (ranges.length < maxDetailList) {
       ranges.push({
         fromSeq: open.fromSeq,
         toSeq: open.toSeq,

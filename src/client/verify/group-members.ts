@@ -20,16 +20,16 @@ import { basename, dirname, join } from 'node:path'
 import { methodNames } from '../../native/methods.js'
 import type { StoredRun } from '../../protocol/messages.js'
 import { memberPath, type GroupMember, type SuperblockReading } from '../../record/format.js'
-import { groupRunsMax } from '../../record/run-id.js'
+import { maxGroupRuns } from '../../record/run-id.js'
 import { runtimeError } from '../../base/errors.js'
 
 type Reading = SuperblockReading | { readonly kind: 'missing'; readonly detail: string }
 export type SuperblockAt = (path: string) => Reading
 
 /** Directory entries looked at for files of the group: a directory of millions costs a bounded walk. */
-const directoryEntriesMax = 1_000_000
+const maxDirectoryEntries = 1_000_000
 /** Files whose names fit the layout, read for their superblock: far more than any group has. */
-const candidateFilesMax = 4096
+const maxCandidateFiles = 4096
 
 /** The group's plan: how many jobs, which methods, and where each member's file is. */
 export interface GroupPlan {
@@ -132,7 +132,7 @@ export function candidatePaths(requestedPath: string, plan: GroupPlan | null): s
   }
   try {
     let found = 0
-    for (let i = 0; i < directoryEntriesMax && found < candidateFilesMax; i++) {
+    for (let i = 0; i < maxDirectoryEntries && found < maxCandidateFiles; i++) {
       const entry = dir.readSync()
       if (entry === null) break
       if (!layout.test(entry.name)) continue
@@ -165,7 +165,7 @@ export async function withMembersTheFilesHold(
     const reading = readingAt(superblockAt, path)
     if (reading?.kind !== 'valid' || reading.meta.groupId !== first.groupId || found.some((r) => r.meta.runId === reading.meta.runId))
       continue
-    if (asked.has(reading.meta.runId) || asked.size >= groupRunsMax) continue
+    if (asked.has(reading.meta.runId) || asked.size >= maxGroupRuns) continue
     asked.add(reading.meta.runId)
     const run = await find(reading.meta.runId)
     if (

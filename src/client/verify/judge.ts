@@ -23,7 +23,7 @@ import { WholeRecordCheck } from '../../record/scan.js'
 import { readAhead } from './read-ahead.js'
 import { findingOf, roleOf, runVerdict } from './verdict-rules.js'
 import { chunkBuffers, inThreadChecker, scanThreadCount, startScanThreads, type ChunkChecker } from './scan-threads.js'
-import { detailListLimit, type RecordFinding, type RunReport, type SeqRange } from './run-report.js'
+import { maxDetailList, type RecordFinding, type RunReport, type SeqRange } from './run-report.js'
 import { openDataFile, readSuperblockFd } from './data-file-read.js'
 import { appendPlan, chunksToRead, overwritePlan, type SlotChunk, type SlotPlan } from './slot-plan.js'
 import { addAppendBulk, corruptCode, FailedSeqs, reorderingOf, toRanges, tornCode, type BulkLoss } from './failed-seqs.js'
@@ -59,7 +59,7 @@ function listenedRunMs(run: StoredRun): number {
   return Math.max(0, lastMs - run.announcedMs)
 }
 
-/** What judging a run's slots has found so far: exact counts, the first detailListLimit findings of each kind, the failed seqs packed. */
+/** What judging a run's slots has found so far: exact counts, the first maxDetailList findings of each kind, the failed seqs packed. */
 interface SlotTally {
   readonly failed: FailedSeqs
   readonly bulk: BulkLoss[]
@@ -302,7 +302,7 @@ function judgeChunk(
       case 'interrupted':
         tally.interruptedCount++
         tally.maxSurvivingSeq = Math.max(tally.maxSurvivingSeq, seq)
-        if (interrupted.length < detailListLimit) interrupted.push(finding)
+        if (interrupted.length < maxDetailList) interrupted.push(finding)
         break
       case 'lost':
         tally.lostCount++
@@ -311,12 +311,12 @@ function judgeChunk(
       case 'torn':
         tally.tornCount++
         failed.push(seq, tornCode)
-        if (torn.length < detailListLimit) torn.push(finding)
+        if (torn.length < maxDetailList) torn.push(finding)
         break
       case 'corrupt':
         tally.corruptCount++
         failed.push(seq, corruptCode)
-        if (corrupt.length < detailListLimit) corrupt.push(finding)
+        if (corrupt.length < maxDetailList) corrupt.push(finding)
         break
     }
   }

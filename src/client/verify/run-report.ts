@@ -1,11 +1,11 @@
 /**
  * What judging one run reports (judge.ts): its counts, which are always exact, and the first
- * detailListLimit of its lost ranges and damaged records.
+ * maxDetailList of its lost ranges and damaged records.
  */
 import type { RunVerdict } from './verdict-rules.js'
 
 /** Per-record detail lists and lostRanges are capped; counts are always exact. */
-export const detailListLimit = 1000
+export const maxDetailList = 1000
 
 export interface SeqRange {
   readonly fromSeq: number
@@ -55,7 +55,7 @@ export interface RunReport {
    */
   readonly verdict: RunVerdict
   readonly superblock: { readonly kind: string; readonly detail: string; readonly runId?: string }
-  /** Exact number of lost ranges; lostRanges holds the first detailListLimit of them, in seq order. */
+  /** Exact number of lost ranges; lostRanges holds the first maxDetailList of them, in seq order. */
   readonly lostRangeCount: number
   readonly lostRanges: readonly SeqRange[]
   readonly tornRecords: readonly RecordFinding[]

@@ -3,7 +3,7 @@
  * (--acks). Either answers the same query the same way, a long run's spans a page at a time.
  */
 import { join } from 'node:path'
-import { inlineSpansMax, maxSpansPerPage, type Claim, type StoredRun } from '../../protocol/messages.js'
+import { maxInlineSpans, maxSpansPerPage, type Claim, type StoredRun } from '../../protocol/messages.js'
 import { AckStore } from '../../store/ack-store.js'
 import { describeSystemError, runtimeError, usageError, PlugcheckError } from '../../base/errors.js'
 import { formatEndpoint, listenerTimeoutMs } from '../../protocol/endpoint.js'
@@ -52,7 +52,7 @@ export async function openSource(options: VerifyOptions, io: Pick<Io, 'err'>): P
     metaFileOf: (runId) => join(acksDir, 'runs', runId, 'meta.msgpack'),
     // As the listener answers: a long run's spans stay in the store's table, read a page at a time.
     find: async (query) => ({
-      runs: store.query(query.host, query.requestedPath, query.runId, { inlineSpansMax }),
+      runs: store.query(query.host, query.requestedPath, query.runId, { maxInlineSpans: maxInlineSpans }),
       claims: store.claims(query.host, query.requestedPath),
     }),
     acks: (run) =>

@@ -10,7 +10,7 @@ import { renderRun } from './verify-render.js'
 import type { NotJudgedReport, VerifyReport } from './verify-report.js'
 
 /** At most this many seq ranges go with a stored verdict (storedVerdictSchema). */
-const storedRangesMax = 100
+const maxStoredRanges = 100
 
 /**
  * The verdicts to report to the listener, one per run: what verify found for each run it judged, or
@@ -60,7 +60,7 @@ export function storedVerdicts(
       superblockValid: r.superblock.kind === 'valid',
       lossWindowMs: widestLossWindowMs(r),
       reordered: r.reordering !== null,
-      lostRanges: badSeqRanges(r).slice(0, storedRangesMax),
+      lostRanges: badSeqRanges(r).slice(0, maxStoredRanges),
       rebootedSinceWrite: r.rebootedSinceWrite,
       summary: (
         renderRun(

@@ -8,7 +8,7 @@ import type { RunReport } from './run-report.js'
 import { judgeMethods, methodLabel, type MethodJudgement } from './verdict-rules.js'
 import type { NotJudgedReport, VerifyReport } from './verify-report.js'
 
-const shownRangesLimit = 10
+const maxShownRanges = 10
 
 /** A count as printed: 1,234,567. */
 const n = (x: number): string => x.toLocaleString('en-US')
@@ -190,19 +190,17 @@ function recordDetailLines(r: RunReport, prefix: string): string[] {
     lines.push(
       `${prefix}${n(r.superseded)} acknowledged records were later overwritten by newer acknowledged ones (superseded, not judged).`,
     )
-  for (const range of r.lostRanges.slice(0, shownRangesLimit)) {
+  for (const range of r.lostRanges.slice(0, maxShownRanges)) {
     const seqs = range.count === 1 ? `seq ${range.fromSeq}` : `seqs ${range.fromSeq}-${range.toSeq} (${n(range.count)})`
     lines.push(`${prefix}lost ${seqs}: ${range.reason}; acknowledged ${timeWindow(range.ackedFromMs, range.ackedToMs)}`)
   }
-  if (r.lostRangeCount > shownRangesLimit)
-    lines.push(
-      `${prefix}... and ${n(r.lostRangeCount - shownRangesLimit)} more lost ranges (--json lists the first ${r.lostRanges.length})`,
-    )
-  for (const t of r.tornRecords.slice(0, shownRangesLimit)) lines.push(`${prefix}torn seq ${t.seq} at offset ${t.offsetBytes}: ${t.detail}`)
-  if (r.torn > shownRangesLimit) lines.push(`${prefix}... and ${n(r.torn - shownRangesLimit)} more torn records`)
-  for (const c of r.corruptRecords.slice(0, shownRangesLimit))
+  if (r.lostRangeCount > maxShownRanges)
+    lines.push(`${prefix}... and ${n(r.lostRangeCount - maxShownRanges)} more lost ranges (--json lists the first ${r.lostRanges.length})`)
+  for (const t of r.tornRecords.slice(0, maxShownRanges)) lines.push(`${prefix}torn seq ${t.seq} at offset ${t.offsetBytes}: ${t.detail}`)
+  if (r.torn > maxShownRanges) lines.push(`${prefix}... and ${n(r.torn - maxShownRanges)} more torn records`)
+  for (const c of r.corruptRecords.slice(0, maxShownRanges))
     lines.push(`${prefix}corrupt seq ${c.seq} at offset ${c.offsetBytes}, ${c.lengthBytes} bytes: ${c.detail}`)
-  if (r.corrupt > shownRangesLimit) lines.push(`${prefix}... and ${n(r.corrupt - shownRangesLimit)} more corrupt records`)
+  if (r.corrupt > maxShownRanges) lines.push(`${prefix}... and ${n(r.corrupt - maxShownRanges)} more corrupt records`)
   if (r.reordering !== null) {
     lines.push(
       `${prefix}reordering: record ${r.reordering.survivedSeq} survived while ${n(r.reordering.count)} earlier acknowledged records (from seq ${r.reordering.earliestLostSeq}) did not: writes were reordered across a flush, the mark of a volatile cache that ignores flushes.`,

@@ -18,9 +18,9 @@ import { statusIntervalMs } from './write-status.js'
  * between the writer and the listener's disk to a few seconds' worth and what the listener must
  * buffer to ~4 MB per run, without slowing a writer whose listener keeps up.
  */
-export const unrecordedAcksMax = 100_000
+export const maxUnrecordedAcks = 100_000
 /** Once blocked, resume when the listener has caught up to half the bound (no flapping). */
-const unrecordedAcksResume = unrecordedAcksMax / 2
+const unrecordedAcksResume = maxUnrecordedAcks / 2
 
 /** The listener has reported acks of every run as recorded. */
 export function everyRunRecorded(runs: readonly ActiveRun[], channel: AckChannel): boolean {
@@ -34,7 +34,7 @@ export function unrecordedMax(runs: readonly ActiveRun[], channel: AckChannel): 
 }
 
 /**
- * Flow control: the listener trails by more than unrecordedAcksMax. Wait for its "recorded"
+ * Flow control: the listener trails by more than maxUnrecordedAcks. Wait for its "recorded"
  * reports instead of writing on (or failing); give up only when it records nothing at all for
  * timeoutMs. Returns false when a signal arrived meanwhile; throws when the listener stalls.
  */

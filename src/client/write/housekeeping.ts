@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks'
 import type { AckChannel } from './ack-channel.js'
 import type { ActiveRun } from './active-run.js'
 import { watchFiles, type FileFinding } from './file-watch.js'
-import { everyRunRecorded, unrecordedAcksMax, unrecordedMax, waitForListener } from './flow-control.js'
+import { everyRunRecorded, maxUnrecordedAcks, unrecordedMax, waitForListener } from './flow-control.js'
 import { yieldToEventLoop, type StopSignals } from './stop-signals.js'
 import type { WriteIo, WriteProgress } from './write-options.js'
 import { drawProgress, progressOf, statusIntervalMs } from './write-status.js'
@@ -56,9 +56,9 @@ export class Housekeeping {
     return false
   }
 
-  /** Flow control: waits while the listener trails by more than unrecordedAcksMax; false when a signal came meanwhile. */
+  /** Flow control: waits while the listener trails by more than maxUnrecordedAcks; false when a signal came meanwhile. */
   private async keptUpWithListener(): Promise<boolean> {
-    if (unrecordedMax(this.runs, this.channel) > unrecordedAcksMax) {
+    if (unrecordedMax(this.runs, this.channel) > maxUnrecordedAcks) {
       const status = (nowMs: number, n: number): void => this.showStatus(nowMs, n)
       if (!(await waitForListener(this.runs, this.channel, this.timeoutMs, this.signals.received, status))) return false
       this.nextMs = performance.now() + housekeepingIntervalMs

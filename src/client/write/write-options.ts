@@ -4,7 +4,7 @@
  */
 import { dirname } from 'node:path'
 import type { Io } from '../../base/io.js'
-import { groupRunsMax, type CampaignTag } from '../../protocol/messages.js'
+import { maxGroupRuns, type CampaignTag } from '../../protocol/messages.js'
 import { directAlignmentBytes, nativePort } from '../../native/index.js'
 import { methodAvailability, type MethodName } from '../../native/registry.js'
 import { memberPath, sectorBytes, type Pattern } from '../../record/format.js'
@@ -76,7 +76,7 @@ export interface JobOf {
 }
 
 /** Runs of one group: the listener answers a verify with at most this many, so --jobs x methods is bounded by it. */
-export { groupRunsMax }
+export { maxGroupRuns }
 
 /** The command's output, with the write loop's progress when a parent sums it (write --jobs). */
 export interface WriteIo extends Io {
@@ -122,9 +122,9 @@ export function validateWriteFlags(options: Pick<WriteOptions, 'methods' | 'dire
   }
   if (new Set(options.methods).size !== options.methods.length) throw usageError('--method lists a method twice')
   const jobs = options.jobs ?? 1
-  if (jobs * options.methods.length > groupRunsMax) {
+  if (jobs * options.methods.length > maxGroupRuns) {
     throw usageError(
-      `--jobs ${jobs} with ${options.methods.length} methods makes ${jobs * options.methods.length} runs; one write makes at most ${groupRunsMax}`,
+      `--jobs ${jobs} with ${options.methods.length} methods makes ${jobs * options.methods.length} runs; one write makes at most ${maxGroupRuns}`,
       'use fewer jobs or methods',
     )
   }

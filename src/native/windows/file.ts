@@ -44,7 +44,7 @@ import {
 type Handle = bigint
 
 /** WriteFile's length is a DWORD: larger writes go in parts of at most 1 GiB (a multiple of any sector size). */
-const writeChunkBytesMax = 1 << 30
+const maxWriteChunkBytes = 1 << 30
 
 /**
  * CreateFileW, with the error built from GetLastError. A directory opened without
@@ -137,7 +137,7 @@ export function openData(path: string, method: MethodName, direct: boolean): Dat
     write(buf, offsetBytes) {
       let done = 0
       while (done < buf.length) {
-        const part = buf.subarray(done, done + Math.min(buf.length - done, writeChunkBytesMax))
+        const part = buf.subarray(done, done + Math.min(buf.length - done, maxWriteChunkBytes))
         written.writeUInt32LE(0, 0)
         // A synchronous handle with an OVERLAPPED offset: a positioned write that leaves no file pointer state.
         const ok = Number(w.WriteFile(handle, part, part.length, written, overlappedAt(offsetBytes + done, overlapped)))

@@ -39,7 +39,7 @@ import {
 type Socket = bigint
 
 /** send and recv take an int length: parts of at most 1 GiB. */
-const ioChunkBytesMax = 1 << 30
+const maxIoChunkBytes = 1 << 30
 
 function lastWsa(): number {
   return Number(api().WSAGetLastError())
@@ -132,7 +132,7 @@ export function connect(address: SocketAddress, timeoutMs: number, description: 
   }
 
   const receive = (buf: Buffer): number => {
-    const n = Number(w.recv(s, buf, Math.min(buf.length, ioChunkBytesMax), 0))
+    const n = Number(w.recv(s, buf, Math.min(buf.length, maxIoChunkBytes), 0))
     if (n > 0) return n
     if (n === 0) return -1
     const error = lastWsa()
@@ -144,7 +144,7 @@ export function connect(address: SocketAddress, timeoutMs: number, description: 
     sendAll(buf) {
       let done = 0
       while (done < buf.length) {
-        const part = buf.subarray(done, done + Math.min(buf.length - done, ioChunkBytesMax))
+        const part = buf.subarray(done, done + Math.min(buf.length - done, maxIoChunkBytes))
         const n = Number(w.send(s, part, part.length, 0))
         if (n === SOCKET_ERROR) throw win32Failure('send', lastWsa(), description)
         done += n

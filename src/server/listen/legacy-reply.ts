@@ -1,6 +1,6 @@
 /**
  * A runs reply for a protocol 2 or 3 verifier, which takes every span of the group in one frame (up
- * to legacyReplySpansMax, ~30 MB): built a page of spans at a time, yielding to the event loop between
+ * to maxLegacyReplySpans, ~30 MB): built a page of spans at a time, yielding to the event loop between
  * pages, so that hellos and acks are served meanwhile (one synchronous encode held the loop for
  * seconds). The bytes decode to the same message as encodeFrame({ type: 'runs', runs, claims }) with
  * every span inline: msgpack is assembled by hand around values msgpackr packs (maps, arrays and

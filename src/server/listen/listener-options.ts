@@ -2,7 +2,7 @@
  * The listener's options (ListenerOptions) with their defaults, and the bounds it holds every
  * connection and reply to; why each bound exists is in listener.ts's header.
  */
-import { groupRunsMax, inlineSpansMax, maxSpansPerPage, maxStoredSpans, type CampaignState } from '../../protocol/messages.js'
+import { maxGroupRuns, maxInlineSpans, maxSpansPerPage, maxStoredSpans, type CampaignState } from '../../protocol/messages.js'
 import type { ListenerEvent } from './events.js'
 import type { QuotaLimits, Reserve } from './quotas.js'
 
@@ -21,20 +21,20 @@ export const defaultMaxQueuedReplyBytes = 256 * 1024 * 1024
 /** A peer that took none of the bytes queued for it this long, while another reply is to be queued, is dropped. */
 export const defaultReplyStallMs = 30_000
 /** A write announces its whole group (jobs x methods runs) on one connection; no writer sends more. Runs hold no descriptor between commits, so the cap bounds memory only. */
-export const maxRunsPerConnection = groupRunsMax
+export const maxRunsPerConnection = maxGroupRuns
 export const maxQueriesPerConnection = 100
 /** An agent reports one verdict per method of a run group; no verifier comes near this. */
 export const maxVerdictsPerConnection = 1024
 /** The oldest protocol still served: versions 3 and 4 only added messages and fields. */
 export const minProtocolVersion = 2
 /** A protocol 2 or 3 verifier gets every span of the group in one reply, up to this many (~30 MB, a day of acks). */
-export const legacyReplySpansMax = 1_000_000
-/** Spans inline in one protocol 4 runs reply, over all its runs (a group of groupRunsMax runs each under inlineSpansMax would be ~500,000); the other runs' spans are paged. */
-export const inlineSpansPerReplyMax = inlineSpansMax
+export const maxLegacyReplySpans = 1_000_000
+/** Spans inline in one protocol 4 runs reply, over all its runs (a group of maxGroupRuns runs each under maxInlineSpans would be ~500,000); the other runs' spans are paged. */
+export const maxInlineSpansPerReply = maxInlineSpans
 /** Protocol 2 and 3 replies built at once (each holds its ~30 MB while built); later ones wait their turn. */
 export const legacyRepliesAtOnce = 2
-/** Span pages per connection: every page of every run of a group (groupRunsMax runs of maxStoredSpans spans each). */
-export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * groupRunsMax
+/** Span pages per connection: every page of every run of a group (maxGroupRuns runs of maxStoredSpans spans each). */
+export const maxSpanPagesPerConnection = Math.ceil(maxStoredSpans / maxSpansPerPage) * maxGroupRuns
 /** A list reply stays under this many bytes (verdicts carry fingerprints); older runs beyond are left out. */
 export const listReplyBudgetBytes = 16 * 1024 * 1024
 /**

@@ -41,10 +41,10 @@
  * announced from, so a stranger cannot put a verdict on your run), list and campaign-query. Protocol 2
  * clients (which never send these) are still served.
  *
- * Protocol 4: a runs reply carries a run's spans only up to inlineSpansMax; a longer run's come page
+ * Protocol 4: a runs reply carries a run's spans only up to maxInlineSpans; a longer run's come page
  * by page (spans -> span-page, each page within the reply budget), so a week of acks is read in
  * bounded memory on both sides. A protocol 2 or 3 verifier still gets every span in one reply, up to
- * legacyReplySpansMax in all; beyond, it is refused (protocol-version) with the reason, never sent
+ * maxLegacyReplySpans in all; beyond, it is refused (protocol-version) with the reason, never sent
  * a reply it cannot take or a partial one. A hello may name the client's machine (endRunsOfEarlierBoot).
  *
  * Events (events.ts) are emitted on `events` for every connection, run announced, steady, end,

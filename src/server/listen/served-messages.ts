@@ -6,11 +6,11 @@
  * a refusal is a thrown ProtocolViolation.
  */
 import { encodeFrame } from '../../protocol/framing.js'
-import { inlineSpansMax, maxSpansPerPage, type ClientMessage, type ServerMessage, type StoredRun } from '../../protocol/messages.js'
+import { maxInlineSpans, maxSpansPerPage, type ClientMessage, type ServerMessage, type StoredRun } from '../../protocol/messages.js'
 import { verdictDisagreement } from '../../protocol/verdict-rules.js'
 import type { ServedConnection } from './connection-contracts.js'
 import { legacyRunsReply } from './legacy-reply.js'
-import { inlineSpansPerReplyMax, legacyReplySpansMax } from './listener-options.js'
+import { maxInlineSpansPerReply, maxLegacyReplySpans } from './listener-options.js'
 import { ProtocolViolation } from './protocol-violation.js'
 
 /** The first protocol whose verifiers read a long run's spans page by page. */
@@ -236,25 +236,25 @@ function sendSpanPage(connection: ServedConnection, message: Served<'spans'>): P
 /** The runs a query of protocol 4 asks for: a long run's spans are read page by page. */
 async function runsToJudge(connection: ServedConnection, query: Served<'query'>): Promise<StoredRun[]> {
   return connection.listener.store.queryAsync(query.host, query.requestedPath, query.runId, {
-    inlineSpansMax,
-    inlineSpansTotalMax: inlineSpansPerReplyMax,
+    maxInlineSpans: maxInlineSpans,
+    maxInlineSpansTotal: maxInlineSpansPerReply,
   })
 }
 
 /**
- * A query of protocol 2 or 3: every span in one reply, which is refused past legacyReplySpansMax
+ * A query of protocol 2 or 3: every span in one reply, which is refused past maxLegacyReplySpans
  * rather than built (a week of two methods is ~400 MB) or cut short. Built a page at a time
  * (legacy-reply.ts), legacyRepliesAtOnce at once.
  */
 async function legacyQuery(connection: ServedConnection, query: Served<'query'>): Promise<void> {
   const listener = connection.listener
   const store = listener.store
-  const heads = await store.queryAsync(query.host, query.requestedPath, query.runId, { inlineSpansMax: 0 })
+  const heads = await store.queryAsync(query.host, query.requestedPath, query.runId, { maxInlineSpans: 0 })
   const spans = heads.reduce((sum, run) => sum + store.spanCount(run.meta.runId), 0)
-  if (spans > legacyReplySpansMax) {
+  if (spans > maxLegacyReplySpans) {
     throw new ProtocolViolation(
       'protocol-version',
-      `the acks of ${query.host}:${query.requestedPath} are ${spans} spans, more than one reply of protocol ${connection.protocol} carries (${legacyReplySpansMax}); this verifier is older than the listener: run the same plugcheck version here, whose verify reads them page by page`,
+      `the acks of ${query.host}:${query.requestedPath} are ${spans} spans, more than one reply of protocol ${connection.protocol} carries (${maxLegacyReplySpans}); this verifier is older than the listener: run the same plugcheck version here, whose verify reads them page by page`,
     )
   }
   const giveBack = await listener.legacyReplies.take()

@@ -10,7 +10,7 @@ import t from 'tap'
 import { errorCodes, type ErrorCode } from '../../../src/protocol/messages.js'
 import {
   firstFrameAbsurd,
-  firstFrameBytesMax,
+  maxFirstFrameBytes,
   listenerRefusal,
   noAnswer,
   notAListener,
@@ -112,9 +112,9 @@ t.test('firstFrameAbsurd: a first length over the bound is no listener’s', asy
   t.notOk(firstFrameAbsurd(Buffer.from('HTT')), 'three bytes are not a length yet')
   t.notOk(firstFrameAbsurd(Buffer.alloc(0)))
   const at = Buffer.alloc(4)
-  at.writeUInt32BE(firstFrameBytesMax, 0)
+  at.writeUInt32BE(maxFirstFrameBytes, 0)
   t.notOk(firstFrameAbsurd(at), 'exactly the bound')
-  at.writeUInt32BE(firstFrameBytesMax + 1, 0)
+  at.writeUInt32BE(maxFirstFrameBytes + 1, 0)
   t.ok(firstFrameAbsurd(at), 'one over')
   t.notOk(firstFrameAbsurd(frame({ type: 'welcome', protocol: 5, listenerId: 'l' })))
 })
@@ -132,7 +132,7 @@ t.test('startsWithListenerFrame: a whole welcome or error first, and nothing els
   t.notOk(startsWithListenerFrame(frame({ type: 'error', code: 'no-such-code', message: 'x' })))
   t.notOk(startsWithListenerFrame(Buffer.from([0, 0, 0, 2, 0xc1, 0xc1])), 'not msgpack (0xc1 is never used)')
   t.notOk(startsWithListenerFrame(Buffer.from('HTTP/1.1 200 OK\r\n\r\n')))
-  const huge = Buffer.alloc(4 + firstFrameBytesMax + 1)
-  huge.writeUInt32BE(firstFrameBytesMax + 1, 0)
+  const huge = Buffer.alloc(4 + maxFirstFrameBytes + 1)
+  huge.writeUInt32BE(maxFirstFrameBytes + 1, 0)
   t.notOk(startsWithListenerFrame(huge), 'a length over the bound, even with the bytes there')
 })

@@ -1,11 +1,11 @@
 /**
  * A run id is 16 lower-case hex digits and nothing else: it names a directory in the listener's store
- * (runs/<id>/), so a path, a separator, a line end or another case must never pass. groupRunsMax is the
+ * (runs/<id>/), so a path, a separator, a line end or another case must never pass. maxGroupRuns is the
  * one bound on a group's runs.
  */
 import t from 'tap'
-import { groupRunsMax, runIdSchema } from '../../../src/record/run-id.js'
-import { groupRunsMax as groupRunsMaxOfNames } from '../../../src/protocol/names.js'
+import { maxGroupRuns, runIdSchema } from '../../../src/record/run-id.js'
+import { maxGroupRuns as maxGroupRunsOfNames } from '../../../src/protocol/names.js'
 
 t.test('16 lower-case hex digits pass, unchanged', async (t) => {
   for (const id of ['0123456789abcdef', 'ffffffffffffffff', '0000000000000000', 'deadbeefcafe0042']) {
@@ -44,7 +44,7 @@ t.test('anything else is refused, with the rule in its message', async (t) => {
   t.equal(runIdSchema.safeParse('0123456789ABCDEF').error?.issues[0]?.message, 'a run id is 16 lower-case hex digits')
 })
 
-t.test('groupRunsMax: one positive bound, the same wherever it is imported from', async (t) => {
-  t.ok(Number.isSafeInteger(groupRunsMax) && groupRunsMax > 0)
-  t.equal(groupRunsMaxOfNames, groupRunsMax, 'protocol/names.ts passes on the same bound')
+t.test('maxGroupRuns: one positive bound, the same wherever it is imported from', async (t) => {
+  t.ok(Number.isSafeInteger(maxGroupRuns) && maxGroupRuns > 0)
+  t.equal(maxGroupRunsOfNames, maxGroupRuns, 'protocol/names.ts passes on the same bound')
 })

@@ -355,7 +355,7 @@ t.test('ended runs keep no spans in memory; a query reads them back without hold
   const spansBefore = (await AckStore.load(dir)).query('testhost', `/data/${long}`, long)[0]!
   t.equal(spansBefore.spans.length, spanCount, `the long run has ${spansBefore.spans.length} spans`)
 
-  const store = await AckStore.open(dir, { cachedSpansMax: spanCount })
+  const store = await AckStore.open(dir, { maxCachedSpans: spanCount })
   t.teardown(() => store.close())
   // The catalogued long run holds none; runs replayed at start (the short ones, unended) fill the
   // read-back cache while it has room.

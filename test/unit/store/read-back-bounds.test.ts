@@ -52,7 +52,7 @@ t.test('read-backs of different runs go two at a time, in the order the queries 
     ids.map((runId) => runMeta(runId)),
     3000,
   )
-  const store = await AckStore.open(dir, { cachedSpansMax: 100 })
+  const store = await AckStore.open(dir, { maxCachedSpans: 100 })
   t.teardown(() => store.close())
   const watch = watchReadBacks(t)
   const asked = [ids[3]!, ids[0]!, ids[5]!, ids[1]!, ids[4]!, ids[2]!]
@@ -69,12 +69,12 @@ t.test('a group query reads back no member whose spans its reply does not carry,
     runMeta(runIdOf(0xb200 + i), { groupId, method, host: 'box', requestedPath: '/data/db', path: `/data/db.${i}` }),
   )
   const dir = await storeOfRuns(t, metas, 2500)
-  const expected = (await AckStore.load(dir)).query('box', '/data/db', undefined, { inlineSpansMax: 1000 })
+  const expected = (await AckStore.load(dir)).query('box', '/data/db', undefined, { maxInlineSpans: 1000 })
   t.equal(expected.length, 3, 'the group has three members')
-  const store = await AckStore.open(dir, { cachedSpansMax: 100 })
+  const store = await AckStore.open(dir, { maxCachedSpans: 100 })
   t.teardown(() => store.close())
   const watch = watchReadBacks(t)
-  const replies = await store.queryAsync('box', '/data/db', undefined, { inlineSpansMax: 1000 })
+  const replies = await store.queryAsync('box', '/data/db', undefined, { maxInlineSpans: 1000 })
   t.same(watch.started, [], 'no member read back')
   t.same(replies, expected, 'the reply is what the runs replayed from their logs give (counts, last ack, writer with its fingerprint)')
   t.ok(
@@ -82,13 +82,13 @@ t.test('a group query reads back no member whose spans its reply does not carry,
     'no spans inline, acks through 2500, the writer whole',
   )
   // Inlined members are still read back (their spans go in the reply).
-  const inlined = await store.queryAsync('box', '/data/db', undefined, { inlineSpansMax: 5000 })
+  const inlined = await store.queryAsync('box', '/data/db', undefined, { maxInlineSpans: 5000 })
   t.same(
     watch.started,
     expected.map((r) => r.meta.runId),
     "members inlined are read back, in turn (the reply's order)",
   )
-  t.same(inlined, (await AckStore.load(dir)).query('box', '/data/db', undefined, { inlineSpansMax: 5000 }))
+  t.same(inlined, (await AckStore.load(dir)).query('box', '/data/db', undefined, { maxInlineSpans: 5000 }))
 })
 
 t.test('a start without a catalog keeps the newest runs that fit in the cache, whatever their directory order', async (t) => {
@@ -99,7 +99,7 @@ t.test('a start without a catalog keeps the newest runs that fit in the cache, w
     ids.map((runId) => runMeta(runId)),
     300,
   )
-  const store = await AckStore.open(dir, { cachedSpansMax: 700 })
+  const store = await AckStore.open(dir, { maxCachedSpans: 700 })
   t.teardown(() => store.close())
   t.equal(store.residentSpanCount(), 600, 'two runs of 300 spans cached')
   const watch = watchReadBacks(t)
@@ -109,14 +109,14 @@ t.test('a start without a catalog keeps the newest runs that fit in the cache, w
   t.same(watch.started, [ids[0]], 'an older one is read back')
 })
 
-t.test('the cache keeps cachedRunsMax runs at most, however few spans each holds: at start and after queries', async (t) => {
+t.test('the cache keeps maxCachedRuns runs at most, however few spans each holds: at start and after queries', async (t) => {
   const ids = Array.from({ length: 12 }, (_, i) => runIdOf(0xb500 + i))
   const dir = await storeOfRuns(
     t,
     ids.map((runId) => runMeta(runId)),
     2,
   )
-  const store = await AckStore.open(dir, { cachedRunsMax: 4 })
+  const store = await AckStore.open(dir, { maxCachedRuns: 4 })
   t.teardown(() => store.close())
   t.equal(store.cachedRunCount(), 4, 'the start cached 4 of the 12 short runs')
   const watch = watchReadBacks(t)

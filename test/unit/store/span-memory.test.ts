@@ -1,7 +1,7 @@
 /**
  * A run's spans in the listener's memory: made from its logged items once their round is durable (so
  * a live run answers exactly what a restart's replay answers), and out of memory past
- * residentSpansMax (read back from its log and the journal for a query, brought up to date while the
+ * maxResidentSpans (read back from its log and the journal for a query, brought up to date while the
  * run goes on acking and segments are folded). Real files and fdatasyncs, a real full tmpfs. Ack
  * stamps come from the listener's monotonic clock: acks queued while the event loop is busy (spin)
  * share one logged item, as under load; gaps past spanWindowMs make spans of their own.
@@ -89,10 +89,10 @@ t.test('a live run answers the spans a restart replays, for acks that straddle r
 
 t.test("a live run's resident spans stay under the bound while it acks far past it, and its query stays exact", async (t) => {
   const dir = tempDir(t, 'plugcheck-spans-')
-  const residentSpansMax = 4
-  const cachedSpansMax = 8
+  const maxResidentSpans = 4
+  const maxCachedSpans = 8
   const maxSpans = 15
-  const store = await AckStore.open(dir, { residentSpansMax, cachedSpansMax, maxSpans, foldAgeMs: 200 })
+  const store = await AckStore.open(dir, { maxResidentSpans, maxCachedSpans, maxSpans, foldAgeMs: 200 })
   const runId = runIdOf(0x5b1)
   await store.createRun(runMeta(runId), Date.now())
   let seq = 0
@@ -117,16 +117,16 @@ t.test("a live run's resident spans stay under the bound while it acks far past 
     await sleep(spanWindowMs + 10)
   }
   t.ok(
-    store.spanCount(runId) > residentSpansMax,
-    `the run holds ${store.spanCount(runId)} spans (${acks} made, coarsened past ${maxSpans}), more than ${residentSpansMax}`,
+    store.spanCount(runId) > maxResidentSpans,
+    `the run holds ${store.spanCount(runId)} spans (${acks} made, coarsened past ${maxSpans}), more than ${maxResidentSpans}`,
   )
   t.ok(
-    residentBeforeQueries <= residentSpansMax,
-    `before any query at most ${residentBeforeQueries} of its spans were in memory (bound: ${residentSpansMax})`,
+    residentBeforeQueries <= maxResidentSpans,
+    `before any query at most ${residentBeforeQueries} of its spans were in memory (bound: ${maxResidentSpans})`,
   )
   t.ok(
-    residentMax <= residentSpansMax + maxSpans,
-    `with queries, at most ${residentMax} (bound: ${residentSpansMax} resident + one read-back copy of at most ${maxSpans})`,
+    residentMax <= maxResidentSpans + maxSpans,
+    `with queries, at most ${residentMax} (bound: ${maxResidentSpans} resident + one read-back copy of at most ${maxSpans})`,
   )
   t.equal(answersWrong, 0, 'every query on the way answered every recorded ack, contiguous, as many spans as the run holds')
   const live = await queryOne(store, runId)
@@ -136,7 +136,7 @@ t.test("a live run's resident spans stay under the bound while it acks far past 
 
 t.test('a live evicted run queried while segments are folded and rounds commit: no stale, missing or repeated spans', async (t) => {
   const dir = tempDir(t, 'plugcheck-spans-')
-  const store = await AckStore.open(dir, { residentSpansMax: 3, foldAgeMs: 25, segmentBytes: 4096 })
+  const store = await AckStore.open(dir, { maxResidentSpans: 3, foldAgeMs: 25, segmentBytes: 4096 })
   const runId = runIdOf(0x5c1)
   const meta = runMeta(runId)
   await store.createRun(meta, Date.now())
@@ -233,7 +233,7 @@ t.test('a round that fails on a full disk: a live evicted run answers its record
   t.teardown(() => execFileSync('umount', ['-l', mountPoint]))
   const dir = join(mountPoint, 'listener')
   mkdirSync(dir)
-  const store = await AckStore.open(dir, { residentSpansMax: 2, foldAgeMs: 50 })
+  const store = await AckStore.open(dir, { maxResidentSpans: 2, foldAgeMs: 50 })
   const runId = runIdOf(0x5d1)
   await store.createRun(runMeta(runId), Date.now())
   let recordedSeq = 0

@@ -16,7 +16,7 @@ import { runIdOf, runMeta } from '../../../fixtures/peer.js'
 
 async function bothReplies(store: AckStore, host: string, requestedPath: string): Promise<{ streamed: Buffer; whole: Buffer }> {
   const claims = (): ReturnType<AckStore['claims']> => store.claims(host, requestedPath)
-  const heads = await store.queryAsync(host, requestedPath, undefined, { inlineSpansMax: 0 })
+  const heads = await store.queryAsync(host, requestedPath, undefined, { maxInlineSpans: 0 })
   const pieces = await legacyRunsReply(
     heads,
     claims,

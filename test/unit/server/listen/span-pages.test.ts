@@ -12,7 +12,7 @@ import { SpanTable } from '../../../../src/store/span-table.js'
 import { Listener } from '../../../../src/server/listen/listener.js'
 import { maxSpanPagesPerConnection } from '../../../../src/server/listen/listener-options.js'
 import { readSpanPage } from '../../../../src/protocol/span-page.js'
-import { inlineSpansMax, maxSpansPerPage, protocolVersion, type AckSpan, type ServerMessage } from '../../../../src/protocol/messages.js'
+import { maxInlineSpans, maxSpansPerPage, protocolVersion, type AckSpan, type ServerMessage } from '../../../../src/protocol/messages.js'
 import { craftLongRun, seqsPerSpan } from '../../../fixtures/long-run-store.js'
 import { runInProcess, tempDir } from '../../../fixtures/cli.js'
 import { seededRandom } from '../../../fixtures/lab/seeded.js'
@@ -119,7 +119,7 @@ t.test('over TCP: a long run is paged to a protocol 4 verifier, whole to a proto
   t.match(
     reply.runs[0],
     { spans: [], ackedThroughSeq: long.throughSeq },
-    `more than ${inlineSpansMax} spans: left out, ackedThroughSeq says how far they go`,
+    `more than ${maxInlineSpans} spans: left out, ackedThroughSeq says how far they go`,
   )
   const read: AckSpan[] = []
   let pages = 0
@@ -164,7 +164,7 @@ t.test('over TCP: a long run is paged to a protocol 4 verifier, whole to a proto
 t.test('verify --acks reads a long run from the directory page by page too', async (t) => {
   const dir = tempDir(t)
   const file = join(dir, 'data')
-  const spans = inlineSpansMax + 1000
+  const spans = maxInlineSpans + 1000
   const lostSeq = spans * seqsPerSpan - 3000
   const long = craftLongRun({ dir, file, methods: ['fdatasync'], spansPerRun: spans, slotCount: 4000, lostSeqs: new Set([lostSeq]) })
   const result = await runInProcess(['verify', '--acks', dir, '--file', file, '--json'])
