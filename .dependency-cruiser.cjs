@@ -16,20 +16,25 @@ const layers = [
   ['src/native/'],
 ]
 
-/** One rule per folder: it may not import a folder of its own layer or of any layer above. */
+/**
+ * One rule per folder: it may import its own folder and the folders of lower layers, nothing else of
+ * src/ (a folder of no layer included: it is caught wherever it is imported from).
+ */
 const layerRules = layers.flatMap((layer, rank) =>
   layer.flatMap((folder) => {
-    const notBelow = layers.slice(0, rank + 1).flat().filter((other) => other !== folder)
-    if (notBelow.length === 0) return []
+    const below = layers.slice(rank + 1).flat()
     return {
       name: `layer:${folder.replace(/\\\.ts\$|\$/g, '')}`,
       comment: `${folder} imports only its own folder and layers below it (ARCHITECTURE.md, "The layers")`,
       severity: 'error',
       from: { path: `^${folder}` },
-      to: { path: notBelow.map((f) => `^${f}`) },
+      to: { path: '^src/', pathNot: [folder, ...below].map((f) => `^${f}`) },
     }
   }),
 )
+
+/** What code above src/native/ may import of it: none of these binds koffi (the rule below holds them to it). */
+const nativeFace = '^src/native/(index|port|methods|registry|errors|sockaddr)\\.ts$'
 
 module.exports = {
   forbidden: [
@@ -39,6 +44,20 @@ module.exports = {
       severity: 'error',
       comment: 'only src/native/ binds the C library, kernel32 or ntdll',
       from: { path: '^src/', pathNot: '^src/native/' },
+      to: { path: 'node_modules/koffi/' },
+    },
+    {
+      name: 'native-through-its-face',
+      severity: 'error',
+      comment: 'code above src/native/ imports only its face (index.ts chooses the port), never a module that binds koffi',
+      from: { path: '^src/', pathNot: '^src/native/' },
+      to: { path: '^src/native/', pathNot: nativeFace },
+    },
+    {
+      name: 'native-face-binds-nothing',
+      severity: 'error',
+      comment: 'the face of src/native/ neither imports nor re-exports koffi: the binding stays below it',
+      from: { path: nativeFace },
       to: { path: 'node_modules/koffi/' },
     },
     {
@@ -53,6 +72,13 @@ module.exports = {
       severity: 'error',
       comment: 'a src/ module outside every layer of this file: give its folder a layer',
       from: { path: '^src/', pathNot: layers.flat().map((f) => `^${f}`) },
+      to: {},
+    },
+    {
+      name: 'no-orphans',
+      severity: 'error',
+      comment: 'a src/ module nothing imports and that imports nothing: dead, or in a folder of no layer',
+      from: { orphan: true, path: '^src/' },
       to: {},
     },
     ...layerRules,

@@ -2,8 +2,9 @@
  * `npm run bench`: every benchmark of this folder, one after another, each printing its own figures.
  * By default a short run of each (a minute or two in all per benchmark at most); `--full` runs each
  * with its own defaults (hours: the week-long and fleet runs). `--only a,b` picks benchmarks by name,
- * `--list` prints the table. Benchmarks print figures and never pass or fail on a time threshold, so
- * this exits 0 when every benchmark it ran exited 0, and 1 otherwise.
+ * `--list` prints the table; arguments after `--` go to every benchmark run. Benchmarks print figures
+ * and never pass or fail on a time threshold, so this exits 0 when every benchmark it ran exited 0, 1
+ * otherwise, and 2 on a usage mistake (an unknown flag, --only naming no benchmark or an unknown one).
  *
  * A benchmark that needs what this machine lacks (root, gcc, pg_test_fsync, an lmdb scratch install)
  * is not run, and the reason is printed with it: nothing is left out silently.
@@ -104,17 +105,34 @@ function missing(needs: readonly Need[]): string | null {
   return null
 }
 
-function main(): number {
-  const { values, positionals } = parseArgs({
+function parseFlags() {
+  return parseArgs({
     options: { full: { type: 'boolean', default: false }, only: { type: 'string' }, list: { type: 'boolean', default: false } },
     allowPositionals: true,
   })
+}
+
+function main(): number {
+  let parsed: ReturnType<typeof parseFlags>
+  try {
+    parsed = parseFlags()
+  } catch (error) {
+    process.stderr.write(
+      `bench: ${error instanceof Error ? error.message : String(error)} (npm run bench -- --list; flags: --full, --only a,b, --list)\n`,
+    )
+    return 2
+  }
+  const { values, positionals } = parsed
   if (values.list) {
     for (const b of benches)
       process.stdout.write(`${b.name.padEnd(20)} ${b.figure}${b.byNameOnly === undefined ? '' : ` (${b.byNameOnly})`}\n`)
     return 0
   }
   const only = values.only?.split(',').filter((n) => n !== '')
+  if (only !== undefined && only.length === 0) {
+    process.stderr.write('bench: --only names no benchmark (npm run bench -- --list)\n')
+    return 2
+  }
   const unknown = only?.filter((n) => !benches.some((b) => b.name === n)) ?? []
   if (unknown.length > 0) {
     process.stderr.write(`bench: no benchmark named ${unknown.join(', ')} (npm run bench -- --list)\n`)
