@@ -107,6 +107,20 @@ t.test('a reply that fitted in the kernel buffers and was never read drops its c
   const group = await bulkyRuns(port, 18) // a reply of ~300 KB: more than the peer's receive buffer, less than the kernel's send buffer
   const stalled = await nonReadingQuerier(port, 1)
   await waitFor('its reply queued in the kernel', () => kernelQueuesOfPort(port).sendQueueBytes > 0)
+  // Loopback moves bytes on from the send queue into the peer's receive buffer for a moment after they
+  // land: compared once the queue has settled (the same size twice, 100 ms apart).
+  let settled = -1
+  await waitFor(
+    'the send queue settled',
+    () => {
+      const now = kernelQueuesOfPort(port).sendQueueBytes
+      const same = now === settled
+      settled = now
+      return same
+    },
+    20_000,
+    100,
+  )
   t.equal(listener.queuedReplyBytes(), kernelQueuesOfPort(port).sendQueueBytes, 'all of it in the kernel, none in user space')
   // A verifier that reads its reply and then sits idle is never dropped for it.
   const idle = await Peer.open(port)
