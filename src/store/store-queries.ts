@@ -93,6 +93,9 @@ export abstract class StoreQueries extends StoreWrites {
    */
   query(host: string, requestedPath: string, runId?: string, options: { maxInlineSpans?: number } = {}): StoredRun[] {
     const runs = this.queried(host, requestedPath, runId)
+    // A damaged run says why first (its directory gone, its log unreadable): an evicted one is no error of the caller's then.
+    const damaged = runs.find((r) => r.damaged !== undefined)
+    if (damaged !== undefined) throw damaged.damaged
     if (runs.some((r) => r.evicted !== undefined)) throw new Error('query() of evicted runs: the listener uses queryAsync()')
     return runs.map((r) => storedRun(r, options.maxInlineSpans))
   }

@@ -26,6 +26,7 @@ import { validateWriteFlags, type WriteOptions } from '../write/write-options.js
 import { writeCommand } from '../write/jobs.js'
 import { writerEnvironment } from '../environment.js'
 import type { Io } from '../../base/io.js'
+import { oneLine } from '../../protocol/listener-errors.js'
 
 export interface AgentOptions extends Omit<WriteOptions, 'durationS' | 'traceFile' | 'campaign'> {
   /** Print a service definition that starts this agent at boot, and exit. */
@@ -111,8 +112,8 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
 
 function describeCampaign(c: CampaignState): string {
   if (c.phase === 'done') return `campaign ${c.name} is done (${c.cycles} cycles)`
-  if (c.phase === 'stopped') return `campaign ${c.name} stopped${c.detail === undefined ? '' : `: ${c.detail}`}`
-  return `campaign ${c.name} is in cycle ${Math.min(c.cycle, c.cycles)} of ${c.cycles}, ${c.phase}${c.detail === undefined ? '' : ` (${c.detail})`}`
+  if (c.phase === 'stopped') return `campaign ${c.name} stopped${c.detail === undefined ? '' : `: ${oneLine(c.detail)}`}`
+  return `campaign ${c.name} is in cycle ${Math.min(c.cycle, c.cycles)} of ${c.cycles}, ${c.phase}${c.detail === undefined ? '' : ` (${oneLine(c.detail)})`}`
 }
 
 /**

@@ -22,6 +22,7 @@ import type { StoredRun } from '../../protocol/messages.js'
 import { memberPath, type GroupMember, type SuperblockReading } from '../../record/format.js'
 import { maxGroupRuns } from '../../record/run-id.js'
 import { runtimeError } from '../../base/errors.js'
+import { oneLine } from '../../protocol/listener-errors.js'
 
 type Reading = SuperblockReading | { readonly kind: 'missing'; readonly detail: string }
 export type SuperblockAt = (path: string) => Reading
@@ -215,7 +216,7 @@ export function checkGroupMembers(runs: readonly StoredRun[], superblockAt: Supe
     // The other jobs' runs say which job could not start; the failed job's own runs only why.
     const detail = runs.map((r) => r.end!.detail!).find((d) => /^could not start: job \d+ of \d+ /.test(d)) ?? runs[0]!.end!.detail!
     return [
-      `${named.join(', ')} ${missing.length === 1 ? 'is' : 'are'} not at the ${source}: the write stopped before its first record (${detail}), so no job wrote anything`,
+      `${named.join(', ')} ${missing.length === 1 ? 'is' : 'are'} not at the ${source}: the write stopped before its first record (${oneLine(detail)}), so no job wrote anything`,
     ]
   }
   const total = plan.jobs * plan.methods.length

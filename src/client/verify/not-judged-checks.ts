@@ -6,6 +6,7 @@
 import type { Claim, StoredRun } from '../../protocol/messages.js'
 import type { Superblocks } from './superblocks.js'
 import type { NotJudgedFinding } from './verify-report.js'
+import { oneLine } from '../../protocol/listener-errors.js'
 
 /** Compared only when the writer ran on this machine and both boot ids are known. */
 export function rebootedSince(run: StoredRun, thisHost: string, thisBootId: string | null): boolean | null {
@@ -60,7 +61,7 @@ export function fileChangedDuringRun(runs: readonly StoredRun[]): NotJudgedFindi
   if (run === undefined) return null
   return {
     reason: 'file-changed',
-    detail: `run ${run.meta.runId} (${run.meta.method}) ended because ${run.end!.detail ?? 'its data file was changed by something other than plugcheck during the run'}`,
+    detail: `run ${run.meta.runId} (${run.meta.method}) ended because ${run.end!.detail === undefined ? 'its data file was changed by something other than plugcheck during the run' : oneLine(run.end!.detail)}`,
   }
 }
 

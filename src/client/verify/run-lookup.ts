@@ -7,6 +7,7 @@ import type { Claim, StoredRun } from '../../protocol/messages.js'
 import { ackedThroughSeqOf } from './ack-timeline.js'
 import type { RunSource } from './run-source.js'
 import type { Superblocks } from './superblocks.js'
+import { oneLine } from '../../protocol/listener-errors.js'
 
 /**
  * Claims hold the newest runs on the path only: a flood of announcements can push out the run a file
@@ -81,7 +82,7 @@ export async function runsTheFileStillHolds(
   inReportOrder(found)
   return {
     runs: found,
-    note: `the latest run (${runs.map((r) => r.meta.runId).join(', ')}) stopped before its first record (${runs[0]!.end?.detail ?? 'an error'}); the file still holds run ${found.map((r) => r.meta.runId).join(', ')}, which is judged`,
+    note: `the latest run (${runs.map((r) => r.meta.runId).join(', ')}) stopped before its first record (${oneLine(runs[0]!.end?.detail ?? 'an error')}); the file still holds run ${found.map((r) => r.meta.runId).join(', ')}, which is judged`,
   }
 }
 

@@ -36,6 +36,7 @@ import { inReportOrder, runsTheFileStillHolds, withRunsTheFilesHold } from './ru
 import { conflictingClaims, fileChangedDuringRun, rebootedSince, replacedLater, stillRunning, supersededBy } from './not-judged-checks.js'
 import { storedVerdicts } from './stored-verdicts.js'
 import { renderNotJudged, renderReport } from './verify-render.js'
+import { oneLine } from '../../protocol/listener-errors.js'
 
 /** What verify found: the report it prints and the exit code it returns. */
 export interface VerifyOutcome {
@@ -215,7 +216,7 @@ function readBootId(): string | null {
  */
 function storageLostNotes(runs: readonly StoredRun[]): string[] {
   const details = new Set(
-    runs.filter((r) => r.end?.reason === 'storage-lost').map((r) => r.end!.detail ?? 'an acknowledged record read back wrong'),
+    runs.filter((r) => r.end?.reason === 'storage-lost').map((r) => oneLine(r.end!.detail ?? 'an acknowledged record read back wrong')),
   )
   return [...details].map((detail) => `the writer stopped during the run: ${detail.replace(/\.$/, '')}`)
 }
