@@ -123,7 +123,10 @@ export class FleetConnection {
     while (this.error === undefined && this.unrecorded() > 0 && Date.now() < deadline) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.max(1, deadline - Date.now()))
-        this.recordedWaiters.push(() => (clearTimeout(timer), resolve()))
+        this.recordedWaiters.push(() => {
+          clearTimeout(timer)
+          resolve()
+        })
       })
     }
   }
@@ -174,8 +177,14 @@ export function bounded<T>(promise: Promise<T>, timeoutMs: number, why: string):
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${why} within ${timeoutMs / 1000} s`)), timeoutMs)
     promise.then(
-      (value) => (clearTimeout(timer), resolve(value)),
-      (error: unknown) => (clearTimeout(timer), reject(error as Error)),
+      (value) => {
+        clearTimeout(timer)
+        resolve(value)
+      },
+      (error: unknown) => {
+        clearTimeout(timer)
+        reject(error as Error)
+      },
     )
   })
 }
@@ -216,10 +225,12 @@ export async function countSpans(port: number, runId: string, throughSeq: number
   const receive = (): Promise<ServerMessage> =>
     bounded(
       new Promise<ServerMessage>((resolve, reject) => {
-        const take = (m: ServerMessage | Error): void => (
-          (next = undefined),
-          m instanceof Error ? reject(m) : m.type === 'error' ? reject(new Error(`${m.code}: ${m.message}`)) : resolve(m)
-        )
+        const take = (m: ServerMessage | Error): void => {
+          next = undefined
+          if (m instanceof Error) reject(m)
+          else if (m.type === 'error') reject(new Error(`${m.code}: ${m.message}`))
+          else resolve(m)
+        }
         if (inbox.length > 0) take(inbox.shift()!)
         else next = take
       }),

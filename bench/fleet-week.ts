@@ -293,10 +293,16 @@ async function spanWeek(bin: string, parentDir: string, scale: Scale, note: (m: 
       let nextSampleMs = Date.now() + 1000
       // One ack per writer every 10 ms real (1 s of the listener's clock): each one a span of its own.
       while (Date.now() < stopAtMs) {
-        for (const w of writers)
-          if (w.connection.error === undefined && w.connection.unrecorded() < 10_000) w.connection.ack(w.runId), spans++
+        for (const w of writers) {
+          if (w.connection.error !== undefined || w.connection.unrecorded() >= 10_000) continue
+          w.connection.ack(w.runId)
+          spans++
+        }
         await new Promise((done) => setTimeout(done, 10))
-        if (Date.now() >= nextSampleMs) samples.push([spans, rssKiB(listener.child.pid!).rss * 1024]), (nextSampleMs += 1000)
+        if (Date.now() >= nextSampleMs) {
+          samples.push([spans, rssKiB(listener.child.pid!).rss * 1024])
+          nextSampleMs += 1000
+        }
       }
       await Promise.all(writers.map((w) => w.connection.drain(waitMs)))
       await new Promise((done) => setTimeout(done, 1000))

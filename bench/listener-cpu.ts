@@ -329,7 +329,11 @@ async function runClients(port: number, count: number, options: ClientOptions): 
     const socket = connect({ host: '127.0.0.1', port })
     const connected = await new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => resolve(false), options.timeoutMs)
-      socket.once('connect', () => (clearTimeout(timer), resolve(true))).once('error', () => (clearTimeout(timer), resolve(false)))
+      const settle = (connected: boolean): void => {
+        clearTimeout(timer)
+        resolve(connected)
+      }
+      socket.once('connect', () => settle(true)).once('error', () => settle(false))
     })
     const writer = new SyntheticWriter(socket)
     if (!connected) return undefined

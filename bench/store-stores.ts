@@ -42,7 +42,7 @@ export function recordRest(i: number, spans: number): Buffer {
 
 // ---- lmdb
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: lmdb-js is loaded by path from a scratch install, without its types
 export type LmdbDb = any
 
 /** lmdb-js from a scratch install (`npm i --prefix DIR lmdb@3.5.6`). */

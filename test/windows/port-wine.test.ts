@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noExplicitAny: the probe's JSON, written by a program under Wine, is read as it comes and checked field by field
 /**
  * The Windows port under Wine: real kernel32/ntdll/ws2_32 calls from the Windows node.exe, against real
  * files and real loopback sockets served from Linux. port-wine-probe.ts (bundled here with esbuild,

@@ -33,7 +33,7 @@ export function renderNotJudged(report: NotJudgedReport): string {
   } else {
     lines.push('hint: verify the latest run (leave out --run), or this run only if its file still holds it')
   }
-  return lines.join('\n') + '\n'
+  return `${lines.join('\n')}\n`
 }
 
 export function renderReport(report: VerifyReport): string {
@@ -54,7 +54,7 @@ export function renderReport(report: VerifyReport): string {
       'No reboot happened since the write: this machine still has the boot id the writer reported, so the page cache still holds every write and a pass proves nothing about power loss. Cut the power, reboot, then verify.',
     )
   }
-  return lines.join('\n') + '\n'
+  return `${lines.join('\n')}\n`
 }
 
 /** Why a method judged over its jobs tested nothing, by its role and what its runs showed together. */

@@ -84,10 +84,10 @@ async function storeFound(
 
 /** The report as verify prints it, in words or as JSON. */
 export function printedReport(report: VerifyReport | NotJudgedReport, json: boolean): string {
-  if (report.verdict !== 'not-judged') return json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report)
+  if (report.verdict !== 'not-judged') return json ? `${JSON.stringify(report, null, 2)}\n` : renderReport(report)
   // groupRunIds is for storedVerdicts; the printed report names the runs in its detail and claims.
   const { groupRunIds: _groupRunIds, ...printed } = report
-  return json ? JSON.stringify(printed, null, 2) + '\n' : renderNotJudged(report)
+  return json ? `${JSON.stringify(printed, null, 2)}\n` : renderNotJudged(report)
 }
 
 /**

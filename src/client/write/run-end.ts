@@ -178,7 +178,7 @@ function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel):
     )
   }
   if (options.job === undefined) lines.push(verifyLine(options)) // a group's follows every job's runs
-  return lines.join('\n') + '\n'
+  return `${lines.join('\n')}\n`
 }
 
 /**

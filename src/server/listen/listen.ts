@@ -270,8 +270,11 @@ function startRetention(listener: Listener, retainMs: number): () => Promise<voi
       await Promise.race([listener.store.startScrub(), stopping])
       if (stopped) return
       // Said once, not at every tick (a run kept for what its files say is found again at each).
-      const warn = (message: string): void =>
-        void (said.has(message) || (said.add(message), listener.emit({ kind: 'warning', message, atMs: Date.now() })))
+      const warn = (message: string): void => {
+        if (said.has(message)) return
+        said.add(message)
+        listener.emit({ kind: 'warning', message, atMs: Date.now() })
+      }
       const selection = await selectPrunableChecked(
         listener.store,
         nowForAgesMs(),

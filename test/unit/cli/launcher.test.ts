@@ -19,6 +19,7 @@ function scratchTree(dir: string, parts: { dist: boolean; src: boolean; tsx: boo
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n')
   if (parts.src) {
     mkdirSync(join(dir, 'src', 'client'), { recursive: true })
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a TypeScript file that uses a template
     writeFileSync(join(dir, 'src', 'bin.ts'), "const from: string = 'src'\nprocess.stdout.write(`${from}\\n`)\n")
     writeFileSync(join(dir, 'src', 'client', 'deep.ts'), 'export {}\n')
   }

@@ -1,3 +1,4 @@
+// biome-ignore-all lint/performance/useDomNodeTextContent: Playwright's Locator.innerText(), the text a reader sees, not the DOM property
 /**
  * The HTML report in a real headless browser: Debian's chromium driven by playwright-core. The file
  * is opened from disk; the timelines must render (SVG lanes, ack lines, the cut line, lost ranges, all

@@ -214,7 +214,13 @@ class Fuzzer {
       case 'deep-map': {
         const depth = 1000 + this.int(maxClientFrameBytes - 1100)
         const body = kind === 'deep-array' ? Buffer.alloc(depth, 0x91) : Buffer.alloc(depth * 2, 0)
-        if (kind === 'deep-map') for (let i = 0; i + 1 < body.length; i += 2) (body[i] = 0x81), (body[i + 1] = 0xa0) // {"": {"": ...}}
+        if (kind === 'deep-map') {
+          // {"": {"": ...}}
+          for (let i = 0; i + 1 < body.length; i += 2) {
+            body[i] = 0x81
+            body[i + 1] = 0xa0
+          }
+        }
         const frame = Buffer.alloc(4 + Math.min(body.length, maxClientFrameBytes))
         frame.writeUInt32BE(frame.length - 4, 0)
         body.copy(frame, 4, 0, frame.length - 4)

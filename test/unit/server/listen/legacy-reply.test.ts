@@ -89,7 +89,12 @@ t.test('turns: at most two at once, the rest in order', async (t) => {
   const order: number[] = []
   const first = await turns.take()
   const second = await turns.take()
-  const waiting = [3, 4].map((n) => turns.take().then((giveBack) => (order.push(n), giveBack)))
+  const waiting = [3, 4].map((n) =>
+    turns.take().then((giveBack) => {
+      order.push(n)
+      return giveBack
+    }),
+  )
   await new Promise((resolve) => setImmediate(resolve))
   t.same(order, [], 'nobody past two')
   first()
