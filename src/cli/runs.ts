@@ -7,6 +7,7 @@ import type { RunSummary } from '../protocol/messages.js'
 import { formatEndpoint, type Endpoint } from '../protocol/endpoint.js'
 import { listRuns } from '../client/verify/listener-client.js'
 import type { Io } from '../base/io.js'
+import { printable } from '../base/printable.js'
 
 export interface RunsOptions {
   readonly server: Endpoint
@@ -75,9 +76,4 @@ function timestamp(ms: number): string {
   const d = new Date(ms)
   const two = (n: number): string => String(n).padStart(2, '0')
   return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`
-}
-
-/** A host name or path from the network may hold control characters: they must not reach the terminal. */
-function printable(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?')
 }

@@ -7,6 +7,7 @@
 import { FrameDecoder, frameHeaderBytes } from './framing.js'
 import { serverMessageSchema, type ErrorCode } from './messages.js'
 import { runtimeError, usageError, type PlugcheckError } from '../base/errors.js'
+import { oneLine } from '../base/printable.js'
 
 /** A welcome (or an error) is a few dozen bytes: a first frame claiming more is not from a listener. */
 export const maxFirstFrameBytes = 8 * 1024
@@ -72,15 +73,6 @@ export function startsWithListenerFrame(firstBytes: Buffer): boolean {
   } catch {
     return false
   }
-}
-
-/** A listener's message on one line, without control characters (it crossed the network). */
-export function oneLine(text: string): string {
-  const flat = text
-    .replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ')
-    .replace(/\s+/g, ' ')
-    .trim()
-  return flat.length > 300 ? `${flat.slice(0, 300)}...` : flat
 }
 
 /** A stranger's first bytes, up to the end of its first line, as printable text. */

@@ -4,6 +4,7 @@
  * cuts the control did not notice flagged. Everything here comes from the validated document.
  */
 import type { CampaignReport, CycleReport, MethodSummary, ReportDocument, RunReport } from './schema.js'
+import { spaced } from '../base/printable.js'
 
 /** A side-by-side column is cut to this width (the JSON document has every value in full). */
 const maxColumnChars = 44
@@ -12,7 +13,7 @@ export function renderText(doc: ReportDocument): string {
   const out: string[] = [`plugcheck report: ${doc.dir}`, '']
   out.push(...sideBySide(doc.campaigns), '')
   for (const campaign of doc.campaigns) out.push(...cycleTable(campaign), '')
-  for (const warning of doc.warnings) out.push(`warning: ${oneLine(warning)}`)
+  for (const warning of doc.warnings) out.push(`warning: ${spaced(warning)}`)
   return `${out.join('\n').trimEnd()}\n`
 }
 
@@ -127,7 +128,7 @@ function cycleTable(c: CampaignReport): string[] {
   if (c.settings !== null) {
     const s = c.settings
     head.push(
-      `  ${s.cycles} cycles, now ${s.phase}${s.detail === null ? '' : ` (${oneLine(s.detail)})`}; cut by: ${oneLine(s.cutCommand)}; ${s.cutAfterS[0]}-${s.cutAfterS[1]} s after steady, seed ${s.seed}`,
+      `  ${s.cycles} cycles, now ${s.phase}${s.detail === null ? '' : ` (${spaced(s.detail)})`}; cut by: ${spaced(s.cutCommand)}; ${s.cutAfterS[0]}-${s.cutAfterS[1]} s after steady, seed ${s.seed}`,
     )
   }
   const rows: string[][] = [
@@ -163,7 +164,7 @@ function cycleTable(c: CampaignReport): string[] {
       .join('  ')
       .trimEnd(),
   )
-  return [...head, ...lines.map((l) => `  ${l}`), ...flags, ...c.warnings.map((w) => `  warning: ${oneLine(w)}`)]
+  return [...head, ...lines.map((l) => `  ${l}`), ...flags, ...c.warnings.map((w) => `  warning: ${spaced(w)}`)]
 }
 
 /** A run's name in the cycle tables: its method (the control said), and its job in a `--jobs` group. */
@@ -211,14 +212,10 @@ export function thousands(n: number): string {
 }
 
 function list(values: readonly string[]): string {
-  return values.length === 0 ? '-' : values.map(oneLine).join('; ')
+  return values.length === 0 ? '-' : values.map((value) => spaced(value)).join('; ')
 }
 
 /** Strings from disk on one line, without control characters (a terminal must not be steered by them). */
-function oneLine(s: string): string {
-  // eslint-disable-next-line no-control-regex
-  return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ')
-}
 
 function clip(s: string): string {
   return s.length <= maxColumnChars ? s : `${s.slice(0, maxColumnChars - 1)}…`

@@ -26,7 +26,7 @@ import { validateWriteFlags, type WriteOptions } from '../write/write-options.js
 import { writeCommand } from '../write/jobs.js'
 import { writerEnvironment } from '../environment.js'
 import type { Io } from '../../base/io.js'
-import { oneLine } from '../../protocol/listener-errors.js'
+import { oneLine } from '../../base/printable.js'
 
 export interface AgentOptions extends Omit<WriteOptions, 'durationS' | 'traceFile' | 'campaign'> {
   /** Print a service definition that starts this agent at boot, and exit. */

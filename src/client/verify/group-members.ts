@@ -22,7 +22,7 @@ import type { StoredRun } from '../../protocol/messages.js'
 import { memberPath, type GroupMember, type SuperblockReading } from '../../record/format.js'
 import { maxGroupRuns } from '../../record/run-id.js'
 import { runtimeError } from '../../base/errors.js'
-import { oneLine } from '../../protocol/listener-errors.js'
+import { oneLine } from '../../base/printable.js'
 
 type Reading = SuperblockReading | { readonly kind: 'missing'; readonly detail: string }
 export type SuperblockAt = (path: string) => Reading

@@ -33,9 +33,9 @@ import {
   listenerRefusal,
   noAnswer,
   notAListener,
-  oneLine,
   startsWithListenerFrame,
 } from '../../protocol/listener-errors.js'
+import { oneLine } from '../../base/printable.js'
 
 /**
  * The listener's clock as its latest welcome gave it (with the monotonic time it arrived), when it

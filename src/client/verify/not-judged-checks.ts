@@ -6,7 +6,7 @@
 import type { Claim, StoredRun } from '../../protocol/messages.js'
 import type { Superblocks } from './superblocks.js'
 import type { NotJudgedFinding } from './verify-report.js'
-import { oneLine } from '../../protocol/listener-errors.js'
+import { oneLine } from '../../base/printable.js'
 
 /** Compared only when the writer ran on this machine and both boot ids are known. */
 export function rebootedSince(run: StoredRun, thisHost: string, thisBootId: string | null): boolean | null {

@@ -7,7 +7,7 @@ import type { Claim, StoredRun } from '../../protocol/messages.js'
 import { ackedThroughSeqOf } from './ack-timeline.js'
 import type { RunSource } from './run-source.js'
 import type { Superblocks } from './superblocks.js'
-import { oneLine } from '../../protocol/listener-errors.js'
+import { oneLine } from '../../base/printable.js'
 
 /**
  * Claims hold the newest runs on the path only: a flood of announcements can push out the run a file

@@ -36,7 +36,7 @@ import { inReportOrder, runsTheFileStillHolds, withRunsTheFilesHold } from './ru
 import { conflictingClaims, fileChangedDuringRun, rebootedSince, replacedLater, stillRunning, supersededBy } from './not-judged-checks.js'
 import { storedVerdicts } from './stored-verdicts.js'
 import { renderNotJudged, renderReport } from './verify-render.js'
-import { oneLine } from '../../protocol/listener-errors.js'
+import { oneLine } from '../../base/printable.js'
 
 /** What verify found: the report it prints and the exit code it returns. */
 export interface VerifyOutcome {

@@ -5,6 +5,7 @@
  * the campaign engine consumes the same events.
  */
 import type { CampaignTag, EndReason, StoredVerdict } from '../../protocol/messages.js'
+import { printable } from '../../base/printable.js'
 
 export type ListenerEvent =
   | { kind: 'connection'; peer: string; atMs: number }
@@ -78,11 +79,6 @@ export function formatDuration(durationMs: number): string {
 
 function tag(campaign: CampaignTag | null): string {
   return campaign === null ? '' : ` [campaign ${campaign.name}, cycle ${campaign.cycle}]`
-}
-
-/** Control characters (a hostile host name or detail) must not break the one-line log. */
-export function printable(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?')
 }
 
 /** One line for stderr: the time, then what happened in plain words. */

@@ -14,9 +14,9 @@ import {
   listenerRefusal,
   noAnswer,
   notAListener,
-  oneLine,
   startsWithListenerFrame,
 } from '../../../src/protocol/listener-errors.js'
+import { oneLine } from '../../../src/base/printable.js'
 import { PlugcheckError } from '../../../src/base/errors.js'
 
 const where = '192.0.2.7:5400'
