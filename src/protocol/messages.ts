@@ -13,7 +13,8 @@
 import { z } from 'zod'
 import { fingerprintSchema } from '../env/fingerprint-schema.js'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
-import { campaignNameSchema, maxGroupRuns } from './names.js'
+import { campaignNameSchema } from './names.js'
+import { maxGroupRuns } from '../record/run-id.js'
 
 /**
  * 2: run carries the writer's environment; runs carries the claims on a path; more error codes.
@@ -23,7 +24,7 @@ import { campaignNameSchema, maxGroupRuns } from './names.js'
  */
 export const protocolVersion = 4
 export { defaultPort } from './default-port.js'
-export { campaignNameSchema, maxGroupRuns }
+export { campaignNameSchema }
 
 /**
  * No writer produces records faster than this (tmpfs, the fastest case, reaches ~40k/s). Seqs beyond

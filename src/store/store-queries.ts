@@ -4,7 +4,8 @@
  * count answered is of recorded acks (a state a replay of the durable journal and logs gives).
  */
 import type { RunMeta } from '../record/format.js'
-import { maxGroupRuns, type Claim, type RunSummary, type StoredRun } from '../protocol/messages.js'
+import { maxGroupRuns } from '../record/run-id.js'
+import type { Claim, RunSummary, StoredRun } from '../protocol/messages.js'
 import { SpanTable } from './span-table.js'
 import { type RunOrigin, type RunState, announceOrder, endAccepted, isSettling, isWritable, storedRun, summaryOf } from './run-state.js'
 import { StoreWrites } from './store-writes.js'

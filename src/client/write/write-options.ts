@@ -4,7 +4,8 @@
  */
 import { dirname } from 'node:path'
 import type { Io } from '../../base/io.js'
-import { maxGroupRuns, type CampaignTag } from '../../protocol/messages.js'
+import type { CampaignTag } from '../../protocol/messages.js'
+import { maxGroupRuns } from '../../record/run-id.js'
 import { directAlignmentBytes, nativePort } from '../../native/index.js'
 import { methodAvailability, type MethodName } from '../../native/registry.js'
 import { memberPath, sectorBytes, type Pattern } from '../../record/format.js'
@@ -74,9 +75,6 @@ export interface JobOf {
   readonly groupId: string
   readonly groupKey: string
 }
-
-/** Runs of one group: the listener answers a verify with at most this many, so --jobs x methods is bounded by it. */
-export { maxGroupRuns }
 
 /** The command's output, with the write loop's progress when a parent sums it (write --jobs). */
 export interface WriteIo extends Io {

@@ -2,7 +2,8 @@
  * The listener's options (ListenerOptions) with their defaults, and the bounds it holds every
  * connection and reply to; why each bound exists is in listener.ts's header.
  */
-import { maxGroupRuns, maxInlineSpans, maxSpansPerPage, maxStoredSpans, type CampaignState } from '../../protocol/messages.js'
+import { maxGroupRuns } from '../../record/run-id.js'
+import { maxInlineSpans, maxSpansPerPage, maxStoredSpans, type CampaignState } from '../../protocol/messages.js'
 import type { ListenerEvent } from './events.js'
 import type { QuotaLimits, Reserve } from './quotas.js'
 
