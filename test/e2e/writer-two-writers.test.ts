@@ -14,7 +14,8 @@ t.test("a second write on a live run's file is refused; the first run verifies",
   // A file from an earlier run is on the path, so the first writer's lock exists before it announces.
   t.equal((await runCli(['write', '--server', listener.server, '--file', file, '--duration', '0.2', '--size', '16MiB'])).code, 0)
 
-  const first = spawnCli(['write', '--server', listener.server, '--file', file, '--duration', '3', '--size', '16MiB'])
+  // It runs until it is stopped (below): however slow the second writer's start, it meets a live lock.
+  const first = spawnCli(['write', '--server', listener.server, '--file', file, '--duration', '600', '--size', '16MiB'])
   let firstOut = ''
   let firstErr = ''
   first.stdout!.on('data', (c: Buffer) => (firstOut += c.toString()))
@@ -32,7 +33,8 @@ t.test("a second write on a live run's file is refused; the first run verifies",
   )
   t.notMatch(second.stdout, /^run /m, 'the second writer announced nothing')
 
-  t.equal(await firstExit, 0, `the first writer ran on (${firstErr})`)
+  first.kill('SIGINT')
+  t.equal(await firstExit, 130, `the first writer ran on until it was stopped (${firstErr})`)
   const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
   t.equal(verified.code, 0, verified.stderr)
   const report = JSON.parse(verified.stdout)
@@ -50,7 +52,9 @@ t.test('a second writer that finds no file yet is refused by the lock on the new
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
   const file = join(dir, 'fresh.plugcheck')
-  const first = spawnCli(['write', '--server', listener.server, '--file', file, '--duration', '3', '--size', '16MiB', '--method', 'none'])
+  // The first writer runs until it is stopped (below), so however slow the second one's start is on a
+  // loaded machine, it meets a live lock.
+  const first = spawnCli(['write', '--server', listener.server, '--file', file, '--duration', '600', '--size', '16MiB', '--method', 'none'])
   let firstOut = ''
   first.stdout!.on('data', (c: Buffer) => (firstOut += c.toString()))
   const firstExit = new Promise<number | null>((resolve) => first.on('close', (code) => resolve(code)))
@@ -62,5 +66,6 @@ t.test('a second writer that finds no file yet is refused by the lock on the new
   )
   t.equal(second.code, 2, second.stderr)
   t.match(second.stderr, /another plugcheck write is running on it/)
-  t.equal(await firstExit, 0)
+  first.kill('SIGINT')
+  t.equal(await firstExit, 130, 'the first writer ran on until it was stopped')
 })
