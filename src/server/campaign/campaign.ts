@@ -18,36 +18,22 @@
  * Everything from the network (events of runs the listener accepted) is matched against the file:
  * only runs tagged with this campaign's name and current cycle move it.
  *
- * Apart: the cut command's run (cut-command.ts), the checks of a file read back (campaign-resume.ts),
- * and the engine's options and events (campaign-types.ts).
+ * Apart: the cut command's run (cut-command.ts), the file's reads and writes (campaign-file-io.ts),
+ * the checks of a file read back (campaign-resume.ts), and the engine's options and events
+ * (campaign-types.ts).
  */
-import { randomInt } from 'node:crypto'
-import { mkdir, open, readFile, rename } from 'node:fs/promises'
-import { join } from 'node:path'
 import { assert } from '../../base/assert.js'
-import { describeSystemError, runtimeError, usageError } from '../../base/errors.js'
-import { syncDirectoryAsync } from '../../base/directory-sync.js'
+import { describeSystemError } from '../../base/errors.js'
 import type { CampaignState, CampaignTag } from '../../protocol/messages.js'
 import { campaignStep, movesTo, takes } from './campaign-transitions.js'
-import {
-  campaignFileSchema,
-  campaignFileText,
-  campaignFileVersion,
-  type CampaignFile,
-  type CycleRecord,
-} from '../../store/campaign-file.js'
+import { campaignFileSchema, type CampaignFile, type CycleRecord } from '../../store/campaign-file.js'
 import type { CampaignInputEvent, CampaignListener, CampaignOptions } from './campaign-types.js'
-import { optionDifferences, parseCampaignFile, resumeFlags } from './campaign-resume.js'
+import { campaignFilePath, createCampaignFile, readCampaignFile, writeCampaignFile } from './campaign-file-io.js'
 import { runCutCommand, type CutResult } from './cut-command.js'
 import { cutDelayMs, newCycle } from './campaign-cycle.js'
 
 /** Events kept while the campaign file is loaded (runs, steadies and verdicts are a few per cycle). */
 const maxEarlyEvents = 10_000
-
-/** The file of a campaign in a listener's directory. */
-export function campaignFilePath(dir: string, name: string): string {
-  return join(dir, 'campaigns', `${name}.json`)
-}
 
 const seconds = (ms: number): string => `${Math.round(ms / 100) / 10} s`
 
@@ -96,49 +82,11 @@ export class Campaign {
   }
 
   private static async load(dir: string, options: CampaignOptions, listener: CampaignListener): Promise<[Campaign, boolean]> {
-    const campaignsDir = join(dir, 'campaigns')
     const path = campaignFilePath(dir, options.name)
-    let text: string | undefined
-    try {
-      text = await readFile(path, 'utf8')
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
-        throw runtimeError(`could not read the campaign file ${path}: ${describeSystemError(error)}`)
-    }
-    if (text !== undefined) {
-      const file = parseCampaignFile(text, path, options.name)
-      const differences = optionDifferences(file, options)
-      if (differences.length > 0) {
-        throw usageError(
-          `campaign ${options.name} in ${path} was started with other options: ${differences.join('; ')}`,
-          `resume it with ${resumeFlags(file)}, or give the new campaign another --campaign name`,
-        )
-      }
-      return [new Campaign(path, file, listener), true]
-    }
-    const created = await mkdir(campaignsDir, { recursive: true }).catch((error: unknown) => {
-      throw runtimeError(`could not create ${campaignsDir}: ${describeSystemError(error)}`)
-    })
-    if (created !== undefined) await syncDirectoryAsync(dir)
-    const file: CampaignFile = {
-      version: campaignFileVersion,
-      name: options.name,
-      cycles: options.cycles,
-      cutCommand: options.cutCommand,
-      cutAfterS: [options.cutAfterS[0], options.cutAfterS[1]],
-      rebootTimeoutS: options.rebootTimeoutS,
-      seed: options.seed ?? randomInt(2 ** 32 - 1),
-      createdMs: Date.now(),
-      phase: 'waiting-for-writer',
-      cycle: 1,
-      history: [newCycle(1)],
-    }
+    const stored = await readCampaignFile(dir, options)
+    if (stored !== undefined) return [new Campaign(path, stored, listener), true]
+    const file = await createCampaignFile(dir, options)
     const campaign = new Campaign(path, file, listener)
-    try {
-      await campaign.persist(file)
-    } catch (error) {
-      throw runtimeError(`could not write the campaign file ${path}: ${describeSystemError(error)}`)
-    }
     campaign.log(
       `started: ${file.cycles} cycles, cut ${file.cutAfterS[0]}-${file.cutAfterS[1]} s after the writer is steady (seed ${file.seed}), ` +
         `reboot timeout ${file.rebootTimeoutS} s, cut command: ${file.cutCommand}; state in ${path}`,
@@ -207,21 +155,8 @@ export class Campaign {
     const next = structuredClone(this.file)
     change(next, next.history[next.cycle - 1]!)
     campaignFileSchema.parse(next) // a programmer error if the engine builds a file it would refuse to load
-    await this.persist(next)
+    await writeCampaignFile(this.path, next)
     this.file = next
-  }
-
-  private async persist(file: CampaignFile): Promise<void> {
-    const tmpPath = `${this.path}.tmp`
-    const handle = await open(tmpPath, 'w')
-    try {
-      await handle.writeFile(campaignFileText(file))
-      await handle.sync()
-    } finally {
-      await handle.close()
-    }
-    await rename(tmpPath, this.path)
-    await syncDirectoryAsync(join(this.path, '..'))
   }
 
   private async resume(): Promise<void> {

@@ -9,7 +9,7 @@ import t from 'tap'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, startListener, tempDir, waitFor } from '../../../fixtures/cli.js'
-import { campaignFilePath } from '../../../../src/server/campaign/campaign.js'
+import { campaignFilePath } from '../../../../src/server/campaign/campaign-file-io.js'
 import { cutScript, readCampaign, reportVerdict, startCycleWriter, waitForPhase } from '../../../fixtures/campaign-agent.js'
 
 const flags = (name: string, command: string, cycles: number, cutAfter = '1-1.5'): string[] => [
