@@ -57,12 +57,7 @@ t.test('a wall clock stepped forward does not prune a run that ended seconds ago
   // Two whole passes that took their time after the step: pass M+1 may have read the clock before it,
   // so the ones counted are M+2 and M+3.
   const latest = Math.max(0, ...[...out.matchAll(/retention pass (\d+)/g)].map((m) => Number(m[1])))
-  await waitFor(
-    'two retention passes after the step',
-    () => new RegExp(`retention pass ${latest + 3} done`).test(out),
-    60_000,
-    50,
-  )
+  await waitFor('two retention passes after the step', () => new RegExp(`retention pass ${latest + 3} done`).test(out), 60_000, 50)
 
   const runs = await runCli(['runs', '--server', server, '--json'])
   t.equal(runs.code, 0, runs.stderr)
