@@ -251,11 +251,11 @@ function retainIntervalMs(retainMs: number): number {
  * done, so a test waits for a pass instead of sleeping through ticks. The age a run must reach is
  * --retain's whatever the period; any other value is refused (exit 2), never taken for a default.
  */
-export const retainTickEnv = 'PLUGCHECK_TEST_RETAIN_TICK_MS'
+const retainTickEnv = 'PLUGCHECK_TEST_RETAIN_TICK_MS'
 const retainTickMsMin = 100
 const retainTickMsMax = 3_600_000
 
-export function retainTickOverrideMs(env: NodeJS.ProcessEnv): number | undefined {
+function retainTickOverrideMs(env: NodeJS.ProcessEnv): number | undefined {
   const raw = env[retainTickEnv]
   if (raw === undefined) return undefined
   const ms = /^\d{1,7}$/.test(raw) ? Number(raw) : Number.NaN
