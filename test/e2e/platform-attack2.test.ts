@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, renameSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { shellQuote } from '../../src/client/write/writer.js'
-import { binPath, runCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+import { binPath, runInProcess, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 
 /** `plugcheck write` in the background: its exit code and output once it ends. */
 function startWrite(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -49,7 +49,7 @@ t.test('a data file deleted, truncated or replaced during write: never exit 0 fo
     await new Promise((resolve) => setTimeout(resolve, 1000))
     act(file)
     const written = await write
-    const verify = await runCli(['verify', '--server', listener.server, '--file', file])
+    const verify = await runInProcess(['verify', '--server', listener.server, '--file', file])
     if (written.code === 0) {
       t.not(verify.code, 1, `${what}: write said nothing (exit 0), so verify must not blame the storage:\n${verify.stdout}`)
     } else {
@@ -112,14 +112,11 @@ t.test('shellQuote for PowerShell: a typographic apostrophe and a comma paste ba
 t.test('bench with every method disabled draws no conclusion about the device', async (t) => {
   const dir = tempDir(t, 'plugcheck-platform-attack2-bench-')
   mkdirSync(join(dir, 'b'))
-  const env = { ...process.env, PLUGCHECK_DISABLE_METHODS: 'fsync,fdatasync,open_sync,open_datasync,pwritev2_dsync,none' }
-  const child = spawn(process.execPath, [binPath, 'bench', '--secs', '0.1', '--file', join(dir, 'b')], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let stdout = ''
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()))
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+  // In this process: the registry reads PLUGCHECK_DISABLE_METHODS at each look-up.
+  process.env.PLUGCHECK_DISABLE_METHODS = 'fsync,fdatasync,open_sync,open_datasync,pwritev2_dsync,none'
+  const { code, stdout } = await runInProcess(['bench', '--secs', '0.1', '--file', join(dir, 'b')]).finally(
+    () => void delete process.env.PLUGCHECK_DISABLE_METHODS,
+  )
   t.ok(code === 0 || code === 2, `exit ${code}`)
   t.notMatch(
     stdout,

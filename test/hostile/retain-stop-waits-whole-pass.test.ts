@@ -48,11 +48,16 @@ t.test('SIGTERM during the backlog fold with --retain stops within seconds', asy
   cpSync(live, beside, { recursive: true })
   await store.close()
 
+  // Each retention pass says when it has selected its groups (PLUGCHECK_TEST_RETAIN_TICK_MS, here the
+  // period --retain 1d has anyway: one hour).
+  process.env.PLUGCHECK_TEST_RETAIN_TICK_MS = '3600000'
+  t.teardown(() => void delete process.env.PLUGCHECK_TEST_RETAIN_TICK_MS)
   const [listener, reference] = await Promise.all([startListener(dir, ['--retain', '1d']), startListener(beside, ['--retain', '1d'])])
   t.teardown(() => listener.kill('SIGKILL'))
   t.teardown(() => reference.kill('SIGKILL'))
-  // Retention has started pruning (its first pass runs at start, after the background check).
-  await new Promise((resolve) => setTimeout(resolve, 3000))
+  // Retention has started pruning (its first pass runs at start, after the background check): the
+  // pass has selected its groups and prunes them one by one.
+  await waitFor('the first pass to select its groups', () => /retention pass 1: [\d,]+ groups selected/.test(listener.stderr()), 60_000, 20)
   t.notMatch(reference.stderr(), /pruned/, 'the pass is still under way when the stop is asked for')
   const asked = Date.now()
   await Promise.race([listener.kill('SIGTERM'), new Promise((resolve) => setTimeout(resolve, 60_000))])

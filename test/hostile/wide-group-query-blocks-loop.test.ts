@@ -62,12 +62,23 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
   }
   for (let i = 0; i < 64; i++) await writer.next('run-ok', 20_000)
   const rounds = 3000
+  // How far each run is recorded, from the listener's recorded messages (taken as they come).
+  const recordedThrough = new Map<string, number>()
+  const takeRecorded = (): void => {
+    for (const m of writer.messages)
+      if (m.type === 'recorded') recordedThrough.set(m.runId, Math.max(recordedThrough.get(m.runId) ?? 0, m.throughSeq))
+    writer.messages.length = 0
+  }
   for (let seq = 1; seq <= rounds; seq++) {
     for (const runId of runIds) writer.send({ type: 'ack', runId, fromSeq: seq, toSeq: seq })
-    writer.messages.length = 0
+    takeRecorded()
     await new Promise((resolve) => setTimeout(resolve, 2))
   }
-  await new Promise((resolve) => setTimeout(resolve, 1000))
+  // Every ack recorded before the stop (the listener says so per run), not a fixed second.
+  for (let waited = 0; runIds.some((id) => recordedThrough.get(id) !== rounds) && !writer.closed && waited < 30_000; waited += 20) {
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    takeRecorded()
+  }
   t.notOk(writer.closed, 'the writer is still served')
   // Stopped, and started again on the real clock: verify runs after the cut, on a listener that read the runs back.
   writer.close()
@@ -93,6 +104,18 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
   }
   t.ok(Math.max(...idle) < 250, `hellos before the queries: worst ${Math.max(...idle)} ms`)
 
+  /** The frames complete so far (their bodies): the welcome, then the runs reply. */
+  const frameBodies = (chunks: Buffer[]): Buffer[] => {
+    const bytes = Buffer.concat(chunks)
+    const bodies: Buffer[] = []
+    for (let at = 0; at + 4 <= bytes.length && at + 4 + bytes.readUInt32BE(at) <= bytes.length; at += 4 + bytes.readUInt32BE(at)) {
+      bodies.push(bytes.subarray(at + 4, at + 4 + bytes.readUInt32BE(at)))
+    }
+    return bodies
+  }
+  /** The same frames decoded (once each reply is whole: a runs reply is megabytes). */
+  const framesOf = (chunks: Buffer[]): Array<Record<string, unknown>> =>
+    frameBodies(chunks).map((body) => unpack(body) as Record<string, unknown>)
   // Eight verifiers, each collecting its frames as raw bytes (the welcome, then the runs reply).
   const replyBytes = [0, 0, 0, 0, 0, 0, 0, 0]
   const received: Buffer[][] = replyBytes.map(() => [])
@@ -113,7 +136,9 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
   t.teardown(() => {
     for (const s of verifiers) s.destroy()
   })
-  await new Promise((resolve) => setTimeout(resolve, 300))
+  // Each verifier welcomed before the queries go out.
+  for (let waited = 0; received.some((c) => frameBodies(c).length < 1) && waited < 20_000; waited += 10)
+    await new Promise((resolve) => setTimeout(resolve, 10))
   const queriedAt = Date.now()
   for (const socket of verifiers) socket.write(encodeFrame({ type: 'query', host: 'box', requestedPath: '/data/db' }))
   const hellos: Promise<number>[] = []
@@ -122,16 +147,7 @@ t.test('verifiers of a wide group do not stall hellos', async (t) => {
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
   const latencies = await Promise.all(hellos)
-  /** The frames complete so far: the welcome, then the runs reply. */
-  const framesOf = (chunks: Buffer[]): Array<Record<string, unknown>> => {
-    const bytes = Buffer.concat(chunks)
-    const frames: Array<Record<string, unknown>> = []
-    for (let at = 0; at + 4 <= bytes.length && at + 4 + bytes.readUInt32BE(at) <= bytes.length; at += 4 + bytes.readUInt32BE(at)) {
-      frames.push(unpack(bytes.subarray(at + 4, at + 4 + bytes.readUInt32BE(at))) as Record<string, unknown>)
-    }
-    return frames
-  }
-  for (let waited = 0; received.some((c) => framesOf(c).length < 2) && waited < 20_000; waited += 50)
+  for (let waited = 0; received.some((c) => frameBodies(c).length < 2) && waited < 20_000; waited += 50)
     await new Promise((resolve) => setTimeout(resolve, 50))
   t.same(errors, [], 'no verifier connection failed')
   // The reply carries every run, at most maxInlineSpans spans inline over all of them; the other runs come without spans, to be paged.

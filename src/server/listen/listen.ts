@@ -12,7 +12,7 @@ import { constants } from 'node:fs'
 import { open, rename, type FileHandle } from 'node:fs/promises'
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
-import { PlugcheckError, describeSystemError, exitCodes, runtimeError } from '../../base/errors.js'
+import { PlugcheckError, describeSystemError, exitCodes, runtimeError, usageError } from '../../base/errors.js'
 import type { Io } from '../../base/io.js'
 import type { CampaignState } from '../../protocol/messages.js'
 import { describeEvent, type ListenerEvent } from './events.js'
@@ -247,10 +247,37 @@ function retainIntervalMs(retainMs: number): number {
 }
 
 /**
+ * For tests only: PLUGCHECK_TEST_RETAIN_TICK_MS=N (an integer from 100 to 3,600,000) sets the period of
+ * --retain's passes, and each pass then says on stderr when it has selected its runs and when it is
+ * done, so a test waits for a pass instead of sleeping through ticks. The age a run must reach is
+ * --retain's whatever the period; any other value is refused (exit 2), never taken for a default.
+ */
+const retainTickEnv = 'PLUGCHECK_TEST_RETAIN_TICK_MS'
+const retainTickMsMin = 100
+const retainTickMsMax = 3_600_000
+
+function retainTickOverrideMs(env: NodeJS.ProcessEnv): number | undefined {
+  const raw = env[retainTickEnv]
+  if (raw === undefined) return undefined
+  const ms = /^\d{1,7}$/.test(raw) ? Number(raw) : Number.NaN
+  if (!(ms >= retainTickMsMin && ms <= retainTickMsMax)) {
+    throw usageError(`${retainTickEnv}=${raw} is not a period in ms from ${retainTickMsMin} to ${retainTickMsMax} (it is for tests only)`)
+  }
+  return ms
+}
+
+/** What drives the retention passes: their period, and where a test's pass lines go (none for users). */
+interface RetentionTick {
+  readonly intervalMs: number
+  readonly trace?: (line: string) => void
+}
+
+/**
  * Prunes the listener's ended runs older than retainMs on a timer, group by group (each whole or not
  * at all: one group that cannot go keeps no other back); a failure is a warning event.
  */
-function startRetention(listener: Listener, retainMs: number): () => Promise<void> {
+function startRetention(listener: Listener, retainMs: number, tick: RetentionTick): () => Promise<void> {
+  let passes = 0
   let running: Promise<void> | undefined
   // Ages are measured against the earlier of the wall clock and the wall clock at start plus the
   // monotonic time since: a clock stepped forward (NTP at boot) cannot make a run that just ended
@@ -262,8 +289,9 @@ function startRetention(listener: Listener, retainMs: number): () => Promise<voi
   let stopped = false
   let stop = (): void => undefined
   const stopping = new Promise<void>((resolve) => (stop = resolve))
-  const tick = (): void => {
+  const pass = (): void => {
     if (running !== undefined) return
+    const n = ++passes
     running = (async () => {
       // After the background check (runs taken from the catalog held against their files), and each
       // run selected held against its files again: nothing goes on the catalog's word alone.
@@ -284,6 +312,7 @@ function startRetention(listener: Listener, retainMs: number): () => Promise<voi
         warn,
         () => stopped,
       )
+      tick.trace?.(`retention pass ${n}: ${selection.groups.length} groups selected`)
       const age = formatDurationFlag(retainMs)
       let runs = 0
       let bytes = 0
@@ -305,20 +334,27 @@ function startRetention(listener: Listener, retainMs: number): () => Promise<voi
         const what = failed.length === 1 ? 'one group of runs' : `${failed.length} groups of runs`
         listener.emit({
           kind: 'warning',
-          message: `could not prune ${what} older than ${age} (each kept whole; tried again in ${formatDurationFlag(retainIntervalMs(retainMs))}): ${failed.join('; ')}`,
+          message: `could not prune ${what} older than ${age} (each kept whole; tried again in ${formatDurationFlag(tick.intervalMs)}): ${failed.join('; ')}`,
           atMs: Date.now(),
         })
       }
+      tick.trace?.(`retention pass ${n} done`)
     })().finally(() => (running = undefined))
   }
-  tick()
-  const timer = setInterval(tick, retainIntervalMs(retainMs))
+  pass()
+  const timer = setInterval(pass, tick.intervalMs)
   return async () => {
     stopped = true
     stop()
     clearInterval(timer)
     await running
   }
+}
+
+function retentionTick(retainMs: number, io: Io): RetentionTick {
+  const overrideMs = retainTickOverrideMs(process.env)
+  if (overrideMs === undefined) return { intervalMs: retainIntervalMs(retainMs) }
+  return { intervalMs: overrideMs, trace: (line) => io.err(`plugcheck: ${line} (${retainTickEnv})\n`) }
 }
 
 function pruneBytes(listener: Listener, runId: string): number {
@@ -328,6 +364,8 @@ function pruneBytes(listener: Listener, runId: string): number {
 
 export async function runListen(options: ListenOptions, io: Io): Promise<number> {
   const dir = resolve(options.dir)
+  // Before the listener starts: a bad test override of the period is refused with nothing opened.
+  const retention = options.retainMs === undefined ? undefined : retentionTick(options.retainMs, io)
   const print = eventPrinter(io)
   const eventsFile = options.eventsFile === undefined ? undefined : new EventsFile(options.eventsFile, io)
   const onEvent = (event: ListenerEvent): void => {
@@ -381,7 +419,8 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
     const opened = campaign
     campaignState = () => opened.state()
   }
-  const stopRetention = options.retainMs === undefined ? undefined : startRetention(listener, options.retainMs)
+  const stopRetention =
+    options.retainMs === undefined || retention === undefined ? undefined : startRetention(listener, options.retainMs, retention)
   await new Promise<void>((done) => {
     process.once('SIGINT', done)
     process.once('SIGTERM', done)

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFile
 import { join } from 'node:path'
 import { Listener } from '../../../../src/server/listen/listener.js'
 import { AckStore } from '../../../../src/store/ack-store.js'
-import { runCli, runInProcess, sleep, spawnCli, startListener, tempDir, waitFor } from '../../../fixtures/cli.js'
+import { runInProcess, sleep, spawnCli, startListener, tempDir, waitFor, type ListenerChild } from '../../../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from '../../../fixtures/peer.js'
 import type { ListenerEvent } from '../../../../src/server/listen/events.js'
 import { campaignFileText, type CampaignFile } from '../../../../src/store/campaign-file.js'
@@ -40,6 +40,29 @@ async function fill(dir: string, ended: number, campaign?: string): Promise<void
 
 function runDirs(dir: string): string[] {
   return readdirSync(join(dir, 'runs')).sort()
+}
+
+/** `listen --retain` with a pass every 200 ms, each saying when it is done (PLUGCHECK_TEST_RETAIN_TICK_MS). */
+async function startRetaining(dir: string, extra: readonly string[]): Promise<ListenerChild> {
+  process.env.PLUGCHECK_TEST_RETAIN_TICK_MS = '200'
+  try {
+    return await startListener(dir, extra)
+  } finally {
+    delete process.env.PLUGCHECK_TEST_RETAIN_TICK_MS
+  }
+}
+
+/** The number of the latest retention pass the listener has spoken of. */
+const latestPass = (listener: ListenerChild): number =>
+  Math.max(0, ...[...listener.stderr().matchAll(/retention pass (\d+)/g)].map((m) => Number(m[1])))
+
+/**
+ * Two whole passes begun after now: the pass after the latest one named may have read the clock
+ * already, so the ones counted are the two after it.
+ */
+async function twoPassesFromNow(listener: ListenerChild): Promise<void> {
+  const last = latestPass(listener) + 3
+  await waitFor(`retention pass ${last}`, () => listener.stderr().includes(`retention pass ${last} done`), 20_000, 20)
 }
 
 t.test('runs --prune: a dry run, then the ended runs older than the age; live and recent runs stay; the bytes freed', async (t) => {
@@ -75,7 +98,7 @@ t.test('runs --prune: a dry run, then the ended runs older than the age; live an
   )
   t.same(after.usage().total.runs, 1)
 
-  const none = await runCli(['runs', '--prune', '--older-than', '30d', '--dir', dir])
+  const none = await runInProcess(['runs', '--prune', '--older-than', '30d', '--dir', dir])
   t.match(none.stdout, /^pruned 0 runs that ended over 30d ago, 0 bytes\n$/)
 })
 
@@ -83,7 +106,7 @@ t.test('runs --prune is refused while a listener holds the directory, and bad fl
   const dir = tempDir(t)
   const listener = await startListener(dir)
   t.teardown(() => listener.kill())
-  const held = await runCli(['runs', '--prune', '--older-than', '30d', '--dir', dir])
+  const held = await runInProcess(['runs', '--prune', '--older-than', '30d', '--dir', dir])
   t.equal(held.code, 2)
   t.match(
     held.stderr,
@@ -226,12 +249,13 @@ t.test('a run directory renamed for pruning is skipped at load and removed at op
 t.test('listen --retain prunes ended runs as it runs, never a live one, and says so', async (t) => {
   const dir = tempDir(t)
   const events = join(dir, 'events.jsonl')
-  const listener = await startListener(join(dir, 'acks'), ['--retain', '2s', '--events', events])
+  const listener = await startRetaining(join(dir, 'acks'), ['--retain', '2s', '--events', events])
   t.teardown(() => listener.kill())
   const ended = await Peer.writer(listener.port, runMeta(runIdOf(1)))
   ended.send({ type: 'end', runId: runIdOf(1), reason: 'duration' })
   await ended.next('recorded')
   ended.close()
+  const liveSinceMs = Date.now()
   const live = await Peer.writer(listener.port, runMeta(runIdOf(2)))
   await waitFor('the ended run pruned', () => !existsSync(join(dir, 'acks', 'runs', runIdOf(1))), 20_000)
   const pruned = (): ListenerEvent[] =>
@@ -243,7 +267,9 @@ t.test('listen --retain prunes ended runs as it runs, never a live one, and says
   await waitFor('the pruned event', () => pruned().length > 0)
   t.match(pruned(), [{ kind: 'pruned', runs: 1, olderThan: '2s' }])
   await waitFor('the stderr line', () => /pruned 1 run that ended over 2s ago \([\d,]+ bytes; --retain\)/.test(listener.stderr()))
-  await sleep(2500)
+  // Two passes that began once the live run was older than the age, as 2.5 s of 1 s ticks made sure.
+  await sleep(Math.max(0, liveSinceMs + 2500 - Date.now()))
+  await twoPassesFromNow(listener)
   t.ok(existsSync(join(dir, 'acks', 'runs', runIdOf(2))), 'the live run stays')
   live.send({ type: 'ack', runId: runIdOf(2), fromSeq: 1, toSeq: 2 })
   t.match(await live.next('recorded'), { throughSeq: 2 })
@@ -308,7 +334,7 @@ t.test(
   'listen --retain prunes a group only whole: not while a member is too recent, then both; "1 run" said in the singular',
   async (t) => {
     const dir = tempDir(t)
-    const listener = await startListener(dir, ['--retain', '6s'])
+    const listener = await startRetaining(dir, ['--retain', '6s'])
     t.teardown(() => listener.kill())
     const group = runIdOf(0x88)
     const members = [runIdOf(4), runIdOf(5)]
@@ -319,11 +345,14 @@ t.test(
     // age by over a tick (1 s) and member 2 not yet: member 1 alone would have gone.
     writer.send({ type: 'end', runId: members[0]!, reason: 'duration' })
     await writer.next('recorded')
+    const firstEndedMs = Date.now() // member 1's end is stamped before this
     await sleep(4000)
     writer.send({ type: 'end', runId: members[1]!, reason: 'duration' })
     while (((await writer.next('recorded')) as { runId: string }).runId !== members[1]);
     writer.close()
-    await sleep(3500)
+    // Member 1 past the age by 0.5 s (over two 200 ms passes), then two whole passes from there.
+    await sleep(Math.max(0, firstEndedMs + 6500 - Date.now()))
+    await twoPassesFromNow(listener)
     t.ok(existsSync(join(dir, 'runs', members[0]!)), 'the older member is kept while the other is too recent')
     t.notMatch(listener.stderr(), /pruned/)
     await waitFor('the group pruned', () => /pruned 2 runs that ended over 6s ago/.test(listener.stderr()), 15_000)
@@ -335,6 +364,18 @@ t.test(
     await waitFor('one run pruned', () => /pruned 1 run that ended over 6s ago/.test(listener.stderr()), 15_000)
   },
 )
+
+t.test('PLUGCHECK_TEST_RETAIN_TICK_MS other than a period from 100 ms to 1 h is refused before the listener starts', async (t) => {
+  const dir = join(tempDir(t), 'acks')
+  t.teardown(() => void delete process.env.PLUGCHECK_TEST_RETAIN_TICK_MS)
+  for (const bad of ['99', '3600001', '1e3', '', ' 200', 'fast']) {
+    process.env.PLUGCHECK_TEST_RETAIN_TICK_MS = bad
+    const r = await runInProcess(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir, '--retain', '2s'])
+    t.equal(r.code, 2, `"${bad}" refused`)
+    t.match(r.stderr, /PLUGCHECK_TEST_RETAIN_TICK_MS=.* is not a period in ms from 100 to 3600000 \(it is for tests only\)/)
+    t.notOk(existsSync(dir), 'nothing opened')
+  }
+})
 
 t.test('runs --prune --dry-run reads only: it works while a listener runs, and folds, locks or writes nothing', async (t) => {
   const dir = tempDir(t)
@@ -360,7 +401,7 @@ t.test('runs --prune --dry-run reads only: it works while a listener runs, and f
     return out.sort()
   }
   const before = snapshot()
-  const dry = await runCli(['runs', '--prune', '--older-than', '1s', '--dir', dir, '--dry-run'])
+  const dry = await runInProcess(['runs', '--prune', '--older-than', '1s', '--dir', dir, '--dry-run'])
   t.equal(dry.code, 0, dry.stderr)
   t.match(dry.stdout, /^would prune 2 runs that ended over 1s ago/)
   t.same(
