@@ -26,7 +26,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { campaignFileSchema, type CampaignFile } from '../../src/store/campaign-file.js'
 import { reportDocumentSchema, type CampaignReport } from '../../src/report/schema.js'
-import { binPath, runCli } from '../fixtures/cli.js'
+import { binPath, runInProcess } from '../fixtures/cli.js'
 import { labUnavailableReason, type DiskMode } from '../fixtures/lab/harness.js'
 import { LabMachine } from '../fixtures/lab/cut-and-reboot.js'
 import { labSeed } from '../fixtures/lab/seeded.js'
@@ -161,11 +161,11 @@ async function runCampaign(disk: DiskMode, outsideDir: string, seed: number, kil
     const lastAgentDone = await machine.agentDone(60_000)
     const file = readCampaign(campaignPath)
 
-    const json = await runCli(['report', '--dir', listenerDir, '--json'])
+    const json = await runInProcess(['report', '--dir', listenerDir, '--json'])
     const parsed = reportDocumentSchema.safeParse(json.stdout === '' ? null : JSON.parse(json.stdout))
-    const text = await runCli(['report', '--dir', listenerDir])
+    const text = await runInProcess(['report', '--dir', listenerDir])
     const htmlFile = join(dir, 'report.html')
-    await runCli(['report', '--dir', listenerDir, '--html', htmlFile])
+    await runInProcess(['report', '--dir', listenerDir, '--html', htmlFile])
     const htmlBytes = fs.existsSync(htmlFile) ? fs.statSync(htmlFile).size : 0
     const agentLogs = Array.from({ length: machine.generations }, (_, i) => {
       try {

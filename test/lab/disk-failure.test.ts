@@ -29,6 +29,15 @@ if (reason !== null) {
     const exit = new Promise<number>((resolve) => writer.on('exit', (code) => resolve(code ?? -1)))
     return { writer, exit, trace, stderr: () => stderr }
   }
+  // The writer's exit code, or -2 when it had not exited within timeoutMs. The timer is cleared once the
+  // writer exits: a pending one would keep this process alive long after its tests ended.
+  const exitWithin = async (exit: Promise<number>, timeoutMs: number): Promise<number> => {
+    let timer: NodeJS.Timeout | undefined
+    const timedOut = new Promise<number>((resolve) => (timer = setTimeout(() => resolve(-2), timeoutMs)))
+    const code = await Promise.race([exit, timedOut])
+    clearTimeout(timer)
+    return code
+  }
   const verify = async (file: string) => {
     const result = await runInProcess(['verify', '--server', server, '--file', file, '--json'])
     return { code: result.code, run: JSON.parse(result.stdout).runs[0] }
@@ -40,13 +49,14 @@ if (reason !== null) {
     const { writer, exit, trace, stderr } = startWriter(file, ['--method', 'fdatasync', '--size', '8MiB'])
     await waitFor('the writer to sync 100 records', () => fileSize(trace) >= 100 * traceEntryBytes)
     await lab.cut([]) // the disk dies; the writer lives on and must notice
-    const code = await Promise.race([exit, new Promise<number>((resolve) => setTimeout(() => resolve(-2), 30_000))])
+    const code = await exitWithin(exit, 30_000)
     if (code === -2) writer.kill('SIGKILL')
     t.equal(code, 3, `writer exit code (stderr: ${stderr()})`)
     // pread: the writer's read-back of its own records may meet the dead disk first.
     t.match(stderr(), /plugcheck: (fdatasync|pwrite|pread) failed on .*\/data after seq \d+ \(method fdatasync\): E[A-Z]+ \(/)
-    await new Promise((resolve) => setTimeout(resolve, 200))
-    await lab.reboot()
+    // Acks sent just before the cut may still be in a socket buffer: the listener gets 200 ms at least
+    // before verify asks it, while the disk reboots.
+    await Promise.all([new Promise((resolve) => setTimeout(resolve, 200)), lab.reboot()])
     const { code: verifyCode, run } = await verify(file)
     t.equal(verifyCode, 0, 'every acknowledged record survived (honest disk)')
     t.match(run, { ended: 'error', lost: 0, torn: 0, corrupt: 0 })
@@ -57,7 +67,7 @@ if (reason !== null) {
     const lab = await labFor(t, { mode: 'honest', imageSizeMiB: 16 })
     const file = join(lab.mountPoint, 'data')
     const { exit, stderr } = startWriter(file, ['--method', 'fdatasync', '--size', '64MiB', '--record-size', '64k'])
-    const code = await Promise.race([exit, new Promise<number>((resolve) => setTimeout(() => resolve(-2), 60_000))])
+    const code = await exitWithin(exit, 60_000)
     t.equal(code, 3, `writer exit code (stderr: ${stderr()})`)
     t.match(stderr(), /plugcheck: pwrite failed on .*\/data after seq \d+ \(method fdatasync\): ENOSPC \(no space left on device\)/)
     const { code: verifyCode, run } = await verify(file)
