@@ -53,9 +53,12 @@ export function buildCampaign(input: CampaignInput, records: readonly RunRecord[
       cycleOfRun.set(runId, entry.cycle)
     }
   }
+  const retried = new Set((input.file?.cutCommandChanges ?? []).flatMap((change) => change.failedAttempt.runIds))
   for (const record of records) {
     const tag = record.summary.campaign
     if (tag === null || tag.name !== input.name || cycleOfRun.has(record.summary.runId)) continue
+    // The runs of a cycle whose cut command failed, written again with another command: not the cycle's, and no surprise.
+    if (retried.has(record.summary.runId)) continue
     if (history.has(tag.cycle)) {
       warnings.push(
         `run ${record.summary.runId} (${record.summary.method}) is tagged with cycle ${tag.cycle} but is not in that cycle's group: not counted`,

@@ -56,7 +56,13 @@ export function optionDifferences(file: CampaignFile, options: CampaignOptions):
   return differences
 }
 
-export function resumeFlags(file: CampaignFile): string {
-  const quoted = `'${file.cutCommand.replaceAll("'", `'\\''`)}'`
+/** Stopped because the cut command of its current cycle failed: the one stop another --cut-command may resume. */
+export function stoppedByFailedCut(file: CampaignFile): boolean {
+  return file.phase === 'stopped' && file.history[file.cycle - 1]?.outcome === 'cut-failed'
+}
+
+/** The flags that resume the stored campaign (cutCommand: a placeholder to show in place of the stored command). */
+export function resumeFlags(file: CampaignFile, cutCommand?: string): string {
+  const quoted = cutCommand ?? `'${file.cutCommand.replaceAll("'", `'\\''`)}'`
   return `--campaign ${file.name} --cycles ${file.cycles} --cut-command ${quoted} --cut-after ${file.cutAfterS[0]}-${file.cutAfterS[1]} --reboot-timeout ${file.rebootTimeoutS} --seed ${file.seed}`
 }
