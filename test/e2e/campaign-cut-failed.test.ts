@@ -168,3 +168,37 @@ t.test('a failed cut stops the agent’s writer; another --cut-command resumes t
   t.match(notStopped.stderr, /was started with other options: --cut-command "false", stored "true"/)
   t.notMatch(notStopped.stderr, /it stopped because its cut command failed/)
 })
+
+t.test('with --jobs 2 every job’s writer is told to stop', async (t) => {
+  const dir = tempDir(t)
+  const listenerDir = join(dir, 'listener')
+  const listener = await startListener(listenerDir, ['--campaign', 'cj', '--cycles', '1', '--cut-command', 'exit 5', '--cut-after', '0'])
+  t.teardown(() => listener.kill())
+  const agent = spawnAgent([
+    'agent',
+    '--server',
+    listener.server,
+    '--file',
+    join(dir, 'data.plugcheck'),
+    '--method',
+    'fdatasync',
+    '--jobs',
+    '2',
+    '--size',
+    '16MiB',
+  ])
+  t.teardown(() => agent.process.kill('SIGKILL'))
+  const stopped = await waitForPhase(listenerDir, 'cj', ['stopped'], 'after the cut command failed ', 60_000)
+  const stoppedAtMs = Date.now()
+  t.match(stopped.history[0], { outcome: 'cut-failed', cutExitCode: 5 })
+  const bound = setTimeout(() => agent.process.kill('SIGKILL'), 20_000)
+  const ended = await agent.exited
+  clearTimeout(bound)
+  t.ok(ended.atMs - stoppedAtMs < 10_000, `the agent stopped ${ended.atMs - stoppedAtMs} ms after the campaign did`)
+  t.equal(ended.code, 3, `exit 3 (stderr: ${agent.stderr()})`)
+  t.match(agent.stderr(), /^plugcheck: campaign cj stopped \(cycle 1: the cut command exited 5\); the writer stopped/m)
+  t.notMatch(agent.stderr(), /stopped by SIGTERM/, 'no signal is named: none was sent')
+  const { runs } = await listRuns(endpoint(listener.server), undefined, 10_000, 'cj')
+  t.equal(runs.length, 2, 'one run per job')
+  for (const run of runs) t.match(run.end, { reason: 'interrupted', detail: 'campaign cj stopped (cycle 1: the cut command exited 5)' })
+})

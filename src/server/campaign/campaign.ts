@@ -31,6 +31,7 @@ import type { CampaignInputEvent, CampaignListener, CampaignOptions } from './ca
 import { campaignFilePath, createCampaignFile, readCampaignFile, writeCampaignFile } from './campaign-file-io.js'
 import { runCutCommand, type CutResult } from './cut-command.js'
 import { cutDelayMs, newCycle } from './campaign-cycle.js'
+import { retryCycle } from './campaign-resume.js'
 
 /** Events kept while the campaign file is loaded (runs, steadies and verdicts are a few per cycle). */
 const maxEarlyEvents = 10_000
@@ -204,25 +205,12 @@ export class Campaign {
     }
   }
 
-  /**
-   * A campaign stopped by a failed cut, started again with another cut command (campaign-file-io.ts
-   * lets nothing else through): the change and the failed attempt are kept in the file, and the cycle
-   * is written again from the agent's writer on (its earlier writer was told to stop: agent.ts).
-   */
+  /** Stopped by a failed cut, started again with another cut command: the cycle is written again (retryCycle). */
   private async retryWithNewCutCommand(to: string): Promise<void> {
-    const { cycle, cycles, cutCommand: from } = this.file
-    const nextPhase = movesTo(this.file.phase, 'cut-command-changed')
-    assert(nextPhase !== undefined, () => `campaign ${this.file.name}: another cut command in phase ${this.file.phase}`)
-    const failed = this.file.detail
-    await this.commit((next, r) => {
-      next.cutCommandChanges = [...(next.cutCommandChanges ?? []), { cycle, atMs: Date.now(), from, to, failedAttempt: structuredClone(r) }]
-      next.cutCommand = to
-      next.phase = nextPhase
-      delete next.detail
-      Object.assign(r, newCycle(cycle))
-    })
+    const { cycle, cycles, cutCommand: from, detail } = this.file
+    await this.commit((next) => retryCycle(next, to, Date.now()))
     this.log(
-      `the cut command changed from ${JSON.stringify(from)} to ${JSON.stringify(to)}${failed === undefined ? '' : ` (stopped: ${failed})`}; ` +
+      `the cut command changed from ${JSON.stringify(from)} to ${JSON.stringify(to)}${detail === undefined ? '' : ` (stopped: ${detail})`}; ` +
         `cycle ${cycle} of ${cycles} is written again: waiting for the agent's writer (start the agent again if it is not running)`,
     )
   }
