@@ -40,7 +40,7 @@ const retryIntervalMs = 1000
 /** After the verdicts, the campaign moves to the next cycle on its own schedule: asked again this often, within the listener time-out. */
 const campaignPollIntervalMs = 200
 /** While it writes a cycle, the agent asks the campaign this often whether it stopped (watchCampaign). */
-const campaignWatchIntervalMs = 1000
+const campaignWatchIntervalMs = 2000
 
 /** argv is the agent's own command line, for --print-service to repeat. */
 export async function runAgent(options: AgentOptions, argv: readonly string[], io: Io): Promise<number> {
