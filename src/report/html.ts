@@ -13,7 +13,7 @@ import type { AckSpan } from '../protocol/messages.js'
 import { jobOf, type BuiltCampaign } from './model.js'
 import type { CampaignReport, CycleReport, ReportDocument, RunReport } from './schema.js'
 import type { RunRecord } from './inputs.js'
-import { boot, durationMs, relative, runLabel, summaryRows, thousands, time } from './text.js'
+import { boot, countedLabel, durationMs, relative, runLabel, sameBootFlag, summaryRows, thousands, time } from './text.js'
 
 export const maxPointsPerLane = 400
 export const minPointsPerLane = 16
@@ -40,6 +40,8 @@ export function renderHtml(doc: ReportDocument, built: readonly BuiltCampaign[])
   const drawn = new Set(cyclesDrawn.map(({ c }) => c))
   const body: string[] = []
   body.push(`<h1>plugcheck report</h1>`, `<p class="dir">listener directory <code>${esc(doc.dir)}</code></p>`)
+  for (const caveat of doc.campaigns.flatMap((c) => c.caveats))
+    body.push(`<p class="banner" data-caveat="${caveat.code}">&#9888; ${esc(caveat.message)}</p>`)
   body.push(`<section class="summary"><h2>Summary</h2>${summaryTable(doc.campaigns)}</section>`)
   for (const w of doc.warnings) body.push(`<p class="warning">warning: ${esc(w)}</p>`)
   for (const b of built) {
@@ -89,7 +91,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.gap td { border: none; height: 6px; padding: 0; }
 tr.flag td { background: #fff4e5; }
 .bad { color: #b00020; font-weight: 600; } .good { color: #1b7f3a; }
-.warning, .flag-text { color: #8a4b00; }
+.warning, .flag-text { color: #8a4b00; } .nothing { color: #8a4b00; font-weight: 600; }
+p.banner { background: #fff4e5; border: 1px solid #e0a040; color: #6b3a00; padding: 8px 12px; font-weight: 600; }
 figure.timeline { margin: 12px 0 20px; } figcaption { font-weight: 600; margin-bottom: 4px; }
 svg { display: block; background: #fcfcfc; border: 1px solid #e4e4e4; }
 svg text { font: 11px system-ui, sans-serif; fill: #333; }
@@ -126,6 +129,7 @@ function cycleTable(c: CampaignReport): string {
   for (const cycle of c.cycles) {
     const runs: (RunReport | null)[] = cycle.runs.length === 0 ? [null] : cycle.runs
     const flagged =
+      cycle.testedNothing !== null ||
       cycle.control === 'not-noticed' ||
       cycle.control === 'failed' ||
       cycle.outcome === 'cut-failed' ||
@@ -145,6 +149,7 @@ function cycleTable(c: CampaignReport): string {
 }
 
 function cycleFlag(cycle: CycleReport): string | null {
+  if (cycle.testedNothing === 'same-boot') return sameBootFlag
   if (cycle.control === 'not-noticed') return 'the control (none) lost nothing: this cut was not noticed, the cycle tested nothing'
   if (cycle.control === 'failed') return "the control's file was lost: its losses prove nothing about the cut"
   if (cycle.outcome === 'cut-failed') return `the cut command failed${cycle.cutExitCode === null ? '' : ` (exit ${cycle.cutExitCode})`}`
@@ -159,8 +164,19 @@ function runCells(run: RunReport | null): string {
   if (v === null)
     return `<td>${esc(name)}</td><td class="num">${thousands(run.ackedThroughSeq)}</td><td></td><td></td><td></td><td>no verdict yet</td>`
   const bad = v.lost + v.torn + v.corrupt > 0
-  const cls = run.role === 'tested' ? (bad || v.verdict === 'fail' ? 'bad' : v.verdict === 'pass' ? 'good' : '') : ''
-  return `<td>${esc(name)}</td><td class="num">${thousands(v.acked)}</td><td class="num">${thousands(v.lost)}</td><td class="num">${thousands(v.torn)}</td><td class="num">${thousands(v.corrupt)}</td><td class="${cls}" title="${esc(v.summary)}">${esc(v.verdict)}${v.reordered ? ', reordered' : ''}</td>`
+  const counted = run.counted ?? v.verdict
+  // Green only for a pass that tested something: a pass of a cycle that tested nothing proved nothing.
+  const cls =
+    counted === 'tested-nothing'
+      ? 'nothing'
+      : run.role === 'tested'
+        ? bad || v.verdict === 'fail'
+          ? 'bad'
+          : counted === 'pass'
+            ? 'good'
+            : ''
+        : ''
+  return `<td>${esc(name)}</td><td class="num">${thousands(v.acked)}</td><td class="num">${thousands(v.lost)}</td><td class="num">${thousands(v.torn)}</td><td class="num">${thousands(v.corrupt)}</td><td class="${cls}" title="${esc(v.summary)}">${esc(countedLabel(counted))}${v.reordered ? ', reordered' : ''}</td>`
 }
 
 /** One cycle's timeline: a lane per run, acks over time, the cut, the lost ranges. */
@@ -176,7 +192,7 @@ function timeline(c: CampaignReport, cycle: CycleReport, records: readonly RunRe
     if (last !== undefined) times.push(last[3])
   }
   for (const t of [cycle.steadyMs, cycle.plannedCutMs, cycle.cutMs]) if (t !== null) times.push(t)
-  const caption = `Cycle ${cycle.cycle}: ${esc(cycle.outcome)}${cycle.control === 'not-noticed' ? ' &mdash; cut not noticed by the control' : ''}`
+  const caption = `Cycle ${cycle.cycle}: ${esc(cycle.outcome)}${cycle.testedNothing === 'same-boot' ? ' &mdash; same boot: tested nothing' : cycle.control === 'not-noticed' ? ' &mdash; cut not noticed by the control' : ''}`
   const id = `cycle-${esc(c.name)}-${cycle.cycle}`
   if (times.length === 0) {
     return `<figure class="timeline" id="${id}"><figcaption>${caption}</figcaption><p>no runs to draw</p></figure>`

@@ -9,11 +9,12 @@ type VerdictName = keyof MethodSummary['verdicts']
 /**
  * One method's verdict in one cycle, over all its runs (the jobs of `write --jobs`), as verify judges a
  * group: a failed run fails the method; a job that acknowledged nothing (inconclusive) is excused when
- * another job tested the method; the control passes when any job noticed the cut. First match wins.
+ * another job tested the method; the control passes when any job noticed the cut. A pass of a cycle
+ * that tested nothing counts as `tested-nothing` (model.ts countedVerdict). First match wins.
  */
 const cycleVerdictOrder: Record<'tested' | 'control', readonly VerdictName[]> = {
-  tested: ['fail', 'not-judged', 'pass', 'inconclusive'],
-  control: ['fail', 'pass', 'not-judged', 'inconclusive'],
+  tested: ['fail', 'not-judged', 'pass', 'tested-nothing', 'inconclusive'],
+  control: ['fail', 'pass', 'not-judged', 'tested-nothing', 'inconclusive'],
 }
 
 function cycleVerdict(role: 'tested' | 'control', verdicts: readonly VerdictName[]): VerdictName {
@@ -27,7 +28,7 @@ function newMethodSummary(run: RunReport): MethodSummary {
     cycles: 0,
     runs: 0,
     cyclesWithLoss: 0,
-    verdicts: { pass: 0, fail: 0, inconclusive: 0, 'not-judged': 0 },
+    verdicts: { pass: 0, fail: 0, 'tested-nothing': 0, inconclusive: 0, 'not-judged': 0 },
     acked: 0,
     lost: 0,
     torn: 0,
@@ -52,7 +53,7 @@ export function methodSummaries(cycles: readonly CycleReport[]): MethodSummary[]
       m.verdicts[
         cycleVerdict(
           m.role,
-          runs.map((r) => r.verdict!.verdict),
+          runs.map((r) => r.counted!),
         )
       ]++
       if (runs.some((r) => r.verdict!.lost + r.verdict!.torn + r.verdict!.corrupt > 0)) m.cyclesWithLoss++

@@ -12,7 +12,7 @@
 import type { CycleRecord } from '../store/campaign-file.js'
 import type { StoredVerdict } from '../protocol/messages.js'
 import type { CampaignInput, RunRecord } from './inputs.js'
-import type { CampaignReport, CycleReport, RunReport, controlSights } from './schema.js'
+import type { CampaignReport, CountedVerdict, CycleReport, RunReport, controlSights, testedNothingReasons } from './schema.js'
 import { deviceReport } from './device.js'
 import { controlSummary, methodSummaries } from './method-summary.js'
 
@@ -53,9 +53,12 @@ export function buildCampaign(input: CampaignInput, records: readonly RunRecord[
       cycleOfRun.set(runId, entry.cycle)
     }
   }
+  const retried = new Set((input.file?.cutCommandChanges ?? []).flatMap((change) => change.failedAttempt.runIds))
   for (const record of records) {
     const tag = record.summary.campaign
     if (tag === null || tag.name !== input.name || cycleOfRun.has(record.summary.runId)) continue
+    // The runs of a cycle whose cut command failed, written again with another command: not the cycle's, and no surprise.
+    if (retried.has(record.summary.runId)) continue
     if (history.has(tag.cycle)) {
       warnings.push(
         `run ${record.summary.runId} (${record.summary.method}) is tagged with cycle ${tag.cycle} but is not in that cycle's group: not counted`,
@@ -78,6 +81,7 @@ export function buildCampaign(input: CampaignInput, records: readonly RunRecord[
     .sort((a, b) => a - b)
     .map((cycle) => cycleReport(cycle, history.get(cycle) ?? null, cycleRuns.get(cycle)!))
 
+  const methods = methodSummaries(cycles)
   return {
     report: {
       name: input.name,
@@ -95,9 +99,10 @@ export function buildCampaign(input: CampaignInput, records: readonly RunRecord[
               seed: input.file.seed,
               createdMs: input.file.createdMs,
             },
+      caveats: campaignCaveats(input.name, cycles),
       device: deviceReport([...cycleRuns.values()].flat()),
       cycles,
-      methods: methodSummaries(cycles),
+      methods,
       control: controlSummary(cycles),
       warnings,
     },
@@ -118,11 +123,11 @@ function displayOrder(a: RunRecord, b: RunRecord): number {
 }
 
 function cycleReport(cycle: number, entry: CycleRecord | null, records: readonly RunRecord[]): CycleReport {
-  const runs = records.map(runReport)
+  const stored = records.map(runReport)
   const steadyMs = entry?.steadyMs ?? minOrNull(records.map((r) => r.summary.steadyMs).filter((v): v is number => v !== null))
-  const reboots = runs.map((r) => r.verdict?.rebootedSinceWrite ?? null)
+  const reboots = stored.map((r) => r.verdict?.rebootedSinceWrite ?? null)
   const bootChanged = reboots.some((b) => b === true) ? true : reboots.length > 0 && reboots.every((b) => b === false) ? false : null
-  const controls = runs.filter((r) => r.role === 'control' && r.verdict !== null).map((r) => controlSight(r.verdict!))
+  const controls = stored.filter((r) => r.role === 'control' && r.verdict !== null).map((r) => controlSight(r.verdict!))
   // The control of a cycle is all its jobs: one that lost records of its own shows the cut was real,
   // whatever an idle or luckier job lost; a lost control file is flagged over everything.
   const control = controls.includes('failed')
@@ -132,6 +137,8 @@ function cycleReport(cycle: number, entry: CycleRecord | null, records: readonly
       : controls.includes('not-noticed')
         ? 'not-noticed'
         : null
+  const testedNothing = testedNothingReason(bootChanged, control, stored)
+  const runs = stored.map((r) => ({ ...r, counted: countedVerdict(r, testedNothing) }))
   return {
     cycle,
     timeMs: steadyMs ?? minOrNull(records.map((r) => r.summary.announcedMs)),
@@ -144,8 +151,59 @@ function cycleReport(cycle: number, entry: CycleRecord | null, records: readonly
     outcome: entry?.outcome ?? 'pending',
     bootChanged,
     control,
+    testedNothing,
     runs,
   }
+}
+
+/**
+ * Why a cycle with verdicts tested nothing, or null: every verdict saw the boot of the write (no
+ * reboot: the page cache held every record, whatever the cut did), or the control lost nothing (the
+ * cut, or the reboot, did not reach the storage). A cycle whose boot is unknown (a platform without a
+ * boot id) is judged by its control alone.
+ */
+function testedNothingReason(
+  bootChanged: boolean | null,
+  control: CycleReport['control'],
+  runs: readonly Omit<RunReport, 'counted'>[],
+): (typeof testedNothingReasons)[number] | null {
+  if (!runs.some((r) => r.verdict !== null)) return null
+  if (bootChanged === false) return 'same-boot'
+  if (control === 'not-noticed') return 'control-not-noticed'
+  return null
+}
+
+/** A run's verdict as the campaign counts it: a pass of a cycle that tested nothing proves nothing; a loss is a fail whatever else. */
+function countedVerdict(run: Omit<RunReport, 'counted'>, testedNothing: CycleReport['testedNothing']): CountedVerdict | null {
+  if (run.verdict === null) return null
+  return run.verdict.verdict === 'pass' && testedNothing !== null ? 'tested-nothing' : run.verdict.verdict
+}
+
+/**
+ * What makes a campaign's passes prove less than they seem, each with the line every rendering puts
+ * at its top: no control ran (nothing shows the cuts were real), every verdict saw the same boot, or
+ * no judged cycle tested anything.
+ */
+function campaignCaveats(name: string, cycles: readonly CycleReport[]): CampaignReport['caveats'] {
+  const judged = cycles.filter((c) => c.runs.some((r) => r.verdict !== null))
+  const caveats: CampaignReport['caveats'] = []
+  if (cycles.some((c) => c.runs.length > 0) && !cycles.some((c) => c.runs.some((r) => r.role === 'control')))
+    caveats.push({
+      code: 'no-control',
+      message: `campaign ${name} ran no control (none): nothing shows that its cuts were real, so its passes are unconfirmed; give the agent --method with none added (e.g. --method fdatasync,none)`,
+    })
+  const boots = judged.map((c) => c.bootChanged).filter((b) => b !== null)
+  if (boots.length > 0 && boots.every((b) => b === false))
+    caveats.push({
+      code: 'same-boot',
+      message: `every verdict of campaign ${name} saw the same boot as its write: the machine never rebooted, the page cache held every record, and the campaign tested nothing; make the cut command cut the power (not restart the agent)`,
+    })
+  else if (judged.length > 0 && judged.every((c) => c.testedNothing !== null))
+    caveats.push({
+      code: 'nothing-tested',
+      message: `no cycle of campaign ${name} tested anything: in every one the control (none) lost nothing or no reboot was seen; check that the cut command really cuts the power`,
+    })
+  return caveats
 }
 
 /**
@@ -159,7 +217,7 @@ function controlSight(v: NonNullable<RunReport['verdict']>): (typeof controlSigh
   return v.verdict === 'pass' && v.lost + v.torn + v.corrupt > 0 ? 'noticed' : 'not-noticed'
 }
 
-function runReport(record: RunRecord): RunReport {
+function runReport(record: RunRecord): Omit<RunReport, 'counted'> {
   const s = record.summary
   return {
     runId: s.runId,

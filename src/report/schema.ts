@@ -7,7 +7,25 @@ import { z } from 'zod'
 import { cycleOutcomes } from '../store/campaign-file.js'
 import { endReasons, storedVerdictSchema } from '../protocol/messages.js'
 
-export const reportFormatVersion = 1
+/** 2: a pass in a cycle that tested nothing is counted as `tested-nothing` (run `counted`, cycle `testedNothing`, method `verdicts`), and each campaign has `caveats`. */
+export const reportFormatVersion = 2
+
+/** A run's or a method's verdict as a campaign counts it: verify's verdicts, and a pass that proved nothing. */
+export const countedVerdicts = ['pass', 'fail', 'tested-nothing', 'inconclusive', 'not-judged'] as const
+export type CountedVerdict = (typeof countedVerdicts)[number]
+
+/** Why a cycle tested nothing: no verdict saw a new boot (the page cache held every record), or the control lost nothing. */
+export const testedNothingReasons = ['same-boot', 'control-not-noticed'] as const
+
+/** What makes a whole campaign's passes prove less than they seem; each is flagged at the top of every rendering. */
+export const campaignCaveats = [
+  /** No `none` control ran: nothing shows that the cuts were real. */
+  'no-control',
+  /** Every verdict that could tell saw the same boot: the machine never rebooted after a write. */
+  'same-boot',
+  /** Every judged cycle tested nothing (for another reason than the same boot: the control never noticed a cut). */
+  'nothing-tested',
+] as const
 
 const ms = z.number().int().nonnegative().nullable()
 const count = z.number().int().nonnegative()
@@ -38,6 +56,11 @@ export const runReportSchema = z.object({
       atMs: true,
     })
     .nullable(),
+  /**
+   * The verdict as the campaign counts it: the stored one, except that a pass in a cycle that tested
+   * nothing (cycleReport testedNothing) is `tested-nothing`. A loss is a fail whatever else. null without a verdict.
+   */
+  counted: z.enum(countedVerdicts).nullable(),
 })
 export type RunReport = z.infer<typeof runReportSchema>
 
@@ -65,6 +88,8 @@ export const cycleReportSchema = z.object({
   bootChanged: z.boolean().nullable(),
   /** null: no judged control in this cycle. */
   control: z.enum(controlSights).nullable(),
+  /** Why this cycle tested nothing (its passes count as `tested-nothing`); null when it tested something or has no verdict. */
+  testedNothing: z.enum(testedNothingReasons).nullable(),
   runs: z.array(runReportSchema),
 })
 export type CycleReport = z.infer<typeof cycleReportSchema>
@@ -79,7 +104,7 @@ export const methodSummarySchema = z.object({
   /** Of those cycles, the ones in which any of its runs lost, tore or corrupted acknowledged records. */
   cyclesWithLoss: count,
   /** Per cycle, the method's verdict over all its runs (jobs), as verify gives it for a group (cycleVerdict). */
-  verdicts: z.object({ pass: count, fail: count, inconclusive: count, 'not-judged': count }),
+  verdicts: z.object({ pass: count, fail: count, 'tested-nothing': count, inconclusive: count, 'not-judged': count }),
   acked: count,
   lost: count,
   torn: count,
@@ -118,6 +143,8 @@ export const campaignReportSchema = z.object({
       createdMs: z.number().int(),
     })
     .nullable(),
+  /** What makes the campaign's passes prove less than they seem (flagged at the top of the text and HTML); empty when nothing does. */
+  caveats: z.array(z.object({ code: z.enum(campaignCaveats), message: z.string() })),
   device: deviceSchema,
   cycles: z.array(cycleReportSchema),
   methods: z.array(methodSummarySchema),

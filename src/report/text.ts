@@ -3,7 +3,7 @@
  * control's detection rate), then each campaign's cycles, one line per method and cycle, with the
  * cuts the control did not notice flagged. Everything here comes from the validated document.
  */
-import type { CampaignReport, CycleReport, MethodSummary, ReportDocument, RunReport } from './schema.js'
+import type { CampaignReport, CountedVerdict, CycleReport, MethodSummary, ReportDocument, RunReport } from './schema.js'
 import { spaced } from '../base/printable.js'
 
 /** A side-by-side column is cut to this width (the JSON document has every value in full). */
@@ -11,6 +11,8 @@ const maxColumnChars = 44
 
 export function renderText(doc: ReportDocument): string {
   const out: string[] = [`plugcheck report: ${doc.dir}`, '']
+  const caveats = doc.campaigns.flatMap((c) => c.caveats)
+  if (caveats.length > 0) out.push(...caveats.map((caveat) => `! ${spaced(caveat.message)}`), '')
   out.push(...sideBySide(doc.campaigns), '')
   for (const campaign of doc.campaigns) out.push(...cycleTable(campaign), '')
   for (const warning of doc.warnings) out.push(`warning: ${spaced(warning)}`)
@@ -59,10 +61,10 @@ export function summaryRows(campaigns: readonly CampaignReport[]): string[][] {
     }
     const control = method === 'none'
     rows.push([])
-    row(
-      control ? 'none (control)' : method,
-      cell((m) => verdictCounts(m)),
-    )
+    row(control ? 'none (control)' : method, (c) => {
+      const m = of(c)
+      return m === undefined ? '-' : verdictCounts(m, c)
+    })
     row(
       '  cycles with loss',
       cell((m) => `${m.cyclesWithLoss} of ${m.cycles}`),
@@ -116,12 +118,25 @@ function cyclesCell(c: CampaignReport): string {
   return `${done} of ${c.settings.cycles} judged, ${c.settings.phase}`
 }
 
-function verdictCounts(m: MethodSummary): string {
-  const parts = (['pass', 'fail', 'inconclusive', 'not-judged'] as const)
+/**
+ * A method's headline over the campaign. Passes of cycles that tested nothing are counted apart, and
+ * the passes of a campaign without a control never read as plain passes: nothing showed its cuts real.
+ */
+function verdictCounts(m: MethodSummary, c: CampaignReport): string {
+  const unconfirmed = m.role === 'tested' && c.caveats.some((caveat) => caveat.code === 'no-control')
+  const parts = (['pass', 'fail', 'tested-nothing', 'inconclusive', 'not-judged'] as const)
     .filter((v) => m.verdicts[v] > 0)
-    .map((v) => `${v} ${m.verdicts[v]}`)
+    .map((v) => `${countedLabel(v)} ${m.verdicts[v]}${v === 'pass' && unconfirmed ? ' (unconfirmed: no control)' : ''}`)
   return parts.length === 0 ? 'no verdict yet' : parts.join(', ')
 }
+
+/** A counted verdict as the text and HTML say it. */
+export function countedLabel(verdict: CountedVerdict): string {
+  return verdict === 'tested-nothing' ? 'tested nothing' : verdict
+}
+
+/** The flag of a cycle that tested nothing because no verdict saw a new boot. */
+export const sameBootFlag = 'every verdict saw the same boot as the write (no reboot): the cycle tested nothing'
 
 function cycleTable(c: CampaignReport): string[] {
   const head: string[] = [`campaign ${c.name}`]
@@ -148,7 +163,8 @@ function cycleTable(c: CampaignReport): string[] {
     runs.forEach((run, i) => {
       rows.push([...(i === 0 ? first : first.map(() => '')), ...runCells(run)])
     })
-    if (cycle.control === 'not-noticed')
+    if (cycle.testedNothing === 'same-boot') flags.push(`  ! cycle ${cycle.cycle}: ${sameBootFlag}`)
+    else if (cycle.control === 'not-noticed')
       flags.push(`  ! cycle ${cycle.cycle}: the control (none) lost nothing: this cut was not noticed, the cycle tested nothing`)
     if (cycle.control === 'failed')
       flags.push(`  ! cycle ${cycle.cycle}: the control's file was lost: its losses prove nothing about the cut`)
@@ -183,7 +199,7 @@ function runCells(run: RunReport | null): string[] {
     thousands(v.lost),
     thousands(v.torn),
     thousands(v.corrupt),
-    v.verdict + (v.reordered ? ', reordered' : ''),
+    countedLabel(run.counted ?? v.verdict) + (v.reordered ? ', reordered' : ''),
   ]
 }
 

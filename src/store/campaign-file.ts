@@ -14,7 +14,11 @@ import { campaignNameSchema, campaignPhases, epochMsSchema } from '../protocol/m
 import { runIdSchema } from '../record/format.js'
 import { maxGroupRuns } from '../record/run-id.js'
 
-export const campaignFileVersion = 1
+/**
+ * 2: `cutCommandChanges` (a campaign stopped by a failed cut resumed with another --cut-command). A
+ * file of version 1 has none and loads as it is; the listener writes the next state as version 2.
+ */
+export const campaignFileVersion = 2
 
 export const cycleOutcomes = [
   /** Under way. */
@@ -47,8 +51,19 @@ export const cycleRecordSchema = z.object({
 })
 export type CycleRecord = z.infer<typeof cycleRecordSchema>
 
+/** A campaign stopped by a failed cut, resumed with another cut command: the change, and the cycle's attempt that failed. */
+export const cutCommandChangeSchema = z.object({
+  cycle: z.number().int().positive().max(100_000),
+  atMs: epochMsSchema,
+  from: z.string().min(1).max(4096),
+  to: z.string().min(1).max(4096),
+  /** The cycle's record as the failed cut left it (its runs are not the cycle's any more: it is written again). */
+  failedAttempt: cycleRecordSchema,
+})
+export type CutCommandChange = z.infer<typeof cutCommandChangeSchema>
+
 export const campaignFileSchema = z.object({
-  version: z.literal(campaignFileVersion),
+  version: z.union([z.literal(1), z.literal(campaignFileVersion)]),
   name: campaignNameSchema,
   cycles: z.number().int().positive().max(100_000),
   cutCommand: z.string().min(1).max(4096),
@@ -68,6 +83,8 @@ export const campaignFileSchema = z.object({
   cycle: z.number().int().positive().max(100_001),
   detail: z.string().max(4096).optional(),
   history: z.array(cycleRecordSchema).max(100_000),
+  /** Version 2: every change of the cut command, oldest first (absent when there was none). */
+  cutCommandChanges: z.array(cutCommandChangeSchema).max(10_000).optional(),
 })
 export type CampaignFile = z.infer<typeof campaignFileSchema>
 

@@ -39,6 +39,8 @@ const waitMessageIntervalMs = 30_000
 const retryIntervalMs = 1000
 /** After the verdicts, the campaign moves to the next cycle on its own schedule: asked again this often, within the listener time-out. */
 const campaignPollIntervalMs = 200
+/** While it writes a cycle, the agent asks the campaign this often whether it stopped (watchCampaign). */
+const campaignWatchIntervalMs = 2000
 
 /** argv is the agent's own command line, for --print-service to repeat. */
 export async function runAgent(options: AgentOptions, argv: readonly string[], io: Io): Promise<number> {
@@ -102,9 +104,24 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
   }
   if (campaign.phase === 'waiting-for-writer' && campaign.cycle <= campaign.cycles) {
     io.out(`campaign ${campaign.name}: cycle ${campaign.cycle} of ${campaign.cycles}: writing until the power goes\n`)
-    // No --duration: the run ends when the power does. The last run was verified above (or had its
-    // verdicts, or there was none): nothing unverified is discarded.
-    return writeCommand({ ...options, ownPaths, discardUnverified: true, campaign: { name: campaign.name, cycle: campaign.cycle } }, io)
+    // No --duration: the run ends when the power does, or when the campaign stops without a cut (a
+    // failed cut command): then the writer is told to stop. The last run was verified above (or had
+    // its verdicts, or there was none): nothing unverified is discarded.
+    const watch = watchCampaign(() => queryCampaign(options.server, options.token, timeoutMs), campaign.name)
+    try {
+      return await writeCommand(
+        {
+          ...options,
+          ownPaths,
+          discardUnverified: true,
+          campaign: { name: campaign.name, cycle: campaign.cycle },
+          stopRequest: watch.stopReason,
+        },
+        io,
+      )
+    } finally {
+      watch.release()
+    }
   }
   io.out(`${describeCampaign(campaign)}: nothing to write\n`)
   return exitCode
@@ -160,6 +177,42 @@ async function campaignAfterVerdicts(ask: () => Promise<CampaignState | null>, t
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms))
+
+/**
+ * While the agent writes a cycle, the listener's campaign is asked every campaignWatchIntervalMs
+ * (a campaign-query on a connection of its own, answered between the writer's records: the loop
+ * yields every 50 ms) whether it still wants the writer. A campaign that stopped (its cut command
+ * failed, or no agent came back) makes no cut: without this the writer would write until someone
+ * killed it. A query that fails changes nothing: a listener gone is the writer's own connection's
+ * business (it fails after --listener-timeout).
+ */
+export function watchCampaign(
+  ask: () => Promise<CampaignState | null>,
+  name: string,
+  intervalMs = campaignWatchIntervalMs,
+): { stopReason: () => string | undefined; release: () => void } {
+  let reason: string | undefined
+  let timer: NodeJS.Timeout | undefined
+  let released = false
+  const check = async (): Promise<void> => {
+    try {
+      const state = await ask()
+      if (state !== null && state.name === name && state.phase === 'stopped')
+        reason = `campaign ${name} stopped ${state.detail === undefined ? `in cycle ${state.cycle}` : `(${oneLine(state.detail)})`}`
+    } catch {
+      // the listener did not answer this time: asked again at the next interval
+    }
+    if (reason === undefined && !released) timer = setTimeout(() => void check(), intervalMs)
+  }
+  timer = setTimeout(() => void check(), intervalMs)
+  return {
+    stopReason: () => reason,
+    release: () => {
+      released = true
+      clearTimeout(timer)
+    },
+  }
+}
 
 /**
  * The command a service runs: this node, this plugcheck, and the agent's own arguments without

@@ -33,6 +33,8 @@ export class JobGroup {
   private startFailure: string | undefined
   /** Set when a job failed and this thread stopped the others. */
   private stoppedForFailure = false
+  /** Why the agent's campaign asked the write to stop (stopOnRequest), if it did. */
+  requested: string | undefined
   /** Failed jobs' results in the order they arrived: the first is the cause, the rest may be its consequences. */
   readonly failures: JobResult[] = []
   private readonly printedErr = new Set<string>()
@@ -113,6 +115,13 @@ export class JobGroup {
         `job ${this.jobs.indexOf(job) + 1} of ${this.count} failed: ${result.error?.message ?? (result.exitCode === exitCodes.lossFound ? 'the storage lost an acknowledged record of its file' : `it exited ${result.exitCode}`)}`,
       )
     this.reachedStart(job)
+  }
+
+  /** The agent's campaign asked the write to stop: every job stops as on SIGTERM, its runs ending with the reason. */
+  stopOnRequest(because: string): void {
+    if (this.signal !== undefined || this.stoppedForFailure || this.requested !== undefined) return
+    this.requested = because.slice(0, 3000)
+    this.stopAll('SIGTERM', this.requested)
   }
 
   // The other jobs stop as on SIGTERM, and their runs end saying which job failed (no one sent a signal).

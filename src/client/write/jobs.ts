@@ -29,6 +29,10 @@ import { listenerTimeoutMs } from '../../protocol/endpoint.js'
 import { evidenceQuestion, groupDataPaths, validateWriteOptions, verifyLine, type WriteIo, type WriteOptions } from './write-options.js'
 import { stoppedLine } from './stop-signals.js'
 import { runWrite } from './writer.js'
+import { requestedStopLine } from './run-end.js'
+
+/** How often the group's thread asks whether the agent's campaign wants the write stopped (WriteOptions.stopRequest). */
+const stopRequestPollMs = 100
 import { JobGroup } from './job-group.js'
 import type { JobData } from './job-messages.js'
 
@@ -47,13 +51,23 @@ export async function runJobs(options: WriteOptions, io: WriteIo): Promise<numbe
   const groupKey = randomBytes(16).toString('hex')
   const group = new JobGroup(io, count)
   const releaseSignals = group.catchSignals()
+  // The agent's campaign asks this thread to stop the group (a function cannot cross into a job's thread).
+  const { stopRequest, ...jobOptions } = options
+  const watch =
+    stopRequest === undefined
+      ? undefined
+      : setInterval(() => {
+          const reason = stopRequest()
+          if (reason !== undefined) group.stopOnRequest(reason)
+        }, stopRequestPollMs)
   try {
     const ended = Array.from({ length: count }, (_, index) => {
-      const data: JobData = { options: { ...options, job: { index, count, groupId, groupKey } }, statusTty: io.statusTty }
+      const data: JobData = { options: { ...jobOptions, job: { index, count, groupId, groupKey } }, statusTty: io.statusTty }
       return group.follow(startModuleWorker(import.meta.url, 'job-worker', data), index)
     })
     await Promise.all(ended)
   } finally {
+    clearInterval(watch)
     releaseSignals()
   }
   if (group.statusShown) io.err('\n')
@@ -82,6 +96,10 @@ function groupResult(options: WriteOptions, io: WriteIo, group: JobGroup): numbe
   // The first job that failed is the write's error; else a job's storage loss (1); else every job got the same signal (130, 143, 129); else 0.
   const cause = failures[0]?.error
   if (cause !== undefined) throw new PlugcheckError(cause.message, cause.exitCode, cause.hint)
+  if (group.requested !== undefined && signal === undefined) {
+    io.err(requestedStopLine(group.requested))
+    return exitCodes.runtime
+  }
   // A job that found the storage losing an acknowledged record (exit 1) decides over the jobs it stopped.
   const codes = jobs.map((j) => j.result!.exitCode)
   const code = codes.includes(exitCodes.lossFound) ? exitCodes.lossFound : (codes.find((c) => c !== exitCodes.ok) ?? exitCodes.ok)

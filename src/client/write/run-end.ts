@@ -37,6 +37,8 @@ export interface LoopOutcome {
   readonly signal: () => StopSignal | undefined
   /** Why another job of the group could not start: then no run wrote a record. */
   readonly groupFailure: string | undefined
+  /** Why the agent's campaign asked the writer to stop (WriteOptions.stopRequest), when no signal came. */
+  readonly requested?: string | undefined
 }
 
 /** Ends the runs as the outcome says, prints the summary; returns the exit code or throws the write's error. */
@@ -54,7 +56,7 @@ export function endWrite(end: WriteEnd, outcome: LoopOutcome): number {
   const watched = outcome.watched ?? watchFiles(runs)
   if (watched !== null) return endAfterFileFinding(end, watched)
 
-  return endAsPlanned(end, outcome.signal(), outcome.groupFailure)
+  return endAsPlanned(end, outcome.signal(), outcome.groupFailure, outcome.requested)
 }
 
 /** A write or sync failed: the runs end as 'error' saying which call failed where. */
@@ -93,11 +95,11 @@ function endAfterFileFinding(end: WriteEnd, watched: FileFinding): number {
 }
 
 /** --duration, a stop signal, or a job of the group that could not start: every run ends and every ack is recorded. */
-function endAsPlanned(end: WriteEnd, signal: StopSignal | undefined, groupFailure: string | undefined): number {
+function endAsPlanned(end: WriteEnd, signal: StopSignal | undefined, groupFailure: string | undefined, requested?: string): number {
   const { options, runs, channel, io, timeoutMs } = end
   let recorded = false
   try {
-    const [reason, detail] = plannedEnd(options, signal, groupFailure)
+    const [reason, detail] = requested === undefined ? plannedEnd(options, signal, groupFailure) : (['interrupted', requested] as const)
     for (const run of runs) channel.end(run.meta.runId, reason, detail)
     recorded = channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), timeoutMs)
   } catch (error) {
@@ -111,11 +113,20 @@ function endAsPlanned(end: WriteEnd, signal: StopSignal | undefined, groupFailur
       'the summary says how many it confirmed; raise --listener-timeout for a busy listener',
     )
   if (groupFailure !== undefined) return exitCodes.runtime // the write's error is the failed job's, said by the main thread
+  if (requested !== undefined) {
+    io.err(requestedStopLine(requested))
+    return exitCodes.runtime
+  }
   if (signal !== undefined) {
     if (options.job === undefined) io.err(stoppedLine(signal)) // a group's is said once, by its main thread
     return 128 + signalNumbers[signal]
   }
   return 0
+}
+
+/** What a write the agent's campaign stopped says once every ack is recorded. */
+export function requestedStopLine(reason: string): string {
+  return `plugcheck: ${reason}; the writer stopped, every ack is recorded at the listener\n`
 }
 
 /** The reason and detail every run ends with when nothing went wrong in this job. */

@@ -59,6 +59,12 @@ export interface WriteOptions {
   readonly startBarrier?: (failure: string | undefined) => Promise<GroupStart>
   /** A job of write --jobs: why its stop signal came when no one sent one (another job failed), said in its runs' end. */
   readonly stopBecause?: () => string | undefined
+  /**
+   * Set by `agent`: why its campaign wants the writer to stop (the campaign stopped), or undefined.
+   * Read at each housekeeping tick; the runs then end as 'interrupted' with that reason, every ack
+   * recorded, and the write exits 3. Never crosses into a job's thread (jobs.ts asks it for the group).
+   */
+  readonly stopRequest?: () => string | undefined
 }
 
 /** What a job learns at the start barrier: a stop signal that came meanwhile; a job of the group that could not start. */

@@ -82,7 +82,13 @@ async function writeLoop(
   groupFailure?: string,
 ): Promise<number> {
   const trace = options.traceFile === undefined ? undefined : new TraceLog(options.traceFile)
-  const signals = catchStopSignals(stoppedBefore)
+  const caught = catchStopSignals(stoppedBefore)
+  // A stop the agent's campaign asks for (stopRequest) stops the loop as a signal does; it ends the runs with its own reason.
+  const requested = (): string | undefined => (caught.received() === undefined ? options.stopRequest?.() : undefined)
+  const signals =
+    options.stopRequest === undefined
+      ? caught
+      : { ...caught, received: () => caught.received() ?? (requested() === undefined ? undefined : 'SIGTERM') }
   const startMs = performance.now()
   const endMs = options.durationS === undefined ? Infinity : startMs + options.durationS * 1000
   const housekeeping = new Housekeeping(runs, channel, io, signals, startMs, endMs, timeoutMs)
@@ -100,7 +106,7 @@ async function writeLoop(
     trace?.close()
   }
   if (io.statusTty && io.progress === undefined) io.err('\n')
-  const outcome = { failure, lostListener, watched: housekeeping.watched, signal: signals.received, groupFailure }
+  const outcome = { failure, lostListener, watched: housekeeping.watched, signal: caught.received, requested: requested(), groupFailure }
   return endWrite({ options, runs, channel, io, timeoutMs }, outcome)
 }
 

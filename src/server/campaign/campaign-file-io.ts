@@ -11,7 +11,7 @@ import { describeSystemError, runtimeError, usageError } from '../../base/errors
 import { syncDirectoryAsync } from '../../base/directory-sync.js'
 import { campaignFileText, campaignFileVersion, type CampaignFile } from '../../store/campaign-file.js'
 import type { CampaignOptions } from './campaign-types.js'
-import { optionDifferences, parseCampaignFile, resumeFlags } from './campaign-resume.js'
+import { optionDifferences, parseCampaignFile, resumeFlags, stoppedByFailedCut } from './campaign-resume.js'
 import { newCycle } from './campaign-cycle.js'
 
 /** The file of a campaign in a listener's directory. */
@@ -19,12 +19,19 @@ export function campaignFilePath(dir: string, name: string): string {
   return join(dir, 'campaigns', `${name}.json`)
 }
 
+/** A campaign read back: its file, and the new cut command when the listener was started with another one (a campaign stopped by a failed cut). */
+export interface StoredCampaign {
+  readonly file: CampaignFile
+  readonly newCutCommand?: string
+}
+
 /**
  * The stored campaign of options.name, or undefined if there is none yet. A damaged file refuses
  * (exit 3); options that differ from the stored campaign's refuse too (exit 2): a resumed campaign
- * is the same campaign.
+ * is the same campaign. One exception: a campaign stopped because its cut command failed takes
+ * another --cut-command (the other options as stored), to write the failed cycle again.
  */
-export async function readCampaignFile(dir: string, options: CampaignOptions): Promise<CampaignFile | undefined> {
+export async function readCampaignFile(dir: string, options: CampaignOptions): Promise<StoredCampaign | undefined> {
   const path = campaignFilePath(dir, options.name)
   let text: string
   try {
@@ -35,13 +42,17 @@ export async function readCampaignFile(dir: string, options: CampaignOptions): P
   }
   const file = parseCampaignFile(text, path, options.name)
   const differences = optionDifferences(file, options)
+  const failedCut = stoppedByFailedCut(file)
+  if (failedCut && differences.length === 1 && file.cutCommand !== options.cutCommand) return { file, newCutCommand: options.cutCommand }
   if (differences.length > 0) {
     throw usageError(
       `campaign ${options.name} in ${path} was started with other options: ${differences.join('; ')}`,
-      `resume it with ${resumeFlags(file)}, or give the new campaign another --campaign name`,
+      failedCut
+        ? `it stopped because its cut command failed: resume it with ${resumeFlags(file, "'NEW-COMMAND'")} (only the cut command may change), or give the new campaign another --campaign name`
+        : `resume it with ${resumeFlags(file)}, or give the new campaign another --campaign name`,
     )
   }
-  return file
+  return { file }
 }
 
 /** A new campaign's first state (cycle 1, waiting for the writer), written durably before it is acted on. */

@@ -1,11 +1,15 @@
 /**
  * A campaign read back from its file when the listener starts: the file parsed and checked against
  * the engine's invariants (a damaged file stops the campaign, it is never guessed at), and the flags
- * given compared with the stored ones (resumeFlags spells the stored ones for the hint).
+ * given compared with the stored ones (resumeFlags spells the stored ones for the hint); the one
+ * change a stopped campaign takes, another cut command after a failed cut (retryCycle).
  */
 import { runtimeError } from '../../base/errors.js'
 import { campaignChecksumProblem, campaignFileSchema, type CampaignFile } from '../../store/campaign-file.js'
 import type { CampaignOptions } from './campaign-types.js'
+import { assert } from '../../base/assert.js'
+import { movesTo } from './campaign-transitions.js'
+import { newCycle } from './campaign-cycle.js'
 
 export function parseCampaignFile(text: string, path: string, name: string): CampaignFile {
   const damaged = (why: string) =>
@@ -56,7 +60,30 @@ export function optionDifferences(file: CampaignFile, options: CampaignOptions):
   return differences
 }
 
-export function resumeFlags(file: CampaignFile): string {
-  const quoted = `'${file.cutCommand.replaceAll("'", `'\\''`)}'`
+/**
+ * A campaign stopped by a failed cut, resumed with another cut command (readCampaignFile lets nothing
+ * else through): the change and the cycle's failed attempt are kept in cutCommandChanges, and the
+ * cycle starts again from the agent's writer (its earlier writer was told to stop: agent.ts).
+ */
+export function retryCycle(next: CampaignFile, to: string, atMs: number): void {
+  const nextPhase = movesTo(next.phase, 'cut-command-changed')
+  assert(nextPhase !== undefined && stoppedByFailedCut(next), () => `campaign ${next.name}: another cut command in phase ${next.phase}`)
+  const record = next.history[next.cycle - 1]!
+  const change = { cycle: next.cycle, atMs, from: next.cutCommand, to, failedAttempt: structuredClone(record) }
+  next.cutCommandChanges = [...(next.cutCommandChanges ?? []), change]
+  next.cutCommand = to
+  next.phase = nextPhase
+  delete next.detail
+  Object.assign(record, newCycle(next.cycle))
+}
+
+/** Stopped because the cut command of its current cycle failed: the one stop another --cut-command may resume. */
+export function stoppedByFailedCut(file: CampaignFile): boolean {
+  return file.phase === 'stopped' && file.history[file.cycle - 1]?.outcome === 'cut-failed'
+}
+
+/** The flags that resume the stored campaign (cutCommand: a placeholder to show in place of the stored command). */
+export function resumeFlags(file: CampaignFile, cutCommand?: string): string {
+  const quoted = cutCommand ?? `'${file.cutCommand.replaceAll("'", `'\\''`)}'`
   return `--campaign ${file.name} --cycles ${file.cycles} --cut-command ${quoted} --cut-after ${file.cutAfterS[0]}-${file.cutAfterS[1]} --reboot-timeout ${file.rebootTimeoutS} --seed ${file.seed}`
 }

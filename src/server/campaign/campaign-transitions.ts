@@ -15,6 +15,9 @@
  *   last-verdicts-in   the same in the last cycle: done
  *   reboot-timeout     no agent came back with the verdicts within the reboot timeout
  *   restarted          the listener restarted with the campaign in this phase
+ *   cut-command-changed the listener restarted with another --cut-command (campaign-file-io.ts lets
+ *                      that through only for a campaign stopped by a failed cut): the cycle is
+ *                      written again, from the agent's writer on
  */
 import type { CampaignState } from '../../protocol/messages.js'
 
@@ -31,6 +34,7 @@ export const campaignEvents = [
   'last-verdicts-in',
   'reboot-timeout',
   'restarted',
+  'cut-command-changed',
 ] as const
 export type CampaignEvent = (typeof campaignEvents)[number]
 
@@ -59,6 +63,7 @@ const over: Readonly<Record<CampaignEvent, CampaignStep>> = {
   'last-verdicts-in': ignore,
   'reboot-timeout': ignore,
   restarted: stay,
+  'cut-command-changed': refuse,
 }
 
 export const campaignTransitions: Readonly<Record<CampaignPhase, Readonly<Record<CampaignEvent, CampaignStep>>>> = {
@@ -75,6 +80,7 @@ export const campaignTransitions: Readonly<Record<CampaignPhase, Readonly<Record
     'last-verdicts-in': ignore,
     'reboot-timeout': ignore,
     restarted: stay,
+    'cut-command-changed': refuse,
   },
   'waiting-to-cut': {
     'member-announced': stay,
@@ -89,6 +95,7 @@ export const campaignTransitions: Readonly<Record<CampaignPhase, Readonly<Record
     'last-verdicts-in': ignore,
     'reboot-timeout': ignore,
     restarted: stay,
+    'cut-command-changed': refuse,
   },
   cutting: {
     'member-announced': stay,
@@ -105,6 +112,7 @@ export const campaignTransitions: Readonly<Record<CampaignPhase, Readonly<Record
     'reboot-timeout': to('stopped'),
     // The command may have run (the cut moment was on disk before it started): never run it twice.
     restarted: to('waiting-for-agent'),
+    'cut-command-changed': refuse,
   },
   'waiting-for-agent': {
     'member-announced': stay,
@@ -118,9 +126,11 @@ export const campaignTransitions: Readonly<Record<CampaignPhase, Readonly<Record
     'last-verdicts-in': to('done'),
     'reboot-timeout': to('stopped'),
     restarted: stay,
+    'cut-command-changed': refuse,
   },
   done: over,
-  stopped: over,
+  // Stopped by a failed cut, resumed with another cut command: the cycle is written again.
+  stopped: { ...over, 'cut-command-changed': to('waiting-for-writer') },
 }
 
 export function campaignStep(phase: CampaignPhase, event: CampaignEvent): CampaignStep {

@@ -26,11 +26,12 @@ import { assert } from '../../base/assert.js'
 import { describeSystemError } from '../../base/errors.js'
 import type { CampaignState, CampaignTag } from '../../protocol/messages.js'
 import { campaignStep, movesTo, takes } from './campaign-transitions.js'
-import { campaignFileSchema, type CampaignFile, type CycleRecord } from '../../store/campaign-file.js'
+import { campaignFileSchema, campaignFileVersion, type CampaignFile, type CycleRecord } from '../../store/campaign-file.js'
 import type { CampaignInputEvent, CampaignListener, CampaignOptions } from './campaign-types.js'
 import { campaignFilePath, createCampaignFile, readCampaignFile, writeCampaignFile } from './campaign-file-io.js'
 import { runCutCommand, type CutResult } from './cut-command.js'
 import { cutDelayMs, newCycle } from './campaign-cycle.js'
+import { retryCycle } from './campaign-resume.js'
 
 /** Events kept while the campaign file is loaded (runs, steadies and verdicts are a few per cycle). */
 const maxEarlyEvents = 10_000
@@ -54,6 +55,8 @@ export class Campaign {
     private readonly path: string,
     private file: CampaignFile,
     private readonly listener: CampaignListener,
+    /** The listener was started with another cut command (allowed for a campaign stopped by a failed cut only). */
+    private readonly newCutCommand?: string,
   ) {}
 
   /**
@@ -84,7 +87,7 @@ export class Campaign {
   private static async load(dir: string, options: CampaignOptions, listener: CampaignListener): Promise<[Campaign, boolean]> {
     const path = campaignFilePath(dir, options.name)
     const stored = await readCampaignFile(dir, options)
-    if (stored !== undefined) return [new Campaign(path, stored, listener), true]
+    if (stored !== undefined) return [new Campaign(path, stored.file, listener, stored.newCutCommand), true]
     const file = await createCampaignFile(dir, options)
     const campaign = new Campaign(path, file, listener)
     campaign.log(
@@ -153,6 +156,7 @@ export class Campaign {
   /** Applies a change to a copy, writes it durably, and only then makes it the state acted on. */
   private async commit(change: (next: CampaignFile, record: CycleRecord) => void): Promise<void> {
     const next = structuredClone(this.file)
+    next.version = campaignFileVersion // a file of an older listener is written in this version's format from its first change
     change(next, next.history[next.cycle - 1]!)
     campaignFileSchema.parse(next) // a programmer error if the engine builds a file it would refuse to load
     await writeCampaignFile(this.path, next)
@@ -169,6 +173,7 @@ export class Campaign {
         this.log(`already done: ${cycles} cycles; nothing to do (give another --campaign name for a new campaign)`)
         return
       case 'stopped':
+        if (this.newCutCommand !== undefined) return this.retryWithNewCutCommand(this.newCutCommand)
         this.log(`stopped in cycle ${cycle} of ${cycles}${this.file.detail === undefined ? '' : `: ${this.file.detail}`}; nothing to do`)
         return
       case 'waiting-for-writer':
@@ -198,6 +203,16 @@ export class Campaign {
         this.armReboot()
         return
     }
+  }
+
+  /** Stopped by a failed cut, started again with another cut command: the cycle is written again (retryCycle). */
+  private async retryWithNewCutCommand(to: string): Promise<void> {
+    const { cycle, cycles, cutCommand: from, detail } = this.file
+    await this.commit((next) => retryCycle(next, to, Date.now()))
+    this.log(
+      `the cut command changed from ${JSON.stringify(from)} to ${JSON.stringify(to)}${detail === undefined ? '' : ` (stopped: ${detail})`}; ` +
+        `cycle ${cycle} of ${cycles} is written again: waiting for the agent's writer (start the agent again if it is not running)`,
+    )
   }
 
   /** Verdicts the listener stored while the campaign was not watching (between a restart and now). */
@@ -344,7 +359,9 @@ export class Campaign {
       this.log(`cycle ${cycle}: waiting for the agent up to ${this.file.rebootTimeoutS} s after the cut`)
       this.armReboot()
     } else if (this.file.phase === 'stopped') {
-      this.log(`STOPPED in cycle ${cycle}: ${detail}; fix the command and start a campaign of another name`)
+      this.log(
+        `STOPPED in cycle ${cycle}: ${detail}; the agent's writer is told to stop; fix the command and start the listener again with the same options and the new --cut-command: cycle ${cycle} is written again`,
+      )
     }
   }
 

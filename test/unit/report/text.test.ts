@@ -20,15 +20,16 @@ const steadyMs = Date.UTC(2026, 0, 1, 0, 0, 0)
 const noLoss = { verdict: 'pass' as const, acked: 12_345, intact: 12_345, lost: 0, torn: 0, corrupt: 0, lossWindowMs: null }
 
 function run(over: Partial<RunReport> & Pick<RunReport, 'method' | 'role'>): RunReport {
-  return {
+  const made = {
     runId: '0123456789abcdef',
     job: null,
     announcedMs: steadyMs - 3000,
     ackedThroughSeq: 12_345,
-    end: 'interrupted',
+    end: 'interrupted' as const,
     verdict: { ...noLoss, reordered: false, lostRanges: [], rebootedSinceWrite: true, summary: 'PASS', atMs: steadyMs + 60_000 },
     ...over,
   }
+  return { ...made, counted: over.counted ?? made.verdict?.verdict ?? null }
 }
 
 const cycle1: CycleReport = {
@@ -42,6 +43,7 @@ const cycle1: CycleReport = {
   outcome: 'verdict',
   bootChanged: true,
   control: 'noticed',
+  testedNothing: null,
   runs: [
     run({ method: 'fdatasync', role: 'tested' }),
     run({
@@ -77,11 +79,13 @@ const cycle2: CycleReport = {
   outcome: 'cut-failed',
   bootChanged: null,
   control: null,
+  testedNothing: null,
   runs: [],
 }
 
 const ssd: CampaignReport = {
   name: 'ssd-a',
+  caveats: [],
   settings: {
     cycles: 3,
     cycle: 2,
@@ -111,7 +115,7 @@ const ssd: CampaignReport = {
       cycles: 1,
       runs: 1,
       cyclesWithLoss: 1,
-      verdicts: { pass: 0, fail: 1, inconclusive: 0, 'not-judged': 0 },
+      verdicts: { pass: 0, fail: 1, 'tested-nothing': 0, inconclusive: 0, 'not-judged': 0 },
       acked: 1000,
       lost: 10,
       torn: 0,
@@ -125,7 +129,7 @@ const ssd: CampaignReport = {
       cycles: 1,
       runs: 1,
       cyclesWithLoss: 0,
-      verdicts: { pass: 1, fail: 0, inconclusive: 0, 'not-judged': 0 },
+      verdicts: { pass: 1, fail: 0, 'tested-nothing': 0, inconclusive: 0, 'not-judged': 0 },
       acked: 12_345,
       lost: 0,
       torn: 0,
@@ -140,7 +144,7 @@ const ssd: CampaignReport = {
 
 const doc: ReportDocument = reportDocumentSchema.parse({
   tool: 'plugcheck report',
-  formatVersion: 1,
+  formatVersion: 2,
   dir: '/srv/plugcheck',
   campaigns: [ssd],
   warnings: ['a torn\x07log tail in runs/fedcba9876543210\r\n'],

@@ -2,7 +2,7 @@
  * The campaign's transition table (src/server/campaign/campaign-transitions.ts) over every phase and event,
  * against the conditions campaign.ts wrote before they became a table (copied below); then that the
  * table has every phase and every event exactly once, that every phase can be reached from a new
- * campaign's, and that a campaign done or stopped never moves again.
+ * campaign's, and that a campaign done never moves again, nor a stopped one but for another cut command.
  */
 import t from 'tap'
 import { campaignPhases } from '../../../../src/protocol/messages.js'
@@ -44,6 +44,9 @@ function before(phase: CampaignPhase, event: CampaignEvent): CampaignStep {
       return afterCut ? { kind: 'move', to: 'stopped' } : { kind: 'ignore' }
     case 'restarted':
       return phase === 'cutting' ? { kind: 'move', to: 'waiting-for-agent' } : { kind: 'stay' }
+    // Added with the table: a campaign stopped (by a failed cut) resumed with another cut command writes the cycle again.
+    case 'cut-command-changed':
+      return phase === 'stopped' ? { kind: 'move', to: 'waiting-for-writer' } : { kind: 'refuse' }
   }
 }
 
@@ -55,7 +58,7 @@ t.test('every phase and event: what campaign.ts did before the table', async (t)
       checked++
     }
   }
-  t.equal(checked, 6 * 11)
+  t.equal(checked, 6 * 12)
 })
 
 t.test('the table has every phase and every event of each phase exactly once', async (t) => {
@@ -64,7 +67,7 @@ t.test('the table has every phase and every event of each phase exactly once', a
   t.equal(new Set(campaignEvents).size, campaignEvents.length)
 })
 
-t.test("every phase is reached from a new campaign's, and done and stopped are never left", async (t) => {
+t.test("every phase is reached from a new campaign's; done is never left, stopped only for another cut command", async (t) => {
   const reached = new Set<CampaignPhase>(['waiting-for-writer'])
   for (let grew = true; grew; ) {
     grew = false
@@ -80,5 +83,10 @@ t.test("every phase is reached from a new campaign's, and done and stopped are n
   }
   t.same([...reached].sort(), [...campaignPhases].sort())
   for (const phase of ['done', 'stopped'] as const)
-    for (const event of campaignEvents) t.equal(movesTo(phase, event), undefined, `${phase} + ${event}`)
+    for (const event of campaignEvents)
+      t.equal(
+        movesTo(phase, event),
+        phase === 'stopped' && event === 'cut-command-changed' ? 'waiting-for-writer' : undefined,
+        `${phase} + ${event}`,
+      )
 })
