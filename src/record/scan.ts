@@ -20,9 +20,9 @@ import {
   sectorBytes,
   sectorMagic,
   slotOf,
-  type Pattern,
   type RunKey,
-} from './format.js'
+} from './records.js'
+import type { Pattern } from './patterns.js'
 
 const wordsPerSector = sectorBytes / 4
 const stampWords = 6

@@ -42,12 +42,22 @@ function otherSeqFor(key: RunKey, meta: RunMeta, slot: number, seq: number, acke
 }
 
 const damageKinds = 22
+/** Another run's key, for records of a foreign run. */
+const foreignKey = runKey('00112233445566ff')
 
 /** Damages slot (judged by seq) in one of damageKinds ways; returns what it did. */
-function damageSlot(fd: number, meta: RunMeta, acked: number, slot: number, seq: number, kind: number, variant: number): string {
+function damageSlot(
+  fd: number,
+  meta: RunMeta,
+  key: RunKey,
+  acked: number,
+  slot: number,
+  seq: number,
+  kind: number,
+  variant: number,
+): string {
   const recordSize = meta.recordSizeBytes
   const sectors = recordSize / sectorBytes
-  const key = runKey(meta.runId)
   const at = slotOffsetBytes(recordSize, slot)
   const time = (meta.createdMs + 1000) * 1000 + seq
   const record = Buffer.alloc(recordSize)
@@ -151,7 +161,7 @@ function damageSlot(fd: number, meta: RunMeta, acked: number, slot: number, seq:
     }
     case 15: {
       // another run's record for this slot
-      fillRecord(record, runKey('00112233445566ff'), seq, slot, time)
+      fillRecord(record, foreignKey, seq, slot, time)
       put()
       return 'foreign run'
     }
@@ -249,6 +259,8 @@ for (const c of cases) {
     }
     for (let s = 0; s < c.slotCount; s += Math.max(1, Math.floor(c.slotCount / 600))) targets.add(s)
     targets.add(c.slotCount - 1)
+    // The run's key (and its 1 MiB payload pool) once, for every damaged slot.
+    const key = runKey(meta.runId)
     const fd = openSync(meta.path, 'r+')
     const done = new Map<string, number>()
     try {
@@ -256,7 +268,7 @@ for (const c of cases) {
       for (const slot of [...targets].sort((a, b) => a - b)) {
         const seq = last.get(slot)
         if (seq === undefined) continue
-        const what = damageSlot(fd, meta, acked, slot, seq, (i * 13 + c.slotCount) % damageKinds, Math.floor(i / damageKinds) * 7 + i)
+        const what = damageSlot(fd, meta, key, acked, slot, seq, (i * 13 + c.slotCount) % damageKinds, Math.floor(i / damageKinds) * 7 + i)
         done.set(what.split(' ')[0]!, (done.get(what.split(' ')[0]!) ?? 0) + 1)
         i++
       }

@@ -253,7 +253,9 @@ async function scanChunks(
       const { request, bytes, accepted } = held.shift()!
       judgeChunk(request, bytes, await accepted)
     }
-    const buffers = chunkBuffers(readsInFlight + heldChunks, chunkBytes, threads > 0)
+    // No chunk is longer than the slots there are to read: a small file gets small buffers, not 16 MiB ones.
+    const bufferBytes = Math.min(chunkBytes, Math.max(1, readLimit) * recordSize)
+    const buffers = chunkBuffers(readsInFlight + heldChunks, bufferBytes, threads > 0)
     for await (const { request, bytes } of readAhead(
       fd,
       meta.path,

@@ -8,7 +8,7 @@
  * on the thread's Nth chunk, so tests can show that a failed thread stops verify.
  */
 import { parentPort, workerData } from 'node:worker_threads'
-import { runKey } from '../../record/format.js'
+import { runKey } from '../../record/records.js'
 import { WholeRecordCheck } from '../../record/scan.js'
 import type { ScanReply, ScanRequest, ScanThreadData } from './scan-threads.js'
 

@@ -71,6 +71,19 @@ async function realLog(dir: string): Promise<{ file: string; log: string }> {
   return { file, log: join(dir, 'runs', runId, 'acks.log') }
 }
 
+/**
+ * One real log for the three tests below, built once (1,500 acks, each recorded by a round of its
+ * own): each reads it and damages copies of its runs/ in directories of their own beside it.
+ */
+let sharedLog: Promise<{ base: string; file: string; log: string }> | undefined
+function sharedRealLog(): Promise<{ base: string; file: string; log: string }> {
+  sharedLog ??= (async () => {
+    const base = tempDir(t)
+    return { base, ...(await realLog(base)) }
+  })()
+  return sharedLog
+}
+
 const verifyAcks = (dir: string, file: string) => runInProcess(['verify', '--acks', dir, '--file', file, '--json'])
 
 /** The listener refuses to start, AckStore.load rejects and verify --acks exits 3 with no verdict: all naming the log and the byte. */
@@ -85,8 +98,7 @@ async function refusedAt(t: Test, dir: string, file: string, log: string, atByte
 }
 
 t.test('damage anywhere but the last entry is refused with its byte offset, never fewer acks', async (t) => {
-  const base = tempDir(t)
-  const { file, log } = await realLog(base)
+  const { base, file, log } = await sharedRealLog()
   const bytes = readFileSync(log)
   const offsets = entryOffsets(bytes)
   t.equal(offsets.length, 1 + seqs + 1, 'a header, one commit per ack, and the end')
@@ -138,8 +150,7 @@ t.test('damage anywhere but the last entry is refused with its byte offset, neve
 })
 
 t.test('a duplicated, missing or out-of-order entry is damage, named', async (t) => {
-  const base = tempDir(t)
-  const { file, log } = await realLog(base)
+  const { base, file, log } = await sharedRealLog()
   const bytes = readFileSync(log)
   const offsets = entryOffsets(bytes)
   const entry = (i: number) => bytes.subarray(offsets[i]!, offsets[i + 1] ?? bytes.length)
@@ -186,8 +197,7 @@ t.test('a duplicated, missing or out-of-order entry is damage, named', async (t)
 })
 
 t.test('the last commit cut short by a crash is ignored with a warning; everything before it is kept', async (t) => {
-  const base = tempDir(t)
-  const { file, log } = await realLog(base)
+  const { base, file, log } = await sharedRealLog()
   const bytes = readFileSync(log)
   const offsets = entryOffsets(bytes)
   const lastAck = offsets.at(-2)! // commit 1500, seq 1500: the end after it never made it

@@ -32,6 +32,42 @@ function prng(state: number): () => number {
 }
 
 const rawPackr = new Packr({ useRecords: false, mapsAsObjects: true })
+const deepMapLevel = Buffer.from([0x81, 0xa0])
+
+/** The absurd values a fuzzer picks from: built once, not at every pick (a fingerprint picks thousands of strings). */
+const absurdNumbers: readonly unknown[] = [
+  0,
+  -1,
+  -0,
+  0.5,
+  2 ** 53,
+  2 ** 53 + 2,
+  Number.MAX_SAFE_INTEGER,
+  1e308,
+  -1e308,
+  Infinity,
+  -Infinity,
+  NaN,
+  2 ** 64,
+  2 ** 32 - 1,
+  2 ** 31,
+  946_684_799_999,
+  7_258_118_400_001,
+]
+const absurdStrings: readonly string[] = [
+  '',
+  '..',
+  '../../../../etc/passwd',
+  '/',
+  '\u0000',
+  'a'.repeat(5000),
+  'runs/../../x',
+  '\uffff'.repeat(100),
+  'C:\\Windows',
+  '__proto__',
+  'constructor',
+  '%s%n',
+]
 
 class Fuzzer {
   private readonly random: () => number
@@ -53,41 +89,10 @@ class Fuzzer {
     return Array.from({ length: 16 }, () => '0123456789abcdef'[this.int(16)]).join('')
   }
   absurdNumber(): unknown {
-    return this.pick([
-      0,
-      -1,
-      -0,
-      0.5,
-      2 ** 53,
-      2 ** 53 + 2,
-      Number.MAX_SAFE_INTEGER,
-      1e308,
-      -1e308,
-      Infinity,
-      -Infinity,
-      NaN,
-      2 ** 64,
-      2 ** 32 - 1,
-      2 ** 31,
-      946_684_799_999,
-      7_258_118_400_001,
-    ])
+    return this.pick(absurdNumbers)
   }
   absurdString(): string {
-    return this.pick([
-      '',
-      '..',
-      '../../../../etc/passwd',
-      '/',
-      '\u0000',
-      'a'.repeat(5000),
-      'runs/../../x',
-      '\uffff'.repeat(100),
-      'C:\\Windows',
-      '__proto__',
-      'constructor',
-      '%s%n',
-    ])
+    return this.pick(absurdStrings)
   }
   absurdValue(depth = 0): unknown {
     switch (this.int(depth > 3 ? 4 : 7)) {
@@ -213,14 +218,8 @@ class Fuzzer {
       case 'deep-array':
       case 'deep-map': {
         const depth = 1000 + this.int(maxClientFrameBytes - 1100)
-        const body = kind === 'deep-array' ? Buffer.alloc(depth, 0x91) : Buffer.alloc(depth * 2, 0)
-        if (kind === 'deep-map') {
-          // {"": {"": ...}}
-          for (let i = 0; i + 1 < body.length; i += 2) {
-            body[i] = 0x81
-            body[i + 1] = 0xa0
-          }
-        }
+        // deep-map: {"": {"": ...}}, a one-entry map (0x81) with an empty string key (0xa0), depth times.
+        const body = kind === 'deep-array' ? Buffer.alloc(depth, 0x91) : Buffer.alloc(depth * 2, deepMapLevel)
         const frame = Buffer.alloc(4 + Math.min(body.length, maxClientFrameBytes))
         frame.writeUInt32BE(frame.length - 4, 0)
         body.copy(frame, 4, 0, frame.length - 4)
