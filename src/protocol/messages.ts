@@ -12,7 +12,8 @@
  */
 import { z } from 'zod'
 import { fingerprintSchema } from '../env/fingerprint-schema.js'
-import { runIdSchema, runMetaSchema } from '../record/format.js'
+import { runMetaSchema } from '../record/format.js'
+import { runIdSchema } from '../record/run-id.js'
 import { campaignNameSchema } from './names.js'
 import { maxGroupRuns } from '../record/run-id.js'
 

@@ -51,9 +51,9 @@ import {
   sectorBytes,
   slotOf,
   writeTimeOffset,
-  type Pattern,
   type RunKey,
-} from './format.js'
+} from './records.js'
+import type { Pattern } from './patterns.js'
 import { WholeRecordCheck } from './scan.js'
 
 export type SectorReading =

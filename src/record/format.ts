@@ -39,40 +39,13 @@ import { xxh64 } from './checksum.js'
 import { pack, unpack } from 'msgpackr'
 import { z } from 'zod'
 import { methodNames } from '../native/methods.js'
-import { patterns, type Pattern } from './patterns.js'
+import { patterns } from './patterns.js'
 import { formatVersion, sectorBytes } from './records.js'
 import { maxGroupRuns, runIdSchema } from './run-id.js'
 
 export const superblockMagic = Buffer.from('PLUGCHK\0', 'latin1')
 /** Magic, version, reserved, metadata length and checksum: the superblock's fixed start. */
 export const superblockHeaderBytes = 24
-// A record's bytes (stamps, header, payload, checksum) are laid out in records.ts, apart from the
-// metadata's schema so that verify's scan threads load them without zod and msgpack.
-export {
-  checksumBytes,
-  fillRecord,
-  formatVersion,
-  isZero,
-  payloadPoolBytes,
-  payloadSeqKey,
-  payloadWindowWord,
-  readStamp,
-  readU64,
-  recordChecksumValid,
-  recordMagic,
-  runKey,
-  sectorBytes,
-  sectorMagic,
-  slotOf,
-  slotOffsetBytes,
-  stampBytes,
-  writeTimeOffset,
-  type RunKey,
-  type SectorStamp,
-} from './records.js'
-export { patterns, type Pattern }
-
-export { runIdSchema }
 
 /** Bounds a real run stays within (verify trusts nothing it reads back beyond them). */
 export const maxRecordSizeBytes = 1024 * 1024

@@ -13,7 +13,7 @@
 import { Packr } from 'msgpackr'
 import { z } from 'zod'
 import { xxh64 } from '../record/checksum.js'
-import { runIdSchema } from '../record/format.js'
+import { runIdSchema } from '../record/run-id.js'
 import { endReasons, epochMsSchema } from '../protocol/messages.js'
 
 export const logFormatVersion = 2

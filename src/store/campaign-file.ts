@@ -11,7 +11,7 @@
 import { z } from 'zod'
 import { xxh64 } from '../record/checksum.js'
 import { campaignNameSchema, campaignPhases, epochMsSchema } from '../protocol/messages.js'
-import { runIdSchema } from '../record/format.js'
+import { runIdSchema } from '../record/run-id.js'
 import { maxGroupRuns } from '../record/run-id.js'
 
 /**

@@ -30,7 +30,7 @@ import { Packr } from 'msgpackr'
 import { z } from 'zod'
 import { xxh64 } from '../record/checksum.js'
 import { frameLogEntry } from './ack-log.js'
-import { runIdSchema } from '../record/format.js'
+import { runIdSchema } from '../record/run-id.js'
 import { describeSystemError, runtimeError } from '../base/errors.js'
 
 export const journalFormatVersion = 1

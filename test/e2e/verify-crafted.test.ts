@@ -8,7 +8,7 @@ import t from 'tap'
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, openSync, readFileSync, closeSync, rmSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { fillRecord, runKey, slotOf, slotOffsetBytes } from '../../src/record/format.js'
+import { fillRecord, runKey, slotOf, slotOffsetBytes } from '../../src/record/records.js'
 import { craftClaim, craftMeta, craftRun, listenerWith, range, writeDataFile } from '../fixtures/crafted-run.js'
 import { runCli, runInProcess, tempDir } from '../fixtures/cli.js'
 

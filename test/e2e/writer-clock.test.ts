@@ -19,7 +19,7 @@ import { createServer, connect, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { listRuns } from '../../src/client/verify/listener-client.js'
 import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
-import { fillRecord, readU64, runKey, slotOf, slotOffsetBytes, writeTimeOffset } from '../../src/record/format.js'
+import { fillRecord, readU64, runKey, slotOf, slotOffsetBytes, writeTimeOffset } from '../../src/record/records.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
 import {
   binPath,

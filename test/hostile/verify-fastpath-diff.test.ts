@@ -17,16 +17,9 @@ import { judgeRun } from '../../src/client/verify/judge.js'
 import type { RunReport } from '../../src/client/verify/run-report.js'
 import { threadsEnv } from '../../src/client/verify/scan-threads.js'
 import { xxh64 } from '../../src/record/checksum.js'
-import {
-  fillRecord,
-  runKey,
-  sectorBytes,
-  slotOf,
-  slotOffsetBytes,
-  type Pattern,
-  type RunKey,
-  type RunMeta,
-} from '../../src/record/format.js'
+import type { RunMeta } from '../../src/record/format.js'
+import { fillRecord, runKey, sectorBytes, slotOf, slotOffsetBytes, type RunKey } from '../../src/record/records.js'
+import type { Pattern } from '../../src/record/patterns.js'
 import { craftMeta, craftRun, writeDataFile, range } from '../fixtures/crafted-run.js'
 import { compareWithReference, lastAckedBySlot, reference, setEnv } from '../fixtures/judge-oracle.js'
 

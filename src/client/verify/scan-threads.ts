@@ -12,7 +12,7 @@
 import { availableParallelism } from 'node:os'
 import type { Worker } from 'node:worker_threads'
 import { runtimeError } from '../../base/errors.js'
-import type { Pattern } from '../../record/format.js'
+import type { Pattern } from '../../record/patterns.js'
 import type { WholeRecordCheck } from '../../record/scan.js'
 import { startModuleWorker } from '../../base/module-worker.js'
 

@@ -5,7 +5,8 @@
  * last one (memory scales with the slot count, which runMetaSchema bounds).
  */
 import { runtimeError } from '../../base/errors.js'
-import { slotOf, slotOffsetBytes, type RunKey, type RunMeta } from '../../record/format.js'
+import type { RunMeta } from '../../record/format.js'
+import { slotOf, slotOffsetBytes, type RunKey } from '../../record/records.js'
 import type { ChunkRequest } from './read-ahead.js'
 
 /** Overwrite: the backward walk stops once every slot has a seq; with a fair slot hash that takes ~slotCount * ln(slotCount) seqs. */

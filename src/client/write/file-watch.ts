@@ -36,7 +36,8 @@
  */
 import { readSync, statSync, type Stats } from 'node:fs'
 import { nativePort } from '../../native/index.js'
-import { decodeSuperblock, readStamp, slotOf, slotOffsetBytes, stampBytes, type RunKey, type RunMeta } from '../../record/format.js'
+import { decodeSuperblock, type RunMeta } from '../../record/format.js'
+import { readStamp, slotOf, slotOffsetBytes, stampBytes, type RunKey } from '../../record/records.js'
 import { describeSystemError } from '../../base/errors.js'
 
 /** What the watch needs of a run the writer is writing. */

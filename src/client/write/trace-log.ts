@@ -3,7 +3,7 @@
  * cut, so ack coverage can be measured against what the syncs completed.
  */
 import { openSync, writeSync, closeSync } from 'node:fs'
-import type { RunKey } from '../../record/format.js'
+import type { RunKey } from '../../record/records.js'
 
 /** Trace entries: run id (8 bytes), seq (f64), sync-return time from process.hrtime in ns (f64). */
 export const traceEntryBytes = 24

@@ -12,7 +12,8 @@ import { verdictDisagreement } from '../../../src/protocol/verdict-rules.js'
 import type { StoredVerdict } from '../../../src/protocol/messages.js'
 import { judgeRun } from '../../../src/client/verify/judge.js'
 import { storedVerdicts } from '../../../src/client/verify/stored-verdicts.js'
-import { slotOffsetBytes, type RunMeta } from '../../../src/record/format.js'
+import type { RunMeta } from '../../../src/record/format.js'
+import { slotOffsetBytes } from '../../../src/record/records.js'
 import { craftMeta, craftRun, range, writeDataFile } from '../../fixtures/crafted-run.js'
 
 type Verdict = StoredVerdict['verdict']

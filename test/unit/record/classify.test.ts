@@ -5,16 +5,8 @@
  */
 import t from 'tap'
 import { Classifier, runLayout } from '../../../src/record/classify.js'
-import {
-  decodeSuperblock,
-  encodeSuperblock,
-  fillRecord,
-  runKey,
-  sectorBytes,
-  slotOf,
-  writeTimeOffset,
-  type RunMeta,
-} from '../../../src/record/format.js'
+import { decodeSuperblock, encodeSuperblock, type RunMeta } from '../../../src/record/format.js'
+import { fillRecord, runKey, sectorBytes, slotOf, writeTimeOffset } from '../../../src/record/records.js'
 import { seededRandom } from '../../fixtures/lab/seeded.js'
 
 const recordSize = 8192

@@ -5,7 +5,7 @@
  * one sector, of one and of one and a half fill chunks, and large ones, with seqs past 32 bits.
  */
 import t from 'tap'
-import { fillRecord, runKey } from '../../../src/record/format.js'
+import { fillRecord, runKey } from '../../../src/record/records.js'
 import { xxh64 } from '../../../src/record/checksum.js'
 
 const golden: readonly [recordSizeBytes: number, seq: number, hash: bigint][] = [

@@ -6,7 +6,8 @@
  */
 import t, { type Test } from 'tap'
 import { Classifier, runLayout, type RunLayout } from '../../../src/record/classify.js'
-import { fillRecord, runKey, sectorBytes, slotOf, writeTimeOffset, type Pattern, type RunKey } from '../../../src/record/format.js'
+import { fillRecord, runKey, sectorBytes, slotOf, writeTimeOffset, type RunKey } from '../../../src/record/records.js'
+import type { Pattern } from '../../../src/record/patterns.js'
 import { seededRandom } from '../../fixtures/lab/seeded.js'
 
 const key = runKey('0123456789abcdef')

@@ -7,7 +7,8 @@ import { join } from 'node:path'
 import t from 'tap'
 import { judgeRun } from '../../../../src/client/verify/judge.js'
 import { threadsEnv } from '../../../../src/client/verify/scan-threads.js'
-import { encodeSuperblock, fillRecord, runKey, slotOf, slotOffsetBytes } from '../../../../src/record/format.js'
+import { encodeSuperblock } from '../../../../src/record/format.js'
+import { fillRecord, runKey, slotOf, slotOffsetBytes } from '../../../../src/record/records.js'
 import { craftMeta, craftRun } from '../../../fixtures/crafted-run.js'
 
 const bytesRead = (): number => Number(/rchar: (\d+)/.exec(readFileSync('/proc/self/io', 'utf8'))?.[1])
