@@ -13,6 +13,7 @@ import { runIdSchema } from '../record/run-id.js'
 import { patterns } from '../record/patterns.js'
 import { parseSize } from '../base/sizes.js'
 import { parseDuration } from '../base/durations.js'
+import { tokenOfFlags } from './token-file.js'
 
 const endpointArg = z.string().transform((text, ctx) => {
   const parsed = parseEndpoint(text)
@@ -115,6 +116,11 @@ const writeArgs = z.object({
   pattern: z.enum(patterns),
   duration: z.number().positive('--duration must be positive').optional(),
   token: z.string().optional(),
+  tokenFile: z
+    .string()
+    .min(1)
+    .transform((p) => resolve(p))
+    .optional(),
   force: z.boolean(),
   discardUnverified: z.boolean(),
   traceFile: z.string().optional(),
@@ -297,8 +303,9 @@ export function validate<C extends CommandName>(command: C, args: unknown): Comm
   return parsed.data as CommandFlags<C>
 }
 
-/** What `write` and `agent` share, from their validated flags. */
+/** What `write` and `agent` share, from their validated flags; a --token-file is read here. */
 export function writeOptionsOf(a: CommandFlags<'agent'>): Omit<WriteOptions, 'durationS' | 'traceFile'> {
+  const token = tokenOfFlags(a)
   return {
     server: a.server,
     file: a.file,
@@ -309,7 +316,7 @@ export function writeOptionsOf(a: CommandFlags<'agent'>): Omit<WriteOptions, 'du
     pattern: a.pattern,
     force: a.force,
     listenerTimeoutMs: a.listenerTimeout,
-    ...(a.token === undefined ? {} : { token: a.token }),
+    ...(token === undefined ? {} : { token }),
     ...(a.jobs === 1 ? {} : { jobs: a.jobs }),
   }
 }

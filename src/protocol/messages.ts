@@ -48,11 +48,14 @@ export const epochMsSchema = z.number().int().min(946_684_800_000).max(7_258_118
 export const machineSchema = z.object({ host: z.string().min(1).max(255), bootId: z.string().min(1).max(64) })
 export type Machine = z.infer<typeof machineSchema>
 
+/** The longest --token a hello carries (characters). */
+export const maxTokenChars = 1024
+
 export const helloSchema = z.object({
   type: z.literal('hello'),
   protocol: z.number().int(),
   role: z.enum(['writer', 'verifier']),
-  token: z.string().max(1024).optional(),
+  token: z.string().max(maxTokenChars).optional(),
   machine: machineSchema.optional(),
 })
 
