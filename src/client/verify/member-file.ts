@@ -96,7 +96,12 @@ async function throwByName(options: VerifyOptions, host: string, from: RunSource
         `judge that write: ${verifyCommand(options, candidate, {}, host)}`,
       )
   }
-  throw usageError(message, 'give --file the path given to write (for a write of several methods or --jobs, without .METHOD or .jobK)')
+  throw usageError(
+    message,
+    pathsByName(options.file).length > 0
+      ? 'give --file the path given to write (for a write of several methods or --jobs, without .METHOD or .jobK)'
+      : 'check --file (the path given to write) and --server/--acks, or pick a run with --run',
+  )
 }
 
 /** The paths given to write that memberPath turns into this file's name, longest first. */
