@@ -120,6 +120,12 @@ t.test('a write of --jobs 2: verify by each job file judges the write; a damaged
     damaged.stderr,
     `plugcheck: no run found for ${path}.job1 written from host ${hostname()} (listener ${listener.server}); its superblock cannot say which write it belongs to (superblock checksum mismatch); the latest write to ${path} has the data file of job 1 at ${path}.job1\nhint: judge that write: ${command}\n`,
   )
+  // Offline, from the listener's directory: the command names --acks, and no token (a directory takes none).
+  const acksDir = join(dir, 'listener')
+  const offline = await runCli(['verify', '--acks', acksDir, '--file', `${path}.job1`, '--token', 'unused'])
+  t.equal(offline.code, 2)
+  t.match(offline.stderr, `(ack directory ${acksDir}); its superblock cannot say which write it belongs to (superblock checksum mismatch)`)
+  t.match(offline.stderr, `\nhint: judge that write: plugcheck verify --acks ${acksDir} --file ${path}\n`)
   // The command it names judges the write: the job whose superblock was damaged fails it.
   const judged = await runCli(command.split(' ').slice(1))
   t.equal(judged.code, 1, judged.stderr)
