@@ -343,6 +343,16 @@ t.test('systemd with --token-file: the unit loads that file; the agent and write
   t.equal(missing.stdout, '', 'no unit printed')
 })
 
+t.test('systemd with a token of two lines: refused, nothing printed', async (t) => {
+  const result = await runCli(['agent', '--server', '127.0.0.1:1', '--file', 'data', '--token', 'a\nb', '--print-service', 'systemd'])
+  t.equal(result.code, 2)
+  t.equal(result.stdout, '')
+  t.equal(
+    result.stderr,
+    'plugcheck: the token holds a line end: it cannot go into a token file of one line\nhint: give the listener a token of one line\n',
+  )
+})
+
 t.test("systemd's own parser takes every line of the printed units", async (t) => {
   let analyze = ''
   try {

@@ -55,6 +55,9 @@ function systemdService(source: ServiceSource): ServicePrint {
   const command = agentCommand(source.argv, { 'print-service': 'drop', file: { value: source.file }, token: 'drop', 'token-file': 'drop' })
   const credentialFile = source.tokenFile ?? tokenPath
   const hasToken = source.token !== undefined
+  // The token goes into a file of one line (token-file.ts): one holding a line end could not be read back.
+  if (source.token !== undefined && /[\r\n]/.test(source.token))
+    throw usageError('the token holds a line end: it cannot go into a token file of one line', 'give the listener a token of one line')
   const execStart = command.map(systemdQuote).join(' ')
   const tokenArgs = hasToken ? ` --token-file \${CREDENTIALS_DIRECTORY}/${credentialName}` : ''
   const definition = [
