@@ -15,6 +15,8 @@ import { parseSize } from '../base/sizes.js'
 import { parseDuration } from '../base/durations.js'
 import { tokenOfFlags } from './token-file.js'
 
+export { tokenOfFlags }
+
 const endpointArg = z.string().transform((text, ctx) => {
   const parsed = parseEndpoint(text)
   if (typeof parsed === 'string') {
@@ -101,6 +103,12 @@ const listenerTimeoutArg = z
   .max(3600, '--listener-timeout is at most 3600 seconds')
   .transform((s) => Math.round(s * 1000))
 
+/** --token-file PATH, made absolute (read by tokenOfFlags when the command runs). */
+const tokenFileArg = z
+  .string()
+  .min(1)
+  .transform((p) => resolve(p))
+
 /** --jobs N: a verify judges at most maxGroupRuns runs of one write (with several methods, validateWriteFlags bounds jobs x methods). */
 
 const writeArgs = z.object({
@@ -116,11 +124,7 @@ const writeArgs = z.object({
   pattern: z.enum(patterns),
   duration: z.number().positive('--duration must be positive').optional(),
   token: z.string().optional(),
-  tokenFile: z
-    .string()
-    .min(1)
-    .transform((p) => resolve(p))
-    .optional(),
+  tokenFile: tokenFileArg.optional(),
   force: z.boolean(),
   discardUnverified: z.boolean(),
   traceFile: z.string().optional(),
@@ -147,6 +151,7 @@ const verifyArgs = z
     run: runIdSchema.optional(),
     json: z.boolean(),
     token: z.string().optional(),
+    tokenFile: tokenFileArg.optional(),
     host: z.string().min(1).optional(),
     listenerTimeout: listenerTimeoutArg,
   })
@@ -216,6 +221,7 @@ const runsArgs = z
     server: endpointArg.optional(),
     json: z.boolean(),
     token: z.string().optional(),
+    tokenFile: tokenFileArg.optional(),
     campaign: campaignNameSchema.optional(),
     listenerTimeout: listenerTimeoutArg,
     prune: z.boolean(),
@@ -237,7 +243,8 @@ const runsArgs = z
     if (a.dir === undefined)
       issue("--prune needs --dir DIR, the listener's directory (pruning runs where it is, with the listener stopped)")
     if (a.olderThan === undefined) issue('--prune needs --older-than AGE (examples: 30d, 12h): only runs that ended longer ago are pruned')
-    if (a.server !== undefined || a.token !== undefined) issue('--prune works on --dir, not through --server or --token')
+    if (a.server !== undefined || a.token !== undefined || a.tokenFile !== undefined)
+      issue('--prune works on --dir, not through --server or --token')
   })
 
 const reportArgs = z.object({

@@ -9,7 +9,7 @@
  */
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs'
 import { PlugcheckError, describeSystemError, usageError } from '../base/errors.js'
-import { maxTokenChars } from '../protocol/messages.js'
+import { maxTokenChars } from '../protocol/names.js'
 
 /** A token of maxTokenChars characters of up to 4 bytes each, its line end, and one byte more to see a longer file. */
 const maxTokenFileBytes = maxTokenChars * 4 + 3

@@ -13,7 +13,7 @@
 import { z } from 'zod'
 import { fingerprintSchema } from '../env/fingerprint-schema.js'
 import { runIdSchema, runMetaSchema } from '../record/format.js'
-import { campaignNameSchema } from './names.js'
+import { campaignNameSchema, maxTokenChars } from './names.js'
 import { maxGroupRuns } from '../record/run-id.js'
 
 /**
@@ -47,9 +47,6 @@ export const epochMsSchema = z.number().int().min(946_684_800_000).max(7_258_118
  */
 export const machineSchema = z.object({ host: z.string().min(1).max(255), bootId: z.string().min(1).max(64) })
 export type Machine = z.infer<typeof machineSchema>
-
-/** The longest --token a hello carries (characters). */
-export const maxTokenChars = 1024
 
 export const helloSchema = z.object({
   type: z.literal('hello'),

@@ -274,7 +274,7 @@ t.test(
   },
 )
 
-t.test('systemd with --token-file: the unit loads that file; the agent and write read it', async (t) => {
+t.test('systemd with --token-file: the unit loads that file; the agent, write, verify and runs read it', async (t) => {
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'listener'), ['--token', awkwardToken])
   t.teardown(() => listener.kill())
@@ -324,6 +324,18 @@ t.test('systemd with --token-file: the unit loads that file; the agent and write
   t.equal(write.code, 0, write.stderr)
   t.match(write.stdout, /--token 'YOUR-TOKEN'/, 'the verify command it prints asks for the token, never shows it')
   t.notOk(write.stdout.includes('s3cr'))
+  // verify and runs read it too (the listener requires the token: without it, exit 2).
+  const verified = await runCli(['verify', '--server', listener.server, '--file', file, '--token-file', tokenFile])
+  t.equal(verified.code, 4, `judged: the none run alone lost nothing, inconclusive ${verified.stderr}`)
+  t.match(verified.stdout, /^INCONCLUSIVE/)
+  const listed = await runCli(['runs', '--server', listener.server, '--json', '--token-file', tokenFile])
+  t.equal(listed.code, 0, listed.stderr)
+  t.equal((JSON.parse(listed.stdout) as { runs: unknown[] }).runs.length, 1)
+  const unlisted = await runCli(['runs', '--server', listener.server, '--json'])
+  t.equal(unlisted.code, 2, 'no token: refused')
+  const prune = await runCli(['runs', '--prune', '--dir', join(dir, 'listener'), '--older-than', '1d', '--token-file', tokenFile])
+  t.equal(prune.code, 2)
+  t.match(prune.stderr, '--prune works on --dir, not through --server or --token')
   const both = await runCli(['agent', '--server', listener.server, '--file', file, '--token', 'x', '--token-file', tokenFile])
   t.equal(both.code, 2)
   t.equal(both.stderr, 'plugcheck: give the token once: --token T or --token-file PATH, not both\n')

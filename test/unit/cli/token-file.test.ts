@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { readTokenFile, tokenOfFlags } from '../../../src/cli/token-file.js'
-import { maxTokenChars } from '../../../src/protocol/messages.js'
+import { maxTokenChars } from '../../../src/protocol/names.js'
 import { tempDir } from '../../fixtures/cli.js'
 
 const fileWith = (dir: string, name: string, content: string | Buffer): string => {
