@@ -13,6 +13,9 @@ import { runIdSchema } from '../record/run-id.js'
 import { patterns } from '../record/patterns.js'
 import { parseSize } from '../base/sizes.js'
 import { parseDuration } from '../base/durations.js'
+import { tokenOfFlags } from './token-file.js'
+
+export { tokenOfFlags }
 
 const endpointArg = z.string().transform((text, ctx) => {
   const parsed = parseEndpoint(text)
@@ -100,6 +103,12 @@ const listenerTimeoutArg = z
   .max(3600, '--listener-timeout is at most 3600 seconds')
   .transform((s) => Math.round(s * 1000))
 
+/** --token-file PATH, made absolute (read by tokenOfFlags when the command runs). */
+const tokenFileArg = z
+  .string()
+  .min(1)
+  .transform((p) => resolve(p))
+
 /** --jobs N: a verify judges at most maxGroupRuns runs of one write (with several methods, validateWriteFlags bounds jobs x methods). */
 
 const writeArgs = z.object({
@@ -115,6 +124,7 @@ const writeArgs = z.object({
   pattern: z.enum(patterns),
   duration: z.number().positive('--duration must be positive').optional(),
   token: z.string().optional(),
+  tokenFile: tokenFileArg.optional(),
   force: z.boolean(),
   discardUnverified: z.boolean(),
   traceFile: z.string().optional(),
@@ -141,6 +151,7 @@ const verifyArgs = z
     run: runIdSchema.optional(),
     json: z.boolean(),
     token: z.string().optional(),
+    tokenFile: tokenFileArg.optional(),
     host: z.string().min(1).optional(),
     listenerTimeout: listenerTimeoutArg,
   })
@@ -210,6 +221,7 @@ const runsArgs = z
     server: endpointArg.optional(),
     json: z.boolean(),
     token: z.string().optional(),
+    tokenFile: tokenFileArg.optional(),
     campaign: campaignNameSchema.optional(),
     listenerTimeout: listenerTimeoutArg,
     prune: z.boolean(),
@@ -231,7 +243,8 @@ const runsArgs = z
     if (a.dir === undefined)
       issue("--prune needs --dir DIR, the listener's directory (pruning runs where it is, with the listener stopped)")
     if (a.olderThan === undefined) issue('--prune needs --older-than AGE (examples: 30d, 12h): only runs that ended longer ago are pruned')
-    if (a.server !== undefined || a.token !== undefined) issue('--prune works on --dir, not through --server or --token')
+    if (a.server !== undefined || a.token !== undefined || a.tokenFile !== undefined)
+      issue('--prune works on --dir, not through --server or --token')
   })
 
 const reportArgs = z.object({
@@ -297,8 +310,9 @@ export function validate<C extends CommandName>(command: C, args: unknown): Comm
   return parsed.data as CommandFlags<C>
 }
 
-/** What `write` and `agent` share, from their validated flags. */
+/** What `write` and `agent` share, from their validated flags; a --token-file is read here. */
 export function writeOptionsOf(a: CommandFlags<'agent'>): Omit<WriteOptions, 'durationS' | 'traceFile'> {
+  const token = tokenOfFlags(a)
   return {
     server: a.server,
     file: a.file,
@@ -309,7 +323,7 @@ export function writeOptionsOf(a: CommandFlags<'agent'>): Omit<WriteOptions, 'du
     pattern: a.pattern,
     force: a.force,
     listenerTimeoutMs: a.listenerTimeout,
-    ...(a.token === undefined ? {} : { token: a.token }),
+    ...(token === undefined ? {} : { token }),
     ...(a.jobs === 1 ? {} : { jobs: a.jobs }),
   }
 }

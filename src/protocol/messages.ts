@@ -14,7 +14,7 @@ import { z } from 'zod'
 import { fingerprintSchema } from '../env/fingerprint-schema.js'
 import { runMetaSchema } from '../record/format.js'
 import { runIdSchema } from '../record/run-id.js'
-import { campaignNameSchema } from './names.js'
+import { campaignNameSchema, maxTokenChars } from './names.js'
 import { maxGroupRuns } from '../record/run-id.js'
 
 /**
@@ -53,7 +53,7 @@ export const helloSchema = z.object({
   type: z.literal('hello'),
   protocol: z.number().int(),
   role: z.enum(['writer', 'verifier']),
-  token: z.string().max(1024).optional(),
+  token: z.string().max(maxTokenChars).optional(),
   machine: machineSchema.optional(),
 })
 

@@ -7,6 +7,9 @@ import { maxGroupRuns } from '../record/run-id.js'
 
 export { maxGroupRuns }
 
+/** The longest --token a hello carries (characters); --token-file reads no more. */
+export const maxTokenChars = 1024
+
 /** A campaign's name: what `listen --campaign` and the report call it. */
 export const campaignNameSchema = z
   .string()

@@ -15,7 +15,11 @@ export const agentCliCommand: CliCommand = {
     const a = validate('agent', args)
     const { runAgent } = await import('../../client/agent/agent.js')
     return runAgent(
-      { ...writeOptionsOf(a), ...(a.printService === undefined ? {} : { printService: a.printService }) },
+      {
+        ...writeOptionsOf(a),
+        ...(a.printService === undefined ? {} : { printService: a.printService }),
+        ...(a.tokenFile === undefined ? {} : { tokenFile: a.tokenFile }),
+      },
       process.argv.slice(2),
       io,
     )

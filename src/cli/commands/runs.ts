@@ -19,20 +19,23 @@ export const runsCliCommand: CliCommand = {
       .option('campaign', { type: 'string', describe: 'only the runs of this campaign' })
       .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
       .option('token', { type: 'string', describe: "the listener's --token" })
+      .option('token-file', { type: 'string', describe: "a file holding the listener's token on one line (instead of --token)" })
       .option('listener-timeout', listenerTimeoutOption),
   async run(args, io) {
-    const a = (await flagSchemas()).validate('runs', args)
+    const { validate, tokenOfFlags } = await flagSchemas()
+    const a = validate('runs', args)
     if (a.prune) {
       const { runPrune } = await import('../../server/listen/prune.js')
       return runPrune({ dir: a.dir!, olderThanMs: a.olderThan!, dryRun: a.dryRun, json: a.json }, io)
     }
+    const token = tokenOfFlags(a)
     const { runRuns } = await import('../runs.js')
     return runRuns(
       {
         server: a.server!,
         json: a.json,
         listenerTimeoutMs: a.listenerTimeout,
-        ...(a.token === undefined ? {} : { token: a.token }),
+        ...(token === undefined ? {} : { token }),
         ...(a.campaign === undefined ? {} : { campaign: a.campaign }),
       },
       io,

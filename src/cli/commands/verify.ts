@@ -13,10 +13,13 @@ export const verifyCliCommand: CliCommand = {
       .option('run', { type: 'string', describe: 'judge this run id instead of the latest for this host and path' })
       .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' })
       .option('token', { type: 'string', describe: "the listener's --token" })
+      .option('token-file', { type: 'string', describe: "a file holding the listener's token on one line (instead of --token)" })
       .option('host', { type: 'string', describe: 'host name the writer ran on (default: this machine)' })
       .option('listener-timeout', listenerTimeoutOption),
   async run(args, io) {
-    const a = (await flagSchemas()).validate('verify', args)
+    const { validate, tokenOfFlags } = await flagSchemas()
+    const a = validate('verify', args)
+    const token = tokenOfFlags(a)
     const { runVerify } = await import('../../client/verify/verify.js')
     return runVerify(
       {
@@ -25,7 +28,7 @@ export const verifyCliCommand: CliCommand = {
         json: a.json,
         listenerTimeoutMs: a.listenerTimeout,
         ...(a.run === undefined ? {} : { runId: a.run }),
-        ...(a.token === undefined ? {} : { token: a.token }),
+        ...(token === undefined ? {} : { token }),
         ...(a.host === undefined ? {} : { host: a.host }),
       },
       io,

@@ -22,6 +22,7 @@ export function writeOptions<T>(y: Argv<T>) {
       describe: 'append (file grows) or overwrite (random slots in place)',
     })
     .option('token', { type: 'string', describe: "the listener's --token" })
+    .option('token-file', { type: 'string', describe: "a file holding the listener's token on one line (instead of --token)" })
     .option('force', { type: 'boolean', default: false, describe: 'replace a file that is not a plugcheck data file' })
     .option('listener-timeout', listenerTimeoutOption)
     .option('jobs', {

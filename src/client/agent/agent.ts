@@ -9,28 +9,28 @@
  * end a campaign cycle that was never cut. The agent writes only through writeCommand (runWrite, or runJobs for --jobs), so it replaces
  * nothing but its own data files (a foreign file at --file is refused exactly as `write` refuses it).
  */
-import { realpathSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { hostname } from 'node:os'
-import { dirname, resolve } from 'node:path'
+import { dirname } from 'node:path'
 import { PlugcheckError, exitCodes, runtimeError } from '../../base/errors.js'
-import { selfCommand } from '../../exe/sea.js'
 import type { CampaignState } from '../../protocol/messages.js'
 import { listenerTimeoutMs as defaultListenerTimeoutMs } from '../../protocol/endpoint.js'
 import { formatEndpoint } from '../../protocol/endpoint.js'
 import { listRuns, queryCampaign, queryRuns, reportVerdicts } from '../verify/listener-client.js'
 import { printedReport, verifyReport } from '../verify/verify.js'
 import { storedVerdicts } from '../verify/stored-verdicts.js'
-import { shellQuote } from '../write/writer.js'
 import { validateWriteFlags, type WriteOptions } from '../write/write-options.js'
 import { writeCommand } from '../write/jobs.js'
 import { writerEnvironment } from '../environment.js'
 import type { Io } from '../../base/io.js'
 import { oneLine } from '../../base/printable.js'
+import { printService, type ServiceKind } from './service.js'
 
 export interface AgentOptions extends Omit<WriteOptions, 'durationS' | 'traceFile' | 'campaign'> {
   /** Print a service definition that starts this agent at boot, and exit. */
-  readonly printService?: 'systemd' | 'windows'
+  readonly printService?: ServiceKind
+  /** --token-file, absolute: where the token came from (the service loads it from there too). */
+  readonly tokenFile?: string
 }
 
 /** At boot the network may come up late: the first contact with the listener is retried this long. */
@@ -45,7 +45,14 @@ const campaignWatchIntervalMs = 2000
 /** argv is the agent's own command line, for --print-service to repeat. */
 export async function runAgent(options: AgentOptions, argv: readonly string[], io: Io): Promise<number> {
   if (options.printService !== undefined) {
-    io.out(serviceDefinition(options.printService, agentCommand(argv, options.file)))
+    const service = printService(options.printService, {
+      argv,
+      file: options.file,
+      ...(options.token === undefined ? {} : { token: options.token }),
+      ...(options.tokenFile === undefined ? {} : { tokenFile: options.tokenFile }),
+    })
+    io.out(service.definition)
+    if (service.steps !== '') io.err(service.steps)
     return exitCodes.ok
   }
   validateWriteFlags(options)
@@ -212,78 +219,4 @@ export function watchCampaign(
       clearTimeout(timer)
     },
   }
-}
-
-/**
- * The command a service runs: this node, this plugcheck, and the agent's own arguments without
- * --print-service; --file as the absolute path the agent resolved (a service starts elsewhere).
- */
-export function agentCommand(argv: readonly string[], file: string): string[] {
-  const args: string[] = []
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!
-    const flag = /^--(print-service|printService|file)(=.*)?$/.exec(arg)
-    if (flag === null) {
-      args.push(arg)
-      continue
-    }
-    if (flag[2] === undefined) i++ // the value follows as its own argument
-    if (flag[1] === 'file') args.push('--file', file)
-  }
-  let bin = process.argv[1] ?? ''
-  try {
-    bin = realpathSync(bin)
-  } catch {
-    bin = resolve(bin)
-  }
-  return [...selfCommand(bin), ...args]
-}
-
-/** The service definition and one comment line saying where it goes and how to enable it. */
-export function serviceDefinition(kind: 'systemd' | 'windows', command: readonly string[]): string {
-  if (kind === 'systemd') {
-    return [
-      '# save as /etc/systemd/system/plugcheck-agent.service, then: systemctl daemon-reload && systemctl enable plugcheck-agent.service',
-      '[Unit]',
-      'Description=plugcheck agent: verify the last power-cut cycle, report it, write the next one',
-      'After=network-online.target',
-      'Wants=network-online.target',
-      '',
-      '[Service]',
-      'Type=simple',
-      `ExecStart=${command.map(systemdQuote).join(' ')}`,
-      'Restart=no',
-      '',
-      '[Install]',
-      'WantedBy=multi-user.target',
-      '',
-    ].join('\n')
-  }
-  const task = command.map(windowsArgQuote).join(' ')
-  const lines = [
-    '# run in an elevated PowerShell: the task starts the agent at every boot as SYSTEM (remove it with: schtasks /Delete /TN plugcheck-agent)',
-    `schtasks /Create /TN plugcheck-agent /SC ONSTART /RU SYSTEM /TR ${shellQuote(task, 'windows')}`,
-  ]
-  if (task.length > 261)
-    lines.push(
-      `# note: schtasks takes at most 261 characters after /TR (this is ${task.length}): put the command in a .cmd file and give /TR its path`,
-    )
-  return `${lines.join('\n')}\n`
-}
-
-/**
- * systemd's ExecStart splitting: plain words as they are, anything else in double quotes with
- * backslash and quote escaped; % (its specifiers) and $ (its variables) doubled everywhere.
- */
-export function systemdQuote(text: string): string {
-  const escaped = text.replace(/%/g, '%%').replace(/\$/g, '$$$$')
-  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(escaped)) return escaped
-  return `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\t/g, '\\t')}"`
-}
-
-/** One argument of a Windows command line, as CommandLineToArgvW (and Node on Windows) splits it. */
-export function windowsArgQuote(text: string): string {
-  if (text.length > 0 && !/[\s"]/.test(text)) return text
-  // Backslashes are literal unless they precede a quote: double those, and the ones before the closing quote.
-  return `"${text.replace(/(\\*)"/g, '$1$1\\"').replace(/(\\+)$/, '$1$1')}"`
 }

@@ -33,6 +33,7 @@ import type { NotJudgedFinding, NotJudgedReport, VerifyOptions, VerifyReport } f
 import { Superblocks } from './superblocks.js'
 import { openSource } from './run-source.js'
 import { inReportOrder, runsTheFileStillHolds, withRunsTheFilesHold } from './run-lookup.js'
+import { memberFileGroup } from './member-file.js'
 import { conflictingClaims, fileChangedDuringRun, rebootedSince, replacedLater, stillRunning, supersededBy } from './not-judged-checks.js'
 import { storedVerdicts } from './stored-verdicts.js'
 import { renderNotJudged, renderReport } from './verify-render.js'
@@ -95,12 +96,21 @@ export function printedReport(report: VerifyReport | NotJudgedReport, json: bool
  * (no run found, the file system under test missing, a listener answering nonsense) are thrown; the
  * warnings of an offline ack directory go to io.err.
  */
-export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> = { err: () => undefined }): Promise<VerifyOutcome> {
-  const host = options.host ?? hostname()
-  const query = { host, requestedPath: options.file, ...(options.runId === undefined ? {} : { runId: options.runId }) }
-  const from = await openSource(options, io)
+export async function verifyReport(asked: VerifyOptions, io: Pick<Io, 'err'> = { err: () => undefined }): Promise<VerifyOutcome> {
+  const host = asked.host ?? hostname()
+  const from = await openSource(asked, io)
   const source = from.name
-  let { runs, claims } = await from.find(query)
+  const notes: string[] = []
+  let options = asked
+  let { runs, claims } = await from.find(queryOf(options, host))
+  if (runs.length === 0 && options.runId === undefined) {
+    // --file names PATH.fsync or PATH.job1, the files of a write to PATH: the superblock says which write.
+    const group = await memberFileGroup(options, host, from)
+    options = { ...options, file: group.requestedPath }
+    ;({ runs, claims } = group)
+    notes.push(group.note)
+  }
+  const query = queryOf(options, host)
   runs = inReportOrder(runs)
   checkFoundRuns(runs, options, host, source)
 
@@ -108,7 +118,6 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
   claims = await withRunsTheFilesHold(runs, claims, from, query, files)
   const thisBootId = readBootId()
   const thisHost = hostname()
-  const notes: string[] = []
   if (options.runId === undefined) {
     const earlier = await runsTheFileStillHolds(runs, claims, from, query, files)
     if (earlier !== null) {
@@ -153,6 +162,12 @@ export async function verifyReport(options: VerifyOptions, io: Pick<Io, 'err'> =
   const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
   return { report, exitCode: verdictExitCodes[report.verdict] }
 }
+
+const queryOf = (options: VerifyOptions, host: string) => ({
+  host,
+  requestedPath: options.file,
+  ...(options.runId === undefined ? {} : { runId: options.runId }),
+})
 
 /** The source's answer, checked before anything is judged: some run, and only runs of what was asked. */
 function checkFoundRuns(runs: readonly StoredRun[], options: VerifyOptions, host: string, source: string): void {
