@@ -20,6 +20,7 @@ import { promisify } from 'node:util'
 import { craftLongRun, repairDataFiles, seqsPerSpan, watchPeakRss } from '../fixtures/long-run-store.js'
 import { spawnCli, startListener, tempDir, type CliResult } from '../fixtures/cli.js'
 import { Peer } from '../fixtures/peer.js'
+import { bundledChild } from '../fixtures/bundled-child.js'
 import { maxSpansPerPage } from '../../src/protocol/messages.js'
 
 /** Bounds, not timings: far above what the listener (~450 MiB) and verify (~130 MiB) take, far below the old reply. */
@@ -90,11 +91,11 @@ t.test('a week of two methods verifies through the listener with the default tim
   t.match(passed.stdout, /^PASS: every acknowledged record of all 2 methods survived/)
 
   // Every page of each run, from seq 1 to the last: the windows of both ends, one page held at a time.
-  const readAll = fileURLToPath(new URL('../fixtures/read-all-spans.ts', import.meta.url))
+  const readAll = await bundledChild(fileURLToPath(new URL('../fixtures/read-all-spans.ts', import.meta.url)))
   for (const meta of long.metas) {
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', readAll, listener.server, meta.runId, String(throughSeq), String(long.announcedMs)],
+      [readAll, listener.server, meta.runId, String(throughSeq), String(long.announcedMs)],
       { timeout: 120_000 },
     )
     const read = JSON.parse(stdout) as { windows: number[][]; pages: number; peakMiB: number }

@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../../src/store/ack-store.js'
 import { tempDir } from '../../fixtures/cli.js'
+import { bundledChild } from '../../fixtures/bundled-child.js'
 import { recorded as recordedOnce } from '../../fixtures/store-fixture.js'
 import { runMeta, runIdOf } from '../../fixtures/peer.js'
 import { verdictOf } from '../../fixtures/verdict-fixture.js'
@@ -138,13 +139,15 @@ t.test("a log shorter than the journal's first commit of it is refused; bytes pa
 })
 
 t.test('SIGKILL at random moments (mid-round, mid-fold): every ack reported recorded survives', async (t) => {
+  // Compiled once: each of the 40 children starts as plain node, not through tsx.
+  const childScript = await bundledChild(childPath)
   for (let trial = 0; trial < 20; trial++) {
     const dir = tempDir(t, 'plugcheck-journal-kill-')
     const base = trial * 100
     const recordedAll = new Map<string, number>()
     // Each trial restarts on the directory of the previous kill too (recovery, then more rounds).
     for (const phase of [0, 1]) {
-      const child = spawn(process.execPath, ['--import', 'tsx', childPath, dir, String(base + phase * 50)], {
+      const child = spawn(process.execPath, [childScript, dir, String(base + phase * 50)], {
         stdio: ['ignore', 'pipe', 'pipe'],
       })
       let out = ''
