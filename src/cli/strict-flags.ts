@@ -91,7 +91,8 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
     const dashes = token.startsWith('--') ? '--' : '-'
     const equals = token.indexOf('=')
     const name = token.slice(dashes.length, equals === -1 ? undefined : equals)
-    const known = knownName(name, spec)
+    // One dash: one letter, an alias (`-h`); yargs reads `-server` as six of them.
+    const known = dashes === '-' && name.length !== 1 ? null : knownName(name, spec)
     if (known === null) {
       const didYouMean = closestFlag(name, spec.suggestions)
       unknown.push({
