@@ -17,7 +17,7 @@ import { reportCliCommand } from './commands/report.js'
 import { runsCliCommand } from './commands/runs.js'
 import { verifyCliCommand } from './commands/verify.js'
 import { writeCliCommand } from './commands/write.js'
-import { flagSpecOf, unknownArguments, unknownArgumentsMessage } from './strict-flags.js'
+import { closestFlag, flagSpecOf, unknownArguments, unknownArgumentsMessage } from './strict-flags.js'
 
 /** Every command, in the order of `plugcheck --help`. */
 const commands: readonly CliCommand[] = [
@@ -31,6 +31,8 @@ const commands: readonly CliCommand[] = [
   reportCliCommand,
   methodsCliCommand,
 ]
+
+const commandNames = commands.map((command) => command.name)
 
 export const processIo: Io = {
   out: (text) => void process.stdout.write(text),
@@ -78,12 +80,19 @@ function joinDashValues(argv: readonly string[]): string[] {
  * (`-h`, `--help`) is answered whatever else is on the line.
  */
 function refuseUnknownArguments(args: readonly string[]): void {
+  const end = args.indexOf('--')
+  if ((end === -1 ? args : args.slice(0, end)).some((arg) => arg === '-h' || arg === '--help')) return
   const at = args.findIndex((arg) => !arg.startsWith('-'))
+  if (at === -1 || at === end) return
   const command = commands.find((c) => c.name === args[at])
-  if (command === undefined) return
+  if (command === undefined) {
+    const meant = closestFlag(args[at]!, commandNames)
+    throw usageError(
+      `unknown command ${args[at]}${meant === undefined ? '' : ` (did you mean ${meant}?)`}`,
+      'plugcheck --help lists the commands',
+    )
+  }
   const rest = args.slice(at + 1)
-  const end = rest.indexOf('--')
-  if ((end === -1 ? rest : rest.slice(0, end)).some((arg) => arg === '-h' || arg === '--help')) return
   const unknown = unknownArguments(rest, flagSpecOf(command.options))
   if (unknown.length === 0) return
   const { message, hint } = unknownArgumentsMessage(command.name, unknown)

@@ -152,3 +152,16 @@ t.test('-h and --help show the command help and exit 0, whatever else is given',
     t.match(result.stdout, /--help/, `${args.join(' ')}: its flags`)
   })
 })
+
+t.test('an unknown command is named, with the command it may have meant, exit 2', async (t) => {
+  const cases: Array<[string[], string]> = [
+    [['wirte', '--server', '127.0.0.1:1'], 'unknown command wirte (did you mean write?)'],
+    [['verfy'], 'unknown command verfy (did you mean verify?)'],
+    [['bogus'], 'unknown command bogus'],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(result.stderr, `plugcheck: ${message}\nhint: plugcheck --help lists the commands\n`)
+  }
+})
