@@ -48,10 +48,10 @@ export function flagSpecOf(options: (y: Argv) => Argv<object>): FlagSpec {
   }
 }
 
-/** One argument the command does not take: the flag or word as typed, and the flag it may have meant. */
+/** One argument the command does not take (the flag or word as typed, and the flag it may have meant), or a flag without its value. */
 export interface UnknownArgument {
   readonly text: string
-  readonly kind: 'flag' | 'word'
+  readonly kind: 'flag' | 'word' | 'no-value'
   readonly didYouMean?: string
   /** The flag before it, still waiting for its value (`--token -x`: a value that starts with a dash). */
   readonly after?: string
@@ -62,66 +62,84 @@ const kebab = (name: string): string => name.replace(/[A-Z]/g, (c) => `-${c.toLo
 const isNegativeNumber = (token: string): boolean => /^-(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i.test(token)
 const looksLikeFlag = (token: string): boolean => token.startsWith('-') && token !== '-' && !isNegativeNumber(token)
 
-/** The name a flag token gives, as the spec knows it, or null when the command has no such flag. */
-function knownName(name: string, spec: FlagSpec): string | null {
+/** The flag a token names, as the spec knows it (negated: `--no-x`), or null when the command has no such flag. */
+function knownFlag(name: string, spec: FlagSpec): { name: string; negated: boolean } | null {
   for (const candidate of [name, kebab(name)]) {
-    if (spec.names.has(candidate)) return candidate
-    if (candidate.startsWith('no-') && spec.names.has(candidate.slice(3))) return candidate.slice(3)
+    if (spec.names.has(candidate)) return { name: candidate, negated: false }
+    if (candidate.startsWith('no-') && spec.names.has(candidate.slice(3))) return { name: candidate.slice(3), negated: true }
   }
   return null
 }
 
-/** The arguments after the command's name that the command does not take, in the order given. */
+/** A flag waiting for its value: a known one must get one (yargs would put its default in silently). */
+interface Awaiting {
+  readonly flag: string
+  readonly array: boolean
+  readonly known: boolean
+  values: number
+}
+
+/**
+ * The arguments after the command's name that the command does not take, in the order given, and
+ * the flags given without the value they take.
+ */
 export function unknownArguments(args: readonly string[], spec: FlagSpec): UnknownArgument[] {
   const unknown: UnknownArgument[] = []
-  let awaiting: { flag: string; array: boolean } | null = null
+  let awaiting: Awaiting | null = null
+  const valueMissing = (flag: Awaiting | null): void => {
+    if (flag?.known && flag.values === 0) unknown.push({ text: flag.flag, kind: 'no-value' })
+  }
   for (let i = 0; i < args.length; i++) {
     const token = args[i]!
     if (token === '--') break
     if (!looksLikeFlag(token)) {
       if (awaiting !== null) {
+        awaiting.values++
         if (!awaiting.array) awaiting = null
         continue
       }
       unknown.push({ text: token, kind: 'word' })
       continue
     }
-    const before = awaiting
-    awaiting = null
     const dashes = token.startsWith('--') ? '--' : '-'
     const equals = token.indexOf('=')
     const name = token.slice(dashes.length, equals === -1 ? undefined : equals)
     // One dash: one letter, an alias (`-h`); yargs reads `-server` as six of them.
-    const known = dashes === '-' && name.length !== 1 ? null : knownName(name, spec)
+    const known = dashes === '-' && name.length !== 1 ? null : knownFlag(name, spec)
+    const before = awaiting
+    awaiting = null
     if (known === null) {
       const didYouMean = closestFlag(name, spec.suggestions)
+      const dashedValue = before?.known === true && before.values === 0
       unknown.push({
         text: `${dashes}${name}`,
         kind: 'flag',
         ...(didYouMean === undefined ? {} : { didYouMean }),
-        ...(before === null ? {} : { after: before.flag }),
+        ...(dashedValue ? { after: before.flag } : {}),
       })
       // Its value, if it has one, is not a word of its own: `--sever 10.0.0.1:5400` is one mistake.
-      if (equals === -1) awaiting = { flag: `${dashes}${name}`, array: false }
+      if (equals === -1) awaiting = { flag: `${dashes}${name}`, array: false, known: false, values: 0 }
       continue
     }
+    valueMissing(before)
     if (equals !== -1) continue
-    if (spec.booleans.has(known)) {
+    if (spec.booleans.has(known.name) || known.negated) {
       if (/^(true|false)$/.test(args[i + 1] ?? '')) i++
       continue
     }
-    awaiting = { flag: `--${known}`, array: spec.arrays.has(known) }
+    awaiting = { flag: `--${known.name}`, array: spec.arrays.has(known.name), known: true, values: 0 }
   }
+  valueMissing(awaiting)
   return unknown
 }
 
 /** The message of a usage error naming every argument the command does not take. */
 export function unknownArgumentsMessage(command: string, unknown: readonly UnknownArgument[]): { message: string; hint: string } {
-  const described = unknown.map((u) =>
-    u.kind === 'word'
-      ? `unexpected argument ${u.text} (${command} takes flags only)`
-      : `unknown flag ${u.text}${u.didYouMean === undefined ? '' : ` (did you mean --${u.didYouMean}?)`}`,
-  )
+  const described = unknown.map((u) => {
+    if (u.kind === 'word') return `unexpected argument ${u.text} (${command} takes flags only)`
+    if (u.kind === 'no-value') return `${u.text} needs a value`
+    return `unknown flag ${u.text}${u.didYouMean === undefined ? '' : ` (did you mean --${u.didYouMean}?)`}`
+  })
   const dashedValue = unknown.find((u) => u.after !== undefined)
   const hint =
     dashedValue === undefined

@@ -165,3 +165,27 @@ t.test('an unknown command is named, with the command it may have meant, exit 2'
     t.equal(result.stderr, `plugcheck: ${message}\nhint: plugcheck --help lists the commands\n`)
   }
 })
+
+t.test('a flag given without its value is refused, never run with its default', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'x')
+  const cases: Array<[string[], string]> = [
+    [['bench', '--file', dir, '--secs'], '--secs needs a value'],
+    [['write', '--server', '127.0.0.1:1', '--file', file, '--jobs'], '--jobs needs a value'],
+    [['write', '--server', '127.0.0.1:1', '--file', file, '--duration', '--force'], '--duration needs a value'],
+    [['write', '--server', '--file', file], '--server needs a value'],
+    [['report', '--dir', dir, '--campaign', '--json'], '--campaign needs a value'],
+    [['verify', '--server', '127.0.0.1:1', '--file', file, '--run', '--'], '--run needs a value'],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(result.stderr, `plugcheck: ${message}\n${hint(args[0]!)}`, args.join(' '))
+  }
+  t.same(
+    unknownArguments(['--no-token', '--server', 'h:1', '--no-direct', 'false'], flagSpecOf(writeCliCommand.options)),
+    [],
+    'a negated flag takes no value',
+  )
+  t.notOk(existsSync(file), 'no data file')
+})
