@@ -104,7 +104,7 @@ const secondsArg = (flag: string, maxS?: number, maxWhy = '') =>
       ctx.addIssue({ code: 'custom', message })
       return z.NEVER
     }
-    if (seconds === null) return issue(`${flag} ${value} is not a duration: give ${secondsFlagForms}`)
+    if (seconds === null) return issue(`${flag} ${value === '' ? 'needs a value' : `${value} is not a duration`}: give ${secondsFlagForms}`)
     if (seconds <= 0) return issue(`${flag} must be positive`)
     if (maxS !== undefined && seconds > maxS) return issue(`${flag} is at most ${maxS} seconds${maxWhy} (${value} is ${seconds} s)`)
     return seconds
