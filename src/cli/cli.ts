@@ -83,7 +83,7 @@ function refuseUnknownArguments(args: readonly string[]): void {
   const end = args.indexOf('--')
   if ((end === -1 ? args : args.slice(0, end)).some((arg) => arg === '-h' || arg === '--help')) return
   const at = args.findIndex((arg) => !arg.startsWith('-'))
-  if (at === -1 || at === end) return
+  if (at === -1 || (end !== -1 && at > end)) return
   const command = commands.find((c) => c.name === args[at])
   if (command === undefined) {
     const meant = closestFlag(args[at]!, commandNames)
