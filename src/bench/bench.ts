@@ -37,6 +37,7 @@ import {
 import { measure } from './sections/measure.js'
 import { describeCalls, prepareRow } from './sections/ops.js'
 import { benchPlan, type RowSpec } from './sections/plan.js'
+import { benchProgress } from './progress.js'
 
 export interface BenchOptions {
   /** A file path, a directory to create the scratch file in, or undefined for the current directory. */
@@ -150,8 +151,10 @@ export async function runBench(options: BenchOptions, io: Io): Promise<number> {
     const signal = guard.interruptedBy()
     return signal === null ? null : new BenchInterrupted(signal)
   }
+  const plan = benchPlan(options.recordSizeBytes)
+  const progress = benchProgress(io, plan, options.secsPerTest, (row) => methodAvailability(row.method).available)
   const print = (text: string) => {
-    if (!options.json) io.out(text)
+    if (!options.json) progress.out(text)
   }
   try {
     fillScratchFile(scratch)
@@ -159,10 +162,11 @@ export async function runBench(options: BenchOptions, io: Io): Promise<number> {
     print(renderHeader(fingerprint, options.secsPerTest, options.recordSizeBytes, platformFacts()))
     const sections: SectionResult[] = []
     const footnotes = new Set<string>()
-    for (const section of benchPlan(options.recordSizeBytes)) {
+    for (const section of plan) {
       print(renderSectionTitle(section.title))
       const rows: RowResult[] = []
       for (const spec of section.rows) {
+        progress.rowStarted(section, spec)
         print(renderRowLabel(spec.label))
         const row = await runRow(spec, scratch, fingerprint, options.secsPerTest, stopRequested)
         print(renderRowFigures(row))
@@ -174,6 +178,7 @@ export async function runBench(options: BenchOptions, io: Io): Promise<number> {
       }
       sections.push({ id: section.id, title: section.title, rows })
     }
+    progress.end()
     const flags = assessPlausibility(sections, fingerprint)
     if (options.json) {
       const report: BenchReport = {
@@ -206,6 +211,7 @@ export async function runBench(options: BenchOptions, io: Io): Promise<number> {
     }
     throw error
   } finally {
+    progress.end()
     removeScratchFile(scratch)
     guard.dispose()
   }

@@ -12,7 +12,7 @@ import { campaignNameSchema, maxGroupRuns } from '../protocol/names.js'
 import { runIdSchema } from '../record/run-id.js'
 import { patterns } from '../record/patterns.js'
 import { parseSize } from '../base/sizes.js'
-import { parseDuration } from '../base/durations.js'
+import { parseDuration, parseSecondsFlag, secondsFlagForms } from '../base/durations.js'
 import { tokenOfFlags } from './token-file.js'
 
 export { tokenOfFlags }
@@ -96,12 +96,25 @@ const runBoundArg = (flag: string) =>
     .min(1, `${flag} must be at least 1`)
     .max(maxRunBound, `${flag} is at most ${maxRunBound.toLocaleString('en-US')}`)
 
+/**
+ * A flag that counts seconds: a plain number (10, 0.5) or a number and a unit (2s, 5m, 1h, 1d),
+ * positive, at most maxS when given; its value in seconds. yargs passes it as text (a default as a number).
+ */
+const secondsArg = (flag: string, maxS?: number, maxWhy = '') =>
+  z.union([z.string(), z.number()]).transform((value, ctx) => {
+    const seconds = parseSecondsFlag(value)
+    const issue = (message: string): typeof z.NEVER => {
+      ctx.addIssue({ code: 'custom', message })
+      return z.NEVER
+    }
+    if (seconds === null) return issue(`${flag} ${value === '' ? 'needs a value' : `${value} is not a duration`}: give ${secondsFlagForms}`)
+    if (seconds <= 0) return issue(`${flag} must be positive`)
+    if (maxS !== undefined && seconds > maxS) return issue(`${flag} is at most ${maxS} seconds${maxWhy} (${value} is ${seconds} s)`)
+    return seconds
+  })
+
 /** --listener-timeout SECONDS, for write and verify: default 10. */
-const listenerTimeoutArg = z
-  .number({ message: '--listener-timeout must be a number of seconds' })
-  .positive('--listener-timeout must be positive')
-  .max(3600, '--listener-timeout is at most 3600 seconds')
-  .transform((s) => Math.round(s * 1000))
+const listenerTimeoutArg = secondsArg('--listener-timeout', 3600).transform((s) => Math.round(s * 1000))
 
 /** --token-file PATH, made absolute (read by tokenOfFlags when the command runs). */
 const tokenFileArg = z
@@ -122,7 +135,7 @@ const writeArgs = z.object({
   recordSize: sizeArg('--record-size'),
   size: sizeArg('--size'),
   pattern: z.enum(patterns),
-  duration: z.number().positive('--duration must be positive').optional(),
+  duration: secondsArg('--duration').optional(),
   token: z.string().optional(),
   tokenFile: tokenFileArg.optional(),
   force: z.boolean(),
@@ -157,15 +170,15 @@ const verifyArgs = z
   })
   .refine((a) => (a.server === undefined) !== (a.acks === undefined), { message: 'give exactly one of --server HOST[:PORT] or --acks DIR' })
 
-/** --cut-after MIN-MAX in seconds ("30-90", "45"). */
+/** --cut-after MIN-MAX in seconds ("30-90", "45", "30s-2m": each end a seconds flag's value). */
 const cutAfterArg = z.string().transform((text, ctx) => {
-  const match = /^(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?$/.exec(text.trim())
-  const min = match === null ? NaN : Number(match[1])
-  const max = match === null ? NaN : Number(match[2] ?? match[1])
-  if (!Number.isFinite(min) || !Number.isFinite(max) || max < min || max > 86_400) {
+  const match = /^([^-]+)(?:-([^-]+))?$/.exec(text.trim())
+  const min = match === null ? null : parseSecondsFlag(match[1]!)
+  const max = match === null ? null : parseSecondsFlag(match[2] ?? match[1]!)
+  if (min === null || max === null || min < 0 || max < min || max > 86_400) {
     ctx.addIssue({
       code: 'custom',
-      message: `--cut-after ${text}: give MIN-MAX seconds after the writer is steady, e.g. 30-90 (at most 86400)`,
+      message: `--cut-after ${text}: give MIN-MAX seconds after the writer is steady, e.g. 30-90 or 30s-2m (at most 86400 s, 1d)`,
     })
     return z.NEVER
   }
@@ -199,7 +212,7 @@ const listenArgs = z
     cycles: z.number().int('--cycles must be a whole number').min(1, '--cycles must be at least 1').max(100_000).optional(),
     cutCommand: z.string().min(1).max(4096).optional(),
     cutAfter: cutAfterArg.optional(),
-    rebootTimeout: z.number().positive('--reboot-timeout must be positive').max(86_400).optional(),
+    rebootTimeout: secondsArg('--reboot-timeout', 86_400).optional(),
     seed: z
       .number()
       .int()
@@ -263,7 +276,7 @@ const reportArgs = z.object({
 
 const demoArgs = z.object({
   method: methodsArg.refine((m) => m.length === 1, { message: 'demo takes one --method' }),
-  killAfter: z.number().positive().max(600),
+  killAfter: secondsArg('--kill-after', 600),
   json: z.boolean(),
 })
 
@@ -271,10 +284,7 @@ const demoArgs = z.object({
 const maxBenchRecordSizeBytes = 1024 * 1024
 const benchArgs = z.object({
   file: z.string().min(1).optional(),
-  secs: z
-    .number({ message: '--secs must be a number of seconds' })
-    .positive('--secs must be positive')
-    .max(3600, '--secs is at most 3600 per test'),
+  secs: secondsArg('--secs', 3600, ' per test'),
   recordSize: sizeArg('--record-size').refine((bytes) => bytes % 512 === 0 && bytes <= maxBenchRecordSizeBytes, {
     message: `--record-size must be a multiple of 512 bytes, at most ${maxBenchRecordSizeBytes / 1024} KiB`,
   }),

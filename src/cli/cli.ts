@@ -17,6 +17,7 @@ import { reportCliCommand } from './commands/report.js'
 import { runsCliCommand } from './commands/runs.js'
 import { verifyCliCommand } from './commands/verify.js'
 import { writeCliCommand } from './commands/write.js'
+import { closestFlag, flagSpecOf, unknownArguments, unknownArgumentsMessage } from './strict-flags.js'
 
 /** Every command, in the order of `plugcheck --help`. */
 const commands: readonly CliCommand[] = [
@@ -30,6 +31,8 @@ const commands: readonly CliCommand[] = [
   reportCliCommand,
   methodsCliCommand,
 ]
+
+const commandNames = commands.map((command) => command.name)
 
 export const processIo: Io = {
   out: (text) => void process.stdout.write(text),
@@ -71,9 +74,36 @@ function joinDashValues(argv: readonly string[]): string[] {
   return out
 }
 
+/**
+ * Refuses what the command does not take (strict-flags.ts) before yargs parses: yargs would first
+ * complain of a missing required flag, the one a misspelt flag was meant to give. A call for help
+ * (`-h`, `--help`) is answered whatever else is on the line.
+ */
+function refuseUnknownArguments(args: readonly string[]): void {
+  const end = args.indexOf('--')
+  if ((end === -1 ? args : args.slice(0, end)).some((arg) => arg === '-h' || arg === '--help')) return
+  const at = args.findIndex((arg) => !arg.startsWith('-'))
+  if (at === -1 || (end !== -1 && at > end)) return
+  const command = commands.find((c) => c.name === args[at])
+  if (command === undefined) {
+    const meant = closestFlag(args[at]!, commandNames)
+    throw usageError(
+      `unknown command ${args[at]}${meant === undefined ? '' : ` (did you mean ${meant}?)`}`,
+      'plugcheck --help lists the commands',
+    )
+  }
+  const rest = args.slice(at + 1)
+  const unknown = unknownArguments(rest, flagSpecOf(command.options))
+  if (unknown.length === 0) return
+  const { message, hint } = unknownArgumentsMessage(command.name, unknown)
+  throw usageError(message, hint)
+}
+
 export async function main(argv: readonly string[], io: Io = processIo): Promise<number> {
   let run: (() => Promise<number>) | undefined
-  let parser = yargs(joinDashValues(argv))
+  const args = joinDashValues(argv)
+  refuseUnknownArguments(args)
+  let parser = yargs(args)
     .scriptName('plugcheck')
     .usage('$0 <command> [options]\n\nProves whether a storage stack keeps what fsync acknowledged, across a real power cut.')
     .strict()
@@ -90,6 +120,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
   parser = parser
     .demandCommand(1, 'give a command: listen, write, verify, agent, runs, report, bench, demo or methods')
     .help()
+    .alias('h', 'help')
     .version()
     .wrap(Math.min(110, process.stdout.columns ?? 110))
 

@@ -34,6 +34,8 @@ export interface SectionSpec {
   readonly id: string
   /** Printed above the rows, as pg_test_fsync does. */
   readonly title: string
+  /** What its rows measure, in a few words: bench's progress names it beside the row's label. */
+  readonly brief: string
   readonly rows: readonly RowSpec[]
 }
 
@@ -82,16 +84,19 @@ export function benchPlan(recordSizeBytes: number): SectionSpec[] {
   return [
     {
       id: 'one-write',
+      brief: `one ${record} write`,
       title: `Compare file sync methods using one ${record} write:\n${preferenceNote}`,
       rows: syncMethodRows('one-write', 1, recordSizeBytes),
     },
     {
       id: 'two-writes',
+      brief: `two ${record} writes`,
       title: `Compare file sync methods using two ${record} writes:\n${preferenceNote}`,
       rows: syncMethodRows('two-writes', 2, recordSizeBytes),
     },
     {
       id: 'open-sync-sizes',
+      brief: `${kilobytesLabel(totalBytes)} in different write sizes`,
       title: `Compare open_sync with different write sizes:\n(the cost of writing ${kilobytesLabel(totalBytes)} in different write sizes; O_DIRECT, as pg_test_fsync does)`,
       rows: openSyncPieceCounts.map((pieces) => {
         const pieceBytes = Math.floor(totalBytes / pieces)
@@ -109,6 +114,7 @@ export function benchPlan(recordSizeBytes: number): SectionSpec[] {
     },
     {
       id: 'non-write-descriptor',
+      brief: 'fsync on a non-write descriptor',
       title:
         'Test if fsync on non-write file descriptor is honored:\n(If the times are similar, fsync() can sync data written on a different\ndescriptor.)',
       rows: [
@@ -136,6 +142,7 @@ export function benchPlan(recordSizeBytes: number): SectionSpec[] {
     },
     {
       id: 'non-sync',
+      brief: `non-synced ${record} writes`,
       title: `Non-sync'ed ${record} writes:`,
       rows: [
         {

@@ -10,7 +10,7 @@ export const benchCliCommand: CliCommand = {
         type: 'string',
         describe: 'scratch file, or a directory to create it in (default: plugcheck-bench.<random> here)',
       })
-      .option('secs', { type: 'number', default: 5, describe: 'seconds per test (fractions allowed)' })
+      .option('secs', { type: 'string', default: 5, describe: 'seconds per test (fractions allowed), or 2s, 1m' })
       .option('record-size', { type: 'string', default: '8192', describe: 'bytes per write, a multiple of 512' })
       .option('json', { type: 'boolean', default: false, describe: 'print one JSON document' }),
   async run(args, io) {

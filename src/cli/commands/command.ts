@@ -24,7 +24,7 @@ export const flagSchemas = () => import('../cli-args.js')
 
 /** --listener-timeout SECONDS, for write, verify, agent and runs (validated in cli-args.ts). */
 export const listenerTimeoutOption = {
-  type: 'number',
+  type: 'string',
   default: 10,
-  describe: 'seconds to wait for the listener (connect, answers, recorded reports) before giving up',
+  describe: 'seconds (or 30s, 2m) to wait for the listener (connect, answers, recorded reports) before giving up',
 } as const

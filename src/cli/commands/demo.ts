@@ -7,7 +7,7 @@ export const demoCliCommand: CliCommand = {
   options: (y) =>
     y
       .option('method', { type: 'string', default: 'fdatasync', describe: 'sync method to rehearse with' })
-      .option('kill-after', { type: 'number', default: 3, describe: 'seconds before the writer is killed' })
+      .option('kill-after', { type: 'string', default: 3, describe: 'seconds (or 5s, 1m) before the writer is killed' })
       .option('json', { type: 'boolean', default: false, describe: "print verify's JSON" }),
   async run(args, io) {
     const a = (await flagSchemas()).validate('demo', args)

@@ -43,8 +43,8 @@ export const listenCliCommand: CliCommand = {
       .option('campaign', { type: 'string', describe: 'run a power-cut campaign of this name (resumed if the directory holds it)' })
       .option('cycles', { type: 'number', default: undefined, describe: 'campaign: cycles to run (default 10)' })
       .option('cut-command', { type: 'string', describe: 'campaign: the command that cuts the power of the machine under test' })
-      .option('cut-after', { type: 'string', describe: 'campaign: MIN-MAX seconds after the writer is steady to cut' })
-      .option('reboot-timeout', { type: 'number', describe: 'campaign: seconds to wait for the agent after a cut (default 600)' })
+      .option('cut-after', { type: 'string', describe: 'campaign: MIN-MAX seconds after the writer is steady to cut (30-90, 30s-2m)' })
+      .option('reboot-timeout', { type: 'string', describe: 'campaign: seconds (or 10m) to wait for the agent after a cut (default 600)' })
       .option('seed', { type: 'number', describe: 'campaign: seed of the cut moments (default: random, logged)' }),
   async run(args, io) {
     const a = (await flagSchemas()).validate('listen', args)

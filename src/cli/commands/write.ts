@@ -8,7 +8,7 @@ export const writeCliCommand: CliCommand = {
   describe: 'on the machine under test: write synced records and stream their acks to the listener',
   options: (y) =>
     writeOptions(y)
-      .option('duration', { type: 'number', describe: 'seconds to run (default: until killed)' })
+      .option('duration', { type: 'string', describe: 'how long to run: seconds, or 30s, 5m, 1h, 1d (default: until killed)' })
       .option('discard-unverified', {
         type: 'boolean',
         default: false,

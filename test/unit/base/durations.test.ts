@@ -1,10 +1,11 @@
 /**
  * Durations as users write them (--keep 30d, --cut-after 45s): one number, one unit among s, m, h, d,
  * in milliseconds; anything else, zero or what rounds to zero is not a duration. formatDurationFlag
- * writes the largest unit that divides it, and parses back to the same value.
+ * writes the largest unit that divides it, and parses back to the same value. parseSecondsFlag reads
+ * a flag that counts seconds: a plain number of seconds, or a number and one of those units.
  */
 import t from 'tap'
-import { formatDurationFlag, parseDuration } from '../../../src/base/durations.js'
+import { formatDurationFlag, parseDuration, parseSecondsFlag } from '../../../src/base/durations.js'
 
 const secondMs = 1000
 const minuteMs = 60 * secondMs
@@ -80,4 +81,35 @@ t.test('formatDurationFlag: the largest unit that divides it', async (t) => {
 t.test('formatDurationFlag parses back to the same duration', async (t) => {
   const values = [1, 999, 1000, 1500, 59_999, minuteMs, 61 * secondMs, hourMs + minuteMs, dayMs, 7 * dayMs + hourMs, 365 * dayMs]
   for (const ms of values) t.equal(parseDuration(formatDurationFlag(ms)), ms, `${ms} ms as ${formatDurationFlag(ms)}`)
+})
+
+t.test('parseSecondsFlag: plain seconds as yargs read them, with decimals', async (t) => {
+  t.equal(parseSecondsFlag('10'), 10)
+  t.equal(parseSecondsFlag('0.5'), 0.5)
+  t.equal(parseSecondsFlag('.25'), 0.25)
+  t.equal(parseSecondsFlag('5.'), 5)
+  t.equal(parseSecondsFlag('1e3'), 1000)
+  t.equal(parseSecondsFlag(' 7 '), 7)
+  t.equal(parseSecondsFlag(10), 10, 'a default given as a number')
+  t.equal(parseSecondsFlag('0'), 0, 'zero is a number: the flag says it must be positive')
+  t.equal(parseSecondsFlag('-1'), -1, 'the sign is kept for the same reason')
+})
+
+t.test('parseSecondsFlag: a number and a unit, in seconds', async (t) => {
+  t.equal(parseSecondsFlag('2s'), 2)
+  t.equal(parseSecondsFlag('5m'), 300)
+  t.equal(parseSecondsFlag('1h'), 3600)
+  t.equal(parseSecondsFlag('1d'), 86_400)
+  t.equal(parseSecondsFlag('1.5m'), 90)
+  t.equal(parseSecondsFlag('0.1s'), 0.1)
+  t.equal(parseSecondsFlag('2 H'), 7200)
+  t.equal(parseSecondsFlag('-2s'), -2)
+  t.equal(parseSecondsFlag('0s'), 0)
+})
+
+t.test('parseSecondsFlag: anything else is not a duration', async (t) => {
+  const refused = ['', ' ', 's', '2x', '2ms', '5w', '1h30m', '1e3s', '+5s', '.5s', '0x10', 'Infinity', '1e400', 'NaN', '\u0665', '5s\n1']
+  for (const text of refused) t.equal(parseSecondsFlag(text), null, JSON.stringify(text))
+  t.equal(parseSecondsFlag(Number.NaN), null)
+  t.equal(parseSecondsFlag(Number.POSITIVE_INFINITY), null)
 })

@@ -40,7 +40,7 @@ t.test('bad flags are usage errors, exit 2, one line naming the problem', async 
     [['--record-size', '1000'], /--record-size must be a multiple of 512/],
     [['--record-size', '2MiB'], /at most 1024 KiB/],
     [['--record-size', 'big'], /--record-size big is not a size/],
-    [['--bogus'], /Unknown argument: bogus/],
+    [['--bogus'], /^plugcheck: unknown flag --bogus$/m],
   ]
   for (const [flags, message] of cases) {
     const result = await runInProcess(['bench', '--file', dir, ...flags])

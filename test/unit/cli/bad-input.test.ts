@@ -34,9 +34,13 @@ t.test('usage errors exit 2 with one line, before anything is written', async (t
     ['a size that is not a size', ['--size', 'lots'], /--size lots is not a size/],
     ['a bad --server', ['--server', 'host:99999'], /port must be 1-65535/],
     ['a bad pattern', ['--pattern', 'sideways'], /Invalid values|sideways/],
-    ['an unknown flag', ['--colour', 'blue'], /Unknown argument/],
+    ['an unknown flag', ['--colour', 'blue'], /^plugcheck: unknown flag --colour$/m],
     ['a zero --listener-timeout', ['--listener-timeout', '0'], /--listener-timeout must be positive/],
-    ['a --listener-timeout that is not a number', ['--listener-timeout', 'soon'], /--listener-timeout must be a number of seconds/],
+    [
+      'a --listener-timeout that is not a number',
+      ['--listener-timeout', 'soon'],
+      /--listener-timeout soon is not a duration: give seconds \(10, 0\.5\) or a number and a unit \(2s, 5m, 1h, 1d\)/,
+    ],
   ]
   for (const [name, extra, message] of cases) {
     const args = ['write', '--server', server, '--file', file, '--duration', '1', ...extra]

@@ -1,0 +1,185 @@
+/**
+ * Strict flags: a command's arguments are read against the flags it declares before yargs parses
+ * them, so an unknown flag is named first (`--sever`, with the closest flag of that command), never
+ * hidden behind yargs' "Missing required argument" for the flag it was meant to be. Accepted as yargs
+ * accepts them: `--flag`, `--flag=value`, the camelCase form (`--recordSize`), `--no-flag`, the
+ * aliases, `-h`/`--help` and `--version` of every command; everything after `--` is left to yargs.
+ * No command takes a positional argument, so a word that is no flag's value is refused too.
+ */
+import type { Argv } from 'yargs'
+import yargs from 'yargs'
+
+/** What the arguments of one command are read against. */
+export interface FlagSpec {
+  /** Every name that is a flag of the command: long names, aliases, help and version. */
+  readonly names: ReadonlySet<string>
+  /** Flags that take no value (a following `true` or `false` is still theirs, as in yargs). */
+  readonly booleans: ReadonlySet<string>
+  /** Flags that take every word after them (`report --campaign a b`). */
+  readonly arrays: ReadonlySet<string>
+  /** The flags a did-you-mean may propose: the long names, hidden ones left out. */
+  readonly suggestions: readonly string[]
+}
+
+/** The flags every command takes, from yargs' .help() and .version(). */
+const globalFlags = ['help', 'version']
+const globalAliases = ['h']
+
+/** What yargs' getOptions() returns (at run time; its type declarations leave it out). */
+interface DeclaredOptions {
+  readonly key: Record<string, unknown>
+  readonly alias: Record<string, readonly string[]>
+  readonly boolean: readonly string[]
+  readonly array: readonly string[]
+  readonly hiddenOptions: readonly string[]
+}
+
+/** The flags a command declares, read from its yargs builder. */
+export function flagSpecOf(options: (y: Argv) => Argv<object>): FlagSpec {
+  const declared = (options(yargs([])) as unknown as { getOptions(): DeclaredOptions }).getOptions()
+  const longNames = Object.keys(declared.key)
+  const aliases = Object.entries(declared.alias).flatMap(([name, others]) => [name, ...others])
+  const hidden = new Set<string>(declared.hiddenOptions)
+  return {
+    names: new Set([...longNames, ...aliases, ...globalFlags, ...globalAliases]),
+    booleans: new Set([...declared.boolean, ...globalFlags, ...globalAliases]),
+    arrays: new Set(declared.array),
+    suggestions: [...longNames.filter((name) => !hidden.has(name)), ...globalFlags],
+  }
+}
+
+/** One argument the command does not take (the flag or word as typed, and the flag it may have meant), or a flag without its value. */
+export interface UnknownArgument {
+  readonly text: string
+  readonly kind: 'flag' | 'word' | 'no-value'
+  readonly didYouMean?: string
+  /** The flag before it, still waiting for its value (`--token -x`: a value that starts with a dash). */
+  readonly after?: string
+}
+
+const kebab = (name: string): string => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+/** A negative number is a value, never a flag (yargs reads `--x -1` so too). */
+const isNegativeNumber = (token: string): boolean => /^-(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i.test(token)
+const looksLikeFlag = (token: string): boolean => token.startsWith('-') && token !== '-' && !isNegativeNumber(token)
+
+/** The flag a token names, as the spec knows it (negated: `--no-x`), or null when the command has no such flag. */
+function knownFlag(name: string, spec: FlagSpec): { name: string; negated: boolean } | null {
+  for (const candidate of [name, kebab(name)]) {
+    if (spec.names.has(candidate)) return { name: candidate, negated: false }
+    if (candidate.startsWith('no-') && spec.names.has(candidate.slice(3))) return { name: candidate.slice(3), negated: true }
+  }
+  return null
+}
+
+/** A flag waiting for its value: a known one must get one (yargs would put its default in silently). */
+interface Awaiting {
+  readonly flag: string
+  readonly array: boolean
+  readonly known: boolean
+  values: number
+}
+
+/**
+ * The arguments after the command's name that the command does not take, in the order given, and
+ * the flags given without the value they take.
+ */
+export function unknownArguments(args: readonly string[], spec: FlagSpec): UnknownArgument[] {
+  const unknown: UnknownArgument[] = []
+  let awaiting: Awaiting | null = null
+  const valueMissing = (flag: Awaiting | null): void => {
+    if (flag?.known && flag.values === 0) unknown.push({ text: flag.flag, kind: 'no-value' })
+  }
+  for (let i = 0; i < args.length; i++) {
+    const token = args[i]!
+    if (token === '--') break
+    if (!looksLikeFlag(token)) {
+      if (awaiting !== null) {
+        awaiting.values++
+        if (!awaiting.array) awaiting = null
+        continue
+      }
+      unknown.push({ text: token, kind: 'word' })
+      continue
+    }
+    const dashes = token.startsWith('--') ? '--' : '-'
+    const equals = token.indexOf('=')
+    const name = token.slice(dashes.length, equals === -1 ? undefined : equals)
+    // One dash: one letter, an alias (`-h`); yargs reads `-server` as six of them.
+    const known = dashes === '-' && name.length !== 1 ? null : knownFlag(name, spec)
+    const before = awaiting
+    awaiting = null
+    if (known === null) {
+      const didYouMean = closestFlag(name, spec.suggestions)
+      const dashedValue = before?.known === true && before.values === 0
+      unknown.push({
+        text: `${dashes}${name}`,
+        kind: 'flag',
+        ...(didYouMean === undefined ? {} : { didYouMean }),
+        ...(dashedValue ? { after: before.flag } : {}),
+      })
+      // Its value, if it has one, is not a word of its own: `--sever 10.0.0.1:5400` is one mistake.
+      if (equals === -1) awaiting = { flag: `${dashes}${name}`, array: false, known: false, values: 0 }
+      continue
+    }
+    valueMissing(before)
+    if (equals !== -1) continue
+    if (spec.booleans.has(known.name) || known.negated) {
+      if (/^(true|false)$/.test(args[i + 1] ?? '')) i++
+      continue
+    }
+    awaiting = { flag: `--${known.name}`, array: spec.arrays.has(known.name), known: true, values: 0 }
+  }
+  valueMissing(awaiting)
+  return unknown
+}
+
+/** The message of a usage error naming every argument the command does not take. */
+export function unknownArgumentsMessage(command: string, unknown: readonly UnknownArgument[]): { message: string; hint: string } {
+  const described = unknown.map((u) => {
+    if (u.kind === 'word') return `unexpected argument ${u.text} (${command} takes flags only)`
+    if (u.kind === 'no-value') return `${u.text} needs a value`
+    return `unknown flag ${u.text}${u.didYouMean === undefined ? '' : ` (did you mean --${u.didYouMean}?)`}`
+  })
+  const dashedValue = unknown.find((u) => u.after !== undefined)
+  const hint =
+    dashedValue === undefined
+      ? `plugcheck ${command} --help lists the flags of ${command}`
+      : `a value that starts with a dash is given with =: ${dashedValue.after}=${dashedValue.text}`
+  return { message: `${described.join('; ')}`, hint }
+}
+
+/**
+ * The flag of candidates the typed name most likely meant: the nearest by edit distance (a swap of
+ * two letters is one edit) when near enough for its length, else the only flag it begins; or none.
+ */
+export function closestFlag(typed: string, candidates: readonly string[]): string | undefined {
+  const name = kebab(typed).toLowerCase()
+  const nearEnough = name.length <= 4 ? 1 : name.length <= 8 ? 2 : 3
+  let best: string | undefined
+  let bestDistance = Number.POSITIVE_INFINITY
+  for (const candidate of candidates) {
+    const distance = editDistance(name, candidate)
+    if (distance < bestDistance) {
+      best = candidate
+      bestDistance = distance
+    }
+  }
+  if (best !== undefined && bestDistance <= nearEnough) return best
+  const extended = name.length >= 3 ? candidates.filter((candidate) => candidate.startsWith(name)) : []
+  return extended.length === 1 ? extended[0] : undefined
+}
+
+/** Insertions, deletions, substitutions and swaps of two neighbouring letters (optimal string alignment). */
+export function editDistance(a: string, b: string): number {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  )
+  for (let i = 1; i <= a.length; i++)
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      let distance = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) distance = Math.min(distance, rows[i - 2]![j - 2]! + 1)
+      rows[i]![j] = distance
+    }
+  return rows[a.length]![b.length]!
+}

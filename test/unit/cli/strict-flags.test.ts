@@ -1,0 +1,191 @@
+/**
+ * Strict flags: every command refuses a flag (or a word) it does not take, exit 2, naming it first,
+ * with the closest flag of that command when one is close, before any complaint about a missing
+ * required flag; every form the README and yargs accept still is; `-h` and `--help` show the
+ * command's help and exit 0 whatever else is on the line.
+ */
+import t from 'tap'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { agentCliCommand } from '../../../src/cli/commands/agent.js'
+import { benchCliCommand } from '../../../src/cli/commands/bench.js'
+import type { CliCommand } from '../../../src/cli/commands/command.js'
+import { demoCliCommand } from '../../../src/cli/commands/demo.js'
+import { listenCliCommand } from '../../../src/cli/commands/listen.js'
+import { methodsCliCommand } from '../../../src/cli/commands/methods.js'
+import { reportCliCommand } from '../../../src/cli/commands/report.js'
+import { runsCliCommand } from '../../../src/cli/commands/runs.js'
+import { verifyCliCommand } from '../../../src/cli/commands/verify.js'
+import { writeCliCommand } from '../../../src/cli/commands/write.js'
+import { closestFlag, editDistance, flagSpecOf, unknownArguments } from '../../../src/cli/strict-flags.js'
+import { runCli, runInProcess, tempDir } from '../../fixtures/cli.js'
+
+const commands: readonly CliCommand[] = [
+  listenCliCommand,
+  writeCliCommand,
+  agentCliCommand,
+  verifyCliCommand,
+  demoCliCommand,
+  benchCliCommand,
+  runsCliCommand,
+  reportCliCommand,
+  methodsCliCommand,
+]
+const hint = (command: string): string => `hint: plugcheck ${command} --help lists the flags of ${command}\n`
+
+t.test('editDistance: edits, and a swap of two neighbours is one', async (t) => {
+  t.equal(editDistance('server', 'server'), 0)
+  t.equal(editDistance('sever', 'server'), 1, 'a letter left out')
+  t.equal(editDistance('fiel', 'file'), 1, 'two letters swapped')
+  t.equal(editDistance('jsno', 'json'), 1)
+  t.equal(editDistance('', 'abc'), 3)
+  t.equal(editDistance('kitten', 'sitting'), 3)
+})
+
+t.test('closestFlag: near enough for its length, or the one flag it begins', async (t) => {
+  const write = flagSpecOf(writeCliCommand.options).suggestions
+  t.equal(closestFlag('sever', write), 'server')
+  t.equal(closestFlag('fiel', write), 'file')
+  t.equal(closestFlag('recordSise', write), 'record-size', 'a camelCase spelling compared as its flag')
+  t.equal(closestFlag('Server', write), 'server')
+  t.equal(closestFlag('dur', write), 'duration', 'the only flag it begins')
+  t.equal(closestFlag('listener-timout', write), 'listener-timeout')
+  t.equal(closestFlag('bogus', write), undefined, 'nothing close')
+  t.equal(closestFlag('d', write), undefined, 'one letter proposes nothing')
+  t.equal(closestFlag('trace-fil', write), undefined, 'a hidden flag is never proposed')
+  t.equal(closestFlag('hlep', write), 'help')
+})
+
+t.test('every form yargs and the README accept is still accepted', async (t) => {
+  const accepted: Array<[CliCommand, string[]]> = [
+    [writeCliCommand, ['--server', 'h:1', '--file=x', '--no-direct', '--recordSize', '8k', '--listenerTimeout', '2s', '--jobs', '2']],
+    [writeCliCommand, ['--direct', 'true', '--force', 'false', '--duration', '2s', '--trace-file', 't', '--discard-unverified']],
+    [writeCliCommand, ['--server', 'h:1', '--', '--anything', 'after', 'the', 'end']],
+    [writeCliCommand, ['-h', '--help', '--version']],
+    [reportCliCommand, ['--dir', 'd', '--campaign', 'ssd-a', 'hdd-b', '--json', '--html', 'r.html']],
+    [listenCliCommand, ['--seed', '-1', '--port', '0', '--reserve=-1%', '--max-store-bytes-per-peer', 'none', '--cut-after', '30-90']],
+    [runsCliCommand, ['--prune', '--older-than', '30d', '--dir', 'd', '--dry-run', '--json']],
+    [agentCliCommand, ['--server', 'h:1', '--file', 'f', '--print-service', 'systemd', '--method', 'fdatasync,none']],
+    [verifyCliCommand, ['--acks', 'd', '--file', 'f', '--run', '0123456789abcdef', '--host', 'n', '--token', 'T']],
+  ]
+  for (const [command, args] of accepted)
+    t.same(unknownArguments(args, flagSpecOf(command.options)), [], `${command.name} ${args.join(' ')}`)
+})
+
+t.test("every flag of the README's command lines is one its command takes", async (t) => {
+  const readme = readFileSync(fileURLToPath(new URL('../../../README.md', import.meta.url)), 'utf8')
+  const block = /## Commands\n\n```\n([\s\S]*?)```/.exec(readme)![1]!
+  let command: CliCommand | undefined
+  let checked = 0
+  for (const line of block.split('\n')) {
+    const named = /^plugcheck (\w+)/.exec(line)
+    if (named !== null) command = commands.find((c) => c.name === named[1])
+    t.ok(command, `a command for: ${line}`)
+    const spec = flagSpecOf(command!.options)
+    for (const [, without, flag] of line.matchAll(/(without )?--([a-z][a-z-]*)/g)) {
+      // agent: "[write's options, without --duration]"
+      if (without === undefined) t.ok(spec.names.has(flag!), `${command!.name} takes --${flag}`)
+      else t.notOk(spec.names.has(flag!), `${command!.name} does not take --${flag}`)
+      checked++
+    }
+  }
+  t.ok(checked > 50, `${checked} flags checked`)
+})
+
+t.test('the misspelt flag is named first, with the flag it was meant to be, exit 2, nothing written', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'x')
+  const cases: Array<[string[], string]> = [
+    [['write', '--sever', '127.0.0.1:1', '--file', file], 'unknown flag --sever (did you mean --server?)'],
+    [['verify', '--server', '127.0.0.1:1', '--fiel', file], 'unknown flag --fiel (did you mean --file?)'],
+    [['agent', '--server', '127.0.0.1:1', '--file', file, '--duration', '5'], 'unknown flag --duration'],
+    [['write', '--server', '127.0.0.1:1', '--file', file, '--dur', '5'], 'unknown flag --dur (did you mean --duration?)'],
+    [
+      ['write', '--sever=127.0.0.1:1', '--fiel', file, '--bogus'],
+      'unknown flag --sever (did you mean --server?); unknown flag --fiel (did you mean --file?); unknown flag --bogus',
+    ],
+    [['write', '--server', '127.0.0.1:1', '--file', file, 'now'], 'unexpected argument now (write takes flags only)'],
+    [['methods', '--jsno'], 'unknown flag --jsno (did you mean --json?)'],
+    [['bench', '--sec', '1'], 'unknown flag --sec (did you mean --secs?)'],
+    [['listen', '--prot', '5400'], 'unknown flag --prot (did you mean --port?)'],
+    [['report', '--dri', dir], 'unknown flag --dri (did you mean --dir?)'],
+    [['runs', '--prune', '--older-then', '30d', '--dir', dir], 'unknown flag --older-then (did you mean --older-than?)'],
+    [['demo', '--kill-afer', '2'], 'unknown flag --kill-afer (did you mean --kill-after?)'],
+    [['write', '-server', '127.0.0.1:1', '--file', file], 'unknown flag -server (did you mean --server?)'],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(result.stderr, `plugcheck: ${message}\n${hint(args[0]!)}`, args.join(' '))
+    t.equal(result.stdout, '')
+  }
+  t.notOk(existsSync(file), 'no data file')
+})
+
+t.test('every command refuses an unknown flag, as a child process', async (t) => {
+  const results = await Promise.all(commands.map((command) => runCli([command.name, '--no-such-flag', 'x'])))
+  commands.forEach((command, i) => {
+    t.equal(results[i]!.code, 2, `${command.name}: exit 2`)
+    t.equal(results[i]!.stderr, `plugcheck: unknown flag --no-such-flag\n${hint(command.name)}`, `${command.name}: names it`)
+  })
+})
+
+t.test('a value that starts with a dash: the hint says to join it with =', async (t) => {
+  const result = await runInProcess(['write', '--server', '127.0.0.1:1', '--file', 'x', '--token', '-abc'])
+  t.equal(result.code, 2)
+  t.equal(result.stderr, 'plugcheck: unknown flag -abc\nhint: a value that starts with a dash is given with =: --token=-abc\n')
+})
+
+t.test('-h and --help show the command help and exit 0, whatever else is given', async (t) => {
+  const lines = commands.flatMap((command) => [
+    [command.name, '-h'],
+    [command.name, '--help'],
+  ])
+  lines.push(['write', '--sever', 'x', '-h'], ['write', '--duration', 'soon', '--help'])
+  const results = await Promise.all(lines.map((args) => runCli(args)))
+  lines.forEach((args, i) => {
+    const result = results[i]!
+    t.equal(result.code, 0, `${args.join(' ')}: exit 0`)
+    t.equal(result.stderr, '', `${args.join(' ')}: no complaint`)
+    t.match(result.stdout, new RegExp(`^plugcheck ${args[0]}\\n`), `${args.join(' ')}: the command's help`)
+    t.match(result.stdout, /--help/, `${args.join(' ')}: its flags`)
+  })
+})
+
+t.test('an unknown command is named, with the command it may have meant, exit 2', async (t) => {
+  const cases: Array<[string[], string]> = [
+    [['wirte', '--server', '127.0.0.1:1'], 'unknown command wirte (did you mean write?)'],
+    [['verfy'], 'unknown command verfy (did you mean verify?)'],
+    [['bogus'], 'unknown command bogus'],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(result.stderr, `plugcheck: ${message}\nhint: plugcheck --help lists the commands\n`)
+  }
+})
+
+t.test('a flag given without its value is refused, never run with its default', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'x')
+  const cases: Array<[string[], string]> = [
+    [['bench', '--file', dir, '--secs'], '--secs needs a value'],
+    [['write', '--server', '127.0.0.1:1', '--file', file, '--jobs'], '--jobs needs a value'],
+    [['write', '--server', '127.0.0.1:1', '--file', file, '--duration', '--force'], '--duration needs a value'],
+    [['write', '--server', '--file', file], '--server needs a value'],
+    [['report', '--dir', dir, '--campaign', '--json'], '--campaign needs a value'],
+    [['verify', '--server', '127.0.0.1:1', '--file', file, '--run', '--'], '--run needs a value'],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(result.stderr, `plugcheck: ${message}\n${hint(args[0]!)}`, args.join(' '))
+  }
+  t.same(
+    unknownArguments(['--no-token', '--server', 'h:1', '--no-direct', 'false'], flagSpecOf(writeCliCommand.options)),
+    [],
+    'a negated flag takes no value',
+  )
+  t.notOk(existsSync(file), 'no data file')
+})
