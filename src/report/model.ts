@@ -54,6 +54,7 @@ export function buildCampaign(input: CampaignInput, records: readonly RunRecord[
     }
   }
   const retried = new Set((input.file?.cutCommandChanges ?? []).flatMap((change) => change.failedAttempt.runIds))
+  warnings.push(...failedAttemptLosses(input, byId))
   for (const record of records) {
     const tag = record.summary.campaign
     if (tag === null || tag.name !== input.name || cycleOfRun.has(record.summary.runId)) continue
@@ -108,6 +109,25 @@ export function buildCampaign(input: CampaignInput, records: readonly RunRecord[
     },
     cycleRuns,
   }
+}
+
+/**
+ * The runs of a cycle's failed cut attempt are not counted (the cycle was written again), but a cut
+ * command can fail after the power went off: a run of the attempt whose stored verdict is a fail lost,
+ * tore or corrupted acknowledged records, and a loss is never hidden. One warning per such run.
+ */
+function failedAttemptLosses(input: CampaignInput, byId: ReadonlyMap<string, RunRecord>): string[] {
+  const warnings: string[] = []
+  for (const change of input.file?.cutCommandChanges ?? []) {
+    for (const runId of change.failedAttempt.runIds) {
+      const verdict = byId.get(runId)?.summary.verdict
+      if (verdict?.verdict !== 'fail') continue
+      warnings.push(
+        `run ${runId} (${byId.get(runId)!.summary.method}) of cycle ${change.cycle}'s failed cut attempt failed: ${verdict.lost} lost, ${verdict.torn} torn, ${verdict.corrupt} corrupt of ${verdict.acked} acknowledged; not counted, the cycle was written again, but the loss is real`,
+      )
+    }
+  }
+  return warnings
 }
 
 function displayOrder(a: RunRecord, b: RunRecord): number {
