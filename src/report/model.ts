@@ -145,7 +145,8 @@ function displayOrder(a: RunRecord, b: RunRecord): number {
 function cycleReport(cycle: number, entry: CycleRecord | null, records: readonly RunRecord[]): CycleReport {
   const stored = records.map(runReport)
   const steadyMs = entry?.steadyMs ?? minOrNull(records.map((r) => r.summary.steadyMs).filter((v): v is number => v !== null))
-  const reboots = stored.map((r) => r.verdict?.rebootedSinceWrite ?? null)
+  // Every verdict of the cycle: a run without one (never reported, or not shown) saw no boot at all.
+  const reboots = stored.flatMap((r) => (r.verdict === null ? [] : [r.verdict.rebootedSinceWrite]))
   const bootChanged = reboots.some((b) => b === true) ? true : reboots.length > 0 && reboots.every((b) => b === false) ? false : null
   const controls = stored.filter((r) => r.role === 'control' && r.verdict !== null).map((r) => controlSight(r.verdict!))
   // The control of a cycle is all its jobs: one that lost records of its own shows the cut was real,
