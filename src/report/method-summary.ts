@@ -73,7 +73,8 @@ export function methodSummaries(cycles: readonly CycleReport[]): MethodSummary[]
 
 export function controlSummary(cycles: readonly CycleReport[]): CampaignReport['control'] {
   if (!cycles.some((c) => c.runs.some((r) => r.role === 'control'))) return null
-  const judged = cycles.filter((c) => c.control !== null)
+  // A cycle whose cut command failed may have cut nothing: it is no cut the control could notice or miss.
+  const judged = cycles.filter((c) => c.control !== null && c.outcome !== 'cut-failed')
   const noticed = judged.filter((c) => c.control === 'noticed').length
   return {
     ran: judged.length,

@@ -206,7 +206,8 @@ function countedVerdict(run: Omit<RunReport, 'counted'>, testedNothing: CycleRep
  * no judged cycle tested anything.
  */
 function campaignCaveats(name: string, cycles: readonly CycleReport[]): CampaignReport['caveats'] {
-  const judged = cycles.filter((c) => c.runs.some((r) => r.verdict !== null))
+  // A cycle whose cut command failed says nothing of what the cut command does when it works.
+  const judged = cycles.filter((c) => c.outcome !== 'cut-failed' && c.runs.some((r) => r.verdict !== null))
   const caveats: CampaignReport['caveats'] = []
   if (cycles.some((c) => c.runs.length > 0) && !cycles.some((c) => c.runs.some((r) => r.role === 'control')))
     caveats.push({

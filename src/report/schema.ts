@@ -150,7 +150,7 @@ export const campaignReportSchema = z.object({
   methods: z.array(methodSummarySchema),
   control: z
     .object({
-      /** Cycles with a judged control. */
+      /** Cycles with a judged control, but for those whose cut command failed (they may have cut nothing). */
       ran: count,
       noticed: count,
       /** noticed / ran; null when it never ran. */
