@@ -51,6 +51,9 @@ export const cycleRecordSchema = z.object({
 })
 export type CycleRecord = z.infer<typeof cycleRecordSchema>
 
+/** The most cut command changes a campaign file keeps: a campaign that made them all takes no other. */
+export const maxCutCommandChanges = 10_000
+
 /** A campaign stopped by a failed cut, resumed with another cut command: the change, and the cycle's attempt that failed. */
 export const cutCommandChangeSchema = z.object({
   cycle: z.number().int().positive().max(100_000),
@@ -84,7 +87,7 @@ export const campaignFileSchema = z.object({
   detail: z.string().max(4096).optional(),
   history: z.array(cycleRecordSchema).max(100_000),
   /** Version 2: every change of the cut command, oldest first (absent when there was none). */
-  cutCommandChanges: z.array(cutCommandChangeSchema).max(10_000).optional(),
+  cutCommandChanges: z.array(cutCommandChangeSchema).max(maxCutCommandChanges).optional(),
 })
 export type CampaignFile = z.infer<typeof campaignFileSchema>
 

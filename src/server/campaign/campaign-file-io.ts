@@ -9,7 +9,7 @@ import { mkdir, open, readFile, rename } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describeSystemError, runtimeError, usageError } from '../../base/errors.js'
 import { syncDirectoryAsync } from '../../base/directory-sync.js'
-import { campaignFileText, campaignFileVersion, type CampaignFile } from '../../store/campaign-file.js'
+import { campaignFileText, campaignFileVersion, maxCutCommandChanges, type CampaignFile } from '../../store/campaign-file.js'
 import type { CampaignOptions } from './campaign-types.js'
 import { optionDifferences, parseCampaignFile, resumeFlags, stoppedByFailedCut } from './campaign-resume.js'
 import { newCycle } from './campaign-cycle.js'
@@ -43,7 +43,15 @@ export async function readCampaignFile(dir: string, options: CampaignOptions): P
   const file = parseCampaignFile(text, path, options.name)
   const differences = optionDifferences(file, options)
   const failedCut = stoppedByFailedCut(file)
-  if (failedCut && differences.length === 1 && file.cutCommand !== options.cutCommand) return { file, newCutCommand: options.cutCommand }
+  if (failedCut && differences.length === 1 && file.cutCommand !== options.cutCommand) {
+    // The change could not be recorded: refused now, before the campaign takes it and halts on its own file.
+    if ((file.cutCommandChanges?.length ?? 0) >= maxCutCommandChanges)
+      throw usageError(
+        `campaign ${options.name} in ${path} has changed its cut command ${maxCutCommandChanges} times, the most its file keeps: it takes no other --cut-command`,
+        'start a campaign of another name (another --campaign) with the new cut command',
+      )
+    return { file, newCutCommand: options.cutCommand }
+  }
   if (differences.length > 0) {
     throw usageError(
       `campaign ${options.name} in ${path} was started with other options: ${differences.join('; ')}`,
