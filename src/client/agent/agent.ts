@@ -116,7 +116,7 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
     // its verdicts, or there was none): nothing unverified is discarded.
     const watch = watchCampaign(() => queryCampaign(options.server, options.token, timeoutMs), campaign.name)
     try {
-      return await writeCommand(
+      const written = await writeCommand(
         {
           ...options,
           ownPaths,
@@ -126,6 +126,12 @@ export async function runAgent(options: AgentOptions, argv: readonly string[], i
         },
         io,
       )
+      // A loss found above is this invocation's finding: the next cycle's write stopping (a failed cut: 3) must not hide it.
+      return exitCode === exitCodes.lossFound ? exitCode : written
+    } catch (error) {
+      if (exitCode !== exitCodes.lossFound || !(error instanceof PlugcheckError)) throw error
+      io.err(`plugcheck: ${error.message}\n${error.hint === undefined ? '' : `hint: ${error.hint}\n`}`)
+      return exitCode
     } finally {
       watch.release()
     }
