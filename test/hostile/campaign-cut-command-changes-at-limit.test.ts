@@ -58,12 +58,18 @@ t.test('a resumed campaign at the limit of cut command changes is refused clearl
   const args = ['--campaign', 'hc', '--cycles', '2', '--cut-after', '0', '--reboot-timeout', '20', '--seed', '7']
 
   // At most 8 s: a listener that starts and keeps running is stopped by the time-out (code -1).
-  const result = await runCli(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', listenerDir, ...args, '--cut-command', 'fixed'], 8_000)
+  const result = await runCli(
+    ['listen', '--host', '127.0.0.1', '--port', '0', '--dir', listenerDir, ...args, '--cut-command', 'fixed'],
+    8_000,
+  )
   const log = result.stdout + result.stderr
   t.notMatch(log, /could not record its state/, `the campaign is not halted on a change it accepted:\n${log}`)
   t.notMatch(log, /"code": "too_big"/, 'no raw validation dump')
   const after = JSON.parse(readFileSync(path, 'utf8')) as CampaignFile
   const recorded = after.phase === 'waiting-for-writer' && after.cutCommand === 'fixed'
   const refused = (result.code === 2 || result.code === 3) && after.phase === 'stopped'
-  t.ok(recorded || refused, `either the change is recorded or the start is refused with exit 2/3 (code ${result.code}, phase ${after.phase})`)
+  t.ok(
+    recorded || refused,
+    `either the change is recorded or the start is refused with exit 2/3 (code ${result.code}, phase ${after.phase})`,
+  )
 })

@@ -79,5 +79,8 @@ t.test("the runs of a cycle's failed cut attempt that lost records are not hidde
 
   const text = await runInProcess(['report', '--dir', dir, '--campaign', 'retry'])
   t.equal(text.code, 0)
-  t.ok(lostRunIds.some((id) => (text.stdout + text.stderr).includes(id)) || /fail 1/.test(text.stdout), 'the text report names the lost run or counts its fail')
+  t.ok(
+    lostRunIds.some((id) => (text.stdout + text.stderr).includes(id)) || /fail 1/.test(text.stdout),
+    'the text report names the lost run or counts its fail',
+  )
 })
