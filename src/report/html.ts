@@ -13,7 +13,7 @@ import type { AckSpan } from '../protocol/messages.js'
 import { jobOf, type BuiltCampaign } from './model.js'
 import type { CampaignReport, CycleReport, ReportDocument, RunReport } from './schema.js'
 import type { RunRecord } from './inputs.js'
-import { boot, countedLabel, durationMs, relative, runLabel, sameBootFlag, summaryRows, thousands, time } from './text.js'
+import { boot, countedLabel, cutFailedFlag, durationMs, relative, runLabel, sameBootFlag, summaryRows, thousands, time } from './text.js'
 
 export const maxPointsPerLane = 400
 export const minPointsPerLane = 16
@@ -149,10 +149,10 @@ function cycleTable(c: CampaignReport): string {
 }
 
 function cycleFlag(cycle: CycleReport): string | null {
+  if (cycle.outcome === 'cut-failed') return cutFailedFlag(cycle)
   if (cycle.testedNothing === 'same-boot') return sameBootFlag
   if (cycle.control === 'not-noticed') return 'the control (none) lost nothing: this cut was not noticed, the cycle tested nothing'
   if (cycle.control === 'failed') return "the control's file was lost: its losses prove nothing about the cut"
-  if (cycle.outcome === 'cut-failed') return `the cut command failed${cycle.cutExitCode === null ? '' : ` (exit ${cycle.cutExitCode})`}`
   if (cycle.outcome === 'did-not-come-back') return 'the agent did not come back after the cut'
   return null
 }
@@ -192,7 +192,7 @@ function timeline(c: CampaignReport, cycle: CycleReport, records: readonly RunRe
     if (last !== undefined) times.push(last[3])
   }
   for (const t of [cycle.steadyMs, cycle.plannedCutMs, cycle.cutMs]) if (t !== null) times.push(t)
-  const caption = `Cycle ${cycle.cycle}: ${esc(cycle.outcome)}${cycle.testedNothing === 'same-boot' ? ' &mdash; same boot: tested nothing' : cycle.control === 'not-noticed' ? ' &mdash; cut not noticed by the control' : ''}`
+  const caption = `Cycle ${cycle.cycle}: ${esc(cycle.outcome)}${cycle.outcome === 'cut-failed' ? ' &mdash; no cut made: tested nothing' : cycle.testedNothing === 'same-boot' ? ' &mdash; same boot: tested nothing' : cycle.control === 'not-noticed' ? ' &mdash; cut not noticed by the control' : ''}`
   const id = `cycle-${esc(c.name)}-${cycle.cycle}`
   if (times.length === 0) {
     return `<figure class="timeline" id="${id}"><figcaption>${caption}</figcaption><p>no runs to draw</p></figure>`

@@ -138,6 +138,11 @@ export function countedLabel(verdict: CountedVerdict): string {
 /** The flag of a cycle that tested nothing because no verdict saw a new boot. */
 export const sameBootFlag = 'every verdict saw the same boot as the write (no reboot): the cycle tested nothing'
 
+/** A cycle whose cut command failed made no cut: nothing to notice, whatever its verdicts saw. */
+export function cutFailedFlag(cycle: CycleReport): string {
+  return `the cut command failed${cycle.cutExitCode === null ? '' : ` (exit ${cycle.cutExitCode})`}: no cut was made, the cycle tested nothing`
+}
+
 function cycleTable(c: CampaignReport): string[] {
   const head: string[] = [`campaign ${c.name}`]
   if (c.settings !== null) {
@@ -163,13 +168,12 @@ function cycleTable(c: CampaignReport): string[] {
     runs.forEach((run, i) => {
       rows.push([...(i === 0 ? first : first.map(() => '')), ...runCells(run)])
     })
-    if (cycle.testedNothing === 'same-boot') flags.push(`  ! cycle ${cycle.cycle}: ${sameBootFlag}`)
+    if (cycle.outcome === 'cut-failed') flags.push(`  ! cycle ${cycle.cycle}: ${cutFailedFlag(cycle)}`)
+    else if (cycle.testedNothing === 'same-boot') flags.push(`  ! cycle ${cycle.cycle}: ${sameBootFlag}`)
     else if (cycle.control === 'not-noticed')
       flags.push(`  ! cycle ${cycle.cycle}: the control (none) lost nothing: this cut was not noticed, the cycle tested nothing`)
     if (cycle.control === 'failed')
       flags.push(`  ! cycle ${cycle.cycle}: the control's file was lost: its losses prove nothing about the cut`)
-    if (cycle.outcome === 'cut-failed')
-      flags.push(`  ! cycle ${cycle.cycle}: the cut command failed${cycle.cutExitCode === null ? '' : ` (exit ${cycle.cutExitCode})`}`)
     if (cycle.outcome === 'did-not-come-back') flags.push(`  ! cycle ${cycle.cycle}: the agent did not come back after the cut`)
   }
   const widths = rows.reduce<number[]>((w, r) => r.map((cell, i) => Math.max(w[i] ?? 0, cell.length)), [])

@@ -242,7 +242,7 @@ t.test('the cycle table: settings on one line, times, cuts after steady, numbers
   // The acked column is right-aligned: "1,000" ends where "12,345" ends.
   t.equal(rows[1]!.indexOf('1,000') + '1,000'.length, rows[0]!.indexOf('12,345') + '12,345'.length)
   t.equal(head.indexOf('acked') + 'acked'.length, rows[0]!.indexOf('12,345') + '12,345'.length)
-  t.equal(lines[start + 6], '  ! cycle 2: the cut command failed (exit 1)')
+  t.equal(lines[start + 6], '  ! cycle 2: the cut command failed (exit 1): no cut was made, the cycle tested nothing')
   t.equal(lines[start + 7], '  warning: run 0123456789abcdef is listed in two cycles')
 })
 
@@ -259,6 +259,7 @@ t.test('flags for a control that noticed nothing, a lost control file, an agent 
       flagged({ cycle: 2, control: 'failed' }),
       flagged({ cycle: 3, outcome: 'did-not-come-back', control: null }),
       flagged({ cycle: 4, outcome: 'cut-failed', cutExitCode: null, control: null }),
+      flagged({ cycle: 5, outcome: 'cut-failed', cutExitCode: 1, control: 'not-noticed' }),
     ],
     control: { ran: 2, noticed: 0, detectionRate: 0, notNoticedCycles: [1], failedCycles: [2] },
     warnings: [],
@@ -267,7 +268,12 @@ t.test('flags for a control that noticed nothing, a lost control file, an agent 
   t.ok(out.includes('  ! cycle 1: the control (none) lost nothing: this cut was not noticed, the cycle tested nothing'))
   t.ok(out.includes("  ! cycle 2: the control's file was lost: its losses prove nothing about the cut"))
   t.ok(out.includes('  ! cycle 3: the agent did not come back after the cut'))
-  t.ok(out.includes('  ! cycle 4: the cut command failed'), 'no exit code when there is none')
+  t.ok(out.includes('  ! cycle 4: the cut command failed: no cut was made, the cycle tested nothing'), 'no exit code when there is none')
+  t.ok(out.includes('  ! cycle 5: the cut command failed (exit 1): no cut was made, the cycle tested nothing'))
+  t.notOk(
+    out.some((line) => line.startsWith('  ! cycle 5: the control')),
+    'a cycle whose cut command failed is never called a cut the control did not notice',
+  )
   t.ok(out.includes(summary('  detection rate', '0/2 cuts noticed (0%)')))
   t.ok(out.includes(summary('  cuts not noticed', 'cycles 1')))
   t.ok(out.some((line) => line.startsWith(summary('  control file lost', 'cycles 2 ('))))
