@@ -3,7 +3,8 @@
  * the write to PATH and the exact command that judges it. That command says --token 'YOUR-TOKEN', so
  * an operator who keeps the token off the command line (ps, shell history) with --token-file is told
  * to type it there. Must: the command names --token-file with the file given (the same one works),
- * never --token.
+ * never --token. write's own verify command (printed at start and at the end) says --token 'YOUR-TOKEN'
+ * after a write given --token-file too.
  */
 import t from 'tap'
 import { rmSync, writeFileSync } from 'node:fs'
@@ -22,6 +23,9 @@ t.test('the command a member file name leads to keeps --token-file', async (t) =
     '--method', 'fsync,fdatasync', '--size', '1MiB', '--duration', '0.5',
   ])
   t.equal(w.code, 0, w.stderr)
+  // write's own trail (stdout, at start and at the end) names the verify command the same way.
+  t.notMatch(w.stdout, /--token 'YOUR-TOKEN'/, "write's verify command: not told to put the token on the command line")
+  t.match(w.stdout, `--token-file ${tokenFile}`, "write's verify command keeps the token file")
   rmSync(`${file}.fsync`)
   const v = await runCli(['verify', '--server', listener.server, '--token-file', tokenFile, '--file', `${file}.fsync`])
   t.equal(v.code, 2)
