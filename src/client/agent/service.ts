@@ -10,7 +10,7 @@
  * write to the empty mount point below it.
  */
 import { realpathSync } from 'node:fs'
-import { dirname, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { usageError } from '../../base/errors.js'
 import { shellQuote } from '../../base/shell-quote.js'
 import { selfCommand } from '../../exe/sea.js'
@@ -73,7 +73,7 @@ function systemdService(source: ServiceSource): ServicePrint {
     'After=network-online.target',
     'Wants=network-online.target',
     // The data file's file system mounted first, or the agent not started: never a write to the empty mount point.
-    `RequiresMountsFor=${systemdPathQuote(dirname(source.file))}`,
+    `RequiresMountsFor=${mountPaths(dirname(source.file)).map(systemdPathQuote).join(' ')}`,
     '',
     '[Service]',
     'Type=simple',
@@ -161,6 +161,27 @@ export function agentCommand(argv: readonly string[], fates: Readonly<Record<str
     bin = resolve(bin)
   }
   return [...selfCommand(bin), ...args]
+}
+
+/**
+ * The directory as spelled and, when a symlink leads elsewhere, where it really is: systemd requires
+ * the mounts of a path's prefixes as spelled, following no symlink (/data -> /mnt/ssd would leave the
+ * mount of /mnt/ssd not required). A directory not made yet is resolved from its deepest existing parent.
+ */
+export function mountPaths(dir: string): string[] {
+  let real = dir
+  for (let existing = dir, rest = ''; ; ) {
+    try {
+      real = join(realpathSync(existing), rest)
+      break
+    } catch {
+      const parent = dirname(existing)
+      if (parent === existing) break
+      rest = join(basename(existing), rest)
+      existing = parent
+    }
+  }
+  return real === dir ? [dir] : [dir, real]
 }
 
 /**
