@@ -191,8 +191,13 @@ export function mountPaths(dir: string): string[] {
 export function systemdQuote(text: string): string {
   const escaped = text.replace(/%/g, '%%').replace(/\$/g, '$$$$')
   if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(escaped)) return escaped
-  return `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\t/g, '\\t')}"`
+  // A control character as a C escape systemd reads back: a bare \r or \n would end the unit's line.
+  const quoted = escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"')
+  return `"${quoted.replace(/[\x00-\x1f\x7f]/g, controlEscape)}"`
 }
+
+const namedEscapes: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' }
+const controlEscape = (c: string): string => namedEscapes[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`
 
 /**
  * A path in RequiresMountsFor= (a list of words, unquoted by systemd): % doubled (specifiers), and
