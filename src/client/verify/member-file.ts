@@ -120,7 +120,7 @@ function memberName(meta: RunMeta): string {
 }
 
 /** The verify command that judges it: this command's source and token (named, never printed), another --file, --host, --run. */
-function verifyCommand(options: VerifyOptions, file: string, extra: { host?: string; runId?: string }, host: string): string {
+export function verifyCommand(options: VerifyOptions, file: string, extra: { host?: string; runId?: string }, host: string): string {
   const source =
     'server' in options.source
       ? `--server ${shellQuote(formatEndpoint(options.source.server))}`
