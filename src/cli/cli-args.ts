@@ -113,8 +113,10 @@ const secondsArg = (flag: string, maxS?: number, maxWhy = '') =>
     return seconds
   })
 
-/** --listener-timeout SECONDS, for write and verify: default 10. */
-const listenerTimeoutArg = secondsArg('--listener-timeout', 3600).transform((s) => Math.round(s * 1000))
+/** --listener-timeout SECONDS, for write and verify: default 10; kept in whole milliseconds, so at least one (never a wait of 0). */
+const listenerTimeoutArg = secondsArg('--listener-timeout', 3600)
+  .refine((s) => s >= 0.001, '--listener-timeout is at least 0.001 seconds (one millisecond)')
+  .transform((s) => Math.round(s * 1000))
 
 /** --token T: never empty (a token file cannot hold an empty token, so the agent's unit could never get in). */
 const tokenArg = z.string().min(1, '--token is empty: give the listener a token, or leave out --token')
