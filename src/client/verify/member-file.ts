@@ -129,6 +129,7 @@ export function verifyCommand(options: VerifyOptions, file: string, extra: { hos
   if (extra.host !== undefined && extra.host !== host) parts.push(`--host ${shellQuote(extra.host)}`)
   else if (options.host !== undefined) parts.push(`--host ${shellQuote(options.host)}`)
   if (extra.runId !== undefined) parts.push(`--run ${extra.runId}`)
-  if (options.token !== undefined && 'server' in options.source) parts.push("--token 'YOUR-TOKEN'")
+  if (options.token !== undefined && 'server' in options.source)
+    parts.push(options.tokenFile === undefined ? "--token 'YOUR-TOKEN'" : `--token-file ${shellQuote(options.tokenFile)}`)
   return parts.join(' ')
 }

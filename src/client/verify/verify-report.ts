@@ -14,6 +14,8 @@ export interface VerifyOptions {
   readonly file: string
   readonly runId?: string
   readonly token?: string
+  /** --token-file, absolute, when the token came from a file: a command printed names it. */
+  readonly tokenFile?: string
   readonly json: boolean
   /** Host name the run was written from; defaults to this machine's. */
   readonly host?: string
