@@ -135,7 +135,9 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
 
 /** The message of a usage error naming every argument the command does not take. */
 export function unknownArgumentsMessage(command: string, unknown: readonly UnknownArgument[]): { message: string; hint: string } {
-  const described = unknown.map((u) => {
+  // The first few named, the rest counted: a runaway loop's thousands of flags stay one readable message.
+  const more = unknown.length - maxNamedArguments
+  const described = unknown.slice(0, maxNamedArguments).map((u) => {
     if (u.kind === 'word') return `unexpected argument ${u.text} (${command} takes flags only)`
     if (u.kind === 'no-value') return `${u.text} needs a value`
     return `unknown flag ${u.text}${u.didYouMean === undefined ? '' : ` (did you mean --${u.didYouMean}?)`}`
@@ -145,8 +147,12 @@ export function unknownArgumentsMessage(command: string, unknown: readonly Unkno
     dashedValue === undefined
       ? `plugcheck ${command} --help lists the flags of ${command}`
       : `a value that starts with a dash is given with =: ${dashedValue.after}=${dashedValue.text}`
+  if (more > 0) described.push(`and ${more} more argument${more === 1 ? '' : 's'} ${command} does not take`)
   return { message: `${described.join('; ')}`, hint }
 }
+
+/** How many of the arguments a command does not take its usage error names one by one. */
+const maxNamedArguments = 20
 
 /**
  * The flag of candidates the typed name most likely meant: the nearest by edit distance (a swap of
