@@ -10,7 +10,6 @@ import t from 'tap'
 import { join } from 'node:path'
 import { spawnCli, tempDir } from '../fixtures/cli.js'
 
-
 /** Runs listen until it says it listens (then kills it) or exits; its exit code, or 'listening'. */
 async function listenOutcome(args: readonly string[]): Promise<{ outcome: number | 'listening'; stdout: string; stderr: string }> {
   const child = spawnCli(['listen', ...args])
@@ -71,8 +70,19 @@ t.test('listen --port with an empty value', async (t) => {
 t.test('listen --campaign ... --seed with an empty value', async (t) => {
   const dir = tempDir(t)
   const r = await listenOutcome([
-    '--host', '127.0.0.1', '--port', '0', '--dir', join(dir, 'acks'),
-    '--campaign', 'c', '--cut-command', 'true', '--cut-after', '1', '--seed=',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--dir',
+    join(dir, 'acks'),
+    '--campaign',
+    'c',
+    '--cut-command',
+    'true',
+    '--cut-after',
+    '1',
+    '--seed=',
   ])
   t.equal(r.outcome, 2, `--seed=: refused, not started (${r.stdout.trim()})`)
   if (r.outcome === 2) t.match(r.stderr, /--seed/)

@@ -19,9 +19,33 @@ t.test('a member file name that also names an older write', async (t) => {
   const listener = await startListener(join(dir, 'acks'))
   t.teardown(() => listener.kill())
   const path = join(dir, 'x')
-  const w1 = await runCli(['write', '--server', listener.server, '--file', `${path}.fsync`, '--method', 'fsync', '--size', '1MiB', '--duration', '0.3'])
+  const w1 = await runCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    `${path}.fsync`,
+    '--method',
+    'fsync',
+    '--size',
+    '1MiB',
+    '--duration',
+    '0.3',
+  ])
   t.equal(w1.code, 0, w1.stderr)
-  const w2 = await runCli(['write', '--server', listener.server, '--file', path, '--method', 'fsync,fdatasync', '--size', '1MiB', '--duration', '0.3'])
+  const w2 = await runCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    path,
+    '--method',
+    'fsync,fdatasync',
+    '--size',
+    '1MiB',
+    '--duration',
+    '0.3',
+  ])
   t.equal(w2.code, 0, w2.stderr)
   const v = await runCli(['verify', '--server', listener.server, '--file', `${path}.fsync`])
   const said = v.stdout + v.stderr

@@ -19,8 +19,19 @@ t.test('the command a member file name leads to keeps --token-file', async (t) =
   writeFileSync(tokenFile, 'secret-token\n', { mode: 0o600 })
   const file = join(dir, 'x')
   const w = await runCli([
-    'write', '--server', listener.server, '--token-file', tokenFile, '--file', file,
-    '--method', 'fsync,fdatasync', '--size', '1MiB', '--duration', '0.5',
+    'write',
+    '--server',
+    listener.server,
+    '--token-file',
+    tokenFile,
+    '--file',
+    file,
+    '--method',
+    'fsync,fdatasync',
+    '--size',
+    '1MiB',
+    '--duration',
+    '0.5',
   ])
   t.equal(w.code, 0, w.stderr)
   // write's own trail (stdout, at start and at the end) names the verify command the same way.
