@@ -113,8 +113,13 @@ const secondsArg = (flag: string, maxS?: number, maxWhy = '') =>
     return seconds
   })
 
-/** --listener-timeout SECONDS, for write and verify: default 10. */
-const listenerTimeoutArg = secondsArg('--listener-timeout', 3600).transform((s) => Math.round(s * 1000))
+/** --listener-timeout SECONDS, for write and verify: default 10; kept in whole milliseconds, so at least one (never a wait of 0). */
+const listenerTimeoutArg = secondsArg('--listener-timeout', 3600)
+  .refine((s) => s >= 0.001, '--listener-timeout is at least 0.001 seconds (one millisecond)')
+  .transform((s) => Math.round(s * 1000))
+
+/** --token T: never empty (a token file cannot hold an empty token, so the agent's unit could never get in). */
+const tokenArg = z.string().min(1, '--token is empty: give the listener a token, or leave out --token')
 
 /** --token-file PATH, made absolute (read by tokenOfFlags when the command runs). */
 const tokenFileArg = z
@@ -136,7 +141,7 @@ const writeArgs = z.object({
   size: sizeArg('--size'),
   pattern: z.enum(patterns),
   duration: secondsArg('--duration').optional(),
-  token: z.string().optional(),
+  token: tokenArg.optional(),
   tokenFile: tokenFileArg.optional(),
   force: z.boolean(),
   discardUnverified: z.boolean(),
@@ -163,7 +168,7 @@ const verifyArgs = z
       .transform((p) => resolve(p)),
     run: runIdSchema.optional(),
     json: z.boolean(),
-    token: z.string().optional(),
+    token: tokenArg.optional(),
     tokenFile: tokenFileArg.optional(),
     host: z.string().min(1).optional(),
     listenerTimeout: listenerTimeoutArg,
@@ -190,7 +195,7 @@ const listenArgs = z
     host: z.string().min(1),
     port: z.number().int().min(0).max(65535),
     dir: z.string().min(1),
-    token: z.string().optional(),
+    token: tokenArg.optional(),
     maxConnections: z
       .number()
       .int('--max-connections must be a whole number')
@@ -233,7 +238,7 @@ const runsArgs = z
   .object({
     server: endpointArg.optional(),
     json: z.boolean(),
-    token: z.string().optional(),
+    token: tokenArg.optional(),
     tokenFile: tokenFileArg.optional(),
     campaign: campaignNameSchema.optional(),
     listenerTimeout: listenerTimeoutArg,

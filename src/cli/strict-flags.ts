@@ -17,6 +17,8 @@ export interface FlagSpec {
   readonly booleans: ReadonlySet<string>
   /** Flags that take every word after them (`report --campaign a b`). */
   readonly arrays: ReadonlySet<string>
+  /** Flags that take a number: an empty value is none (yargs would read it as 0). */
+  readonly numbers: ReadonlySet<string>
   /** The flags a did-you-mean may propose: the long names, hidden ones left out. */
   readonly suggestions: readonly string[]
 }
@@ -31,6 +33,7 @@ interface DeclaredOptions {
   readonly alias: Record<string, readonly string[]>
   readonly boolean: readonly string[]
   readonly array: readonly string[]
+  readonly number: readonly string[]
   readonly hiddenOptions: readonly string[]
 }
 
@@ -44,6 +47,7 @@ export function flagSpecOf(options: (y: Argv) => Argv<object>): FlagSpec {
     names: new Set([...longNames, ...aliases, ...globalFlags, ...globalAliases]),
     booleans: new Set([...declared.boolean, ...globalFlags, ...globalAliases]),
     arrays: new Set(declared.array),
+    numbers: new Set(declared.number),
     suggestions: [...longNames.filter((name) => !hidden.has(name)), ...globalFlags],
   }
 }
@@ -76,6 +80,7 @@ interface Awaiting {
   readonly flag: string
   readonly array: boolean
   readonly known: boolean
+  readonly number: boolean
   values: number
 }
 
@@ -94,6 +99,12 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
     if (token === '--') break
     if (!looksLikeFlag(token)) {
       if (awaiting !== null) {
+        // `--port "$PORT"` with PORT unset: an empty number is no value, never 0.
+        if (awaiting.number && token === '') {
+          valueMissing(awaiting)
+          awaiting = null
+          continue
+        }
         awaiting.values++
         if (!awaiting.array) awaiting = null
         continue
@@ -118,16 +129,19 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
         ...(dashedValue ? { after: before.flag } : {}),
       })
       // Its value, if it has one, is not a word of its own: `--sever 10.0.0.1:5400` is one mistake.
-      if (equals === -1) awaiting = { flag: `${dashes}${name}`, array: false, known: false, values: 0 }
+      if (equals === -1) awaiting = { flag: `${dashes}${name}`, array: false, known: false, number: false, values: 0 }
       continue
     }
     valueMissing(before)
-    if (equals !== -1) continue
+    if (equals !== -1) {
+      if (equals === token.length - 1 && spec.numbers.has(known.name)) unknown.push({ text: `--${known.name}`, kind: 'no-value' })
+      continue
+    }
     if (spec.booleans.has(known.name) || known.negated) {
       if (/^(true|false)$/.test(args[i + 1] ?? '')) i++
       continue
     }
-    awaiting = { flag: `--${known.name}`, array: spec.arrays.has(known.name), known: true, values: 0 }
+    awaiting = { flag: `--${known.name}`, array: spec.arrays.has(known.name), known: true, number: spec.numbers.has(known.name), values: 0 }
   }
   valueMissing(awaiting)
   return unknown
@@ -135,7 +149,9 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
 
 /** The message of a usage error naming every argument the command does not take. */
 export function unknownArgumentsMessage(command: string, unknown: readonly UnknownArgument[]): { message: string; hint: string } {
-  const described = unknown.map((u) => {
+  // The first few named, the rest counted: a runaway loop's thousands of flags stay one readable message.
+  const more = unknown.length - maxNamedArguments
+  const described = unknown.slice(0, maxNamedArguments).map((u) => {
     if (u.kind === 'word') return `unexpected argument ${u.text} (${command} takes flags only)`
     if (u.kind === 'no-value') return `${u.text} needs a value`
     return `unknown flag ${u.text}${u.didYouMean === undefined ? '' : ` (did you mean --${u.didYouMean}?)`}`
@@ -145,8 +161,12 @@ export function unknownArgumentsMessage(command: string, unknown: readonly Unkno
     dashedValue === undefined
       ? `plugcheck ${command} --help lists the flags of ${command}`
       : `a value that starts with a dash is given with =: ${dashedValue.after}=${dashedValue.text}`
+  if (more > 0) described.push(`and ${more} more argument${more === 1 ? '' : 's'} ${command} does not take`)
   return { message: `${described.join('; ')}`, hint }
 }
+
+/** How many of the arguments a command does not take its usage error names one by one. */
+const maxNamedArguments = 20
 
 /**
  * The flag of candidates the typed name most likely meant: the nearest by edit distance (a swap of

@@ -3,8 +3,9 @@
  * a shell's history and a systemd unit (world-readable) would show it. The agent's systemd unit gives
  * it the credential systemd copied from a root-only file (agent --print-service systemd).
  *
- * The file holds the token on one line; one line end after it (\n or \r\n) is not part of it. It is
- * read with O_NONBLOCK and must be a regular file: a FIFO nobody writes cannot hang a writer at boot.
+ * The file holds the token on one line, UTF-8 text; one line end after it (\n or \r\n) and a byte
+ * order mark before it are not part of it. It is read with O_NONBLOCK and must be a regular file: a
+ * FIFO nobody writes cannot hang a writer at boot.
  * A file that cannot be read or holds no token is a configuration error (exit 2), like a wrong token.
  */
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs'
@@ -48,7 +49,15 @@ export function readTokenFile(path: string): string {
   }
   if (length === bytes.length)
     throw usageError(`the token file ${path} holds more than a token (at most ${maxTokenChars} characters)`, hint)
-  const token = bytes.toString('utf8', 0, length).replace(/\r?\n$/, '')
+  let text: string
+  try {
+    // A UTF-8 byte order mark (Notepad, PowerShell) is no part of the token; UTF-16 is no UTF-8 text.
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes.subarray(0, length))
+  } catch {
+    throw usageError(`the token file ${path} is not UTF-8 text (saved as UTF-16?)`, hint)
+  }
+  if (text.includes('\0')) throw usageError(`the token file ${path} is not UTF-8 text (saved as UTF-16?)`, hint)
+  const token = text.replace(/\r?\n$/, '')
   if (token === '') throw usageError(`the token file ${path} is empty`, hint)
   if (/[\r\n]/.test(token)) throw usageError(`the token file ${path} holds more than one line`, hint)
   if (token.length > maxTokenChars) throw usageError(`the token in ${path} is longer than ${maxTokenChars} characters`, hint)

@@ -29,6 +29,7 @@ export const verifyCliCommand: CliCommand = {
         listenerTimeoutMs: a.listenerTimeout,
         ...(a.run === undefined ? {} : { runId: a.run }),
         ...(token === undefined ? {} : { token }),
+        ...(token === undefined || a.tokenFile === undefined ? {} : { tokenFile: a.tokenFile }),
         ...(a.host === undefined ? {} : { host: a.host }),
       },
       io,

@@ -22,6 +22,7 @@ export const writeCliCommand: CliCommand = {
     return writeCommand(
       {
         ...writeOptionsOf(a),
+        ...(a.tokenFile === undefined ? {} : { tokenFile: a.tokenFile }),
         discardUnverified: a.discardUnverified,
         ...(a.duration === undefined ? {} : { durationS: a.duration }),
         ...(a.traceFile === undefined ? {} : { traceFile: resolve(a.traceFile) }),

@@ -10,7 +10,7 @@
  * write to the empty mount point below it.
  */
 import { realpathSync } from 'node:fs'
-import { dirname, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { usageError } from '../../base/errors.js'
 import { shellQuote } from '../../base/shell-quote.js'
 import { selfCommand } from '../../exe/sea.js'
@@ -73,7 +73,7 @@ function systemdService(source: ServiceSource): ServicePrint {
     'After=network-online.target',
     'Wants=network-online.target',
     // The data file's file system mounted first, or the agent not started: never a write to the empty mount point.
-    `RequiresMountsFor=${systemdPathQuote(dirname(source.file))}`,
+    `RequiresMountsFor=${mountPaths(dirname(source.file)).map(systemdPathQuote).join(' ')}`,
     '',
     '[Service]',
     'Type=simple',
@@ -164,14 +164,40 @@ export function agentCommand(argv: readonly string[], fates: Readonly<Record<str
 }
 
 /**
+ * The directory as spelled and, when a symlink leads elsewhere, where it really is: systemd requires
+ * the mounts of a path's prefixes as spelled, following no symlink (/data -> /mnt/ssd would leave the
+ * mount of /mnt/ssd not required). A directory not made yet is resolved from its deepest existing parent.
+ */
+export function mountPaths(dir: string): string[] {
+  let real = dir
+  for (let existing = dir, rest = ''; ; ) {
+    try {
+      real = join(realpathSync(existing), rest)
+      break
+    } catch {
+      const parent = dirname(existing)
+      if (parent === existing) break
+      rest = join(basename(existing), rest)
+      existing = parent
+    }
+  }
+  return real === dir ? [dir] : [dir, real]
+}
+
+/**
  * systemd's ExecStart splitting: plain words as they are, anything else in double quotes with
  * backslash and quote escaped; % (its specifiers) and $ (its variables) doubled everywhere.
  */
 export function systemdQuote(text: string): string {
   const escaped = text.replace(/%/g, '%%').replace(/\$/g, '$$$$')
   if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(escaped)) return escaped
-  return `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\t/g, '\\t')}"`
+  // A control character as a C escape systemd reads back: a bare \r or \n would end the unit's line.
+  const quoted = escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"')
+  return `"${quoted.replace(/[\x00-\x1f\x7f]/g, controlEscape)}"`
 }
+
+const namedEscapes: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' }
+const controlEscape = (c: string): string => namedEscapes[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`
 
 /**
  * A path in RequiresMountsFor= (a list of words, unquoted by systemd): % doubled (specifiers), and

@@ -120,7 +120,7 @@ function memberName(meta: RunMeta): string {
 }
 
 /** The verify command that judges it: this command's source and token (named, never printed), another --file, --host, --run. */
-function verifyCommand(options: VerifyOptions, file: string, extra: { host?: string; runId?: string }, host: string): string {
+export function verifyCommand(options: VerifyOptions, file: string, extra: { host?: string; runId?: string }, host: string): string {
   const source =
     'server' in options.source
       ? `--server ${shellQuote(formatEndpoint(options.source.server))}`
@@ -129,6 +129,7 @@ function verifyCommand(options: VerifyOptions, file: string, extra: { host?: str
   if (extra.host !== undefined && extra.host !== host) parts.push(`--host ${shellQuote(extra.host)}`)
   else if (options.host !== undefined) parts.push(`--host ${shellQuote(options.host)}`)
   if (extra.runId !== undefined) parts.push(`--run ${extra.runId}`)
-  if (options.token !== undefined && 'server' in options.source) parts.push("--token 'YOUR-TOKEN'")
+  if (options.token !== undefined && 'server' in options.source)
+    parts.push(options.tokenFile === undefined ? "--token 'YOUR-TOKEN'" : `--token-file ${shellQuote(options.tokenFile)}`)
   return parts.join(' ')
 }

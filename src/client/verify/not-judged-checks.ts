@@ -113,6 +113,13 @@ export function replacedLater(runs: readonly StoredRun[], claims: readonly Claim
     if (listedEarlier || (!later && other.createdMs <= run.meta.createdMs)) continue
     const where =
       other.host === run.meta.host && other.requestedPath === run.meta.requestedPath ? '' : ` as ${other.host}:${other.requestedPath}`
+    // The file is a member (PATH.fsync, PATH.job1) of a later write to another path: that write is named, not blamed on another listener.
+    if (other.path === run.meta.path && other.requestedPath !== run.meta.requestedPath)
+      return {
+        reason: 'superseded',
+        detail: `the file holds run ${other.runId} (${other.method}, created ${new Date(other.createdMs).toISOString()}), a data file of the write to ${other.host}:${other.requestedPath}, written after run ${run.meta.runId}; run ${run.meta.runId} was replaced, not judged`,
+        heldBy: { host: other.host, requestedPath: other.requestedPath },
+      }
     return {
       reason: 'superseded',
       detail: `the file holds run ${other.runId} (${other.method}${where}, created ${new Date(other.createdMs).toISOString()}), written after run ${run.meta.runId}, which this ${later ? 'listener lists as a later run' : 'listener does not know on this path (another listener, host name or spelling of the path)'}; run ${run.meta.runId} was replaced, not judged`,

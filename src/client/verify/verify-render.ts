@@ -30,6 +30,8 @@ export function renderNotJudged(report: NotJudgedReport): string {
     )
   } else if (report.reason === 'file-changed') {
     lines.push('hint: nothing here says anything about the storage; start a new run and leave its data files alone until verify')
+  } else if (report.hint !== undefined) {
+    lines.push(`hint: ${report.hint}`)
   } else {
     lines.push('hint: verify the latest run (leave out --run), or this run only if its file still holds it')
   }

@@ -14,6 +14,8 @@ export interface VerifyOptions {
   readonly file: string
   readonly runId?: string
   readonly token?: string
+  /** --token-file, absolute, when the token came from a file: a command printed names it. */
+  readonly tokenFile?: string
   readonly json: boolean
   /** Host name the run was written from; defaults to this machine's. */
   readonly host?: string
@@ -38,6 +40,8 @@ export interface NotJudgedReport {
   readonly verdict: 'not-judged'
   readonly reason: 'conflicting-claims' | 'superseded' | 'still-running' | 'file-changed'
   readonly detail: string
+  /** The command that judges what the file holds, when it is known (else the reason's own hint). */
+  readonly hint?: string
   readonly host: string
   readonly file: string
   readonly source: string
@@ -48,4 +52,7 @@ export interface NotJudgedReport {
 }
 
 /** What one not-judged check found (not-judged-rules.ts decides which checks are asked, in what order). */
-export type NotJudgedFinding = Pick<NotJudgedReport, 'reason' | 'detail'>
+export type NotJudgedFinding = Pick<NotJudgedReport, 'reason' | 'detail'> & {
+  /** The write (host and path given to write) whose data file this is, when the file is a member of a write to another path. */
+  readonly heldBy?: { readonly host: string; readonly requestedPath: string }
+}

@@ -33,7 +33,7 @@ import type { NotJudgedFinding, NotJudgedReport, VerifyOptions, VerifyReport } f
 import { Superblocks } from './superblocks.js'
 import { openSource } from './run-source.js'
 import { inReportOrder, runsTheFileStillHolds, withRunsTheFilesHold } from './run-lookup.js'
-import { memberFileGroup } from './member-file.js'
+import { memberFileGroup, verifyCommand } from './member-file.js'
 import { conflictingClaims, fileChangedDuringRun, rebootedSince, replacedLater, stillRunning, supersededBy } from './not-judged-checks.js'
 import { storedVerdicts } from './stored-verdicts.js'
 import { renderNotJudged, renderReport } from './verify-render.js'
@@ -137,9 +137,13 @@ export async function verifyReport(asked: VerifyOptions, io: Pick<Io, 'err'> = {
   }
   const notJudged = firstNotJudged(options.runId === undefined ? 'latest' : 'chosen', (check) => checks[check]())
   if (notJudged !== null) {
+    const { heldBy, ...finding } = notJudged
+    const hint =
+      heldBy === undefined ? {} : { hint: `judge that write: ${verifyCommand(options, heldBy.requestedPath, { host: heldBy.host }, host)}` }
     const report: NotJudgedReport = {
       verdict: 'not-judged',
-      ...notJudged,
+      ...finding,
+      ...hint,
       host,
       file: options.file,
       source,

@@ -29,6 +29,8 @@ export interface WriteOptions {
   readonly pattern: Pattern
   readonly durationS?: number
   readonly token?: string
+  /** --token-file, absolute, when the token came from a file: the verify command printed names it. */
+  readonly tokenFile?: string
   readonly force: boolean
   /**
    * Data files of this host's previous run at these paths, just verified by the agent: replaced even
@@ -181,12 +183,18 @@ export function evidenceQuestion(options: WriteOptions, timeoutMs: number): Evid
 }
 
 /** The trail's last line: what to run after the cut. */
-export function verifyLine(options: Pick<WriteOptions, 'server' | 'file' | 'token'>): string {
+export function verifyLine(options: Pick<WriteOptions, 'server' | 'file' | 'token' | 'tokenFile'>): string {
   return `after a power cut and reboot: ${verifyCommand(options)}`
 }
 
-/** The command to paste after the reboot: the path shell-quoted, the token named but never printed. */
-export function verifyCommand(options: Pick<WriteOptions, 'server' | 'file' | 'token'>): string {
-  const token = options.token === undefined ? '' : " --token 'YOUR-TOKEN'"
+/** The command to paste after the reboot: the path shell-quoted, the token named but never printed (its file kept when it came from one). */
+export function verifyCommand(options: Pick<WriteOptions, 'server' | 'file' | 'token' | 'tokenFile'>): string {
+  const token = tokenFlag(options)
   return `plugcheck verify --server ${shellQuote(formatEndpoint(options.server))} --file ${shellQuote(options.file)}${token}`
+}
+
+/** How a printed command passes the token: the --token-file given, or --token with a placeholder (never the token). */
+function tokenFlag(options: { readonly token?: string; readonly tokenFile?: string }): string {
+  if (options.token === undefined) return ''
+  return options.tokenFile === undefined ? " --token 'YOUR-TOKEN'" : ` --token-file ${shellQuote(options.tokenFile)}`
 }
