@@ -20,7 +20,7 @@ import { writeCliCommand } from './commands/write.js'
 import { closestFlag, flagSpecOf, unknownArguments, unknownArgumentsMessage } from './strict-flags.js'
 
 /** Every command, in the order of `plugcheck --help`. */
-const commands: readonly CliCommand[] = [
+export const commands: readonly CliCommand[] = [
   listenCliCommand,
   writeCliCommand,
   agentCliCommand,

@@ -8,33 +8,20 @@
  */
 import t from 'tap'
 import { join } from 'node:path'
-import { spawnCli, tempDir } from '../fixtures/cli.js'
+import { listenOutcome, tempDir } from '../fixtures/cli.js'
 
 t.test('listen refuses an empty --token', async (t) => {
   const dir = tempDir(t)
   for (const tokenArgs of [['--token', ''], ['--token=']]) {
-    const child = spawnCli(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', join(dir, 'acks'), ...tokenArgs])
-    let stdout = ''
-    let stderr = ''
-    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
-    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
-    const outcome = await new Promise<number | 'listening'>((resolve) => {
-      const timer = setTimeout(() => resolve('listening'), 20_000)
-      child.stdout!.on('data', () => {
-        if (/listening on/.test(stdout)) {
-          clearTimeout(timer)
-          resolve('listening')
-        }
-      })
-      child.on('exit', (code) => {
-        clearTimeout(timer)
-        resolve(code ?? -1)
-      })
-    })
-    if (outcome === 'listening') {
-      child.kill('SIGKILL')
-      await new Promise((resolve) => child.on('close', resolve))
-    }
+    const { outcome, stdout, stderr } = await listenOutcome([
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--dir',
+      join(dir, 'acks'),
+      ...tokenArgs,
+    ])
     t.equal(outcome, 2, `${tokenArgs.join(' ')}: refused (exit 2), not started (${stdout.trim()})`)
     if (outcome === 2) t.match(stderr, /--token/)
   }

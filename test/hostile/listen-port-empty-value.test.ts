@@ -8,60 +8,12 @@
  */
 import t from 'tap'
 import { join } from 'node:path'
-import { spawnCli, tempDir } from '../fixtures/cli.js'
-
-/** Runs listen until it says it listens (then kills it) or exits; its exit code, or 'listening'. */
-async function listenOutcome(args: readonly string[]): Promise<{ outcome: number | 'listening'; stdout: string; stderr: string }> {
-  const child = spawnCli(['listen', ...args])
-  let stdout = ''
-  let stderr = ''
-  child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
-  const outcome = await new Promise<number | 'listening'>((resolve) => {
-    const timer = setTimeout(() => resolve('listening'), 20_000)
-    child.stdout!.on('data', () => {
-      if (/listening on/.test(stdout)) {
-        clearTimeout(timer)
-        resolve('listening')
-      }
-    })
-    child.on('exit', (code) => {
-      clearTimeout(timer)
-      resolve(code ?? -1)
-    })
-  })
-  if (outcome === 'listening') {
-    child.kill('SIGKILL')
-    await new Promise((resolve) => child.on('close', resolve))
-  }
-  return { outcome, stdout, stderr }
-}
+import { listenOutcome, tempDir } from '../fixtures/cli.js'
 
 t.test('listen --port with an empty value', async (t) => {
   const dir = tempDir(t)
   for (const portArgs of [['--port='], ['--port', '']]) {
-    const child = spawnCli(['listen', '--host', '127.0.0.1', '--dir', join(dir, 'acks'), ...portArgs])
-    let stdout = ''
-    let stderr = ''
-    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
-    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
-    const outcome = await new Promise<number | 'listening'>((resolve) => {
-      const timer = setTimeout(() => resolve('listening'), 20_000)
-      child.stdout!.on('data', () => {
-        if (/listening on/.test(stdout)) {
-          clearTimeout(timer)
-          resolve('listening')
-        }
-      })
-      child.on('exit', (code) => {
-        clearTimeout(timer)
-        resolve(code ?? -1)
-      })
-    })
-    if (outcome === 'listening') {
-      child.kill('SIGKILL')
-      await new Promise((resolve) => child.on('close', resolve))
-    }
+    const { outcome, stdout, stderr } = await listenOutcome(['--host', '127.0.0.1', '--dir', join(dir, 'acks'), ...portArgs])
     t.equal(outcome, 2, `${portArgs.join(' ')}: refused, not started (${stdout.trim()})`)
     if (outcome === 2) t.match(stderr, /--port/)
   }

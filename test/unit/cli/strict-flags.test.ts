@@ -9,29 +9,16 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { agentCliCommand } from '../../../src/cli/commands/agent.js'
-import { benchCliCommand } from '../../../src/cli/commands/bench.js'
 import type { CliCommand } from '../../../src/cli/commands/command.js'
-import { demoCliCommand } from '../../../src/cli/commands/demo.js'
 import { listenCliCommand } from '../../../src/cli/commands/listen.js'
-import { methodsCliCommand } from '../../../src/cli/commands/methods.js'
 import { reportCliCommand } from '../../../src/cli/commands/report.js'
 import { runsCliCommand } from '../../../src/cli/commands/runs.js'
 import { verifyCliCommand } from '../../../src/cli/commands/verify.js'
 import { writeCliCommand } from '../../../src/cli/commands/write.js'
+import { commands } from '../../../src/cli/cli.js'
 import { closestFlag, editDistance, flagSpecOf, unknownArguments } from '../../../src/cli/strict-flags.js'
 import { runCli, runInProcess, tempDir } from '../../fixtures/cli.js'
 
-const commands: readonly CliCommand[] = [
-  listenCliCommand,
-  writeCliCommand,
-  agentCliCommand,
-  verifyCliCommand,
-  demoCliCommand,
-  benchCliCommand,
-  runsCliCommand,
-  reportCliCommand,
-  methodsCliCommand,
-]
 const hint = (command: string): string => `hint: plugcheck ${command} --help lists the flags of ${command}\n`
 
 t.test('editDistance: edits, and a swap of two neighbours is one', async (t) => {
