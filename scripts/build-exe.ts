@@ -157,6 +157,8 @@ async function bundle(dir: string, packed: ReadonlySet<string>): Promise<void> {
     // Class and function names stay: internal errors print stacks, and some code reads error.name.
     keepNames: true,
     legalComments: 'none',
+    // The version in the bundle: a copy without package.json beside it still knows it (src/cli/version.ts).
+    define: { PLUGCHECK_VERSION: JSON.stringify(packageVersion(repoRoot)) },
     banner: { js: bundleBanner },
     plugins: [standInPlugin(packed)],
     logLevel: 'error',

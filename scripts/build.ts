@@ -14,7 +14,7 @@
  * source saved while the build ran counts as newer.
  */
 import { build } from 'esbuild'
-import { existsSync, mkdtempSync, renameSync, rmSync, utimesSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, utimesSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -23,6 +23,9 @@ const distDir = join(repoRoot, 'dist')
 
 /** Packages node loads at run time: each finds its native build (or wasm) from its own directory. */
 const nativePackages = ['koffi', 'msgpackr', '@node-rs/xxhash', 'xxhash-wasm']
+
+/** package.json's version, written into the bundle (src/cli/version.ts). */
+const packageVersion = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version
 
 export async function buildDist(): Promise<void> {
   const startedAt = new Date()
@@ -46,6 +49,8 @@ export async function buildDist(): Promise<void> {
       // reads error.name too); minifying measured no faster start-up (bench/README.md).
       keepNames: true,
       sourcemap: 'linked',
+      // The version in the bundle: a copy without package.json beside it still knows it (src/cli/version.ts).
+      define: { PLUGCHECK_VERSION: JSON.stringify(packageVersion) },
       logLevel: 'warning',
     })
     utimesSync(join(stageDir, 'bin.js'), startedAt, startedAt)

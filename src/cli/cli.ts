@@ -17,6 +17,7 @@ import { reportCliCommand } from './commands/report.js'
 import { runsCliCommand } from './commands/runs.js'
 import { verifyCliCommand } from './commands/verify.js'
 import { writeCliCommand } from './commands/write.js'
+import { plugcheckVersion } from './version.js'
 import { closestFlag, flagSpecOf, unknownArguments, unknownArgumentsMessage } from './strict-flags.js'
 
 /** Every command, in the order of `plugcheck --help`. */
@@ -121,7 +122,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     .demandCommand(1, 'give a command: listen, write, verify, agent, runs, report, bench, demo or methods')
     .help()
     .alias('h', 'help')
-    .version()
+    .version(plugcheckVersion())
     .wrap(Math.min(110, process.stdout.columns ?? 110))
 
   await parser.parseAsync()
