@@ -78,6 +78,13 @@ t.test('the linux-x64 single executable', async (t) => {
     t.equal(again.code, 0, again.stderr)
     t.equal(again.stderr, '', 'a later start says nothing about unpacking')
     t.equal(JSON.parse(again.stdout).platform, 'linux')
+    // The version is in the executable: no package.json beside it or in the empty directory.
+    const version = await runExe(exe, ['--version'], { cwd, cache })
+    t.equal(version.code, 0, version.stderr)
+    t.equal(
+      version.stdout.trim(),
+      (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version,
+    )
   })
 
   t.test('write --jobs 2 starts its threads from job-worker.mjs beside the bundle; verify judges both runs', async (t) => {
