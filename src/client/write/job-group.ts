@@ -3,6 +3,7 @@
  * every job has announced its runs, or ended), every job stopped when one fails or a signal comes,
  * each job's output kept for the end, and one status line summed over the jobs.
  */
+import { eraseToEndOfLine } from '../../base/status-line.js'
 import { performance } from 'node:perf_hooks'
 import type { Worker } from 'node:worker_threads'
 import { exitCodes } from '../../base/errors.js'
@@ -163,7 +164,7 @@ export class JobGroup {
     const seen = this.jobs.filter((j) => j.progress !== undefined).map((j) => j.progress!)
     if (seen.length === 0) return
     this.statusShown = true
-    this.io.err(`\r${groupStatusLine(seen, this.count, (now - this.startedMs) / 1000)}\x1b[K`)
+    this.io.err(`\r${groupStatusLine(seen, this.count, (now - this.startedMs) / 1000)}${eraseToEndOfLine}`)
     if (!this.steadyTold && this.jobs.every((j) => j.progress?.steady === true)) {
       this.steadyTold = true
       this.io.err(

@@ -30,11 +30,11 @@ import { evidenceQuestion, groupDataPaths, validateWriteOptions, verifyLine, typ
 import { stoppedLine } from './stop-signals.js'
 import { runWrite } from './writer.js'
 import { requestedStopLine } from './run-end.js'
+import { JobGroup } from './job-group.js'
+import type { JobData } from './job-messages.js'
 
 /** How often the group's thread asks whether the agent's campaign wants the write stopped (WriteOptions.stopRequest). */
 const stopRequestPollMs = 100
-import { JobGroup } from './job-group.js'
-import type { JobData } from './job-messages.js'
 
 /** `plugcheck write`: one job in this process, or --jobs N jobs in worker threads (runJobs). */
 export function writeCommand(options: WriteOptions, io: WriteIo): Promise<number> {

@@ -2,6 +2,7 @@
  * The status line of a write while stderr is a terminal: its progress, redrawn in place, and the
  * 'steady' line once, the moment to cut the power.
  */
+import { eraseToEndOfLine } from '../../base/status-line.js'
 import type { Io } from '../../base/io.js'
 import type { AckChannel } from './ack-channel.js'
 import type { ActiveRun } from './active-run.js'
@@ -32,7 +33,7 @@ export function progressOf(
 export function drawProgress(io: Io): (progress: WriteProgress) => void {
   let toldToCut = false
   return (p) => {
-    io.err(`\r${statusLine(p)}\x1b[K`)
+    io.err(`\r${statusLine(p)}${eraseToEndOfLine}`)
     if (p.steady && !toldToCut) {
       toldToCut = true
       io.err(`\nsteady: the listener is recording acks. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`)
