@@ -19,12 +19,17 @@ import { labSeed, seededRandom } from '../fixtures/lab/seeded.js'
 
 const recordBytes = 8192
 
-// Appends record i (its number at the start, then a fill byte) and fdatasyncs; only then bumps the ack count,
-// which lives outside the cut.
+// Creates the file durably (fsync of the file and of its directory), then appends record i (its number at
+// the start, then a fill byte) and fdatasyncs; only then bumps the ack count, which lives outside the cut.
 const independentWriter = `
 const fs = require('node:fs')
+const path = require('node:path')
 const [file, ackFile] = process.argv.slice(1)
 const fd = fs.openSync(file, 'w')
+fs.fsyncSync(fd)
+const dir = fs.openSync(path.dirname(file), 'r')
+fs.fsyncSync(dir)
+fs.closeSync(dir)
 const ack = fs.openSync(ackFile, 'r+')
 const count = Buffer.alloc(4)
 for (let i = 0; ; i++) {
@@ -58,6 +63,12 @@ if (reason !== null) {
     let stderr = ''
     writer.stderr.on('data', (c: Buffer) => (stderr += c.toString()))
     const exited = new Promise<void>((resolve) => writer.on('exit', () => resolve()))
+    // The cut's time counts from the first synced record (its file's creation synced before it), not from
+    // the spawn, which a loaded machine can take a second or more to start.
+    for (const deadline = Date.now() + 30_000; fs.readFileSync(ackFile).readUInt32LE(0) === 0 && writer.exitCode === null; ) {
+      if (Date.now() > deadline) break
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
     await new Promise((resolve) => setTimeout(resolve, independentMs))
     t.equal(writer.exitCode, null, `the writer was still writing at the cut: ${stderr}`)
     await lab.cut([writer.pid!])

@@ -67,9 +67,12 @@ t.test('a 2-cycle campaign driven by an agent ends done, each cycle cut once and
   t.match(await queryState(port), { name: 'lab-1', cycles: 2, cycle: 1, phase: 'waiting-for-writer' })
 
   await agentCycle(port, dir, 'lab-1', 1, cut.count)
-  // The verdict is acknowledged before the campaign's next state is on disk: the agent polls, so does this.
-  await waitForPhase(dir, 'lab-1', ['waiting-for-writer'], 'in cycle 2 ')
-  t.match(await queryState(port), { cycle: 2, phase: 'waiting-for-writer' })
+  // The verdict is acknowledged before the campaign's next state is on disk, and the listener answers a
+  // state once it is on disk (its file is written first): the agent polls the answer, so does this.
+  let state = await queryState(port)
+  for (const deadline = Date.now() + 20_000; (state as { cycle?: number }).cycle !== 2 && Date.now() < deadline; )
+    state = await queryState(port)
+  t.match(state, { cycle: 2, phase: 'waiting-for-writer' })
   await agentCycle(port, dir, 'lab-1', 2, cut.count)
   const file = await waitForPhase(dir, 'lab-1', ['done'])
   await waitFor('the end logged', () => messages.some((m) => /campaign done/.test(m)))

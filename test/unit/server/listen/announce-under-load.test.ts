@@ -34,7 +34,7 @@ t.test('announcing a run while 8 writers stream acks takes under a second', asyn
   await waitFor('acks to stream', () => accepted > 100_000 && recorded > 50)
 
   const timesMs: number[] = []
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < 5; i++) {
     const acceptedBefore = accepted
     const startMs = performance.now()
     const peer = await Peer.open(listener.address().port)
@@ -45,8 +45,11 @@ t.test('announcing a run while 8 writers stream acks takes under a second', asyn
     peer.close()
     t.ok(accepted > acceptedBefore, `the writers kept streaming meanwhile (${accepted - acceptedBefore} acks)`)
   }
+  // A listener that holds announcements behind its group commits is slow at every one; a machine loaded by
+  // other work delays one or two of them: the median of five is judged.
+  const median = [...timesMs].sort((a, b) => a - b)[2]!
   t.ok(
-    timesMs.every((ms) => ms < 1000),
-    `run-ok in ${timesMs.map((ms) => ms.toFixed(0)).join(', ')} ms (${accepted} acks accepted, ${recorded} group commits)`,
+    median < 1000,
+    `run-ok in ${median.toFixed(0)} ms at the median of ${timesMs.map((ms) => ms.toFixed(0)).join(', ')} ms (${accepted} acks accepted, ${recorded} group commits)`,
   )
 })
