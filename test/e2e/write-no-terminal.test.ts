@@ -168,3 +168,30 @@ t.test('write --jobs 2 --json: each job announced, one summary of both jobs', as
   for (const run of summary.runs) t.equal(run.acknowledged, runs.find((listed) => listed.runId === run.runId)?.ackedThroughSeq)
   t.equal(summary.verifyCommand, `plugcheck verify --server ${listener.server} --file ${file}`)
 })
+
+t.test('write --jobs 2 without a terminal: each job announced, steady once for the group, its progress summed', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'data')
+  const r = await toOneLog(dir, ['write', '--server', listener.server, '--file', file, '--jobs', '2', ...write])
+  t.equal(r.code, 0, r.log)
+  t.notMatch(r.log, terminalControls, 'no escape sequence, no carriage return')
+  const lines = r.log.split('\n')
+  for (const job of [1, 2]) {
+    const line = new RegExp(
+      `^announced: run [0-9a-f]{16} \\(fdatasync, append, job ${job}\\) of ${file}\\.job${job} at the listener ${listener.server}$`,
+    )
+    t.equal(lines.filter((l) => line.test(l)).length, 1, `job ${job} announced once`)
+  }
+  const steady =
+    'steady: the records of all 2 jobs are being acknowledged and recorded by the listener; cut the power now (pull the plug, not a clean shutdown)'
+  t.equal(lines.filter((l) => l === steady).length, 1, 'steady once, for the group')
+  const progress = lines.findIndex((l) => /^progress: \d+ s: 2 jobs, [\d,]+ records written and acked, /.test(l))
+  t.ok(progress > lines.indexOf(steady), 'the group progress after steady')
+  t.ok(
+    Math.max(...lines.flatMap((l, i) => (l.startsWith('announced: ') ? [i] : []))) < lines.indexOf(steady),
+    'both announced before steady',
+  )
+  t.ok(lines.findIndex((l) => /^ {2}[\d,]+ records synced and acknowledged/.test(l)) > progress, 'the summary last')
+})
