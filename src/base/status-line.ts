@@ -9,6 +9,15 @@ import type { Io } from './io.js'
 
 export const eraseToEndOfLine = '\x1b[K'
 
+/**
+ * text cut to fit a terminal columns wide, leaving the last column free: a line that reaches it
+ * wraps (or leaves the cursor pending there), and a wrapped line cannot be redrawn in place by \r.
+ * Unknown or absurd widths leave it whole.
+ */
+export function fitToColumns(text: string, columns: number | undefined): string {
+  return columns !== undefined && columns > 1 && text.length >= columns ? text.slice(0, columns - 1) : text
+}
+
 export class StatusLine {
   private text: string | null = null
   /** What out() was given after its last newline: written with the rest of its line. */
@@ -22,7 +31,7 @@ export class StatusLine {
 
   /** Draws text in place of the status line. */
   draw(text: string): void {
-    const fitted = this.columns !== undefined && this.columns > 1 && text.length >= this.columns ? text.slice(0, this.columns - 1) : text
+    const fitted = fitToColumns(text, this.columns)
     this.text = fitted
     this.io.err(`\r${fitted}${eraseToEndOfLine}`)
   }

@@ -145,6 +145,7 @@ const writeArgs = z.object({
   tokenFile: tokenFileArg.optional(),
   force: z.boolean(),
   discardUnverified: z.boolean(),
+  json: z.boolean(),
   traceFile: z.string().optional(),
   listenerTimeout: listenerTimeoutArg,
   jobs: z
@@ -155,7 +156,7 @@ const writeArgs = z.object({
 })
 
 const agentArgs = writeArgs
-  .omit({ duration: true, traceFile: true, discardUnverified: true })
+  .omit({ duration: true, traceFile: true, discardUnverified: true, json: true })
   .extend({ printService: z.enum(['systemd', 'windows']).optional() })
 
 const verifyArgs = z

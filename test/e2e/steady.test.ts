@@ -30,7 +30,11 @@ t.test('write --duration 5 with two methods, no TTY: one steady per run, stored 
     '5',
   ])
   t.equal(result.code, 0, result.stderr)
-  t.notMatch(result.stderr, /steady:/, 'the "cut the power" line is for a terminal only')
+  t.equal(
+    result.stderr.match(/^steady: .*; cut the power now /gm)?.length,
+    1,
+    'without a terminal, the moment to cut as a plain line, once',
+  )
   const runIds = [...result.stdout.matchAll(/^run ([0-9a-f]{16}): /gm)].map((m) => m[1]!)
   const announced = [...new Set(runIds)]
   t.equal(announced.length, 2, result.stdout)

@@ -14,6 +14,11 @@ export const writeCliCommand: CliCommand = {
         default: false,
         describe: "write even though the path's last run vanished (its machine may have lost power) and was never verified",
       })
+      .option('json', {
+        type: 'boolean',
+        default: false,
+        describe: 'events as JSON lines on stdout, one object a line: announced, steady, progress, summary',
+      })
       .option('trace-file', { type: 'string', hidden: true, describe: 'lab/bench: log each completed sync to this side file' }),
   async run(args, io) {
     const { validate, writeOptionsOf } = await flagSchemas()
@@ -24,6 +29,7 @@ export const writeCliCommand: CliCommand = {
         ...writeOptionsOf(a),
         ...(a.tokenFile === undefined ? {} : { tokenFile: a.tokenFile }),
         discardUnverified: a.discardUnverified,
+        json: a.json,
         ...(a.duration === undefined ? {} : { durationS: a.duration }),
         ...(a.traceFile === undefined ? {} : { traceFile: resolve(a.traceFile) }),
       },

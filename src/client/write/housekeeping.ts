@@ -1,8 +1,9 @@
 /**
  * The write loop's periodic work, once per housekeeping interval and only after a record's ack has
  * left: take in the listener's "recorded" reports, let a stop signal be seen, watch the data files,
- * wait when the listener is too far behind (flow-control.ts), send 'steady' once, redraw the status
- * line. None of it ever runs between a sync returning and its ack.
+ * wait when the listener is too far behind (flow-control.ts), send 'steady' once, report the
+ * progress (the status line, or the events without a terminal: write-status.ts). None of it ever
+ * runs between a sync returning and its ack.
  */
 import { performance } from 'node:perf_hooks'
 import type { AckChannel } from './ack-channel.js'
@@ -11,7 +12,8 @@ import { watchFiles, type FileFinding } from './file-watch.js'
 import { everyRunRecorded, maxUnrecordedAcks, unrecordedMax, waitForListener } from './flow-control.js'
 import { yieldToEventLoop, type StopSignals } from './stop-signals.js'
 import type { WriteIo, WriteProgress } from './write-options.js'
-import { drawProgress, progressOf, statusIntervalMs } from './write-status.js'
+import { progressOf, progressView, statusIntervalMs } from './write-status.js'
+import { writeOutputOf } from './write-events.js'
 
 const housekeepingIntervalMs = 50
 const steadyAfterMs = 3000
@@ -30,15 +32,16 @@ export class Housekeeping {
   constructor(
     private readonly runs: ActiveRun[],
     private readonly channel: AckChannel,
-    private readonly io: WriteIo,
+    io: WriteIo,
     private readonly signals: StopSignals,
     private readonly startMs: number,
     private readonly endMs: number,
     private readonly timeoutMs: number,
+    json?: boolean,
   ) {
     this.nextMs = startMs + housekeepingIntervalMs
     this.nextStatusMs = startMs + statusIntervalMs
-    this.report = io.progress ?? drawProgress(io)
+    this.report = io.progress ?? progressView(io, writeOutputOf(json, io.statusTty)).report
   }
 
   /** One tick at afterMs (when the last record's ack had left): true when the loop must stop. */
@@ -74,16 +77,15 @@ export class Housekeeping {
     }
   }
 
-  /** The status line, every status interval while stderr is a terminal. */
+  /** The progress, every status interval, whatever stderr is: the view decides what it shows (write-status.ts). */
   private drawStatus(afterMs: number): void {
-    if (this.io.statusTty && afterMs >= this.nextStatusMs) {
+    if (afterMs >= this.nextStatusMs) {
       this.steadyNow ||= afterMs - this.startMs >= steadyAfterMs && everyRunRecorded(this.runs, this.channel)
       this.showStatus(afterMs)
     }
   }
 
   private showStatus(nowMs: number, waiting?: number): void {
-    if (!this.io.statusTty) return
     this.nextStatusMs = nowMs + statusIntervalMs
     this.report(progressOf(this.runs, this.channel, (nowMs - this.startMs) / 1000, waiting, this.steadyNow))
   }

@@ -1,18 +1,17 @@
 /**
  * The main thread's side of `write --jobs N` while its jobs run (jobs.ts): the start barrier (go once
  * every job has announced its runs, or ended), every job stopped when one fails or a signal comes,
- * each job's output kept for the end, and one status line summed over the jobs.
+ * each job's output kept for the end, and one progress summed over the jobs, shown as a single
+ * write's is (write-status.ts: the status line, or the events without a terminal).
  */
-import { eraseToEndOfLine } from '../../base/status-line.js'
 import { performance } from 'node:perf_hooks'
 import type { Worker } from 'node:worker_threads'
 import { exitCodes } from '../../base/errors.js'
 import type { JobCommand, JobMessage, JobResult } from './job-messages.js'
 import type { StopSignal } from './stop-signals.js'
 import type { WriteIo, WriteProgress } from './write-options.js'
-import { formatUs } from './write-status.js'
-
-const statusIntervalMs = 250
+import { progressView, statusIntervalMs, type ProgressView, type ShownProgress } from './write-status.js'
+import type { WriteOutput } from './write-events.js'
 
 export interface Job {
   readonly worker: Worker
@@ -39,15 +38,19 @@ export class JobGroup {
   /** Failed jobs' results in the order they arrived: the first is the cause, the rest may be its consequences. */
   readonly failures: JobResult[] = []
   private readonly printedErr = new Set<string>()
+  /** A status line is on the terminal's current line: a message starts a new line first. */
   statusShown = false
-  private steadyTold = false
   private nextStatusMs = 0
   private readonly startedMs = performance.now()
+  private readonly view: ProgressView
 
   constructor(
     private readonly io: WriteIo,
     private readonly count: number,
-  ) {}
+    output: WriteOutput,
+  ) {
+    this.view = progressView(io, output)
+  }
 
   /** Follows a job's thread until it exits: its messages, its failure, its end. */
   follow(worker: Worker, index: number): Promise<void> {
@@ -163,14 +166,9 @@ export class JobGroup {
     this.nextStatusMs = now + statusIntervalMs
     const seen = this.jobs.filter((j) => j.progress !== undefined).map((j) => j.progress!)
     if (seen.length === 0) return
-    this.statusShown = true
-    this.io.err(`\r${groupStatusLine(seen, this.count, (now - this.startedMs) / 1000)}${eraseToEndOfLine}`)
-    if (!this.steadyTold && this.jobs.every((j) => j.progress?.steady === true)) {
-      this.steadyTold = true
-      this.io.err(
-        `\nsteady: all ${this.count} jobs are recording acks at the listener. Now is the moment to cut the power (pull the plug, not a clean shutdown).\n`,
-      )
-    }
+    const steady = this.jobs.every((j) => j.progress?.steady === true)
+    this.view.report(groupProgress(seen, this.count, (now - this.startedMs) / 1000, steady))
+    this.statusShown = this.view.shown()
   }
 
   private onProgress(job: Job, progress: WriteProgress): void {
@@ -188,16 +186,17 @@ export class JobGroup {
   }
 }
 
-/** The group's status: the jobs' records summed, the rate since the write began, the slowest job's sync latency. */
-function groupStatusLine(seen: readonly WriteProgress[], count: number, elapsedS: number): string {
-  const written = seen.reduce((n, p) => n + p.written, 0)
-  const recorded = seen.reduce((n, p) => n + p.recorded, 0)
+/** The group's progress: the jobs' records summed, the rate since the write began, the slowest job's sync latency. */
+function groupProgress(seen: readonly WriteProgress[], count: number, elapsedS: number, steady: boolean): ShownProgress {
   const waiting = seen.filter((p) => p.waitingUnrecorded !== undefined)
-  const p50 = Math.max(...seen.map((p) => p.syncP50Us))
-  const p99 = Math.max(...seen.map((p) => p.syncP99Us))
-  const wait =
-    waiting.length === 0
-      ? ''
-      : `, ${waiting.length} waiting for the listener (${waiting.reduce((n, p) => n + p.waitingUnrecorded!, 0).toLocaleString('en-US')} acks unrecorded)`
-  return `${elapsedS.toFixed(0)} s: ${count} jobs, ${written.toLocaleString('en-US')} records written and acked, ${recorded.toLocaleString('en-US')} recorded by the listener, ${Math.round(written / elapsedS).toLocaleString('en-US')}/s, sync p50 ${formatUs(p50)} p99 ${formatUs(p99)}${wait}`
+  return {
+    elapsedS,
+    written: seen.reduce((n, p) => n + p.written, 0),
+    recorded: seen.reduce((n, p) => n + p.recorded, 0),
+    syncP50Us: Math.max(...seen.map((p) => p.syncP50Us)),
+    syncP99Us: Math.max(...seen.map((p) => p.syncP99Us)),
+    waitingUnrecorded: waiting.length === 0 ? undefined : waiting.reduce((n, p) => n + p.waitingUnrecorded!, 0),
+    steady,
+    jobs: { count, waiting: waiting.length },
+  }
 }

@@ -26,7 +26,16 @@ import type { FileLock } from '../../native/index.js'
 import { lockExisting } from './data-file.js'
 import { checkEvidence } from './evidence.js'
 import { listenerTimeoutMs } from '../../protocol/endpoint.js'
-import { evidenceQuestion, groupDataPaths, validateWriteOptions, verifyLine, type WriteIo, type WriteOptions } from './write-options.js'
+import {
+  evidenceQuestion,
+  groupDataPaths,
+  validateWriteOptions,
+  verifyCommand,
+  verifyLine,
+  type WriteIo,
+  type WriteOptions,
+} from './write-options.js'
+import { summaryEvent, summaryRunsOf, writeOutputOf } from './write-events.js'
 import { stoppedLine } from './stop-signals.js'
 import { runWrite } from './writer.js'
 import { requestedStopLine } from './run-end.js'
@@ -49,7 +58,7 @@ export async function runJobs(options: WriteOptions, io: WriteIo): Promise<numbe
 
   const groupId = randomBytes(8).toString('hex')
   const groupKey = randomBytes(16).toString('hex')
-  const group = new JobGroup(io, count)
+  const group = new JobGroup(io, count, writeOutputOf(options.json, io.statusTty))
   const releaseSignals = group.catchSignals()
   // The agent's campaign asks this thread to stop the group (a function cannot cross into a job's thread).
   const { stopRequest, ...jobOptions } = options
@@ -92,7 +101,15 @@ async function checkGroupBeforeStart(options: WriteOptions): Promise<void> {
 /** Every job's summary in job order with one verify command, then the write's exit code or error. */
 function groupResult(options: WriteOptions, io: WriteIo, group: JobGroup): number {
   const { jobs, failures, signal } = group
-  io.out(`${jobs.map((j) => j.out).join('')}${verifyLine(options)}\n`)
+  // --json: one summary event of every job's runs, in job order (each job's out is its own summary event).
+  if (options.json)
+    io.out(
+      summaryEvent(
+        jobs.flatMap((j) => summaryRunsOf(j.out)),
+        verifyCommand(options),
+      ),
+    )
+  else io.out(`${jobs.map((j) => j.out).join('')}${verifyLine(options)}\n`)
   // The first job that failed is the write's error; else a job's storage loss (1); else every job got the same signal (130, 143, 129); else 0.
   const cause = failures[0]?.error
   if (cause !== undefined) throw new PlugcheckError(cause.message, cause.exitCode, cause.hint)

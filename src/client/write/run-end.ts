@@ -15,6 +15,7 @@ import { watchFiles, type FileFinding } from './file-watch.js'
 import { signalNumbers, stoppedLine, type StopSignal } from './stop-signals.js'
 import { verifyCommand, verifyLine, type WriteIo, type WriteOptions } from './write-options.js'
 import { formatUs } from './write-status.js'
+import { jobOf, summaryEvent, type RunSummary } from './write-events.js'
 
 /** What ending the runs needs. */
 export interface WriteEnd {
@@ -46,7 +47,7 @@ export function endWrite(end: WriteEnd, outcome: LoopOutcome): number {
   const { options, runs, channel, io } = end
   if (outcome.lostListener !== undefined) {
     // Nothing more can reach the listener; what it recorded is what the summary says.
-    io.out(summary(options, runs, channel))
+    io.out(summary(options, runs, channel, 'listener-lost'))
     throw outcome.lostListener
   }
 
@@ -66,7 +67,7 @@ function endAfterFailedCall(end: WriteEnd, failure: { run: ActiveRun; error: unk
   const what = error instanceof NativeError ? error.syscall : 'write'
   const message = `${what} failed on ${run.meta.path} after seq ${run.lastSeq} (method ${run.meta.method}): ${describeSystemError(error)}`
   endRuns(runs, channel, 'error', message, timeoutMs)
-  io.out(summary(options, runs, channel))
+  io.out(summary(options, runs, channel, 'error'))
   throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')
 }
 
@@ -77,7 +78,7 @@ function endAfterFileFinding(end: WriteEnd, watched: FileFinding): number {
     case 'changed': {
       const message = watched.message
       endRuns(runs, channel, 'file-changed', message.slice(0, 4000), timeoutMs)
-      io.out(summary(options, runs, channel))
+      io.out(summary(options, runs, channel, 'file-changed'))
       throw runtimeError(
         message,
         'verify will not judge this run (the storage is not to blame for what was done to its file); start a new run and leave its files alone',
@@ -86,7 +87,7 @@ function endAfterFileFinding(end: WriteEnd, watched: FileFinding): number {
     case 'unreadable': {
       const message = watched.message
       endRuns(runs, channel, 'error', message, timeoutMs)
-      io.out(summary(options, runs, channel))
+      io.out(summary(options, runs, channel, 'error'))
       throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')
     }
     case 'lost':
@@ -98,15 +99,15 @@ function endAfterFileFinding(end: WriteEnd, watched: FileFinding): number {
 function endAsPlanned(end: WriteEnd, signal: StopSignal | undefined, groupFailure: string | undefined, requested?: string): number {
   const { options, runs, channel, io, timeoutMs } = end
   let recorded = false
+  const [reason, detail] = requested === undefined ? plannedEnd(options, signal, groupFailure) : (['interrupted', requested] as const)
   try {
-    const [reason, detail] = requested === undefined ? plannedEnd(options, signal, groupFailure) : (['interrupted', requested] as const)
     for (const run of runs) channel.end(run.meta.runId, reason, detail)
     recorded = channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), timeoutMs)
   } catch (error) {
-    io.out(summary(options, runs, channel))
+    io.out(summary(options, runs, channel, reason))
     throw error
   }
-  io.out(summary(options, runs, channel))
+  io.out(summary(options, runs, channel, reason))
   if (!recorded)
     throw runtimeError(
       `the listener did not confirm every ack as recorded within ${timeoutMs / 1000} s`,
@@ -160,8 +161,9 @@ function storageLost(
   timeoutMs: number,
 ): number {
   // A listener older than the reason takes the same words as an 'error' end (verify judges both).
-  const recorded = endRuns(runs, channel, channel.knowsStorageLost ? 'storage-lost' : 'error', lost.message.slice(0, 4000), timeoutMs)
-  io.out(summary(options, runs, channel))
+  const reason = channel.knowsStorageLost ? 'storage-lost' : 'error'
+  const recorded = endRuns(runs, channel, reason, lost.message.slice(0, 4000), timeoutMs)
+  io.out(summary(options, runs, channel, reason))
   const unrecorded = recorded ? '' : ` (the listener did not confirm every ack as recorded: the summary says how many it holds)`
   const hint = `no power cut is needed to see it: run ${verifyCommand(options)} now; then test the device before trusting it`
   if (lost.run.meta.method === 'none') throw runtimeError(`${lost.message}${unrecorded}`, hint)
@@ -169,8 +171,13 @@ function storageLost(
   return exitCodes.lossFound
 }
 
-/** Each run's counts and sync latency, then (outside a group) the verify command: printed however the write ends. */
-function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel): string {
+/** Each run's counts and sync latency, then (outside a group) the verify command: printed however the write ends; --json: the summary event. */
+function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, end: EndReason | 'listener-lost'): string {
+  if (options.json)
+    return summaryEvent(
+      runs.map((run) => runSummary(run, channel, end)),
+      verifyCommand(options),
+    )
   const lines: string[] = []
   for (const run of runs) {
     const m = run.meta
@@ -190,6 +197,28 @@ function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel):
   }
   if (options.job === undefined) lines.push(verifyLine(options)) // a group's follows every job's runs
   return `${lines.join('\n')}\n`
+}
+
+/** One run's line of the summary event. */
+function runSummary(run: ActiveRun, channel: AckChannel, end: string): RunSummary {
+  const m = run.meta
+  const finite = (us: number): number | null => (Number.isFinite(us) ? Math.round(us) : null)
+  return {
+    runId: m.runId,
+    method: m.method,
+    direct: m.direct,
+    pattern: m.pattern,
+    recordSizeBytes: m.recordSizeBytes,
+    path: m.path,
+    job: jobOf(m),
+    end,
+    acknowledged: run.lastSeq,
+    syncedNotAcknowledged: Math.max(0, run.syncedSeq - run.lastSeq),
+    recorded: channel.recordedThrough.get(m.runId) ?? 0,
+    syncP50Us: finite(run.latency.quantileUs(0.5)),
+    syncP99Us: finite(run.latency.quantileUs(0.99)),
+    syncMaxUs: run.latency.count === 0 ? null : Math.round(run.latency.maxUs),
+  }
 }
 
 /**

@@ -43,7 +43,8 @@ export interface RunStart {
   /** The existing files' locks, one per path: each is replaced by its new file's. */
   readonly locks: (FileLock | null)[]
   readonly runs: ActiveRun[]
-  readonly outNow: (text: string) => void
+  /** Says the run is announced, before its file is created: the trail's line, or its event (writer.ts). */
+  readonly announced: (meta: RunMeta) => void
 }
 
 /** What every run of the write shares. */
@@ -56,7 +57,7 @@ interface RunGroup {
 
 /** Announces each method's run, then creates and opens its file, in method order. */
 export async function startRuns(start: RunStart): Promise<void> {
-  const { options, channel, writer, paths, locks, runs, outNow } = start
+  const { options, channel, writer, paths, locks, runs, announced: tell } = start
   const announced: RunMeta[] = []
   const groupId = options.job?.groupId ?? randomBytes(8).toString('hex')
   const host = hostname()
@@ -68,7 +69,7 @@ export async function startRuns(start: RunStart): Promise<void> {
       // replaced before its run was announced would make verify judge the previous run against it.
       channel.announce(meta, writer, options.campaign, options.job?.groupKey)
       announced.push(meta)
-      outNow(`run ${meta.runId}: ${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}, ${meta.path}\n`)
+      tell(meta)
       // The new file's lock replaces the old file's: the old inode is no longer at the path.
       const newLock = createDataFile(meta, locks[i]!)
       locks[i]?.release()
@@ -79,6 +80,11 @@ export async function startRuns(start: RunStart): Promise<void> {
     await endUnstarted(options, channel, announced, error)
     throw error
   }
+}
+
+/** The trail's line for a run announced (stdout, but with --json). */
+export function trailLine(meta: RunMeta): string {
+  return `run ${meta.runId}: ${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}, ${meta.path}\n`
 }
 
 /** One method's run: a new id, in the write's group, stamped with the run's time base. */

@@ -69,6 +69,8 @@ export interface WriteOptions {
    * recorded, and the write exits 3. Never crosses into a job's thread (jobs.ts asks it for the group).
    */
   readonly stopRequest?: () => string | undefined
+  /** --json: the write's events as JSON lines on stdout, and nothing else there (write-events.ts). */
+  readonly json?: boolean
 }
 
 /** What a job learns at the start barrier: a stop signal that came meanwhile; a job of the group that could not start. */
@@ -89,13 +91,13 @@ export interface JobOf {
 /** The command's output, with the write loop's progress when a parent sums it (write --jobs). */
 export interface WriteIo extends Io {
   /**
-   * Where a terminal's status goes as data (write --jobs: each job's, summed by the main thread);
-   * without it the loop draws its own status line and 'steady' line on err. Only when statusTty.
+   * Where the loop's progress goes as data, every status interval (write --jobs: each job's, summed
+   * by the main thread); without it the loop shows its own (write-status.ts).
    */
   readonly progress?: (progress: WriteProgress) => void
 }
 
-/** A write's progress over its runs, every status interval while stderr is a terminal. */
+/** A write's progress over its runs, every status interval. */
 export interface WriteProgress {
   readonly elapsedS: number
   /** Records written, synced and acknowledged. */

@@ -30,10 +30,20 @@ import { shellQuote } from '../../base/shell-quote.js'
 import type { ActiveRun } from './active-run.js'
 import { Housekeeping } from './housekeeping.js'
 import { endWrite, type LoopOutcome } from './run-end.js'
-import { closeAll, startRuns, warnIfInMemory } from './run-start.js'
+import { closeAll, startRuns, trailLine, warnIfInMemory } from './run-start.js'
+import { announcedEvent, announcedLine, writeOutputOf } from './write-events.js'
+import type { RunMeta } from '../../record/format.js'
 import { catchStopSignals, type StopSignal } from './stop-signals.js'
 import { TraceLog } from './trace-log.js'
-import { dataPaths, evidenceQuestion, validateWriteOptions, verifyLine, type WriteIo, type WriteOptions } from './write-options.js'
+import {
+  dataPaths,
+  evidenceQuestion,
+  validateWriteOptions,
+  verifyCommand,
+  verifyLine,
+  type WriteIo,
+  type WriteOptions,
+} from './write-options.js'
 
 export { shellQuote }
 
@@ -60,13 +70,28 @@ export async function runWrite(options: WriteOptions, io: WriteIo): Promise<numb
     if (options.job === undefined) await checkEvidence(evidenceQuestion(options, timeoutMs))
     // Every time of every run of this write is this base plus monotonic time (run-clock.ts).
     const clock = runTimeBase(channel.listenerClock, channel.endpointText, io.err)
-    await startRuns({ options, channel, writer, clock, paths, locks, runs, outNow })
-    // A group's command names PATH: the first job prints it for all.
-    if ((options.job?.index ?? 0) === 0) outNow(`${verifyLine(options)}\n`)
+    await startRuns({ options, channel, writer, clock, paths, locks, runs, announced: announcer(options, io, channel.endpointText) })
+    // A group's command names PATH: the first job prints it for all (--json: in every announced event).
+    if ((options.job?.index ?? 0) === 0 && !options.json) outNow(`${verifyLine(options)}\n`)
     const start = await options.startBarrier?.(undefined)
     return await writeLoop(options, runs, channel, io, timeoutMs, start?.signal, clock, start?.groupFailure)
   } finally {
     closeAll(runs, channel, locks)
+  }
+}
+
+/**
+ * What says a run is announced, before its file is created: the trail's line on stdout, written
+ * before the loop starts (a SIGKILL may come at any moment after), and without a terminal the same
+ * on stderr with the listener named; with --json, its announced event on stdout instead.
+ */
+function announcer(options: WriteOptions, io: WriteIo, listener: string): (meta: RunMeta) => void {
+  const outNow = io.outNow ?? io.out
+  const output = writeOutputOf(options.json, io.statusTty)
+  return (meta) => {
+    if (output === 'json') return outNow(announcedEvent(meta, listener, verifyCommand(options)))
+    outNow(trailLine(meta))
+    if (output === 'lines') io.err(announcedLine(meta, listener))
   }
 }
 
@@ -91,7 +116,7 @@ async function writeLoop(
       : { ...caught, received: () => caught.received() ?? (requested() === undefined ? undefined : 'SIGTERM') }
   const startMs = performance.now()
   const endMs = options.durationS === undefined ? Infinity : startMs + options.durationS * 1000
-  const housekeeping = new Housekeeping(runs, channel, io, signals, startMs, endMs, timeoutMs)
+  const housekeeping = new Housekeeping(runs, channel, io, signals, startMs, endMs, timeoutMs, options.json)
   let failure: LoopOutcome['failure']
   let lostListener: unknown
   try {
