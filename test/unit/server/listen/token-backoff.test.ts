@@ -83,16 +83,28 @@ t.test('guesses from one address are slowed, others and good tokens are not', as
   }
   const guessing = Promise.all(Array.from({ length: 64 }, (_, i) => guesser(i)))
 
-  // Meanwhile another address: a good token and a wrong one, both answered at once.
+  // Meanwhile another address: a good token and a wrong one, both answered at once. A listener that slowed
+  // every address would hold each try behind the guessers' queue; a machine loaded by other work can
+  // hold one: the quickest of up to three tries is judged.
   await new Promise((resolve) => setTimeout(resolve, 1000))
-  const other = await hello(port, 'the-real-token', '127.0.0.2')
+  const quickest = async (token: string, address: string): Promise<{ reply: { type: string; code?: string }; ms: number[] }> => {
+    const ms: number[] = []
+    for (;;) {
+      const answer = await hello(port, token, address)
+      answer.peer.close()
+      ms.push(answer.ms)
+      if (answer.ms < 500 || ms.length === 3) return { reply: answer.reply, ms }
+    }
+  }
+  const other = await quickest('the-real-token', '127.0.0.2')
   t.equal(other.reply.type, 'welcome', 'a good token from another address gets in')
-  t.ok(other.ms < 500, `at once (${other.ms.toFixed(0)} ms)`)
-  const otherWrong = await hello(port, 'nope', '127.0.0.3')
+  t.ok(Math.min(...other.ms) < 500, `at once (${other.ms.map((ms) => ms.toFixed(0)).join(', ')} ms)`)
+  const otherWrong = await quickest('nope', '127.0.0.3')
   t.match(otherWrong.reply, { code: 'unauthorized' })
-  t.ok(otherWrong.ms < 500, `a first wrong token from a third address is answered at once (${otherWrong.ms.toFixed(0)} ms)`)
-  other.peer.close()
-  otherWrong.peer.close()
+  t.ok(
+    Math.min(...otherWrong.ms) < 500,
+    `a first wrong token from a third address is answered at once (${otherWrong.ms.map((ms) => ms.toFixed(0)).join(', ')} ms)`,
+  )
   await guessing
   t.ok(answered <= 12, `${answered} guesses answered in 3 s from one address (${refused} refused without a look at the token)`)
   t.ok(refused > 0, 'the rest were refused')
