@@ -121,6 +121,12 @@ t.test('npm pack, npm install -g into a fresh prefix, plugcheck from PATH in an 
     'no sources, tests or dependencies in the tarball',
   )
 
+  const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8')
+  t.ok(
+    readme.includes(`npm install -g ./${packed!.filename}`),
+    `the README's Install names the tarball npm pack writes, ${packed!.filename}`,
+  )
+
   const prefix = join(dir, 'prefix')
   const install = await run(
     'npm',
