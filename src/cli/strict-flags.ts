@@ -99,8 +99,8 @@ interface Awaiting {
  */
 export function unknownArguments(args: readonly string[], spec: FlagSpec): UnknownArgument[] {
   const unknown: UnknownArgument[] = []
-  /** Each known flag given so far (by its long name), with the forms it was typed in. */
-  const given = new Map<string, string[]>()
+  /** Each known flag given so far (by its long name): the forms it was typed in, and whether it is refused yet. */
+  const given = new Map<string, Given>()
   let awaiting: Awaiting | null = null
   const valueMissing = (flag: Awaiting | null): void => {
     if (flag?.known && flag.values === 0) unknown.push({ text: flag.flag, kind: 'no-value' })
@@ -166,17 +166,25 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
   return unknown
 }
 
+/** A known flag as given so far. */
+interface Given {
+  readonly forms: string[]
+  refused: boolean
+}
+
 /** Records a known flag as given; a second time (an array flag aside), it is refused, named once. */
-function noteGiven(given: Map<string, string[]>, flag: string, typed: string, spec: FlagSpec, unknown: UnknownArgument[]): void {
-  const forms = given.get(flag)
-  if (forms === undefined) {
-    given.set(flag, [typed])
+function noteGiven(given: Map<string, Given>, flag: string, typed: string, spec: FlagSpec, unknown: UnknownArgument[]): void {
+  const earlier = given.get(flag)
+  if (earlier === undefined) {
+    given.set(flag, { forms: [typed], refused: false })
     return
   }
   if (spec.arrays.has(flag)) return
-  if (!forms.includes(typed)) forms.push(typed)
-  const repeated = unknown.find((u) => u.kind === 'repeated' && u.text === `--${flag}`)
-  if (repeated === undefined) unknown.push({ text: `--${flag}`, kind: 'repeated', forms })
+  if (!earlier.forms.includes(typed)) earlier.forms.push(typed)
+  if (earlier.refused) return
+  earlier.refused = true
+  // The entry holds the forms list itself: forms typed later still show in the message.
+  unknown.push({ text: `--${flag}`, kind: 'repeated', forms: earlier.forms })
 }
 
 /** The message of a usage error naming every argument the command does not take. */

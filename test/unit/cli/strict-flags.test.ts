@@ -209,6 +209,10 @@ t.test('a flag given twice, in any of its forms, is refused naming it once, exit
     t.equal(result.stderr, `plugcheck: ${message}\n${hint(args[0]!)}`, args.join(' '))
     t.equal(result.stdout, '')
   }
+  const many = Array.from({ length: 10_000 }, (_, i) => (i % 2 === 0 ? '--duration' : String(i)))
+  const looped = await runInProcess([...write, ...many])
+  t.equal(looped.code, 2, '10,000 --duration: exit 2')
+  t.equal(looped.stderr, `plugcheck: --duration is given more than once; write takes it once\n${hint('write')}`, 'named once')
   t.notOk(existsSync(file), 'no data file')
 })
 
