@@ -108,7 +108,9 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     .scriptName('plugcheck')
     .usage('$0 <command> [options]\n\nProves whether a storage stack keeps what fsync acknowledged, across a real power cut.')
     .strict()
-    .parserConfiguration({ 'duplicate-arguments-array': false })
+    // An array flag given again adds its values (`report --campaign a --campaign b`); any other flag given
+    // twice was refused above (refuseUnknownArguments), so none reaches yargs to become a list.
+    .parserConfiguration({ 'duplicate-arguments-array': true })
     .exitProcess(false)
     .fail((message, error) => {
       throw error instanceof PlugcheckError ? error : usageError(message ?? error?.message ?? 'bad command line')

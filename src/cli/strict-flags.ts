@@ -4,7 +4,10 @@
  * hidden behind yargs' "Missing required argument" for the flag it was meant to be. Accepted as yargs
  * accepts them: `--flag`, `--flag=value`, the camelCase form (`--recordSize`), `--no-flag`, the
  * aliases, `-h`/`--help` and `--version` of every command; everything after `--` is left to yargs.
- * No command takes a positional argument, so a word that is no flag's value is refused too.
+ * No command takes a positional argument, so a word that is no flag's value is refused too. A flag
+ * given twice, in any of its forms, is refused (yargs would keep the last value and drop the first
+ * without a word), except an array flag (`report --campaign a --campaign b`: both names); so is
+ * `--no-x` for a flag that takes a value (yargs would hand the command `false`).
  */
 import type { Argv } from 'yargs'
 import yargs from 'yargs'
@@ -52,10 +55,16 @@ export function flagSpecOf(options: (y: Argv) => Argv<object>): FlagSpec {
   }
 }
 
-/** One argument the command does not take (the flag or word as typed, and the flag it may have meant), or a flag without its value. */
+/**
+ * One argument the command does not take (the flag or word as typed, and the flag it may have meant),
+ * a flag without its value, a flag given again (text: the flag, forms: each form it was typed in),
+ * or a flag that takes a value negated (text: `--no-x`, flag: `x`).
+ */
 export interface UnknownArgument {
   readonly text: string
-  readonly kind: 'flag' | 'word' | 'no-value'
+  readonly kind: 'flag' | 'word' | 'no-value' | 'repeated' | 'negated-value'
+  readonly forms?: readonly string[]
+  readonly flag?: string
   readonly didYouMean?: string
   /** The flag before it, still waiting for its value (`--token -x`: a value that starts with a dash). */
   readonly after?: string
@@ -90,6 +99,8 @@ interface Awaiting {
  */
 export function unknownArguments(args: readonly string[], spec: FlagSpec): UnknownArgument[] {
   const unknown: UnknownArgument[] = []
+  /** Each known flag given so far (by its long name): the forms it was typed in, and whether it is refused yet. */
+  const given = new Map<string, Given>()
   let awaiting: Awaiting | null = null
   const valueMissing = (flag: Awaiting | null): void => {
     if (flag?.known && flag.values === 0) unknown.push({ text: flag.flag, kind: 'no-value' })
@@ -133,6 +144,14 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
       continue
     }
     valueMissing(before)
+    const typed = `${dashes}${name}`
+    if (known.negated && !spec.booleans.has(known.name)) {
+      unknown.push({ text: typed, kind: 'negated-value', flag: known.name })
+      // `--no-duration 5`: the 5 is the flag's value, not a word of its own.
+      if (equals === -1) awaiting = { flag: typed, array: false, known: false, number: false, values: 0 }
+      continue
+    }
+    noteGiven(given, known.name, typed, spec, unknown)
     if (equals !== -1) {
       if (equals === token.length - 1 && spec.numbers.has(known.name)) unknown.push({ text: `--${known.name}`, kind: 'no-value' })
       continue
@@ -147,6 +166,27 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
   return unknown
 }
 
+/** A known flag as given so far. */
+interface Given {
+  readonly forms: string[]
+  refused: boolean
+}
+
+/** Records a known flag as given; a second time (an array flag aside), it is refused, named once. */
+function noteGiven(given: Map<string, Given>, flag: string, typed: string, spec: FlagSpec, unknown: UnknownArgument[]): void {
+  const earlier = given.get(flag)
+  if (earlier === undefined) {
+    given.set(flag, { forms: [typed], refused: false })
+    return
+  }
+  if (spec.arrays.has(flag)) return
+  if (!earlier.forms.includes(typed)) earlier.forms.push(typed)
+  if (earlier.refused) return
+  earlier.refused = true
+  // The entry holds the forms list itself: forms typed later still show in the message.
+  unknown.push({ text: `--${flag}`, kind: 'repeated', forms: earlier.forms })
+}
+
 /** The message of a usage error naming every argument the command does not take. */
 export function unknownArgumentsMessage(command: string, unknown: readonly UnknownArgument[]): { message: string; hint: string } {
   // The first few named, the rest counted: a runaway loop's thousands of flags stay one readable message.
@@ -154,6 +194,8 @@ export function unknownArgumentsMessage(command: string, unknown: readonly Unkno
   const described = unknown.slice(0, maxNamedArguments).map((u) => {
     if (u.kind === 'word') return `unexpected argument ${u.text} (${command} takes flags only)`
     if (u.kind === 'no-value') return `${u.text} needs a value`
+    if (u.kind === 'repeated') return `${u.text} is given more than once${formsOf(u)}; ${command} takes it once`
+    if (u.kind === 'negated-value') return `${u.text}: ${u.flag} takes a value, it cannot be negated`
     return `unknown flag ${u.text}${u.didYouMean === undefined ? '' : ` (did you mean --${u.didYouMean}?)`}`
   })
   const dashedValue = unknown.find((u) => u.after !== undefined)
@@ -163,6 +205,12 @@ export function unknownArgumentsMessage(command: string, unknown: readonly Unkno
       : `a value that starts with a dash is given with =: ${dashedValue.after}=${dashedValue.text}`
   if (more > 0) described.push(`and ${more} more argument${more === 1 ? '' : 's'} ${command} does not take`)
   return { message: `${described.join('; ')}`, hint }
+}
+
+/** How a repeated flag was typed, when not the same way each time: ` (as --recordSize and --record-size)`. */
+function formsOf(u: UnknownArgument): string {
+  const forms = u.forms ?? []
+  return forms.length < 2 ? '' : ` (as ${forms.slice(0, -1).join(', ')} and ${forms.at(-1)})`
 }
 
 /** How many of the arguments a command does not take its usage error names one by one. */

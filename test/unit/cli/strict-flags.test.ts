@@ -2,10 +2,11 @@
  * Strict flags: every command refuses a flag (or a word) it does not take, exit 2, naming it first,
  * with the closest flag of that command when one is close, before any complaint about a missing
  * required flag; every form the README and yargs accept still is; `-h` and `--help` show the
- * command's help and exit 0 whatever else is on the line.
+ * command's help and exit 0 whatever else is on the line. A flag given twice is refused naming it
+ * (an array flag's values add up instead), and so is a flag that takes a value, negated.
  */
 import t from 'tap'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { agentCliCommand } from '../../../src/cli/commands/agent.js'
@@ -170,9 +171,90 @@ t.test('a flag given without its value is refused, never run with its default', 
     t.equal(result.stderr, `plugcheck: ${message}\n${hint(args[0]!)}`, args.join(' '))
   }
   t.same(
-    unknownArguments(['--no-token', '--server', 'h:1', '--no-direct', 'false'], flagSpecOf(writeCliCommand.options)),
+    unknownArguments(['--no-force', '--server', 'h:1', '--no-direct', 'false'], flagSpecOf(writeCliCommand.options)),
     [],
     'a negated flag takes no value',
   )
   t.notOk(existsSync(file), 'no data file')
+})
+
+t.test('a flag given twice, in any of its forms, is refused naming it once, exit 2, nothing written', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'x')
+  const write = ['write', '--server', '127.0.0.1:1', '--file', file]
+  const cases: Array<[string[], string]> = [
+    [[...write, '--duration', '5', '--duration', '10'], '--duration is given more than once; write takes it once'],
+    [[...write, '--duration=5', '--duration', '10'], '--duration is given more than once; write takes it once'],
+    [[...write, '--jobs', '1', '--jobs', '2', '--jobs', '3'], '--jobs is given more than once; write takes it once'],
+    [
+      [...write, '--record-size', '4k', '--recordSize', '8k'],
+      '--record-size is given more than once (as --record-size and --recordSize); write takes it once',
+    ],
+    [[...write, '--force', '--no-force'], '--force is given more than once (as --force and --no-force); write takes it once'],
+    [[...write, '--server', '127.0.0.1:2'], '--server is given more than once; write takes it once'],
+    [
+      [...write, '--method', 'fsync', '--size', '8M', '--method', 'none', '--size', '4M'],
+      '--method is given more than once; write takes it once; --size is given more than once; write takes it once',
+    ],
+    [['verify', '--server', '127.0.0.1:1', '--file', file, '--file', file], '--file is given more than once; verify takes it once'],
+    [['methods', '--json', '--json'], '--json is given more than once; methods takes it once'],
+    [
+      ['write', '--sever', '127.0.0.1:1', '--file', file, '--file', file],
+      'unknown flag --sever (did you mean --server?); --file is given more than once; write takes it once',
+    ],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(result.stderr, `plugcheck: ${message}\n${hint(args[0]!)}`, args.join(' '))
+    t.equal(result.stdout, '')
+  }
+  const many = Array.from({ length: 10_000 }, (_, i) => (i % 2 === 0 ? '--duration' : String(i)))
+  const looped = await runInProcess([...write, ...many])
+  t.equal(looped.code, 2, '10,000 --duration: exit 2')
+  t.equal(looped.stderr, `plugcheck: --duration is given more than once; write takes it once\n${hint('write')}`, 'named once')
+  t.notOk(existsSync(file), 'no data file')
+})
+
+t.test('an array flag given again adds its values: report --campaign a --campaign b reads both names', async (t) => {
+  const report = flagSpecOf(reportCliCommand.options)
+  t.same(unknownArguments(['--dir', 'd', '--campaign', 'a', '--campaign', 'b'], report), [])
+  const dir = tempDir(t)
+  mkdirSync(join(dir, 'runs'))
+  for (const args of [
+    ['--campaign', 'a', '--campaign', 'b'],
+    ['--campaign', 'a', 'b'],
+    ['--campaign=a', '--json', '--campaign', 'b'],
+  ]) {
+    const result = await runInProcess(['report', '--dir', dir, ...args])
+    t.equal(result.code, 2, args.join(' '))
+    t.match(result.stderr, `holds no campaign named a, b\n`, `${args.join(' ')}: both names, in order`)
+  }
+})
+
+t.test('a flag that takes a value, negated, is refused saying so, exit 2, nothing written', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'x')
+  const write = ['write', '--server', '127.0.0.1:1', '--file', file]
+  const cases: Array<[string[], string]> = [
+    [[...write, '--no-duration'], '--no-duration: duration takes a value, it cannot be negated'],
+    [[...write, '--no-duration', '5'], '--no-duration: duration takes a value, it cannot be negated'],
+    [[...write, '--noDuration'], '--noDuration: duration takes a value, it cannot be negated'],
+    [['write', '--no-server', '--file', file], '--no-server: server takes a value, it cannot be negated'],
+    [[...write, '--no-token'], '--no-token: token takes a value, it cannot be negated'],
+    [['bench', '--file', dir, '--no-secs'], '--no-secs: secs takes a value, it cannot be negated'],
+    [['report', '--dir', dir, '--no-campaign'], '--no-campaign: campaign takes a value, it cannot be negated'],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(result.stderr, `plugcheck: ${message}\n${hint(args[0]!)}`, args.join(' '))
+    t.equal(result.stdout, '')
+  }
+  t.notOk(existsSync(file), 'no data file')
+  t.same(
+    unknownArguments(['--no-direct', '--no-force', '--no-discard-unverified'], flagSpecOf(writeCliCommand.options)),
+    [],
+    'a yes/no flag negates',
+  )
 })
