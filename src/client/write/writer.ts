@@ -107,7 +107,7 @@ async function writeLoop(
   }
   if (io.statusTty && io.progress === undefined) io.err('\n')
   const outcome = { failure, lostListener, watched: housekeeping.watched, signal: caught.received, requested: requested(), groupFailure }
-  return endWrite({ options, runs, channel, io, timeoutMs }, outcome)
+  return await endWrite({ options, runs, channel, io, timeoutMs }, outcome)
 }
 
 /**
