@@ -60,7 +60,7 @@ export async function runWrite(options: WriteOptions, io: WriteIo): Promise<numb
     if (options.job === undefined) await checkEvidence(evidenceQuestion(options, timeoutMs))
     // Every time of every run of this write is this base plus monotonic time (run-clock.ts).
     const clock = runTimeBase(channel.listenerClock, channel.endpointText, io.err)
-    await startRuns({ options, channel, writer, clock, paths, locks, runs, outNow })
+    await startRuns({ options, channel, writer, clock, paths, locks, runs, outNow, io })
     // A group's command names PATH: the first job prints it for all.
     if ((options.job?.index ?? 0) === 0) outNow(`${verifyLine(options)}\n`)
     const start = await options.startBarrier?.(undefined)
