@@ -3,7 +3,8 @@
  * any kind (a Content-Security-Policy of default-src 'none' says so to the browser too). A summary
  * table with the campaigns side by side, then per campaign its cycles and a timeline per cycle: one
  * lane per method with its acks over time (from the listener's spans), the cut as a vertical line, and
- * the lost ranges of its verdict marked at the time their records were acknowledged.
+ * the lost ranges of its verdict marked at the time their records were acknowledged; then the runs
+ * outside campaigns as a table, each with its stored verdict or "not verified".
  *
  * Every string that came from disk (names, paths, device facts, commands, summaries) goes through esc().
  * Size is bounded: each lane draws at most maxPointsPerLane points (spans are sampled, not drawn one by
@@ -11,9 +12,24 @@
  */
 import type { AckSpan } from '../protocol/messages.js'
 import { jobOf, type BuiltCampaign } from './model.js'
-import type { CampaignReport, CycleReport, ReportDocument, RunReport } from './schema.js'
+import type { CampaignReport, CycleReport, PlainRunReport, ReportDocument, RunReport } from './schema.js'
 import type { RunRecord } from './inputs.js'
-import { boot, countedLabel, cutFailedFlag, durationMs, relative, runLabel, sameBootFlag, summaryRows, thousands, time } from './text.js'
+import {
+  boot,
+  countedLabel,
+  cutFailedFlag,
+  durationMs,
+  plainRunCells,
+  plainRunColumns,
+  plainRunsHeading,
+  plainSameBootFlag,
+  relative,
+  runLabel,
+  sameBootFlag,
+  summaryRows,
+  thousands,
+  time,
+} from './text.js'
 
 export const maxPointsPerLane = 400
 export const minPointsPerLane = 16
@@ -42,7 +58,7 @@ export function renderHtml(doc: ReportDocument, built: readonly BuiltCampaign[])
   body.push(`<h1>plugcheck report</h1>`, `<p class="dir">listener directory <code>${esc(doc.dir)}</code></p>`)
   for (const caveat of doc.campaigns.flatMap((c) => c.caveats))
     body.push(`<p class="banner" data-caveat="${caveat.code}">&#9888; ${esc(caveat.message)}</p>`)
-  body.push(`<section class="summary"><h2>Summary</h2>${summaryTable(doc.campaigns)}</section>`)
+  if (doc.campaigns.length > 0) body.push(`<section class="summary"><h2>Summary</h2>${summaryTable(doc.campaigns)}</section>`)
   for (const w of doc.warnings) body.push(`<p class="warning">warning: ${esc(w)}</p>`)
   for (const b of built) {
     const c = b.report
@@ -63,6 +79,7 @@ export function renderHtml(doc: ReportDocument, built: readonly BuiltCampaign[])
       )
     body.push(`</section>`)
   }
+  if (doc.plainRuns.length > 0) body.push(plainRunsSection(doc.plainRuns))
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -70,7 +87,7 @@ export function renderHtml(doc: ReportDocument, built: readonly BuiltCampaign[])
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="${reportGenerator}">
-<title>plugcheck report: ${esc(doc.campaigns.map((c) => c.name).join(', '))}</title>
+<title>plugcheck report: ${esc([...doc.campaigns.map((c) => c.name), ...(doc.plainRuns.length > 0 ? [plainRunsHeading] : [])].join(', '))}</title>
 <style>${css}</style>
 </head>
 <body>
@@ -145,6 +162,36 @@ function cycleTable(c: CampaignReport): string {
     if (flag !== null) out.push(`<tr class="flag"><td colspan="12" class="flag-text">&#9888; cycle ${cycle.cycle}: ${esc(flag)}</td></tr>`)
   }
   out.push('</tbody></table>')
+  return out.join('')
+}
+
+/** The runs outside campaigns: the text's table, a verdict coloured as a cycle's is (a pass on the same boot is not green). */
+function plainRunsSection(runs: readonly PlainRunReport[]): string {
+  const out = [
+    `<section class="plain-runs" id="plain-runs"><h2>Runs outside campaigns</h2><table class="plain-runs"><thead><tr>${plainRunColumns.map((c) => `<th>${esc(c)}</th>`).join('')}</tr></thead><tbody>`,
+  ]
+  for (const run of runs) {
+    const cells = plainRunCells(run)
+    const v = run.verdict
+    const cls =
+      v === null || v.verdict === 'not-judged' || v.verdict === 'inconclusive'
+        ? 'nothing'
+        : run.role === 'tested' && (v.verdict === 'fail' || v.lost + v.torn + v.corrupt > 0)
+          ? 'bad'
+          : run.role === 'tested' && v.verdict === 'pass' && v.rebootedSinceWrite !== false
+            ? 'good'
+            : ''
+    const row = cells.map((cell, i) =>
+      i === cells.length - 1
+        ? `<td class="${cls}"${v === null ? '' : ` title="${esc(v.summary)}"`}>${esc(cell)}</td>`
+        : `<td${i >= 6 ? ' class="num"' : ''}>${esc(cell)}</td>`,
+    )
+    out.push(`<tr data-run="${esc(run.runId)}">${row.join('')}</tr>`)
+  }
+  out.push('</tbody></table>')
+  if (runs.some((r) => r.verdict?.verdict === 'pass' && r.verdict.rebootedSinceWrite === false))
+    out.push(`<p class="flag-text">&#9888; ${esc(plainSameBootFlag)}</p>`)
+  out.push('</section>')
   return out.join('')
 }
 

@@ -41,7 +41,8 @@ export const storeRecords: RecordSource = async (dir) => {
 
 /**
  * The runs and the campaigns asked for (every campaign in the directory when names is undefined): a
- * campaign exists when its file does or when runs are tagged with its name.
+ * campaign exists when its file does or when runs are tagged with its name. Without names, a directory
+ * with runs outside campaigns only is reported too; one with neither is refused (exit 2).
  */
 export async function loadListenerDir(
   dir: string,
@@ -64,8 +65,12 @@ export async function loadListenerDir(
 
   let wanted: string[]
   if (names === undefined) {
-    if (known.length === 0)
-      throw usageError(`${dir} holds no campaign`, 'start one with plugcheck listen --campaign NAME --cycles N --cut-command CMD')
+    // Runs of no campaign (a write and a verify run by hand) are reported on their own.
+    if (known.length === 0 && !records.some((r) => r.summary.campaign === null))
+      throw usageError(
+        `${dir} holds no campaign and no run`,
+        'a run is recorded once plugcheck write --server reaches this listener; a campaign starts with plugcheck listen --campaign NAME --cycles N --cut-command CMD',
+      )
     wanted = known
   } else {
     wanted = [...new Set(names)]

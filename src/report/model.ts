@@ -1,6 +1,6 @@
 /**
  * The report's model: what a listener's directory says about its campaigns, per cycle, per method and
- * per device, as one document (the --json output, validated against reportDocumentSchema (schema.ts)
+ * per device, and of its runs outside campaigns (buildPlainRuns), as one document (the --json output, validated against reportDocumentSchema (schema.ts)
  * before it is printed; the text and HTML renderings are made from it). The summaries per method and of
  * the control are method-summary.ts; the device, device.ts.
  *
@@ -12,7 +12,15 @@
 import type { CycleRecord } from '../store/campaign-file.js'
 import type { StoredVerdict } from '../protocol/messages.js'
 import type { CampaignInput, RunRecord } from './inputs.js'
-import type { CampaignReport, CountedVerdict, CycleReport, RunReport, controlSights, testedNothingReasons } from './schema.js'
+import type {
+  CampaignReport,
+  CountedVerdict,
+  CycleReport,
+  PlainRunReport,
+  RunReport,
+  controlSights,
+  testedNothingReasons,
+} from './schema.js'
 import { deviceReport } from './device.js'
 import { controlSummary, methodSummaries } from './method-summary.js'
 
@@ -239,7 +247,16 @@ function controlSight(v: NonNullable<RunReport['verdict']>): (typeof controlSigh
   return v.verdict === 'pass' && v.lost + v.torn + v.corrupt > 0 ? 'noticed' : 'not-noticed'
 }
 
-function runReport(record: RunRecord): Omit<RunReport, 'counted'> {
+/** The runs of no campaign (written and verified by hand), oldest first, each with its stored verdict. */
+export function buildPlainRuns(records: readonly RunRecord[]): PlainRunReport[] {
+  return records
+    .filter((r) => r.summary.campaign === null)
+    .sort((a, b) => a.summary.announcedMs - b.summary.announcedMs || displayOrder(a, b))
+    .map((r) => ({ ...runReport(r), host: r.summary.host, path: r.summary.path, live: r.summary.live }))
+}
+
+/** A run as every table shows it, without how a campaign counts its verdict. */
+export function runReport(record: RunRecord): Omit<RunReport, 'counted'> {
   const s = record.summary
   return {
     runId: s.runId,

@@ -1,11 +1,11 @@
 /**
  * `plugcheck report`: a campaign's report from a listener's directory (read only): per cycle, per
  * method over the campaign, the `none` control's detection rate, the device under test; several
- * campaigns side by side. Text for people, --json for programs (one document, validated against
+ * campaigns side by side; then the runs outside campaigns, with their stored verdicts. Text for people, --json for programs (one document, validated against
  * reportDocumentSchema before it is printed), --html for a self-contained file with a timeline per cycle.
  *
  * Exit codes: 0 the report was produced (whatever its verdicts say: it reports, it does not judge),
- * 2 an unknown campaign or a directory that is not a listener's, 3 damage on disk or a failed write.
+ * 2 an unknown campaign, a directory that is not a listener's or one with neither campaigns nor runs, 3 damage on disk or a failed write.
  */
 import { closeSync, fsyncSync, lstatSync, openSync, readSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto'
 import { describeSystemError, exitCodes, runtimeError, usageError } from '../base/errors.js'
 import type { Io } from '../base/io.js'
 import { loadListenerDir, storeRecords, type RecordSource } from './load.js'
-import { buildCampaign } from './model.js'
+import { buildCampaign, buildPlainRuns } from './model.js'
 import { reportDocumentSchema, reportFormatVersion, type ReportDocument } from './schema.js'
 import { renderText } from './text.js'
 import { renderHtml, reportGenerator } from './html.js'
@@ -35,6 +35,8 @@ export async function runReport(options: ReportOptions, io: Io, source: RecordSo
     formatVersion: reportFormatVersion,
     dir: options.dir,
     campaigns: built.map((b) => b.report),
+    // Named campaigns are what was asked for; without names, the runs outside campaigns too.
+    plainRuns: options.campaigns === undefined ? buildPlainRuns(records) : [],
     warnings: [...warnings],
   })
   if (options.htmlFile !== undefined) writeReportFile(options.htmlFile, renderHtml(doc, built))

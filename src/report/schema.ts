@@ -164,11 +164,25 @@ export const campaignReportSchema = z.object({
 })
 export type CampaignReport = z.infer<typeof campaignReportSchema>
 
+/**
+ * A run of no campaign (a hand-run write, verified by hand with verify --server): where it wrote, how
+ * it ended, and the verdict the listener stores for it (null: not verified).
+ */
+export const plainRunReportSchema = runReportSchema.omit({ counted: true }).extend({
+  host: z.string(),
+  path: z.string(),
+  /** Still writing (its writer connected, no end recorded). */
+  live: z.boolean(),
+})
+export type PlainRunReport = z.infer<typeof plainRunReportSchema>
+
 export const reportDocumentSchema = z.object({
   tool: z.literal('plugcheck report'),
   formatVersion: z.literal(reportFormatVersion),
   dir: z.string(),
   campaigns: z.array(campaignReportSchema),
+  /** The runs outside campaigns, oldest first; empty when the report names its campaigns (--campaign). Absent from documents of earlier versions: read as empty. */
+  plainRuns: z.array(plainRunReportSchema).default([]),
   /** What the listener's store skipped or could not use (a damaged verdict file, a torn log tail). */
   warnings: z.array(z.string()),
 })

@@ -1,9 +1,10 @@
 /**
  * The report for people: the campaigns side by side as columns (device, cycles, per method, the
  * control's detection rate), then each campaign's cycles, one line per method and cycle, with the
- * cuts the control did not notice flagged. Everything here comes from the validated document.
+ * cuts the control did not notice flagged; then the runs outside campaigns, each with its stored verdict
+ * or "not verified". Everything here comes from the validated document.
  */
-import type { CampaignReport, CountedVerdict, CycleReport, MethodSummary, ReportDocument, RunReport } from './schema.js'
+import type { CampaignReport, CountedVerdict, CycleReport, MethodSummary, PlainRunReport, ReportDocument, RunReport } from './schema.js'
 import { spaced } from '../base/printable.js'
 
 /** A side-by-side column is cut to this width (the JSON document has every value in full). */
@@ -13,8 +14,9 @@ export function renderText(doc: ReportDocument): string {
   const out: string[] = [`plugcheck report: ${doc.dir}`, '']
   const caveats = doc.campaigns.flatMap((c) => c.caveats)
   if (caveats.length > 0) out.push(...caveats.map((caveat) => `! ${spaced(caveat.message)}`), '')
-  out.push(...sideBySide(doc.campaigns), '')
+  if (doc.campaigns.length > 0) out.push(...sideBySide(doc.campaigns), '')
   for (const campaign of doc.campaigns) out.push(...cycleTable(campaign), '')
+  if (doc.plainRuns.length > 0) out.push(...plainRunsTable(doc.plainRuns), '')
   for (const warning of doc.warnings) out.push(`warning: ${spaced(warning)}`)
   return `${out.join('\n').trimEnd()}\n`
 }
@@ -185,6 +187,54 @@ function cycleTable(c: CampaignReport): string[] {
       .trimEnd(),
   )
   return [...head, ...lines.map((l) => `  ${l}`), ...flags, ...c.warnings.map((w) => `  warning: ${spaced(w)}`)]
+}
+
+/** The runs outside campaigns: one line each, oldest first, with the verdict stored for it or "not verified". */
+function plainRunsTable(runs: readonly PlainRunReport[]): string[] {
+  const rows: string[][] = [[...plainRunColumns]]
+  for (const run of runs) rows.push(plainRunCells(run).map((cell) => spaced(cell)))
+  const widths = rows.reduce<number[]>((w, r) => r.map((cell, i) => Math.max(w[i] ?? 0, cell.length)), [])
+  const numeric = new Set([6, 7, 8, 9])
+  const lines = rows.map((r) =>
+    r
+      .map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd(),
+  )
+  const flags = runs.some((r) => r.verdict?.verdict === 'pass' && r.verdict.rebootedSinceWrite === false)
+    ? [`  ! ${plainSameBootFlag}`]
+    : []
+  return [plainRunsHeading, ...lines.map((l) => `  ${l}`), ...flags]
+}
+
+export const plainRunsHeading = 'runs outside campaigns'
+export const plainRunColumns = [
+  'run',
+  'started (UTC)',
+  'host',
+  'path',
+  'method',
+  'end',
+  'acked',
+  'lost',
+  'torn',
+  'corrupt',
+  'verdict',
+] as const
+export const plainSameBootFlag =
+  'same boot: verified on the boot of its write (no reboot since): the page cache held every record, so a pass proves nothing about power loss'
+
+/** A run outside campaigns as the cells of plainRunColumns (the HTML table has the same). */
+export function plainRunCells(run: PlainRunReport): string[] {
+  const lead = [run.runId, time(run.announcedMs), run.host, run.path, runLabel(run), run.live ? 'live' : (run.end ?? '-')]
+  const v = run.verdict
+  if (v === null) return [...lead, thousands(run.ackedThroughSeq), '', '', '', run.live ? 'not verified (still writing)' : 'not verified']
+  return [...lead, thousands(v.acked), thousands(v.lost), thousands(v.torn), thousands(v.corrupt), plainVerdictLabel(v)]
+}
+
+function plainVerdictLabel(v: NonNullable<PlainRunReport['verdict']>): string {
+  const sameBoot = v.verdict === 'pass' && v.rebootedSinceWrite === false ? ', same boot' : ''
+  return `${countedLabel(v.verdict)}${v.reordered ? ', reordered' : ''}${sameBoot}`
 }
 
 /** A run's name in the cycle tables: its method (the control said), and its job in a `--jobs` group. */

@@ -199,7 +199,11 @@ t.test('flow control: the writer waits for a listener that falls behind, and giv
   )
   t.equal(stuck.code, 3, stuck.stderr)
   t.match(stuck.stderr, /plugcheck: the listener at 127\.0\.0\.1:\d+ recorded no acks for 1 s while [\d,]+ waited/)
-  t.match(stuck.stdout, /records written .* and acknowledged, 0 recorded by the listener/)
+  // A listener that records nothing and answers no list either: the summary cannot know what it holds.
+  t.match(
+    stuck.stdout,
+    /records written .* and acknowledged; recorded by the listener: unknown, the listener stopped answering \(it had confirmed 0\): ask it with plugcheck runs --server/,
+  )
   t.match(stuck.stdout, /after a power cut and reboot: plugcheck verify/)
   t.ok(stalledAcks > maxUnrecordedAcks && stalledAcks <= maxUnrecordedAcks + 50_000, `stopped at ${stalledAcks} acks`)
 })

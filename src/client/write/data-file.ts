@@ -16,6 +16,9 @@ import { syncDirectory } from '../../base/directory-sync.js'
 
 const zeroChunkBytes = 4 * 1024 * 1024
 
+/** Where the zero fill of a new overwrite file is (fill-progress.ts says it): after each chunk ('filling'), before the fsync, and how it ended. */
+export type FillStep = { readonly kind: 'filling'; readonly filledBytes: number } | { readonly kind: 'syncing' | 'done' | 'failed' }
+
 /** Refuses (exit 2) a data file whose folder is missing, before anything is announced or created. */
 export function checkFolder(dir: string): void {
   let stats
@@ -90,16 +93,17 @@ export function lockExisting(path: string): FileLock | null {
 }
 
 /**
- * Writes the superblock (and, for overwrite, the zero-filled region), makes it durable, renames it
- * into place. Returns the new file's lock (taken before the rename, so no moment exists in which the
+ * Writes the superblock (and, for overwrite, the zero-filled region, each chunk told to report),
+ * makes it durable, renames it into place. Returns the new file's lock (taken before the rename, so no moment exists in which the
  * path names an unlocked file of this run). held is the lock lockExisting took on the old file, or null.
  */
-export function createDataFile(meta: RunMeta, held: FileLock | null = null): FileLock {
+export function createDataFile(meta: RunMeta, held: FileLock | null = null, report?: (step: FillStep) => void): FileLock {
   const tmp = join(dirname(meta.path), `.${basename(meta.path)}.plugcheck-${meta.runId}.tmp`)
   let fd: number
   try {
     fd = openSync(tmp, 'wx', 0o644)
   } catch (error) {
+    report?.({ kind: 'failed' })
     throw runtimeError(`could not create ${tmp}: ${describeSystemError(error)}`)
   }
   let open = true
@@ -113,7 +117,9 @@ export function createDataFile(meta: RunMeta, held: FileLock | null = null): Fil
       const end = slotOffsetBytes(meta.recordSizeBytes, meta.slotCount)
       for (let offset = meta.recordSizeBytes; offset < end; offset += zeros.length) {
         writeSync(fd, zeros, 0, Math.min(zeros.length, end - offset), offset)
+        report?.({ kind: 'filling', filledBytes: Math.min(offset + zeros.length, end) })
       }
+      report?.({ kind: 'syncing' })
     }
     fsyncSync(fd)
     closeSync(fd)
@@ -127,8 +133,10 @@ export function createDataFile(meta: RunMeta, held: FileLock | null = null): Fil
     if (held !== null && !nativePort().renameReplacesOpenFiles) held.release()
     renameSync(tmp, meta.path)
     syncDirectory(dirname(meta.path))
+    report?.({ kind: 'done' })
     return lock
   } catch (error) {
+    report?.({ kind: 'failed' })
     if (open) closeSync(fd)
     lock?.release()
     try {

@@ -7,13 +7,13 @@
 import { NativeError } from '../../native/index.js'
 import type { EndReason } from '../../protocol/messages.js'
 import { describeSystemError, exitCodes, runtimeError } from '../../base/errors.js'
+import { listRuns } from '../verify/listener-client.js'
 import { formatSize } from '../../base/sizes.js'
-import type { Io } from '../../base/io.js'
 import type { AckChannel } from './ack-channel.js'
 import type { ActiveRun } from './active-run.js'
 import { watchFiles, type FileFinding } from './file-watch.js'
 import { signalNumbers, stoppedLine, type StopSignal } from './stop-signals.js'
-import { verifyCommand, verifyLine, type WriteIo, type WriteOptions } from './write-options.js'
+import { runsCommand, verifyCommand, verifyLine, type WriteIo, type WriteOptions } from './write-options.js'
 import { formatUs } from './write-status.js'
 import { jobOf, summaryEvent, type RunSummary } from './write-events.js'
 
@@ -42,12 +42,18 @@ export interface LoopOutcome {
   readonly requested?: string | undefined
 }
 
+/**
+ * How long the summary waits for the listener's list of runs when it did not confirm every ack over
+ * the write's connection (refused, gone, or slow): what it holds is asked on a new connection.
+ */
+export const maxHeldQueryMs = 5_000
+
 /** Ends the runs as the outcome says, prints the summary; returns the exit code or throws the write's error. */
-export function endWrite(end: WriteEnd, outcome: LoopOutcome): number {
-  const { options, runs, channel, io } = end
+export async function endWrite(end: WriteEnd, outcome: LoopOutcome): Promise<number> {
+  const { runs, io } = end
   if (outcome.lostListener !== undefined) {
-    // Nothing more can reach the listener; what it recorded is what the summary says.
-    io.out(summary(options, runs, channel, 'listener-lost'))
+    // Nothing more can reach the listener over this connection: the summary asks it on a new one.
+    io.out(await summary(end, 'listener-lost'))
     throw outcome.lostListener
   }
 
@@ -61,24 +67,24 @@ export function endWrite(end: WriteEnd, outcome: LoopOutcome): number {
 }
 
 /** A write or sync failed: the runs end as 'error' saying which call failed where. */
-function endAfterFailedCall(end: WriteEnd, failure: { run: ActiveRun; error: unknown }): never {
-  const { options, runs, channel, io, timeoutMs } = end
+async function endAfterFailedCall(end: WriteEnd, failure: { run: ActiveRun; error: unknown }): Promise<never> {
+  const { runs, channel, io, timeoutMs } = end
   const { run, error } = failure
   const what = error instanceof NativeError ? error.syscall : 'write'
   const message = `${what} failed on ${run.meta.path} after seq ${run.lastSeq} (method ${run.meta.method}): ${describeSystemError(error)}`
   endRuns(runs, channel, 'error', message, timeoutMs)
-  io.out(summary(options, runs, channel, 'error'))
+  io.out(await summary(end, 'error'))
   throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')
 }
 
 /** The watch over the files found something (file-watch.ts): each kind ends the runs its own way. */
-function endAfterFileFinding(end: WriteEnd, watched: FileFinding): number {
-  const { options, runs, channel, io, timeoutMs } = end
+async function endAfterFileFinding(end: WriteEnd, watched: FileFinding): Promise<number> {
+  const { runs, channel, io, timeoutMs } = end
   switch (watched.kind) {
     case 'changed': {
       const message = watched.message
       endRuns(runs, channel, 'file-changed', message.slice(0, 4000), timeoutMs)
-      io.out(summary(options, runs, channel, 'file-changed'))
+      io.out(await summary(end, 'file-changed'))
       throw runtimeError(
         message,
         'verify will not judge this run (the storage is not to blame for what was done to its file); start a new run and leave its files alone',
@@ -87,16 +93,21 @@ function endAfterFileFinding(end: WriteEnd, watched: FileFinding): number {
     case 'unreadable': {
       const message = watched.message
       endRuns(runs, channel, 'error', message, timeoutMs)
-      io.out(summary(options, runs, channel, 'error'))
+      io.out(await summary(end, 'error'))
       throw runtimeError(message, 'records acknowledged before the failure still count; run verify after checking the device')
     }
     case 'lost':
-      return storageLost(options, watched, runs, channel, io, timeoutMs)
+      return storageLost(end, watched)
   }
 }
 
 /** --duration, a stop signal, or a job of the group that could not start: every run ends and every ack is recorded. */
-function endAsPlanned(end: WriteEnd, signal: StopSignal | undefined, groupFailure: string | undefined, requested?: string): number {
+async function endAsPlanned(
+  end: WriteEnd,
+  signal: StopSignal | undefined,
+  groupFailure: string | undefined,
+  requested?: string,
+): Promise<number> {
   const { options, runs, channel, io, timeoutMs } = end
   let recorded = false
   const [reason, detail] = requested === undefined ? plannedEnd(options, signal, groupFailure) : (['interrupted', requested] as const)
@@ -104,10 +115,10 @@ function endAsPlanned(end: WriteEnd, signal: StopSignal | undefined, groupFailur
     for (const run of runs) channel.end(run.meta.runId, reason, detail)
     recorded = channel.waitRecorded(new Map(runs.map((r) => [r.meta.runId, r.lastSeq])), timeoutMs)
   } catch (error) {
-    io.out(summary(options, runs, channel, reason))
+    io.out(await summary(end, reason))
     throw error
   }
-  io.out(summary(options, runs, channel, reason))
+  io.out(await summary(end, reason))
   if (!recorded)
     throw runtimeError(
       `the listener did not confirm every ack as recorded within ${timeoutMs / 1000} s`,
@@ -152,18 +163,12 @@ function plannedEnd(
  * verify exits 1 (and verify, run now, judges it so). A loss of the control's (never synced) record
  * says the storage loses written data while powered, which is no verdict on a method: exit 3.
  */
-function storageLost(
-  options: WriteOptions,
-  lost: Extract<FileFinding, { kind: 'lost' }>,
-  runs: ActiveRun[],
-  channel: AckChannel,
-  io: Io,
-  timeoutMs: number,
-): number {
+async function storageLost(end: WriteEnd, lost: Extract<FileFinding, { kind: 'lost' }>): Promise<number> {
+  const { options, runs, channel, io, timeoutMs } = end
   // A listener older than the reason takes the same words as an 'error' end (verify judges both).
   const reason = channel.knowsStorageLost ? 'storage-lost' : 'error'
   const recorded = endRuns(runs, channel, reason, lost.message.slice(0, 4000), timeoutMs)
-  io.out(summary(options, runs, channel, reason))
+  io.out(await summary(end, reason))
   const unrecorded = recorded ? '' : ` (the listener did not confirm every ack as recorded: the summary says how many it holds)`
   const hint = `no power cut is needed to see it: run ${verifyCommand(options)} now; then test the device before trusting it`
   if (lost.run.meta.method === 'none') throw runtimeError(`${lost.message}${unrecorded}`, hint)
@@ -171,25 +176,49 @@ function storageLost(
   return exitCodes.lossFound
 }
 
+/**
+ * What the listener holds of each run: the 'recorded' reports of the write's connection when they
+ * cover every ack; else the listener is asked on a new connection (plugcheck runs' list), since
+ * reports it sent before it refused or closed may never have been read. undefined for a run it did not
+ * answer for (gone, silent, or the run not listed): the summary then says it cannot know.
+ */
+async function recordedAtListener(end: WriteEnd): Promise<ReadonlyMap<string, number | undefined>> {
+  const { options, runs, channel } = end
+  const confirmed = (run: ActiveRun): number => channel.recordedThrough.get(run.meta.runId) ?? 0
+  if (runs.every((run) => confirmed(run) >= run.lastSeq)) return new Map(runs.map((run) => [run.meta.runId, confirmed(run)]))
+  try {
+    const listed = await listRuns(options.server, options.token, Math.min(end.timeoutMs, maxHeldQueryMs))
+    const held = new Map(listed.runs.map((r) => [r.runId, r.ackedThroughSeq]))
+    return new Map(runs.map((run) => [run.meta.runId, held.get(run.meta.runId)]))
+  } catch {
+    return new Map()
+  }
+}
+
 /** Each run's counts and sync latency, then (outside a group) the verify command: printed however the write ends; --json: the summary event. */
-function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, end: EndReason | 'listener-lost'): string {
+async function summary(end: WriteEnd, endKind: EndReason | 'listener-lost'): Promise<string> {
+  const { options, runs, channel } = end
+  const held = await recordedAtListener(end)
   if (options.json)
     return summaryEvent(
-      runs.map((run) => runSummary(run, channel, end)),
+      runs.map((run) => runSummary(run, endKind, held.get(run.meta.runId))),
       verifyCommand(options),
     )
   const lines: string[] = []
   for (const run of runs) {
     const m = run.meta
-    const recorded = channel.recordedThrough.get(m.runId) ?? 0
+    const recorded = held.get(m.runId)
     lines.push(
       `run ${m.runId}: ${m.method}${m.direct ? ' --direct' : ''}, ${m.pattern}, ${formatSize(m.recordSizeBytes)} records, ${m.path}`,
     )
     const done = m.method === 'none' ? 'written (never synced: the negative control)' : 'synced'
     const unsent =
       run.syncedSeq > run.lastSeq ? ` (${(run.syncedSeq - run.lastSeq).toLocaleString('en-US')} more ${done}, their ack not sent)` : ''
+    const acknowledged = `  ${run.lastSeq.toLocaleString('en-US')} records ${done} and acknowledged${unsent}`
     lines.push(
-      `  ${run.lastSeq.toLocaleString('en-US')} records ${done} and acknowledged${unsent}, ${recorded.toLocaleString('en-US')} recorded by the listener`,
+      recorded === undefined
+        ? `${acknowledged}; recorded by the listener: unknown, the listener stopped answering (it had confirmed ${(channel.recordedThrough.get(m.runId) ?? 0).toLocaleString('en-US')}): ask it with ${runsCommand(options)}`
+        : `${acknowledged}, ${recorded.toLocaleString('en-US')} recorded by the listener`,
     )
     lines.push(
       `  sync latency p50 ${formatUs(run.latency.quantileUs(0.5))}, p99 ${formatUs(run.latency.quantileUs(0.99))}, max ${formatUs(run.latency.maxUs)}`,
@@ -200,7 +229,7 @@ function summary(options: WriteOptions, runs: ActiveRun[], channel: AckChannel, 
 }
 
 /** One run's line of the summary event. */
-function runSummary(run: ActiveRun, channel: AckChannel, end: string): RunSummary {
+function runSummary(run: ActiveRun, end: string, recorded: number | undefined): RunSummary {
   const m = run.meta
   const finite = (us: number): number | null => (Number.isFinite(us) ? Math.round(us) : null)
   return {
@@ -214,7 +243,7 @@ function runSummary(run: ActiveRun, channel: AckChannel, end: string): RunSummar
     end,
     acknowledged: run.lastSeq,
     syncedNotAcknowledged: Math.max(0, run.syncedSeq - run.lastSeq),
-    recorded: channel.recordedThrough.get(m.runId) ?? 0,
+    recorded: recorded ?? null,
     syncP50Us: finite(run.latency.quantileUs(0.5)),
     syncP99Us: finite(run.latency.quantileUs(0.99)),
     syncMaxUs: run.latency.count === 0 ? null : Math.round(run.latency.maxUs),

@@ -13,10 +13,11 @@ import type { WriterEnv } from '../../protocol/messages.js'
 import { NativeError, directAlignmentBytes, nativePort, type DataFile, type FileLock } from '../../native/index.js'
 import type { MethodName } from '../../native/registry.js'
 import { encodeSuperblock, type RunMeta } from '../../record/format.js'
-import { runKey } from '../../record/records.js'
+import { runKey, slotOffsetBytes } from '../../record/records.js'
 import { describeSystemError, runtimeError, usageError } from '../../base/errors.js'
 import type { AckChannel } from './ack-channel.js'
 import { createDataFile, directFlag } from './data-file.js'
+import { fillReporter, type FillReportOptions } from './fill-progress.js'
 import { superblockHeadBytes } from './file-watch.js'
 import { epochAt, type TimeBase } from '../run-clock.js'
 import { LatencyHistogram } from '../../base/latency.js'
@@ -45,6 +46,14 @@ export interface RunStart {
   readonly runs: ActiveRun[]
   /** Says the run is announced, before its file is created: the trail's line, or its event (writer.ts). */
   readonly announced: (meta: RunMeta) => void
+  /** Where the fill of an overwrite run's file is reported (fill-progress.ts). */
+  readonly io: Io
+}
+
+/** What the report of a new file's zero fill needs: the file, its size when it is filled (overwrite), and whether a group's job fills it. */
+function fillReport(options: WriteOptions, meta: RunMeta): FillReportOptions {
+  const totalBytes = meta.pattern === 'overwrite' ? slotOffsetBytes(meta.recordSizeBytes, meta.slotCount) : 0
+  return { path: meta.path, totalBytes, grouped: options.job !== undefined }
 }
 
 /** What every run of the write shares. */
@@ -57,7 +66,7 @@ interface RunGroup {
 
 /** Announces each method's run, then creates and opens its file, in method order. */
 export async function startRuns(start: RunStart): Promise<void> {
-  const { options, channel, writer, paths, locks, runs, announced: tell } = start
+  const { options, channel, writer, paths, locks, runs, announced: tell, io } = start
   const announced: RunMeta[] = []
   const groupId = options.job?.groupId ?? randomBytes(8).toString('hex')
   const host = hostname()
@@ -71,7 +80,7 @@ export async function startRuns(start: RunStart): Promise<void> {
       announced.push(meta)
       tell(meta)
       // The new file's lock replaces the old file's: the old inode is no longer at the path.
-      const newLock = createDataFile(meta, locks[i]!)
+      const newLock = createDataFile(meta, locks[i]!, fillReporter(io, fillReport(options, meta)))
       locks[i]?.release()
       locks[i] = newLock
       runs.push(openRun(meta, newLock))

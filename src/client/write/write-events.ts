@@ -37,8 +37,8 @@ export interface RunSummary {
   readonly acknowledged: number
   /** Synced, but their ack never sent (a send that failed): at most one per run. */
   readonly syncedNotAcknowledged: number
-  /** Acknowledged records the listener confirmed as recorded. */
-  readonly recorded: number
+  /** Acknowledged records the listener confirmed as recorded; null when it stopped answering before it said (run-end.ts). */
+  readonly recorded: number | null
   readonly syncP50Us: number | null
   readonly syncP99Us: number | null
   readonly syncMaxUs: number | null
@@ -103,7 +103,7 @@ export function summaryEvent(runs: readonly RunSummary[], verifyCommand: string)
     event: 'summary',
     timeMs: Date.now(),
     acknowledged: runs.reduce((n, r) => n + r.acknowledged, 0),
-    recorded: runs.reduce((n, r) => n + r.recorded, 0),
+    recorded: runs.some((r) => r.recorded === null) ? null : runs.reduce((n, r) => n + (r.recorded ?? 0), 0),
     runs,
     verifyCommand,
   })

@@ -195,6 +195,11 @@ export function verifyCommand(options: Pick<WriteOptions, 'server' | 'file' | 't
   return `plugcheck verify --server ${shellQuote(formatEndpoint(options.server))} --file ${shellQuote(options.file)}${token}`
 }
 
+/** The command that lists what the listener holds (the runs and their recorded acks). */
+export function runsCommand(options: Pick<WriteOptions, 'server' | 'token' | 'tokenFile'>): string {
+  return `plugcheck runs --server ${shellQuote(formatEndpoint(options.server))}${tokenFlag(options)}`
+}
+
 /** How a printed command passes the token: the --token-file given, or --token with a placeholder (never the token). */
 function tokenFlag(options: { readonly token?: string; readonly tokenFile?: string }): string {
   if (options.token === undefined) return ''

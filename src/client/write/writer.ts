@@ -70,7 +70,7 @@ export async function runWrite(options: WriteOptions, io: WriteIo): Promise<numb
     if (options.job === undefined) await checkEvidence(evidenceQuestion(options, timeoutMs))
     // Every time of every run of this write is this base plus monotonic time (run-clock.ts).
     const clock = runTimeBase(channel.listenerClock, channel.endpointText, io.err)
-    await startRuns({ options, channel, writer, clock, paths, locks, runs, announced: announcer(options, io, channel.endpointText) })
+    await startRuns({ options, channel, writer, clock, paths, locks, runs, announced: announcer(options, io, channel.endpointText), io })
     // A group's command names PATH: the first job prints it for all (--json: in every announced event).
     if ((options.job?.index ?? 0) === 0 && !options.json) outNow(`${verifyLine(options)}\n`)
     const start = await options.startBarrier?.(undefined)
@@ -132,7 +132,7 @@ async function writeLoop(
   }
   if (io.statusTty && io.progress === undefined) io.err('\n')
   const outcome = { failure, lostListener, watched: housekeeping.watched, signal: caught.received, requested: requested(), groupFailure }
-  return endWrite({ options, runs, channel, io, timeoutMs }, outcome)
+  return await endWrite({ options, runs, channel, io, timeoutMs }, outcome)
 }
 
 /**

@@ -234,7 +234,10 @@ t.test("an unknown campaign, or a directory that is not a listener's: exit 2", a
   const empty = t.testdir({ runs: {} })
   const none = await runInProcess(['report', '--dir', empty])
   t.equal(none.code, 2)
-  t.match(none.stderr, /^plugcheck: .* holds no campaign\nhint: start one with plugcheck listen --campaign/)
+  t.match(
+    none.stderr,
+    /^plugcheck: .* holds no campaign and no run\nhint: a run is recorded once plugcheck write --server reaches this listener; a campaign starts with plugcheck listen --campaign/,
+  )
   const notListener = await runInProcess(['report', '--dir', join(dir, 'campaigns')])
   t.equal(notListener.code, 2)
   t.match(notListener.stderr, /^plugcheck: .*campaigns is not a listener's directory \(it has no runs\/\)\nhint: /)
