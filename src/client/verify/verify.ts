@@ -237,7 +237,7 @@ export function unknownBootNotes(
   if (verdict === 'fail' || unknown === undefined) return []
   const [machine, why] =
     unknown.meta.host !== thisHost
-      ? [`${unknown.meta.host} (the machine that wrote)`, `verify runs on ${thisHost}`]
+      ? [`${oneLine(unknown.meta.host)} (the machine that wrote)`, `verify runs on ${oneLine(thisHost)}`]
       : thisBootId === null
         ? ['this machine', 'no boot id on this platform']
         : ['this machine', 'its writer reported no boot id']
