@@ -5,6 +5,10 @@
  * bin/plugcheck.js (TypeScript loaded by tsx).
  */
 
+import { ensureWritableStdio } from './base/stdio-fallback.js'
+
+// Windows node under Wine cannot open a Unix pipe as stdout: written to directly instead.
+ensureWritableStdio()
 // A reader that went away (`| head -1`) must not end a run: output is a trail, the run is the job.
 // Installed before the command line's modules load, so nothing they print can beat it.
 for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})

@@ -12,3 +12,17 @@ export function shellQuote(text: string, shell: 'posix' | 'windows' = nativePort
   if (shell === 'windows') return /^[A-Za-z0-9_+=:.\\/-]+$/.test(text) ? text : `'${text.replace(/[\u0027\u2018-\u201b]/g, (q) => q + q)}'`
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`
 }
+
+/**
+ * A path as a printed command gives it. On Windows with forward slashes (`Z:/tmp/data`, `//server/share/x`):
+ * Windows and Node read them as backslashes, and they survive a paste into a POSIX shell (a Linux
+ * terminal driving Wine, Git Bash, an ssh session), where `Z:\tmp\data` loses its backslashes. A
+ * namespaced path (`\\?\`, `\\.\`) keeps them, in single quotes: Windows takes the rest of such a path literally.
+ */
+export function quotePath(path: string, shell: 'posix' | 'windows' = nativePort().shell): string {
+  if (shell !== 'windows') return shellQuote(path, shell)
+  if (!/^\\\\[?.]\\/.test(path)) return shellQuote(path.replace(/\\/g, '/'), shell)
+  // Single quotes keep its backslashes in both shells.
+  const quoted = shellQuote(path, shell)
+  return quoted.startsWith("'") ? quoted : `'${quoted}'`
+}

@@ -7,6 +7,7 @@ import { getAsset, getRawAsset } from 'node:sea'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { describeSystemError, PlugcheckError } from '../base/errors.js'
+import { ensureWritableStdio } from '../base/stdio-fallback.js'
 import { cacheRoot, ensureUnpacked, markSingleExecutable, type SeaManifest } from './sea.js'
 
 function fail(text: string): void {
@@ -15,6 +16,8 @@ function fail(text: string): void {
 }
 
 function start(): void {
+  // Before anything is printed: under Wine, a Unix pipe as stdout or stderr is written to directly.
+  ensureWritableStdio()
   const manifest = JSON.parse(getAsset('manifest.json', 'utf8')) as SeaManifest
   const root = cacheRoot(process.env, process.platform)
   let dir: string

@@ -6,11 +6,13 @@
  */
 import t from 'tap'
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, openSync, readFileSync, closeSync, rmSync, writeSync } from 'node:fs'
+import { mkdirSync, openSync, readFileSync, closeSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { fillRecord, runKey, slotOf, slotOffsetBytes } from '../../src/record/records.js'
 import { craftClaim, craftMeta, craftRun, listenerWith, range, writeDataFile } from '../fixtures/crafted-run.js'
 import { runCli, runInProcess, tempDir } from '../fixtures/cli.js'
+import { runCliRebooted } from '../fixtures/rebooted.js'
 
 const verify = (server: string, file: string, ...extra: string[]) => runInProcess(['verify', '--server', server, '--file', file, ...extra])
 const json = async (server: string, file: string, ...extra: string[]) => {
@@ -241,12 +243,59 @@ t.test('rebootedSinceWrite from the boot ids', async (t) => {
         /No reboot happened since the write: .* page cache still holds every write and a pass proves nothing about power loss/,
       )
     else t.notMatch(text.stdout, /No reboot/)
+    const unknownBoot =
+      'could not tell whether this machine rebooted since the write (its writer reported no boot id): a pass proves nothing unless the power was really cut'
+    if (expected === null) {
+      t.ok(report.notes.includes(unknownBoot), 'JSON: the unknown boot is a note')
+      t.ok(text.stdout.includes(`\nnote: ${unknownBoot}.\n`), 'text: the unknown boot is said under the PASS')
+    } else {
+      t.notMatch(report.notes.join('\n'), /could not tell whether/, `writer boot id ${writerBootId}: known, no caveat`)
+      t.notMatch(text.stdout, /could not tell whether/)
+    }
   }
   const elsewhere = craftMeta('e000000000000002', file, { host: 'another-machine' })
   writeDataFile(elsewhere, range(1, 20), { sizeSlots: 20 })
   const server = await listenerWith(t, [craftRun(elsewhere, 20, { writer: { bootId, fingerprint: null } })])
   const { report } = await json(server, file, '--host', 'another-machine')
   t.equal(report.runs[0].rebootedSinceWrite, null, 'not compared when the writer ran on another host')
+  t.ok(
+    report.notes.includes(
+      `could not tell whether another-machine (the machine that wrote) rebooted since the write (verify runs on ${hostname()}): a pass proves nothing unless the power was really cut`,
+    ),
+    "the caveat names the writer's machine and this one",
+  )
+})
+
+t.test('no boot id on this machine (an empty boot_id): a PASS says the reboot could not be told, a FAIL stays a plain FAIL', async (t) => {
+  const dir = tempDir(t)
+  const noBootId = join(dir, 'empty-boot-id')
+  writeFileSync(noBootId, '')
+  const file = join(dir, 'data')
+  const meta = craftMeta('e000000000000003', file)
+  writeDataFile(meta, range(1, 20), { sizeSlots: 20 })
+  const server = await listenerWith(t, [
+    craftRun(meta, 20, { writer: { bootId: '00000000-0000-0000-0000-000000000001', fingerprint: null } }),
+  ])
+  const caveat =
+    'could not tell whether this machine rebooted since the write (no boot id on this platform): a pass proves nothing unless the power was really cut'
+  const asJson = await runCliRebooted(noBootId, ['verify', '--server', server, '--file', file, '--json'])
+  t.equal(asJson.code, 0, asJson.stderr)
+  const report = JSON.parse(asJson.stdout)
+  t.equal(report.runs[0].rebootedSinceWrite, null)
+  t.ok(report.notes.includes(caveat), `JSON notes: ${JSON.stringify(report.notes)}`)
+  const text = await runCliRebooted(noBootId, ['verify', '--server', server, '--file', file])
+  t.equal(text.code, 0, text.stderr)
+  t.match(text.stdout, /^PASS/)
+  t.ok(text.stdout.includes(`\nnote: ${caveat}.\n`), text.stdout)
+
+  const lossy = craftMeta('e000000000000004', file)
+  writeDataFile(lossy, range(1, 10), { sizeSlots: 20 })
+  const lossyServer = await listenerWith(t, [
+    craftRun(lossy, 20, { writer: { bootId: '00000000-0000-0000-0000-000000000001', fingerprint: null } }),
+  ])
+  const failed = await runCliRebooted(noBootId, ['verify', '--server', lossyServer, '--file', file])
+  t.equal(failed.code, 1, failed.stderr)
+  t.notMatch(failed.stdout, /could not tell whether/, 'a loss is a loss whatever the boot')
 })
 
 t.test('wording: a superblock-only failure, interrupted overwrites', async (t) => {

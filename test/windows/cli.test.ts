@@ -7,7 +7,7 @@
  */
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readSync, writeFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { spawnSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import t from 'tap'
 import { startListener, tempDir } from '../fixtures/cli.js'
 import { ensureWine, runWine, winePath, wineRunTimeoutMs } from '../fixtures/wine.js'
@@ -56,14 +56,33 @@ t.test('plugcheck on Windows (under Wine)', async (t) => {
       '2',
     ])
     t.equal(write.code, 0, write.stderr)
-    t.match(write.stdout, /after a power cut and reboot: plugcheck verify --server 127\.0\.0\.1:\d+ --file Z:\\/)
+    // The printed command, pasted into a POSIX shell (a Linux terminal driving Wine): forward slashes, which it keeps.
+    const printed = /after a power cut and reboot: plugcheck (verify .*)$/m.exec(write.stdout)?.[1] ?? ''
+    t.equal(printed, `verify --server ${listener.server} --file ${winePath(file).replace(/\\/g, '/')}`, 'the path with forward slashes')
+    const pasted = execFileSync('sh', ['-c', `printf '%s\\0' ${printed}`], { encoding: 'utf8' })
+      .split('\0')
+      .slice(0, -1)
+    t.same(pasted, ['verify', '--server', listener.server, '--file', winePath(file).replace(/\\/g, '/')], 'the shell passes it on whole')
     for (const method of ['open_datasync', 'fsync', 'fsync_writethrough', 'none'])
       t.ok(existsSync(`${file}.${method}`), `${method} file written`)
-    const verify = await run(['verify', '--server', listener.server, '--file', winePath(file), '--json'])
+    // The run was stored under the backslash spelling (write resolves its path): the pasted command finds it.
+    const verify = await run([...pasted, '--json'])
     t.equal(verify.code, 4, `the none control lost nothing without a cut: inconclusive (${verify.stderr})`)
     const report = JSON.parse(verify.stdout)
+    t.equal(report.file, winePath(file), 'the path as the run stored it')
     t.equal(report.runs.length, 4)
     t.match(report.notes.join('\n'), /open_datasync on Windows: .*FUA/, "verify says what the method promises on the writer's platform")
+    // Wine has no boot id: verify cannot tell whether the machine rebooted, and says so.
+    for (const r of report.runs) t.equal(r.rebootedSinceWrite, null, `${r.method}: reboot unknown`)
+    t.ok(
+      report.notes.includes(
+        'could not tell whether this machine rebooted since the write (no boot id on this platform): a pass proves nothing unless the power was really cut',
+      ),
+      `the unknown boot is a note: ${JSON.stringify(report.notes)}`,
+    )
+    const text = await run(pasted)
+    t.equal(text.code, 4, text.stderr)
+    t.match(text.stdout, /^note: could not tell whether this machine rebooted since the write \(no boot id on this platform\)/m)
     for (const r of report.runs) {
       t.ok(r.acked > 0, `${r.method}: records acked`)
       t.equal(r.intact, r.acked, `${r.method}: every acked record intact`)

@@ -12,7 +12,7 @@
  * (--run), or a superblock that cannot be read, when the path its name suggests has such a group.
  */
 import { PlugcheckError, usageError } from '../../base/errors.js'
-import { shellQuote } from '../../base/shell-quote.js'
+import { quotePath, shellQuote } from '../../base/shell-quote.js'
 import { methodNames } from '../../native/methods.js'
 import { formatEndpoint } from '../../protocol/endpoint.js'
 import type { Claim, StoredRun } from '../../protocol/messages.js'
@@ -124,12 +124,12 @@ export function verifyCommand(options: VerifyOptions, file: string, extra: { hos
   const source =
     'server' in options.source
       ? `--server ${shellQuote(formatEndpoint(options.source.server))}`
-      : `--acks ${shellQuote(options.source.acksDir)}`
-  const parts = [`plugcheck verify ${source} --file ${shellQuote(file)}`]
+      : `--acks ${quotePath(options.source.acksDir)}`
+  const parts = [`plugcheck verify ${source} --file ${quotePath(file)}`]
   if (extra.host !== undefined && extra.host !== host) parts.push(`--host ${shellQuote(extra.host)}`)
   else if (options.host !== undefined) parts.push(`--host ${shellQuote(options.host)}`)
   if (extra.runId !== undefined) parts.push(`--run ${extra.runId}`)
   if (options.token !== undefined && 'server' in options.source)
-    parts.push(options.tokenFile === undefined ? "--token 'YOUR-TOKEN'" : `--token-file ${shellQuote(options.tokenFile)}`)
+    parts.push(options.tokenFile === undefined ? "--token 'YOUR-TOKEN'" : `--token-file ${quotePath(options.tokenFile)}`)
   return parts.join(' ')
 }

@@ -162,8 +162,9 @@ export async function verifyReport(asked: VerifyOptions, io: Pick<Io, 'err'> = {
   // One file at a time: each judge streams its file with a fixed set of buffers.
   for (const run of runs)
     reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId), acks: from.acks(run) }))
-  notes.push(...methodCaveats(runs), ...storageLostNotes(runs))
-  const report: VerifyReport = { verdict: groupVerdict(reports), host, file: options.file, source, claims, notes, runs: reports }
+  const verdict = groupVerdict(reports)
+  notes.push(...methodCaveats(runs), ...storageLostNotes(runs), ...unknownBootNotes(runs, verdict, thisHost, thisBootId))
+  const report: VerifyReport = { verdict, host, file: options.file, source, claims, notes, runs: reports }
   return { report, exitCode: verdictExitCodes[report.verdict] }
 }
 
@@ -218,6 +219,29 @@ function methodCaveats(runs: readonly StoredRun[]): string[] {
     if (caveat !== undefined) caveats.add(`${run.meta.method} on ${table.name}: ${caveat}`)
   }
   return [...caveats]
+}
+
+/**
+ * Whether the machine rebooted since the write could not be told (rebootedSinceWrite null: no boot id
+ * here, none from the writer, or verify runs on another machine than the writer's): said with the
+ * reason, since a pass then proves no more than the operator's word that the power was cut. Not
+ * beside a fail: a loss is a loss whatever the boot.
+ */
+export function unknownBootNotes(
+  runs: readonly StoredRun[],
+  verdict: VerifyReport['verdict'],
+  thisHost: string,
+  thisBootId: string | null,
+): string[] {
+  const unknown = runs.find((r) => rebootedSince(r, thisHost, thisBootId) === null)
+  if (verdict === 'fail' || unknown === undefined) return []
+  const [machine, why] =
+    unknown.meta.host !== thisHost
+      ? [`${oneLine(unknown.meta.host)} (the machine that wrote)`, `verify runs on ${oneLine(thisHost)}`]
+      : thisBootId === null
+        ? ['this machine', 'no boot id on this platform']
+        : ['this machine', 'its writer reported no boot id']
+  return [`could not tell whether ${machine} rebooted since the write (${why}): a pass proves nothing unless the power was really cut`]
 }
 
 function readBootId(): string | null {

@@ -15,7 +15,7 @@ import { usageError } from '../../base/errors.js'
 import { checkDirectSupported, checkFolder, checkReplaceable } from './data-file.js'
 import { formatEndpoint, type Endpoint } from '../../protocol/endpoint.js'
 import type { EvidenceQuestion } from './evidence.js'
-import { shellQuote } from '../../base/shell-quote.js'
+import { quotePath, shellQuote } from '../../base/shell-quote.js'
 import type { StopSignal } from './stop-signals.js'
 
 export interface WriteOptions {
@@ -192,7 +192,7 @@ export function verifyLine(options: Pick<WriteOptions, 'server' | 'file' | 'toke
 /** The command to paste after the reboot: the path shell-quoted, the token named but never printed (its file kept when it came from one). */
 export function verifyCommand(options: Pick<WriteOptions, 'server' | 'file' | 'token' | 'tokenFile'>): string {
   const token = tokenFlag(options)
-  return `plugcheck verify --server ${shellQuote(formatEndpoint(options.server))} --file ${shellQuote(options.file)}${token}`
+  return `plugcheck verify --server ${shellQuote(formatEndpoint(options.server))} --file ${quotePath(options.file)}${token}`
 }
 
 /** The command that lists what the listener holds (the runs and their recorded acks). */
@@ -203,5 +203,5 @@ export function runsCommand(options: Pick<WriteOptions, 'server' | 'token' | 'to
 /** How a printed command passes the token: the --token-file given, or --token with a placeholder (never the token). */
 function tokenFlag(options: { readonly token?: string; readonly tokenFile?: string }): string {
   if (options.token === undefined) return ''
-  return options.tokenFile === undefined ? " --token 'YOUR-TOKEN'" : ` --token-file ${shellQuote(options.tokenFile)}`
+  return options.tokenFile === undefined ? " --token 'YOUR-TOKEN'" : ` --token-file ${quotePath(options.tokenFile)}`
 }

@@ -12,7 +12,7 @@ import type { Machine } from '../../protocol/messages.js'
 import type { AckStore } from '../../store/ack-store.js'
 import { nativePort } from '../../native/index.js'
 import { formatEndpoint } from '../../protocol/endpoint.js'
-import { shellQuote } from '../../base/shell-quote.js'
+import { quotePath, shellQuote } from '../../base/shell-quote.js'
 import type { Connection } from './connection.js'
 import type { ListenerEvent } from './events.js'
 import { printable } from '../../base/printable.js'
@@ -207,7 +207,7 @@ export class RunOwners {
     const shell = platform === undefined ? nativePort().shell : platform === 'win32' ? 'windows' : 'posix'
     const server = formatEndpoint({ host: owner.localHost, port: owner.localPort })
     const token = this.options.token === undefined ? '' : " --token 'YOUR-TOKEN'"
-    const verifyCommand = `plugcheck verify --server ${shellQuote(server, shell)} --file ${shellQuote(info.meta.requestedPath, shell)}${token}`
+    const verifyCommand = `plugcheck verify --server ${shellQuote(server, shell)} --file ${quotePath(info.meta.requestedPath, shell)}${token}`
     const { meta } = info
     this.emit({
       kind: 'vanished',

@@ -5,7 +5,8 @@
  */
 import { execFileSync } from 'node:child_process'
 import t from 'tap'
-import { shellQuote } from '../../../src/base/shell-quote.js'
+import { win32 } from 'node:path'
+import { quotePath, shellQuote } from '../../../src/base/shell-quote.js'
 
 /** What /bin/sh makes of the word: printf '%s' <word>, byte for byte. */
 function shellReads(word: string): string {
@@ -84,4 +85,37 @@ t.test('windows: variables stay literal in single quotes, and every kind of sing
 t.test('the default is this platform’s shell', async (t) => {
   const expected = process.platform === 'win32' ? 'windows' : 'posix'
   t.equal(shellQuote("a b'c"), shellQuote("a b'c", expected))
+})
+
+t.test('quotePath, windows: forward slashes, which a POSIX shell keeps and Windows reads as the same path', async (t) => {
+  const cases: [string, string][] = [
+    ['Z:\\tmp\\nc\\wdata', 'Z:/tmp/nc/wdata'],
+    ['C:\\Program Files\\t\\p.dat', "'C:/Program Files/t/p.dat'"],
+    ["D:\\it's\\p.dat", "'D:/it''s/p.dat'"],
+    ['\\\\server\\share\\p.dat', '//server/share/p.dat'],
+    ['D:/already/forward', 'D:/already/forward'],
+  ]
+  for (const [path, printed] of cases) t.equal(quotePath(path, 'windows'), printed, path)
+  for (const path of ['Z:\\tmp\\nc\\wdata', 'C:\\Program Files\\t\\p.dat', '\\\\server\\share\\p.dat']) {
+    const pasted = shellReads(quotePath(path, 'windows'))
+    t.notMatch(pasted, /\\/, `${path}: no backslash for a POSIX shell to eat`)
+    t.equal(win32.resolve(pasted), path, `${path}: what a POSIX shell passes on is the same path to Windows and Node`)
+  }
+})
+
+t.test(
+  'quotePath, windows: a namespaced path keeps its backslashes (Windows reads it literally), in quotes both shells keep',
+  async (t) => {
+    for (const path of ['\\\\?\\C:\\t\\p.dat', '\\\\.\\PhysicalDrive1']) {
+      t.equal(quotePath(path, 'windows'), `'${path}'`, path)
+      t.equal(shellReads(quotePath(path, 'windows')), path, `${path}: a POSIX shell passes it on as it is`)
+    }
+  },
+)
+
+t.test('quotePath, posix: the path as shellQuote gives it, a backslash in a name kept', async (t) => {
+  for (const path of ['/mnt/t/p.dat', '/mnt/a b/p.dat', '/mnt/back\\slash', "/mnt/it's"]) {
+    t.equal(quotePath(path, 'posix'), shellQuote(path, 'posix'), path)
+    t.equal(shellReads(quotePath(path, 'posix')), path, path)
+  }
 })

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { describeEvent, type ListenerEvent } from '../../../../src/server/listen/events.js'
 import { protocolVersion } from '../../../../src/protocol/messages.js'
 import { runCli, startListener, tempDir, waitFor, writeThenKill } from '../../../fixtures/cli.js'
-import { Peer, runIdOf, runMeta } from '../../../fixtures/peer.js'
+import { bulkyFingerprint, Peer, runIdOf, runMeta } from '../../../fixtures/peer.js'
 import { verdictOf } from '../../../fixtures/verdict-fixture.js'
 
 function eventsIn(path: string): ListenerEvent[] {
@@ -107,6 +107,37 @@ t.test('a writer killed with SIGKILL: run, vanished with the verify command, on 
     eventsIn(eventsFile).some((e) => e.kind === 'vanished' && e.runId === runIdOf(0x502)),
     'no vanished event at shutdown',
   )
+})
+
+t.test('a Windows writer vanished: the verify command gives its path with forward slashes, which a POSIX shell keeps', async (t) => {
+  const dir = tempDir(t)
+  const eventsFile = join(dir, 'events.jsonl')
+  const listener = await startListener(join(dir, 'acks'), ['--events', eventsFile])
+  t.teardown(() => listener.kill())
+  const runId = runIdOf(0x601)
+  const path = 'Z:\\data\\my dir\\p.dat'
+  const windowsFingerprint = { ...bulkyFingerprint, os: { ...bulkyFingerprint.os, platform: 'win32', kernel: 'Windows_NT' } }
+  const writer = await Peer.open(listener.port)
+  writer.send({ type: 'hello', protocol: protocolVersion, role: 'writer' })
+  writer.send({
+    type: 'run',
+    meta: runMeta(runId, { path, requestedPath: path }),
+    writer: {
+      bootId: null,
+      fingerprint: {
+        ...windowsFingerprint,
+        target: { ...bulkyFingerprint.target, fileSystem: { ...bulkyFingerprint.target.fileSystem, type: 'ntfs', mountOptions: [] } },
+      },
+    },
+  })
+  await writer.next('run-ok')
+  writer.send({ type: 'ack', runId, fromSeq: 1, toSeq: 3 })
+  await writer.next('recorded')
+  writer.close()
+  await waitFor('a vanished event', () => eventsIn(eventsFile).some((e) => e.kind === 'vanished'))
+  const vanished = eventsIn(eventsFile).find((e) => e.kind === 'vanished') as Extract<ListenerEvent, { kind: 'vanished' }>
+  t.equal(vanished.path, path, 'the path as the writer gave it')
+  t.equal(vanished.verifyCommand, `plugcheck verify --server 127.0.0.1:${listener.port} --file 'Z:/data/my dir/p.dat'`)
 })
 
 t.test('an ack directory on tmpfs is a warning at start, on stderr and in the events file', async (t) => {

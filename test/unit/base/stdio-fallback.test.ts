@@ -1,0 +1,65 @@
+/**
+ * ensureWritableStdio: a stdout or stderr Node cannot open (EBADF, as Windows node under Wine with a
+ * Unix pipe) is replaced by one writing to the descriptor directly, everything in order; a stream
+ * that opens is left alone; any other failure is not hidden. The Wine case itself runs in
+ * test/exe/wine-start.test.ts; here Node's getter is made to fail the same way, in a real child
+ * process whose stdout and stderr are pipes.
+ */
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { ensureWritableStdio } from '../../../src/base/stdio-fallback.js'
+
+const modulePath = fileURLToPath(new URL('../../../src/base/stdio-fallback.ts', import.meta.url))
+
+/** A child node whose stdout and stderr getters throw what Node throws under Wine, then print through them. */
+function childWithUnopenableStdio(): ReturnType<typeof spawnSync> {
+  const script = `
+import { ensureWritableStdio } from ${JSON.stringify(modulePath)}
+for (const name of ['stdout', 'stderr'])
+  Object.defineProperty(process, name, {
+    configurable: true,
+    get() { throw Object.assign(new Error('open EBADF'), { code: 'EBADF', errno: -9, syscall: 'open' }) },
+  })
+ensureWritableStdio()
+ensureWritableStdio()
+process.stderr.write(\`stderr fd \${process.stderr.fd} tty \${process.stderr.isTTY}\\n\`)
+process.stdout.write('first\\n')
+process.stdout.write(Buffer.alloc(256 * 1024, 'x'))
+process.stdout.write('\\nlast\\n', () => process.exit(7))
+`
+  return spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    maxBuffer: 8 * 1024 * 1024,
+    timeout: 60_000,
+  })
+}
+
+t.test('an unopenable stdout and stderr: written to directly, whole and in order, before the exit', async (t) => {
+  const result = childWithUnopenableStdio()
+  t.equal(result.status, 7, String(result.stderr))
+  t.equal(result.stderr, 'stderr fd 2 tty false\n')
+  const stdout = String(result.stdout)
+  // Compared as a flag, not a diff: a mismatch of 256 KiB would be printed whole.
+  t.ok(
+    stdout === `first\n${'x'.repeat(256 * 1024)}\nlast\n`,
+    `every byte in order, the 256 KiB write whole (${stdout.length} bytes: ${JSON.stringify(stdout.slice(0, 40))} ...)`,
+  )
+})
+
+t.test('a stream that opens is left as it is', async (t) => {
+  const stdout = process.stdout
+  const stderr = process.stderr
+  ensureWritableStdio()
+  t.equal(process.stdout, stdout)
+  t.equal(process.stderr, stderr)
+})
+
+t.test('any other failure to open a stream is not hidden', async (t) => {
+  const fake = {
+    get stdout(): never {
+      throw Object.assign(new Error('unknown stream file type'), { code: 'ERR_UNKNOWN_STREAM_TYPE' })
+    },
+  } as unknown as NodeJS.Process
+  t.throws(() => ensureWritableStdio(fake), { code: 'ERR_UNKNOWN_STREAM_TYPE' })
+})
