@@ -19,6 +19,25 @@ export const binPath = fileURLToPath(new URL('../../bin/plugcheck.js', import.me
 
 /** How long the demo waits for the listener to record the killed writer's end before it verifies anyway. */
 const endWaitMs = 10_000
+/** How long the writer may take to have its first ack recorded (a loaded machine starts it slowly). */
+const firstAckWaitMs = 60_000
+
+/** Until the listener has recorded an ack of the writer's run, the writer exited, or waitMs passed; which came first. */
+async function firstAckRecorded(
+  listener: Listener,
+  exited: Promise<number | null>,
+  waitMs: number,
+): Promise<'acked' | 'exited' | 'timeout'> {
+  let gone = false
+  void exited.then(() => (gone = true))
+  const deadlineMs = performance.now() + waitMs
+  for (;;) {
+    if (listener.store.summaries().some((run) => run.ackedThroughSeq > 0)) return 'acked'
+    if (gone) return 'exited'
+    if (performance.now() > deadlineMs) return 'timeout'
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
 
 /** Until every run the listener holds has its end recorded (the killed writer's: vanished), or waitMs passed. */
 async function endsRecorded(listener: Listener, waitMs: number): Promise<void> {
@@ -51,6 +70,17 @@ export async function runDemo(options: DemoOptions, io: Io): Promise<number> {
     let writerStderr = ''
     writer.stderr.on('data', (chunk: Buffer) => (writerStderr += chunk.toString()))
     const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)))
+    // The kill's time counts from the first ack the listener recorded, not from the spawn: a writer
+    // killed before it announced its run would leave verify nothing to judge.
+    const started = await firstAckRecorded(listener, exited, firstAckWaitMs)
+    if (started === 'timeout') {
+      writer.kill('SIGKILL')
+      await exited
+      throw runtimeError(
+        `the writer had no ack recorded within ${firstAckWaitMs / 1000} s: ${writerStderr.trim() || 'it said nothing'}`,
+        'run plugcheck listen and plugcheck write by hand to see where it stops',
+      )
+    }
     const early = await Promise.race([
       exited,
       new Promise<'timer'>((resolve) => setTimeout(() => resolve('timer'), options.killAfterS * 1000)),

@@ -55,3 +55,13 @@ t.test('demo --json: rebootedSinceWrite is false', async (t) => {
   t.equal(report.runs[0].role, 'tested')
   t.equal(report.runs[0].rebootedSinceWrite, bootIdKnown ? false : null)
 })
+
+t.test('demo --kill-after 0.05: the kill counts from the first recorded ack, so a run is always there to judge', async (t) => {
+  // 50 ms after its spawn a writer has not even loaded (node alone takes longer): a kill timed from the
+  // spawn would leave the listener no run, and verify "no run found".
+  const result = await runCli(['demo', '--kill-after', '0.05', '--json'], 120_000)
+  t.equal(result.code, 0, result.stderr)
+  const report = JSON.parse(result.stdout)
+  t.equal(report.verdict, 'pass')
+  t.ok(report.runs[0].acked >= 1, `the killed writer had acks recorded (${report.runs[0].acked})`)
+})
