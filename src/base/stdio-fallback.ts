@@ -28,12 +28,27 @@ export function ensureWritableStdio(proc: NodeJS.Process = process): void {
   }
 }
 
+/** Parks the thread for a moment: a full non-blocking pipe (EAGAIN) is written again once its reader took some. */
+const pause = new Int32Array(new SharedArrayBuffer(4))
+
+/** Writes all of chunk to fd, waiting out a full pipe that was left non-blocking (EAGAIN) as a blocking write would. */
+function writeWhole(fd: number, chunk: Buffer): void {
+  for (let doneBytes = 0; doneBytes < chunk.length; ) {
+    try {
+      doneBytes += writeSync(fd, chunk, doneBytes)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error
+      Atomics.wait(pause, 0, 0, 1)
+    }
+  }
+}
+
 /** A stream whose every write is done, whole, before its callback: the order of output and exit holds. */
 function syncWriteStream(fd: number): NodeJS.WriteStream {
   const stream = new Writable({
     write(chunk: Buffer, _encoding, callback) {
       try {
-        for (let doneBytes = 0; doneBytes < chunk.length; ) doneBytes += writeSync(fd, chunk, doneBytes)
+        writeWhole(fd, chunk)
         callback()
       } catch (error) {
         callback(error as Error)

@@ -5,7 +5,7 @@
  * test/exe/wine-start.test.ts; here Node's getter is made to fail the same way, in a real child
  * process whose stdout and stderr are pipes.
  */
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { ensureWritableStdio } from '../../../src/base/stdio-fallback.js'
@@ -45,6 +45,37 @@ t.test('an unopenable stdout and stderr: written to directly, whole and in order
     stdout === `first\n${'x'.repeat(256 * 1024)}\nlast\n`,
     `every byte in order, the 256 KiB write whole (${stdout.length} bytes: ${JSON.stringify(stdout.slice(0, 40))} ...)`,
   )
+})
+
+t.test('a pipe left non-blocking whose reader is slow: every byte still arrives, in order', async (t) => {
+  // Node makes a pipe it opened non-blocking (here the child's stderr, opened by the loader before the
+  // getters fail; as any process that shares the pipe can leave it). A full pipe then says EAGAIN,
+  // which the fallback waits out as a blocking write would, instead of dropping the rest.
+  const script = `
+import { ensureWritableStdio } from ${JSON.stringify(modulePath)}
+void process.stdout
+for (const name of ['stdout', 'stderr'])
+  Object.defineProperty(process, name, {
+    configurable: true,
+    get() { throw Object.assign(new Error('open EBADF'), { code: 'EBADF', errno: -9, syscall: 'open' }) },
+  })
+ensureWritableStdio()
+process.stdout.write(Buffer.alloc(1024 * 1024, 'y'))
+process.stdout.write('\\nend\\n', () => process.exit(0))
+`
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const closed = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
+  const chunks: Buffer[] = []
+  let stderr = ''
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()))
+  child.stdout.pause()
+  // The reader starts late: by then the child has filled the pipe (64 KiB) and met EAGAIN.
+  await new Promise((resolve) => setTimeout(resolve, 1500))
+  child.stdout.on('data', (c: Buffer) => chunks.push(c))
+  child.stdout.resume()
+  t.equal(await closed, 0, stderr)
+  const stdout = Buffer.concat(chunks).toString()
+  t.ok(stdout === `${'y'.repeat(1024 * 1024)}\nend\n`, `every byte in order (${stdout.length} of ${1024 * 1024 + 5} bytes)`)
 })
 
 t.test('a stream that opens is left as it is', async (t) => {
