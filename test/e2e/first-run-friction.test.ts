@@ -2,9 +2,10 @@
  * A new user's first-run friction (issue 18's log): each message a command gives names what the user
  * must type next, and a refused start leaves nothing behind and prints nothing but the refusal.
  */
+import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { listenOutcome, runCli, runInProcess, tempDir } from '../fixtures/cli.js'
+import { listenOutcome, runCli, runInProcess, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 
 t.test('report on an empty listener directory: the hint names every flag listen --campaign needs', async (t) => {
   const dir = t.testdir({ runs: {} })
@@ -43,4 +44,27 @@ t.test('listen --help says --cut-command and --cut-after are required with --cam
   t.match(flat, /--campaign .*needs --cut-command and --cut-after/)
   t.match(flat, /--cut-command campaign \(required with --campaign\)/)
   t.match(flat, /--cut-after campaign \(required with --campaign\)/)
+})
+
+t.test('a stored campaign restarted with another --cycles: the refusal alone, before any "listening" line', async (t) => {
+  const store = join(tempDir(t), 'ld')
+  const flags = (cycles: string) => ['--host', '127.0.0.1', '--port', '0', '--dir', store, '--campaign', 'lab1', '--cycles', cycles]
+  const campaign = ['--cut-command', 'true', '--cut-after', '30-90', '--seed', '7']
+  const first = await startListener(store, ['--campaign', 'lab1', '--cycles', '3', ...campaign])
+  await waitFor('the campaign file', () => existsSync(join(store, 'campaigns', 'lab1.json')))
+  await first.kill('SIGTERM')
+  const stored = readFileSync(join(store, 'campaigns', 'lab1.json'), 'utf8')
+  const entries = readdirSync(store).sort()
+
+  const other = await runCli(['listen', ...flags('5'), ...campaign])
+  t.equal(other.code, 2, other.stderr)
+  t.equal(other.stdout, '', 'no "listening on" line')
+  t.equal(
+    other.stderr,
+    `plugcheck: campaign lab1 in ${join(store, 'campaigns', 'lab1.json')} was started with other options: --cycles 5, stored 3\n` +
+      `hint: resume it with --campaign lab1 --cycles 3 --cut-command 'true' --cut-after 30-90 --reboot-timeout 600 --seed 7, or give the new campaign another --campaign name\n`,
+    'the refusal and its hint, nothing else',
+  )
+  t.equal(readFileSync(join(store, 'campaigns', 'lab1.json'), 'utf8'), stored, 'the stored campaign is unchanged')
+  t.same(readdirSync(store).sort(), entries, 'nothing new in the directory')
 })

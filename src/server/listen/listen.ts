@@ -18,7 +18,7 @@ import type { CampaignState } from '../../protocol/messages.js'
 import { describeEvent, type ListenerEvent } from './events.js'
 import { Listener } from './listener.js'
 import { Campaign } from '../campaign/campaign.js'
-import { campaignFilePath } from '../campaign/campaign-file-io.js'
+import { campaignFilePath, readCampaignFile } from '../campaign/campaign-file-io.js'
 import type { CampaignOptions } from '../campaign/campaign-types.js'
 import { campaignFileSchema } from '../../store/campaign-file.js'
 import type { QuotaLimits, Reserve } from './quotas.js'
@@ -379,6 +379,10 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
    */
   let campaignState: (() => CampaignState | null) | undefined
   if (options.campaign !== undefined) {
+    // Other options than the stored campaign's (exit 2), or a damaged campaign file (exit 3), are refused
+    // here, before the listener opens its store, binds its port or says it listens: the refusal alone.
+    // (Campaign.open reads the file again, with the directory locked, and acts on that reading.)
+    await readCampaignFile(dir, options.campaign)
     const stored = storedCampaignState(dir, options.campaign)
     campaignState = () => stored
   }
