@@ -68,3 +68,20 @@ t.test('a stored campaign restarted with another --cycles: the refusal alone, be
   t.equal(readFileSync(join(store, 'campaigns', 'lab1.json'), 'utf8'), stored, 'the stored campaign is unchanged')
   t.same(readdirSync(store).sort(), entries, 'nothing new in the directory')
 })
+
+t.test('--server given as a URL: every command that takes it names the HOST:PORT to give instead (exit 2)', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'data.dat')
+  const url = 'http://10.77.0.1:5400'
+  for (const args of [
+    ['write', '--server', url, '--file', file],
+    ['agent', '--server', url, '--file', file],
+    ['verify', '--server', url, '--file', file],
+    ['runs', '--server', url],
+  ]) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, args[0]!)
+    t.equal(result.stderr, 'plugcheck: --server takes HOST[:PORT], not a URL: --server 10.77.0.1:5400\n', args[0]!)
+  }
+  t.same(readdirSync(dir), [], 'no data file made')
+})
