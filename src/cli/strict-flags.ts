@@ -253,7 +253,12 @@ const maxNamedArguments = 20
  * two letters is one edit) when near enough for its length, else the only flag it begins; or none.
  */
 export function closestFlag(typed: string, candidates: readonly string[]): string | undefined {
-  const name = kebab(typed).toLowerCase()
+  return closestName(kebab(typed), candidates)
+}
+
+/** The name of candidates the typed one most likely meant, by closestFlag's rules, the typed name taken as it is (lower-cased). */
+export function closestName(typed: string, candidates: readonly string[]): string | undefined {
+  const name = typed.toLowerCase()
   const nearEnough = name.length <= 4 ? 1 : name.length <= 8 ? 2 : 3
   let best: string | undefined
   let bestDistance = Number.POSITIVE_INFINITY

@@ -85,3 +85,25 @@ t.test('--server given as a URL: every command that takes it names the HOST:PORT
   }
   t.same(readdirSync(dir), [], 'no data file made')
 })
+
+t.test('a misspelt --method is named with the method it may have meant, exit 2 (write, agent, demo)', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'data.dat')
+  const known =
+    'known: fsync, fdatasync, open_sync, open_datasync, fsync_writethrough, barrier_fsync, flush_data_only, pwritev2_dsync, none'
+  const cases: Array<[string[], string]> = [
+    [['write', '--server', '127.0.0.1:1', '--file', file, '--method', 'fdatasnyc'], 'unknown method fdatasnyc (did you mean fdatasync?)'],
+    [
+      ['agent', '--server', '127.0.0.1:1', '--file', file, '--method', 'fsync,open-sync'],
+      'unknown method open-sync (did you mean open_sync?)',
+    ],
+    [['demo', '--method', 'FDATASYNC'], 'unknown method FDATASYNC (did you mean fdatasync?)'],
+    [['write', '--server', '127.0.0.1:1', '--file', file, '--method', 'bogus'], 'unknown method bogus'],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, args.join(' '))
+    t.equal(result.stderr, `plugcheck: ${message} (${known})\n`, args.join(' '))
+  }
+  t.same(readdirSync(dir), [], 'no data file made')
+})
