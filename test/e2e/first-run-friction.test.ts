@@ -2,7 +2,8 @@
  * A new user's first-run friction (issue 18's log): each message a command gives names what the user
  * must type next, and a refused start leaves nothing behind and prints nothing but the refusal.
  */
-import { existsSync, readFileSync, readdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import t from 'tap'
 import { listenOutcome, runCli, runInProcess, startListener, tempDir, waitFor } from '../fixtures/cli.js'
@@ -106,4 +107,44 @@ t.test('a misspelt --method is named with the method it may have meant, exit 2 (
     t.equal(result.stderr, `plugcheck: ${message} (${known})\n`, args.join(' '))
   }
   t.same(readdirSync(dir), [], 'no data file made')
+})
+
+t.test('listen on a port another program holds: the hint names the port, and nothing it made is left behind', async (t) => {
+  const holder = createServer()
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise((resolve) => holder.close(resolve)))
+  const port = (holder.address() as AddressInfo).port
+  const root = tempDir(t)
+  const listen = (dir: string) => runCli(['listen', '--host', '127.0.0.1', '--port', String(port), '--dir', dir])
+  const refusal =
+    `plugcheck: could not listen on 127.0.0.1:${port}: EADDRINUSE (address already in use)\n` +
+    `hint: another program listens on ${port}: stop it, or choose --port\n`
+
+  const fresh = await listen(join(root, 'x', 'other'))
+  t.equal(fresh.code, 3, fresh.stderr)
+  t.equal(fresh.stdout, '')
+  t.equal(fresh.stderr, refusal)
+  t.same(readdirSync(root), [], 'the directory it made (and its parent) is gone')
+
+  // A directory of the user's: what was there stays, byte for byte; what the start added goes.
+  const mine = join(root, 'mine')
+  mkdirSync(join(mine, 'keep'), { recursive: true })
+  writeFileSync(join(mine, 'notes.txt'), 'my notes\n')
+  const existing = await listen(mine)
+  t.equal(existing.code, 3, existing.stderr)
+  t.equal(existing.stderr, refusal)
+  t.same(readdirSync(mine).sort(), ['keep', 'notes.txt'], 'only what was there before')
+  t.equal(readFileSync(join(mine, 'notes.txt'), 'utf8'), 'my notes\n')
+
+  // A listener's directory: its store is kept whole, and still opens.
+  const store = join(root, 'store')
+  const listener = await startListener(store)
+  const before = readdirSync(store).sort()
+  await listener.kill('SIGTERM')
+  const taken = await listen(store)
+  t.equal(taken.code, 3, taken.stderr)
+  t.same(readdirSync(store).sort(), before, "the store's entries are all still there")
+  const again = await startListener(store)
+  await again.kill('SIGTERM')
+  t.pass('the store opens again')
 })

@@ -16,7 +16,8 @@ import { PlugcheckError, describeSystemError, exitCodes, runtimeError, usageErro
 import type { Io } from '../../base/io.js'
 import type { CampaignState } from '../../protocol/messages.js'
 import { describeEvent, type ListenerEvent } from './events.js'
-import { Listener } from './listener.js'
+import { BindError, Listener } from './listener.js'
+import { notePaths } from './created-paths.js'
 import { Campaign } from '../campaign/campaign.js'
 import { campaignFilePath, readCampaignFile } from '../campaign/campaign-file-io.js'
 import type { CampaignOptions } from '../campaign/campaign-types.js'
@@ -386,6 +387,7 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
     const stored = storedCampaignState(dir, options.campaign)
     campaignState = () => stored
   }
+  const created = await notePaths(dir)
   let listener: Listener
   try {
     listener = await Listener.start({
@@ -398,6 +400,15 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
   } catch (error) {
     // A configuration problem (another listener holds --dir) is reported as it is: exit 2.
     if (error instanceof PlugcheckError && error.exitCode === exitCodes.usage) throw error
+    if (error instanceof BindError) {
+      // Nothing was stored: what this start made in --dir goes, and the port is named.
+      await created.removeCreated().catch(() => undefined)
+      await eventsFile?.close()
+      throw runtimeError(
+        `could not listen on ${options.host}:${options.port}: ${describeSystemError(error)}`,
+        error.code === 'EADDRINUSE' ? `another program listens on ${options.port}: stop it, or choose --port` : undefined,
+      )
+    }
     throw runtimeError(`could not listen on ${options.host}:${options.port} with acks in ${dir}: ${describeSystemError(error)}`)
   }
   const address = listener.address()
