@@ -402,8 +402,8 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
     if (error instanceof PlugcheckError && error.exitCode === exitCodes.usage) throw error
     if (error instanceof BindError) {
       // Nothing was stored: what this start made in --dir goes, and the port is named.
-      await created.removeCreated().catch(() => undefined)
       await eventsFile?.close()
+      await created.removeCreated().catch(() => undefined)
       throw runtimeError(
         `could not listen on ${options.host}:${options.port}: ${describeSystemError(error)}`,
         error.code === 'EADDRINUSE' ? `another program listens on ${options.port}: stop it, or choose --port` : undefined,
