@@ -123,7 +123,7 @@ function targetParts(target: ExeTarget): { node: string; natives: NativeFile[] }
       ],
     }
   }
-  ensureWindowsBuilds()
+  ensureWindowsBuilds('build-exe')
   // The blob is made by this node; the node.exe it goes into must be the same version to read it.
   const nodeExeVersion = readFileSync(join(nodeExePath(), '..', 'VERSION'), 'utf8').trim()
   if (nodeExeVersion !== process.versions.node)

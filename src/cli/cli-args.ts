@@ -14,6 +14,7 @@ import { patterns } from '../record/patterns.js'
 import { parseSize } from '../base/sizes.js'
 import { parseDuration, parseSecondsFlag, secondsFlagForms } from '../base/durations.js'
 import { tokenOfFlags } from './token-file.js'
+import { closestName } from './strict-flags.js'
 
 export { tokenOfFlags }
 
@@ -43,7 +44,10 @@ const methodsArg = z.string().transform((text, ctx) => {
     .filter(Boolean)
   if (names.length === 0) ctx.addIssue({ code: 'custom', message: '--method is empty' })
   for (const name of names) {
-    if (!isMethodName(name)) ctx.addIssue({ code: 'custom', message: `unknown method ${name} (known: ${methodNames.join(', ')})` })
+    if (isMethodName(name)) continue
+    const meant = closestName(name, methodNames)
+    const didYouMean = meant === undefined ? '' : ` (did you mean ${meant}?)`
+    ctx.addIssue({ code: 'custom', message: `unknown method ${name}${didYouMean} (known: ${methodNames.join(', ')})` })
   }
   return names as MethodName[]
 })

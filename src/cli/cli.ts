@@ -18,7 +18,14 @@ import { runsCliCommand } from './commands/runs.js'
 import { verifyCliCommand } from './commands/verify.js'
 import { writeCliCommand } from './commands/write.js'
 import { plugcheckVersion } from './version.js'
-import { closestFlag, flagSpecOf, unknownArguments, unknownArgumentsMessage } from './strict-flags.js'
+import {
+  closestFlag,
+  flagSpecOf,
+  missingRequiredFlags,
+  missingRequiredMessage,
+  unknownArguments,
+  unknownArgumentsMessage,
+} from './strict-flags.js'
 
 /** Every command, in the order of `plugcheck --help`. */
 export const commands: readonly CliCommand[] = [
@@ -77,7 +84,8 @@ function joinDashValues(argv: readonly string[]): string[] {
 
 /**
  * Refuses what the command does not take (strict-flags.ts) before yargs parses: yargs would first
- * complain of a missing required flag, the one a misspelt flag was meant to give. A call for help
+ * complain of a missing required flag, the one a misspelt flag was meant to give. Then a required
+ * flag left out is named with what it takes, rather than in yargs' words. A call for help
  * (`-h`, `--help`) is answered whatever else is on the line.
  */
 function refuseUnknownArguments(args: readonly string[]): void {
@@ -94,9 +102,17 @@ function refuseUnknownArguments(args: readonly string[]): void {
     )
   }
   const rest = args.slice(at + 1)
-  const unknown = unknownArguments(rest, flagSpecOf(command.options))
-  if (unknown.length === 0) return
-  const { message, hint } = unknownArgumentsMessage(command.name, unknown)
+  const spec = flagSpecOf(command.options)
+  const unknown = unknownArguments(rest, spec)
+  if (unknown.length > 0) {
+    const { message, hint } = unknownArgumentsMessage(command.name, unknown)
+    throw usageError(message, hint)
+  }
+  // `--version` is answered as yargs answers it, whatever flags are missing.
+  if (rest.includes('--version')) return
+  const missing = missingRequiredFlags(rest, spec)
+  if (missing.length === 0) return
+  const { message, hint } = missingRequiredMessage(command.name, missing)
   throw usageError(message, hint)
 }
 

@@ -7,7 +7,8 @@
  * No command takes a positional argument, so a word that is no flag's value is refused too. A flag
  * given twice, in any of its forms, is refused (yargs would keep the last value and drop the first
  * without a word), except an array flag (`report --campaign a --campaign b`: both names); so is
- * `--no-x` for a flag that takes a value (yargs would hand the command `false`).
+ * `--no-x` for a flag that takes a value (yargs would hand the command `false`). A required flag left
+ * out is named with what it takes (`write needs --file PATH`), in the form of every other usage error.
  */
 import type { Argv } from 'yargs'
 import yargs from 'yargs'
@@ -24,6 +25,8 @@ export interface FlagSpec {
   readonly numbers: ReadonlySet<string>
   /** The flags a did-you-mean may propose: the long names, hidden ones left out. */
   readonly suggestions: readonly string[]
+  /** The flags the command cannot run without (yargs' demandOption), in the order declared. */
+  readonly required: readonly string[]
 }
 
 /** The flags every command takes, from yargs' .help() and .version(). */
@@ -38,6 +41,7 @@ interface DeclaredOptions {
   readonly array: readonly string[]
   readonly number: readonly string[]
   readonly hiddenOptions: readonly string[]
+  readonly demandedOptions: Record<string, unknown>
 }
 
 /** The flags a command declares, read from its yargs builder. */
@@ -52,7 +56,35 @@ export function flagSpecOf(options: (y: Argv) => Argv<object>): FlagSpec {
     arrays: new Set(declared.array),
     numbers: new Set(declared.number),
     suggestions: [...longNames.filter((name) => !hidden.has(name)), ...globalFlags],
+    required: Object.keys(declared.demandedOptions),
   }
+}
+
+/**
+ * The required flags args do not give, in any form (`--file`, `--file=x`, `--no-file` aside). Read
+ * after unknownArguments found nothing: every flag-like token is then a flag of the command.
+ */
+export function missingRequiredFlags(args: readonly string[], spec: FlagSpec): string[] {
+  const given = new Set<string>()
+  for (const token of args) {
+    if (token === '--') break
+    if (!looksLikeFlag(token)) continue
+    const dashes = token.startsWith('--') ? '--' : '-'
+    const equals = token.indexOf('=')
+    const known = knownFlag(token.slice(dashes.length, equals === -1 ? undefined : equals), spec)
+    if (known !== null && !known.negated) given.add(known.name)
+  }
+  return spec.required.filter((flag) => !given.has(flag))
+}
+
+/** What a required flag's value is, as the README's synopsis writes it (VALUE for one not listed). */
+const requiredFlagValues: Readonly<Record<string, string>> = { server: 'HOST[:PORT]', file: 'PATH', dir: 'DIR' }
+
+/** `write needs --server HOST[:PORT] and --file PATH`, with the hint every usage error of a command has. */
+export function missingRequiredMessage(command: string, missing: readonly string[]): { message: string; hint: string } {
+  const flags = missing.map((flag) => `--${flag} ${requiredFlagValues[flag] ?? 'VALUE'}`)
+  const listed = flags.length === 1 ? flags[0]! : `${flags.slice(0, -1).join(', ')} and ${flags.at(-1)}`
+  return { message: `${command} needs ${listed}`, hint: `plugcheck ${command} --help lists its flags` }
 }
 
 /**
@@ -221,7 +253,12 @@ const maxNamedArguments = 20
  * two letters is one edit) when near enough for its length, else the only flag it begins; or none.
  */
 export function closestFlag(typed: string, candidates: readonly string[]): string | undefined {
-  const name = kebab(typed).toLowerCase()
+  return closestName(kebab(typed), candidates)
+}
+
+/** The name of candidates the typed one most likely meant, by closestFlag's rules, the typed name taken as it is (lower-cased). */
+export function closestName(typed: string, candidates: readonly string[]): string | undefined {
+  const name = typed.toLowerCase()
   const nearEnough = name.length <= 4 ? 1 : name.length <= 8 ? 2 : 3
   let best: string | undefined
   let bestDistance = Number.POSITIVE_INFINITY

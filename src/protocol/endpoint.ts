@@ -5,7 +5,8 @@
  * "[fe80::1%eth0]:5400" and "[fe80::1%4]:5400" (a link-local address with its interface, by name or
  * index). Host names go to the OS resolver (getaddrinfo, through dns.lookup); the first address it
  * gives is the one used, by the writer's ack socket and by verify alike, so that both talk to the
- * same listener when a name has several addresses.
+ * same listener when a name has several addresses. A URL (`http://10.0.0.2:5400`) is refused, naming
+ * the HOST[:PORT] in it.
  */
 import { lookup } from 'node:dns/promises'
 import { isIP, isIPv6 } from 'node:net'
@@ -21,8 +22,23 @@ export interface Endpoint {
   readonly port: number
 }
 
+/** A URL's scheme (http://, tcp://): --server takes no URL, whatever its scheme. */
+const urlScheme = /^[a-z][a-z0-9+.-]*:\/\//i
+
+/**
+ * The refusal of a URL given as --server, with the HOST[:PORT] inside it when there is one that
+ * parses (no user, path, query or fragment): `http://10.77.0.1:5400/` -> `10.77.0.1:5400`.
+ */
+function urlRefusal(text: string): string {
+  const authority = text.replace(urlScheme, '').split(/[/?#]/, 1)[0]!
+  const hostPort = authority.slice(authority.lastIndexOf('@') + 1)
+  const meant = hostPort !== '' && typeof parseEndpoint(hostPort) !== 'string' ? `: --server ${hostPort}` : ''
+  return `--server takes HOST[:PORT], not a URL${meant}`
+}
+
 /** Returns an error sentence instead of throwing. */
 export function parseEndpoint(text: string): Endpoint | string {
+  if (urlScheme.test(text)) return urlRefusal(text)
   const bracketed = /^\[([^\]]*)\](?::([^:]*))?$/.exec(text)
   let host: string
   let portText: string | undefined

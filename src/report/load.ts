@@ -69,7 +69,7 @@ export async function loadListenerDir(
     if (known.length === 0 && !records.some((r) => r.summary.campaign === null))
       throw usageError(
         `${dir} holds no campaign and no run`,
-        'a run is recorded once plugcheck write --server reaches this listener; a campaign starts with plugcheck listen --campaign NAME --cycles N --cut-command CMD',
+        'a run is recorded once plugcheck write --server reaches this listener; a campaign starts with plugcheck listen --campaign NAME --cycles N --cut-command CMD --cut-after MIN-MAX',
       )
     wanted = known
   } else {

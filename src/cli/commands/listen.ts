@@ -40,10 +40,19 @@ export const listenCliCommand: CliCommand = {
       })
       .option('retain', { type: 'string', describe: 'prune ended runs older than this (30d, 12h, 90m, 45s) as the listener runs' })
       .option('events', { type: 'string', describe: 'also append every event as a JSON line to this file' })
-      .option('campaign', { type: 'string', describe: 'run a power-cut campaign of this name (resumed if the directory holds it)' })
+      .option('campaign', {
+        type: 'string',
+        describe: 'run a power-cut campaign of this name (resumed if the directory holds it); needs --cut-command and --cut-after',
+      })
       .option('cycles', { type: 'number', default: undefined, describe: 'campaign: cycles to run (default 10)' })
-      .option('cut-command', { type: 'string', describe: 'campaign: the command that cuts the power of the machine under test' })
-      .option('cut-after', { type: 'string', describe: 'campaign: MIN-MAX seconds after the writer is steady to cut (30-90, 30s-2m)' })
+      .option('cut-command', {
+        type: 'string',
+        describe: 'campaign (required with --campaign): the command that cuts the power of the machine under test',
+      })
+      .option('cut-after', {
+        type: 'string',
+        describe: 'campaign (required with --campaign): MIN-MAX seconds after the writer is steady to cut (30-90, 30s-2m)',
+      })
       .option('reboot-timeout', { type: 'string', describe: 'campaign: seconds (or 10m) to wait for the agent after a cut (default 600)' })
       .option('seed', { type: 'number', describe: 'campaign: seed of the cut moments (default: random, logged)' }),
   async run(args, io) {

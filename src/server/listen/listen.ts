@@ -16,9 +16,10 @@ import { PlugcheckError, describeSystemError, exitCodes, runtimeError, usageErro
 import type { Io } from '../../base/io.js'
 import type { CampaignState } from '../../protocol/messages.js'
 import { describeEvent, type ListenerEvent } from './events.js'
-import { Listener } from './listener.js'
+import { BindError, Listener } from './listener.js'
+import { notePaths } from './created-paths.js'
 import { Campaign } from '../campaign/campaign.js'
-import { campaignFilePath } from '../campaign/campaign-file-io.js'
+import { campaignFilePath, readCampaignFile } from '../campaign/campaign-file-io.js'
 import type { CampaignOptions } from '../campaign/campaign-types.js'
 import { campaignFileSchema } from '../../store/campaign-file.js'
 import type { QuotaLimits, Reserve } from './quotas.js'
@@ -379,9 +380,14 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
    */
   let campaignState: (() => CampaignState | null) | undefined
   if (options.campaign !== undefined) {
+    // Other options than the stored campaign's (exit 2), or a damaged campaign file (exit 3), are refused
+    // here, before the listener opens its store, binds its port or says it listens: the refusal alone.
+    // (Campaign.open reads the file again, with the directory locked, and acts on that reading.)
+    await readCampaignFile(dir, options.campaign)
     const stored = storedCampaignState(dir, options.campaign)
     campaignState = () => stored
   }
+  const created = await notePaths(dir)
   let listener: Listener
   try {
     listener = await Listener.start({
@@ -394,6 +400,15 @@ export async function runListen(options: ListenOptions, io: Io): Promise<number>
   } catch (error) {
     // A configuration problem (another listener holds --dir) is reported as it is: exit 2.
     if (error instanceof PlugcheckError && error.exitCode === exitCodes.usage) throw error
+    if (error instanceof BindError) {
+      // Nothing was stored: what this start made in --dir goes, and the port is named.
+      await eventsFile?.close()
+      await created.removeCreated().catch(() => undefined)
+      throw runtimeError(
+        `could not listen on ${options.host}:${options.port}: ${describeSystemError(error)}`,
+        error.code === 'EADDRINUSE' ? `another program listens on ${options.port}: stop it, or choose --port` : undefined,
+      )
+    }
     throw runtimeError(`could not listen on ${options.host}:${options.port} with acks in ${dir}: ${describeSystemError(error)}`)
   }
   const address = listener.address()

@@ -93,6 +93,20 @@ import {
   type ListenerOptions,
 } from './listener-options.js'
 
+/** The listener could not bind its port (error: the system's, EADDRINUSE and the like); its store was opened and is closed again. */
+export class BindError extends Error {
+  readonly code: string | undefined
+  constructor(readonly error: unknown) {
+    // "listen EADDRINUSE: address already in use 0.0.0.0:5400" -> "EADDRINUSE: address already in use"
+    super(
+      String((error as Error).message)
+        .replace(/^[a-z]+ /, '')
+        .replace(/ \S+:\d+$/, ''),
+    )
+    this.code = (error as NodeJS.ErrnoException).code
+  }
+}
+
 /** Connection log lines (refusals, bad peers) per window; the rest are counted and summarised. */
 const logLinesPerWindow = 20
 const logWindowMs = 10_000
@@ -202,13 +216,19 @@ export class Listener implements ConnectionListener {
       options.log?.(`plugcheck: could not record acks of run ${runId}: ${error.message}`)
       listener.runOwners.ownerOf(runId)?.storageFailed(runId, error)
     })
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject)
-      server.listen(options.port, options.host, () => {
-        server.off('error', reject)
-        resolve()
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject)
+        server.listen(options.port, options.host, () => {
+          server.off('error', reject)
+          resolve()
+        })
       })
-    })
+    } catch (error) {
+      // The port is not ours (EADDRINUSE, EACCES): what was opened is closed, the directory's lock released.
+      await listener.close()
+      throw new BindError(error)
+    }
     // accept() can fail (EMFILE, ENFILE): say so and go on serving; an unhandled 'error' would end the listener.
     server.on('error', (error) => listener.connectionLog.line(`plugcheck: could not accept a connection: ${describeSystemError(error)}`))
     return listener

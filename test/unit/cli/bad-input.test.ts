@@ -19,7 +19,8 @@ t.test('usage errors exit 2 with one line, before anything is written', async (t
   const port = await freePort() // nothing listens: usage must be refused before the network is tried
   const server = `127.0.0.1:${port}`
   const cases: Array<[string, string[], RegExp]> = [
-    ['unknown method', ['--method', 'fsink'], /unknown method fsink \(known: fsync, fdatasync/],
+    ['unknown method', ['--method', 'fsink'], /unknown method fsink \(did you mean fsync\?\) \(known: fsync, fdatasync/],
+    ['unknown method, none close', ['--method', 'qwerty'], /unknown method qwerty \(known: fsync, fdatasync/],
     [
       'a method this platform lacks',
       ['--method', 'fsync_writethrough'],

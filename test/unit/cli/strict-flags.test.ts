@@ -258,3 +258,35 @@ t.test('a flag that takes a value, negated, is refused saying so, exit 2, nothin
     'a yes/no flag negates',
   )
 })
+
+t.test("a required flag left out is named with what it takes, in the project's form, exit 2 (every command)", async (t) => {
+  const required = Object.fromEntries(commands.map((command) => [command.name, flagSpecOf(command.options).required]))
+  t.same(
+    Object.fromEntries(Object.entries(required).filter(([, flags]) => flags.length > 0)),
+    { write: ['server', 'file'], agent: ['server', 'file'], verify: ['file'], report: ['dir'] },
+    'the commands with required flags, all of them covered below',
+  )
+  const cases: Array<[string[], string]> = [
+    [['write', '--server', '10.0.0.2:5400'], 'write needs --file PATH'],
+    [['write', '--file', 'x'], 'write needs --server HOST[:PORT]'],
+    [['write'], 'write needs --server HOST[:PORT] and --file PATH'],
+    [['write', '--method', 'fsync', '--duration', '5'], 'write needs --server HOST[:PORT] and --file PATH'],
+    [['agent', '--server=10.0.0.2'], 'agent needs --file PATH'],
+    [['agent'], 'agent needs --server HOST[:PORT] and --file PATH'],
+    [['verify', '--acks', 'd'], 'verify needs --file PATH'],
+    [['report'], 'report needs --dir DIR'],
+    [['report', '--json'], 'report needs --dir DIR'],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, args.join(' '))
+    t.equal(result.stderr, `plugcheck: ${message}\nhint: plugcheck ${args[0]} --help lists its flags\n`, args.join(' '))
+  }
+  // Given in another form, a required flag counts as given: the command goes on to its own checks.
+  const camel = await runInProcess(['write', '--server', 'http://h:1', '--File=x'])
+  t.match(camel.stderr, /unknown flag --File \(did you mean --file\?\)/, 'an unknown flag is still named first')
+  const forms = await runInProcess(['write', '--server=http://h:1', '--file=x'])
+  t.match(forms.stderr, /^plugcheck: --server takes HOST\[:PORT\], not a URL/, '--flag=value forms are given')
+  const version = await runCli(['write', '--version'])
+  t.equal(version.code, 0, '--version is answered, required flags or not')
+})

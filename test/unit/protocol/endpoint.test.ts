@@ -38,6 +38,19 @@ t.test('accepted forms parse and format back', async (t) => {
   }
 })
 
+t.test('a URL is refused, naming the HOST[:PORT] inside it when there is one', async (t) => {
+  const cases: [string, string][] = [
+    ['http://10.77.0.1:5400', '--server takes HOST[:PORT], not a URL: --server 10.77.0.1:5400'],
+    ['http://10.77.0.1:5400/', '--server takes HOST[:PORT], not a URL: --server 10.77.0.1:5400'],
+    ['HTTPS://db2', '--server takes HOST[:PORT], not a URL: --server db2'],
+    ['tcp://user:pw@db2:5400/path?q=1#f', '--server takes HOST[:PORT], not a URL: --server db2:5400'],
+    ['tcp://[::1]:5400', '--server takes HOST[:PORT], not a URL: --server [::1]:5400'],
+    ['http://', '--server takes HOST[:PORT], not a URL'],
+    ['http://db2:99999', '--server takes HOST[:PORT], not a URL'],
+  ]
+  for (const [text, message] of cases) t.equal(parseEndpoint(text), message, text)
+})
+
 t.test('bad forms are refused with a sentence naming the input', async (t) => {
   const cases: [string, RegExp][] = [
     ['', /no host name/],

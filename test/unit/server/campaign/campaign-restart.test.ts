@@ -121,6 +121,7 @@ t.test('a resumed campaign must be the same campaign: other options are refused 
 
   const other = await runCli(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir, ...flags('same', cut.command, 5, '2-4')])
   t.equal(other.code, 2, other.stderr)
+  t.equal(other.stdout, '', 'refused before the listener starts: no "listening on" line')
   t.match(
     other.stderr,
     /^plugcheck: campaign same in .*same\.json was started with other options: --cycles 5, stored 3; --cut-after 2-4, stored 1-1\.5$/m,
@@ -144,6 +145,7 @@ t.test('a damaged campaign file refuses to start (exit 3) and names the file', a
     writeFileSync(path, content)
     const result = await runCli(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', dir, ...flags('broken', cut.command, 3)])
     t.equal(result.code, 3, result.stderr)
+    t.equal(result.stdout, '', 'refused before the listener starts')
     t.match(result.stderr, new RegExp(`^plugcheck: the campaign file ${path.replace(/[.]/g, '\\.')} is damaged: `, 'm'))
     t.match(result.stderr, why)
   }
