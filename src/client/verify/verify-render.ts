@@ -166,8 +166,8 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
   } else if (r.verdict === 'pass') {
     lines.push(
       r.interrupted === 0
-        ? `${lead}all ${n(judged)} acknowledged records of ${what} survived intact.`
-        : `${lead}every acknowledged record of ${what} survived: ${n(r.intact)} intact, ${n(r.interrupted)} interrupted newer overwrites.`,
+        ? `${lead}all ${n(judged)} ${judgedRecords(r)} of ${what} survived intact${ofAllAcked(r)}.`
+        : `${lead}every ${judgedRecords(r, 'record')} of ${what} survived: ${n(r.intact)} intact, ${n(r.interrupted)} interrupted newer overwrites${ofAllAcked(r)}.`,
     )
   } else if (bad === 0) {
     lines.push(`${lead}the superblock of ${what} did not survive: ${r.superblock.detail}.`)
@@ -176,19 +176,34 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
     )
   } else {
     lines.push(
-      `${lead}${n(bad)} of ${n(judged)} acknowledged records of ${what} did not survive: ${n(r.lost)} lost, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`,
+      `${lead}${n(bad)} of ${n(judged)} ${judgedRecords(r)} of ${what} did not survive: ${n(r.lost)} lost, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`,
     )
     lines.push(`${prefix}The storage stack reported these writes durable (${r.method} returned success) and then did not keep them.`)
     if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
   }
-  lines.push(...recordDetailLines(r, prefix))
+  // A pass already said how many were overwritten; any other verdict says it below its own line.
+  lines.push(...recordDetailLines(r, prefix, r.verdict !== 'pass'))
   return lines
 }
 
+/**
+ * What a run's judged records are. An overwrite file that wrapped holds only the latest record of each
+ * slot: the earlier acknowledged ones were overwritten by later ones (superseded) and are not judged,
+ * so the count judged is the records still in the file, never all that were acknowledged.
+ */
+function judgedRecords(r: RunReport, noun: 'record' | 'records' = 'records'): string {
+  return r.superseded === 0 ? `acknowledged ${noun}` : `acknowledged ${noun} still in the file (the latest in each slot)`
+}
+
+/** After a judged count: how many were acknowledged in all, when overwrites left fewer in the file. */
+function ofAllAcked(r: RunReport): string {
+  return r.superseded === 0 ? '' : `, of ${n(r.acked)} acknowledged (${n(r.superseded)} overwritten by later ones)`
+}
+
 /** The lines under a run's verdict: what was superseded, lost, torn, corrupt, reordered or interrupted, the first of each shown. */
-function recordDetailLines(r: RunReport, prefix: string): string[] {
+function recordDetailLines(r: RunReport, prefix: string, sayOverwritten: boolean): string[] {
   const lines: string[] = []
-  if (r.superseded > 0)
+  if (sayOverwritten && r.superseded > 0)
     lines.push(
       `${prefix}${n(r.superseded)} acknowledged records were later overwritten by newer acknowledged ones (superseded, not judged).`,
     )
