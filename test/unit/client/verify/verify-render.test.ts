@@ -1,14 +1,15 @@
 /**
- * verify's words for a run (src/client/verify/verify-render.ts): a wrapped overwrite file's verdict
- * line says what was judged (the records still in the file) beside all that were acknowledged; a file
- * that never wrapped reads as before. Crafted reports for the exact wording, then a real write that
- * wraps its file and its verify over 127.0.0.1.
+ * verify's words (src/client/verify/verify-render.ts): a wrapped overwrite file's verdict line says
+ * what was judged (the records still in the file) beside all that were acknowledged; a file that never
+ * wrapped reads as before. An inconclusive verdict of runs that ended by --duration or were stopped
+ * says no cut happened instead of "the cut tested nothing". Crafted reports for the exact wording,
+ * then real writes over 127.0.0.1 and their verify.
  */
 import t from 'tap'
 import { join } from 'node:path'
-import { renderRun } from '../../../../src/client/verify/verify-render.js'
+import { renderReport, renderRun } from '../../../../src/client/verify/verify-render.js'
 import type { RunReport } from '../../../../src/client/verify/run-report.js'
-import { runCli, runInProcess, startListener, tempDir } from '../../../fixtures/cli.js'
+import { fileSize, runCli, runInProcess, spawnCli, startListener, tempDir, traceEntryBytes, waitFor } from '../../../fixtures/cli.js'
 
 function report(over: Partial<RunReport>): RunReport {
   return {
@@ -110,5 +111,102 @@ t.test('a real write that wraps its file: verify says what it judged of all ackn
     new RegExp(
       `^PASS: all ${n(run.acked - run.superseded)} acknowledged records still in the file \\(the latest in each slot\\) of run ${run.runId} .* survived intact, of ${n(run.acked)} acknowledged \\(${n(run.superseded)} overwritten by later ones\\)\\.$`,
     ),
+  )
+})
+
+const control = (over: Partial<RunReport>): RunReport =>
+  report({ method: 'none', role: 'control', pattern: 'append', acked: 20, superseded: 0, intact: 20, verdict: 'inconclusive', ...over })
+const controlWhat = 'run a000000000000001 (none, append, 4 KiB records, /mnt/t/p.dat)'
+
+t.test('a control that lost nothing: how its run ended decides whether a cut is spoken of', async (t) => {
+  t.equal(
+    renderRun(control({ ended: 'duration' }), true)[0],
+    `INCONCLUSIVE: control (none): all 20 unsynced records survived, it lost nothing: the run ended by itself (--duration), no cut happened while it wrote (${controlWhat}).`,
+  )
+  t.equal(
+    renderRun(control({ ended: 'interrupted' }), true)[0],
+    `INCONCLUSIVE: control (none): all 20 unsynced records survived, it lost nothing: the run was stopped (Ctrl-C, a signal or its campaign), no cut happened while it wrote (${controlWhat}).`,
+  )
+  for (const ended of ['vanished', 'error', null])
+    t.equal(
+      renderRun(control({ ended }), true)[0],
+      `INCONCLUSIVE: control (none): all 20 unsynced records survived, it lost nothing: the cut tested nothing (${controlWhat}).`,
+      `ended ${ended}: a cut may have ended it`,
+    )
+  t.equal(
+    renderRun(report({ pattern: 'append', acked: 0, superseded: 0, intact: 0, verdict: 'inconclusive', ended: 'duration' }), true)[0],
+    'INCONCLUSIVE: run a000000000000001 (fdatasync, append, 4 KiB records, /mnt/t/p.dat): nothing was acknowledged: the run ended by itself (--duration), no cut happened while it wrote.',
+  )
+})
+
+t.test("a group's headline: no cut when every run ended by itself or was stopped, else the cut tested nothing", async (t) => {
+  const group = (ends: Array<string | null>) => {
+    const runs = [
+      report({ pattern: 'append', acked: 20, superseded: 0, intact: 20, ended: ends[0]! }),
+      control({ runId: 'a000000000000002', ended: ends[1]! }),
+    ]
+    return renderReport({
+      verdict: 'inconclusive',
+      host: 'h',
+      file: '/mnt/t/p.dat',
+      source: 'listener',
+      claims: [],
+      notes: [],
+      runs,
+    }).split('\n')[0]
+  }
+  t.equal(
+    group(['duration', 'duration']),
+    'INCONCLUSIVE: the control (none) lost nothing: the runs ended by themselves (--duration), no cut happened while they wrote.',
+  )
+  t.equal(
+    group(['interrupted', 'duration']),
+    'INCONCLUSIVE: the control (none) lost nothing: the runs were stopped (Ctrl-C, a signal or their campaign), no cut happened while they wrote.',
+  )
+  t.equal(group(['vanished', 'vanished']), 'INCONCLUSIVE: the control (none) lost nothing, so the cut tested nothing.')
+  t.equal(
+    group(['duration', 'vanished']),
+    'INCONCLUSIVE: the control (none) lost nothing, so the cut tested nothing.',
+    'one run may have been cut',
+  )
+})
+
+t.test('a real write of fdatasync,none ended by --duration: verify says no cut happened, write says to check it now', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'd.dat')
+  const write = await runCli(['write', '--server', listener.server, '--file', file, '--method', 'fdatasync,none', '--duration', '1'])
+  t.equal(write.code, 0, write.stderr)
+  t.ok(write.stdout.endsWith(`\nto check it now: plugcheck verify --server ${listener.server} --file ${file}\n`), write.stdout)
+  const verify = await runInProcess(['verify', '--server', listener.server, '--file', file])
+  t.equal(verify.code, 4, verify.stderr)
+  t.equal(
+    verify.stdout.split('\n')[0],
+    'INCONCLUSIVE: the control (none) lost nothing: the runs ended by themselves (--duration), no cut happened while they wrote.',
+  )
+  t.notMatch(verify.stdout, /the cut tested nothing/)
+})
+
+t.test('a real write stopped by SIGINT: verify says it was stopped, write says to check it now', async (t) => {
+  const dir = tempDir(t)
+  const listener = await startListener(join(dir, 'listener'))
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'i.dat')
+  const trace = join(dir, 'trace')
+  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--method', 'none', '--trace-file', trace])
+  let stdout = ''
+  writer.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
+  const exited = new Promise<number | null>((resolve) => writer.on('close', (code) => resolve(code)))
+  t.teardown(() => writer.kill('SIGKILL'))
+  await waitFor('10 records written', () => fileSize(trace) >= 10 * traceEntryBytes)
+  writer.kill('SIGINT')
+  t.equal(await exited, 130)
+  t.ok(stdout.endsWith(`\nto check it now: plugcheck verify --server ${listener.server} --file ${file}\n`), stdout)
+  const verify = await runInProcess(['verify', '--server', listener.server, '--file', file])
+  t.equal(verify.code, 4, verify.stderr)
+  t.match(
+    verify.stdout,
+    /^INCONCLUSIVE: control \(none\): all [\d,]+ unsynced records survived, it lost nothing: the run was stopped \(Ctrl-C, a signal or its campaign\), no cut happened while it wrote \(run /,
   )
 })
