@@ -46,6 +46,34 @@ async function endsRecorded(listener: Listener, waitMs: number): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 20))
 }
 
+/** The real test, as the demo's last words say it. */
+const realTest =
+  'run `plugcheck listen` on a second machine, `plugcheck write` on the machine under test, pull its plug, reboot, and run `plugcheck verify`.'
+
+/**
+ * What the demo's verdict means, for the method it ran. A synced method's records all survive a killed
+ * process (the page cache keeps them): a pass that rehearses, nothing more. The control (none) syncs
+ * nothing and loses nothing to a kill either, so verify calls the cut inconclusive (exit 4): that is
+ * the control's answer when no power cut reached the storage, not a failure of the demo.
+ */
+export function demoMeaning(method: MethodName): string {
+  if (method === 'none')
+    return (
+      'What this means: none is the negative control: it syncs nothing and acknowledges each record as soon as it is ' +
+      'written. A killed process leaves its writes in the kernel page cache, so it lost nothing, and verify says ' +
+      'INCONCLUSIVE (exit 4): a control shows a cut was real only by losing records, which only a real power cut makes ' +
+      'it do. This rehearses the workflow (listener, writer, verify) on one machine; it says nothing about your storage. ' +
+      'In a real test the control runs beside a synced method (--method fdatasync,none) and must lose records: ' +
+      realTest
+    )
+  return (
+    'What this means: the writer was killed in the middle of its run, yet every record it had reported as ' +
+    `synced (${method} returned) is on disk, because a killed process leaves its writes in the kernel page cache. This rehearses the ` +
+    'workflow (listener, writer, verify) on one machine; it says nothing about your storage. Only a real power ' +
+    `cut tests whether the drive and the stack above it keep what ${method} acknowledged: ${realTest}`
+  )
+}
+
 export interface DemoOptions {
   readonly method: MethodName
   readonly killAfterS: number
@@ -93,15 +121,7 @@ export async function runDemo(options: DemoOptions, io: Io): Promise<number> {
     // ended once that end is recorded (until then verify says it is still being written, exit 2).
     await endsRecorded(listener, endWaitMs)
     const code = await runVerify({ source: { server: { host: '127.0.0.1', port: listener.address().port } }, file, json: options.json }, io)
-    if (!options.json) {
-      io.out(
-        '\nWhat this means: the writer was killed in the middle of its run, yet every record it had reported as ' +
-          'synced is on disk, because a killed process leaves its writes in the kernel page cache. This rehearses the ' +
-          'workflow (listener, writer, verify) on one machine; it says nothing about your storage. Only a real power ' +
-          'cut tests whether the drive and the stack above it keep what fdatasync acknowledged: run `plugcheck listen` ' +
-          'on a second machine, `plugcheck write` on the machine under test, pull its plug, reboot, and run `plugcheck verify`.\n',
-      )
-    }
+    if (!options.json) io.out(`\n${demoMeaning(options.method)}\n`)
     return code
   } finally {
     await listener.close()

@@ -62,13 +62,15 @@ function state(r: RunSummary): string {
   return r.campaign === null ? text : `${text} [${r.campaign.name} #${r.campaign.cycle}]`
 }
 
+/** The stored verdict; a pass verified on the boot of its write says so (the page cache held every record: it proves nothing). */
 function verdictText(r: RunSummary): string {
   const v = r.verdict
   if (v === null) return '-'
   const lost = v.lost + v.torn + v.corrupt
+  const sameBoot = v.verdict === 'pass' && v.rebootedSinceWrite === false ? ', same boot' : ''
   return lost === 0
-    ? v.verdict
-    : `${v.verdict} (${lost.toLocaleString('en-US')} of ${v.acked.toLocaleString('en-US')} lost, torn or corrupt)`
+    ? `${v.verdict}${sameBoot}`
+    : `${v.verdict}${sameBoot} (${lost.toLocaleString('en-US')} of ${v.acked.toLocaleString('en-US')} lost, torn or corrupt)`
 }
 
 /** "2026-11-30 12:03:04" in local time. */

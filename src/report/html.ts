@@ -28,6 +28,7 @@ import {
   sameBootFlag,
   summaryRows,
   thousands,
+  verdictClass,
   time,
 } from './text.js'
 
@@ -173,14 +174,8 @@ function plainRunsSection(runs: readonly PlainRunReport[]): string {
   for (const run of runs) {
     const cells = plainRunCells(run)
     const v = run.verdict
-    const cls =
-      v === null || v.verdict === 'not-judged' || v.verdict === 'inconclusive'
-        ? 'nothing'
-        : run.role === 'tested' && (v.verdict === 'fail' || v.lost + v.torn + v.corrupt > 0)
-          ? 'bad'
-          : run.role === 'tested' && v.verdict === 'pass' && v.rebootedSinceWrite !== false
-            ? 'good'
-            : ''
+    // Not verified, not judged or inconclusive: nothing was shown either way.
+    const cls = v === null || v.verdict === 'not-judged' || v.verdict === 'inconclusive' ? 'nothing' : verdictClass(run)
     const row = cells.map((cell, i) =>
       i === cells.length - 1
         ? `<td class="${cls}"${v === null ? '' : ` title="${esc(v.summary)}"`}>${esc(cell)}</td>`
@@ -210,19 +205,8 @@ function runCells(run: RunReport | null): string {
   const v = run.verdict
   if (v === null)
     return `<td>${esc(name)}</td><td class="num">${thousands(run.ackedThroughSeq)}</td><td></td><td></td><td></td><td>no verdict yet</td>`
-  const bad = v.lost + v.torn + v.corrupt > 0
   const counted = run.counted ?? v.verdict
-  // Green only for a pass that tested something: a pass of a cycle that tested nothing proved nothing.
-  const cls =
-    counted === 'tested-nothing'
-      ? 'nothing'
-      : run.role === 'tested'
-        ? bad || v.verdict === 'fail'
-          ? 'bad'
-          : counted === 'pass'
-            ? 'good'
-            : ''
-        : ''
+  const cls = verdictClass(run)
   return `<td>${esc(name)}</td><td class="num">${thousands(v.acked)}</td><td class="num">${thousands(v.lost)}</td><td class="num">${thousands(v.torn)}</td><td class="num">${thousands(v.corrupt)}</td><td class="${cls}" title="${esc(v.summary)}">${esc(countedLabel(counted))}${v.reordered ? ', reordered' : ''}</td>`
 }
 

@@ -151,23 +151,7 @@ function displayOrder(a: RunRecord, b: RunRecord): number {
 }
 
 function cycleReport(cycle: number, entry: CycleRecord | null, records: readonly RunRecord[]): CycleReport {
-  const stored = records.map(runReport)
   const steadyMs = entry?.steadyMs ?? minOrNull(records.map((r) => r.summary.steadyMs).filter((v): v is number => v !== null))
-  // Every verdict of the cycle: a run without one (never reported, or not shown) saw no boot at all.
-  const reboots = stored.flatMap((r) => (r.verdict === null ? [] : [r.verdict.rebootedSinceWrite]))
-  const bootChanged = reboots.some((b) => b === true) ? true : reboots.length > 0 && reboots.every((b) => b === false) ? false : null
-  const controls = stored.filter((r) => r.role === 'control' && r.verdict !== null).map((r) => controlSight(r.verdict!))
-  // The control of a cycle is all its jobs: one that lost records of its own shows the cut was real,
-  // whatever an idle or luckier job lost; a lost control file is flagged over everything.
-  const control = controls.includes('failed')
-    ? 'failed'
-    : controls.includes('noticed')
-      ? 'noticed'
-      : controls.includes('not-noticed')
-        ? 'not-noticed'
-        : null
-  const testedNothing = testedNothingReason(bootChanged, control, stored)
-  const runs = stored.map((r) => ({ ...r, counted: countedVerdict(r, testedNothing) }))
   return {
     cycle,
     timeMs: steadyMs ?? minOrNull(records.map((r) => r.summary.announcedMs)),
@@ -178,11 +162,33 @@ function cycleReport(cycle: number, entry: CycleRecord | null, records: readonly
     cameBackMs: entry?.cameBackMs ?? null,
     // Runs tagged with a cycle the file has no entry for: under way as far as the report can tell.
     outcome: entry?.outcome ?? 'pending',
-    bootChanged,
-    control,
-    testedNothing,
-    runs,
+    ...countedCut(records.map(runReport)),
   }
+}
+
+/**
+ * What one cut tested, from the verdicts of the runs it judged (a campaign's cycle, or the group of
+ * one hand-run write): whether the boot changed, what the control saw, why it tested nothing, and
+ * each run's verdict counted by that. The one rule for campaigns and runs outside them.
+ */
+function countedCut(
+  stored: readonly Omit<RunReport, 'counted'>[],
+): Pick<CycleReport, 'bootChanged' | 'control' | 'testedNothing' | 'runs'> {
+  // Every verdict of the cut: a run without one (never reported, or not shown) saw no boot at all.
+  const reboots = stored.flatMap((r) => (r.verdict === null ? [] : [r.verdict.rebootedSinceWrite]))
+  const bootChanged = reboots.some((b) => b === true) ? true : reboots.length > 0 && reboots.every((b) => b === false) ? false : null
+  const controls = stored.filter((r) => r.role === 'control' && r.verdict !== null).map((r) => controlSight(r.verdict!))
+  // The control of a cut is all its jobs: one that lost records of its own shows the cut was real,
+  // whatever an idle or luckier job lost; a lost control file is flagged over everything.
+  const control = controls.includes('failed')
+    ? 'failed'
+    : controls.includes('noticed')
+      ? 'noticed'
+      : controls.includes('not-noticed')
+        ? 'not-noticed'
+        : null
+  const testedNothing = testedNothingReason(bootChanged, control, stored)
+  return { bootChanged, control, testedNothing, runs: stored.map((r) => ({ ...r, counted: countedVerdict(r, testedNothing) })) }
 }
 
 /**
@@ -247,12 +253,27 @@ function controlSight(v: NonNullable<RunReport['verdict']>): (typeof controlSigh
   return v.verdict === 'pass' && v.lost + v.torn + v.corrupt > 0 ? 'noticed' : 'not-noticed'
 }
 
-/** The runs of no campaign (written and verified by hand), oldest first, each with its stored verdict. */
+/**
+ * The runs of no campaign (written and verified by hand), oldest first, each with its stored verdict
+ * and that verdict counted as a campaign's cycle counts it, over the runs of its write (its group:
+ * one cut): a pass of a group whose control lost nothing, or whose every verdict saw the write's boot,
+ * tested nothing.
+ */
 export function buildPlainRuns(records: readonly RunRecord[]): PlainRunReport[] {
-  return records
-    .filter((r) => r.summary.campaign === null)
+  const plain = records.filter((r) => r.summary.campaign === null)
+  const groups = new Map<string, RunRecord[]>()
+  for (const r of plain) groups.set(r.summary.groupId, [...(groups.get(r.summary.groupId) ?? []), r])
+  const counted = new Map<string, { run: RunReport; testedNothing: PlainRunReport['testedNothing'] }>()
+  for (const group of groups.values()) {
+    const cut = countedCut(group.map(runReport))
+    for (const run of cut.runs) counted.set(run.runId, { run, testedNothing: cut.testedNothing })
+  }
+  return plain
     .sort((a, b) => a.summary.announcedMs - b.summary.announcedMs || displayOrder(a, b))
-    .map((r) => ({ ...runReport(r), host: r.summary.host, path: r.summary.path, live: r.summary.live }))
+    .map((r) => {
+      const { run, testedNothing } = counted.get(r.summary.runId)!
+      return { ...run, testedNothing, host: r.summary.host, path: r.summary.path, live: r.summary.live }
+    })
 }
 
 /** A run as every table shows it, without how a campaign counts its verdict. */

@@ -166,9 +166,12 @@ export type CampaignReport = z.infer<typeof campaignReportSchema>
 
 /**
  * A run of no campaign (a hand-run write, verified by hand with verify --server): where it wrote, how
- * it ended, and the verdict the listener stores for it (null: not verified).
+ * it ended, the verdict the listener stores for it (null: not verified), and `counted`, that verdict
+ * as a campaign's cycle counts it over the runs of its write (model.ts countedCut).
  */
-export const plainRunReportSchema = runReportSchema.omit({ counted: true }).extend({
+export const plainRunReportSchema = runReportSchema.extend({
+  /** Why the cut of its write (its group) tested nothing, as a cycle's `testedNothing`; null when it tested something or has no verdict. */
+  testedNothing: z.enum(testedNothingReasons).nullable(),
   host: z.string(),
   path: z.string(),
   /** Still writing (its writer connected, no end recorded). */

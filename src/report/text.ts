@@ -137,6 +137,21 @@ export function countedLabel(verdict: CountedVerdict): string {
   return verdict === 'tested-nothing' ? 'tested nothing' : verdict
 }
 
+/**
+ * A verdict's colour in the HTML, for a cycle's run and a run outside campaigns alike: green only for
+ * a tested method's pass that tested something (a pass that tested nothing proved nothing), red for a
+ * tested method's loss, whatever was counted.
+ */
+export function verdictClass(run: Pick<RunReport, 'role' | 'counted' | 'verdict'>): 'nothing' | 'bad' | 'good' | '' {
+  const v = run.verdict
+  if (v === null) return 'nothing'
+  const counted = run.counted ?? v.verdict
+  if (counted === 'tested-nothing') return 'nothing'
+  if (run.role !== 'tested') return ''
+  if (v.lost + v.torn + v.corrupt > 0 || v.verdict === 'fail') return 'bad'
+  return counted === 'pass' ? 'good' : ''
+}
+
 /** The flag of a cycle that tested nothing because no verdict saw a new boot. */
 export const sameBootFlag = 'every verdict saw the same boot as the write (no reboot): the cycle tested nothing'
 
@@ -229,12 +244,19 @@ export function plainRunCells(run: PlainRunReport): string[] {
   const lead = [run.runId, time(run.announcedMs), run.host, run.path, runLabel(run), run.live ? 'live' : (run.end ?? '-')]
   const v = run.verdict
   if (v === null) return [...lead, thousands(run.ackedThroughSeq), '', '', '', run.live ? 'not verified (still writing)' : 'not verified']
-  return [...lead, thousands(v.acked), thousands(v.lost), thousands(v.torn), thousands(v.corrupt), plainVerdictLabel(v)]
+  return [...lead, thousands(v.acked), thousands(v.lost), thousands(v.torn), thousands(v.corrupt), plainVerdictLabel(run, v)]
 }
 
-function plainVerdictLabel(v: NonNullable<PlainRunReport['verdict']>): string {
+/**
+ * A run outside campaigns' verdict as counted over its write's runs (model.ts countedCut), as a
+ * cycle's is: a pass of a write whose control lost nothing tested nothing; a pass on the boot of its
+ * write says so (flagged below the table).
+ */
+function plainVerdictLabel(run: PlainRunReport, v: NonNullable<PlainRunReport['verdict']>): string {
+  if (run.counted === 'tested-nothing' && run.testedNothing === 'control-not-noticed') return 'tested nothing (the control lost nothing)'
   const sameBoot = v.verdict === 'pass' && v.rebootedSinceWrite === false ? ', same boot' : ''
-  return `${countedLabel(v.verdict)}${v.reordered ? ', reordered' : ''}${sameBoot}`
+  const counted = run.counted === 'tested-nothing' ? v.verdict : (run.counted ?? v.verdict)
+  return `${countedLabel(counted)}${v.reordered ? ', reordered' : ''}${sameBoot}`
 }
 
 /** A run's name in the cycle tables: its method (the control said), and its job in a `--jobs` group. */

@@ -2,12 +2,14 @@
  * A run written and verified by hand (no campaign): verify --server stores its verdict at the listener,
  * `runs` shows it, and `report --dir` shows the run under "runs outside campaigns" with that verdict
  * (text, JSON, HTML), a run never verified as not verified; a listener with neither campaigns nor runs
- * says so (exit 2).
+ * says so (exit 2). A write whose control lost nothing, verified after a "reboot": its pass is counted
+ * as tested nothing, as a campaign's cycle counts it.
  */
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
+import { newBootIdFile, runCliRebooted } from '../fixtures/rebooted.js'
 
 interface ListedRun {
   runId: string
@@ -42,7 +44,7 @@ t.test('a hand-run write killed, verified by hand: runs and report show its verd
   t.equal(a.verdict?.verdict, 'pass', 'runs --json: the stored verdict')
   t.equal(b.verdict, null, 'runs --json: the other run has none')
   const table = await runCli(['runs', '--server', listener.server])
-  t.match(table.stdout, new RegExp(`^${a.runId} .* pass$`, 'm'), 'runs: the verdict column says pass')
+  t.match(table.stdout, new RegExp(`^${a.runId} .* pass, same boot$`, 'm'), 'runs: the verdict column says pass, on the boot of the write')
   t.match(table.stdout, new RegExp(`^${b.runId} .* -$`, 'm'), 'runs: no verdict for the other')
 
   const text = await runCli(['report', '--dir', store])
@@ -93,9 +95,64 @@ t.test('a hand-run write killed, verified by hand: runs and report show its verd
   t.equal(html.code, 0, html.stderr)
   const page = readFileSync(htmlFile, 'utf8')
   t.match(page, /<section class="plain-runs" id="plain-runs"><h2>Runs outside campaigns<\/h2>/)
-  t.match(page, new RegExp(`<tr data-run="${a.runId}">.*<td class="" title="PASS: [^"]*">pass, same boot</td></tr>`))
+  t.match(
+    page,
+    new RegExp(`<tr data-run="${a.runId}">.*<td class="nothing" title="PASS: [^"]*">pass, same boot</td></tr>`),
+    'a same-boot pass tested nothing: not green',
+  )
   t.match(page, new RegExp(`<tr data-run="${b.runId}">.*<td class="nothing">not verified</td></tr>`))
 
   const named = await runCli(['report', '--dir', store, '--campaign', 'ssd'])
   t.equal(named.code, 2, 'a campaign asked by name that is not there is still refused')
+})
+
+t.test('a write of fdatasync,none whose control lost nothing: the report counts its pass as tested nothing', async (t) => {
+  const dir = tempDir(t)
+  const store = join(dir, 'ld')
+  const listener = await startListener(store)
+  t.teardown(() => listener.kill())
+  const file = join(dir, 'group.dat')
+  // A killed process is no power cut: the page cache keeps every record, so the control loses none.
+  await writeThenKill(listener.server, file, ['--method', 'fdatasync,none', '--duration', '60'], 50, join(dir, 'trace'))
+  const verify = await runCliRebooted(newBootIdFile(dir).path, ['verify', '--server', listener.server, '--file', file])
+  t.equal(verify.code, 4, `verify: inconclusive (${verify.stdout}${verify.stderr})`)
+  t.match(verify.stdout, /^INCONCLUSIVE: the control \(none\) lost nothing/)
+
+  const listed = await runCli(['runs', '--server', listener.server, '--json'])
+  const runs = (JSON.parse(listed.stdout) as { runs: Array<ListedRun & { method: string }> }).runs
+  const synced = runs.find((r) => r.method === 'fdatasync')!
+  const control = runs.find((r) => r.method === 'none')!
+  t.equal(synced.verdict?.verdict, 'pass', "the stored verdict of the fdatasync run is verify's own: pass")
+  t.equal(control.verdict?.verdict, 'inconclusive')
+
+  const text = await runCli(['report', '--dir', store])
+  t.equal(text.code, 0, text.stderr)
+  const rowOf = (runId: string): string => text.stdout.split('\n').find((l) => l.startsWith(`  ${runId} `)) ?? ''
+  t.match(rowOf(synced.runId), / fdatasync +vanished +[\d,]+ +0 +0 +0 +tested nothing \(the control lost nothing\)$/)
+  t.match(rowOf(control.runId), / none \(control\) +vanished +[\d,]+ +0 +0 +0 +inconclusive$/)
+  t.notMatch(text.stdout, /same boot/, 'verified on a new boot: no same-boot flag')
+
+  const json = await runCli(['report', '--dir', store, '--json'])
+  const doc = JSON.parse(json.stdout) as {
+    plainRuns: Array<{ runId: string; counted: string | null; testedNothing: string | null; verdict: { verdict: string } }>
+  }
+  t.same(
+    doc.plainRuns.map((r) => [r.runId, r.verdict.verdict, r.counted, r.testedNothing]),
+    [
+      [synced.runId, 'pass', 'tested-nothing', 'control-not-noticed'],
+      [control.runId, 'inconclusive', 'inconclusive', 'control-not-noticed'],
+    ],
+    'JSON: the stored verdict and, beside it, the verdict counted',
+  )
+
+  const htmlFile = join(dir, 'report.html')
+  const html = await runCli(['report', '--dir', store, '--html', htmlFile])
+  t.equal(html.code, 0, html.stderr)
+  const page = readFileSync(htmlFile, 'utf8')
+  t.match(
+    page,
+    new RegExp(
+      `<tr data-run="${synced.runId}">.*?<td class="nothing" title="PASS: [^"]*">tested nothing \\(the control lost nothing\\)</td></tr>`,
+    ),
+  )
 })

@@ -67,7 +67,15 @@ t.test('without a terminal: announced, steady, progress and the summary as plain
   t.ok(summaryAt > progressAt.at(-1)!, 'the summary last')
   const acked = Number(/^ {2}([\d,]+) records synced/.exec(lines[summaryAt]!)![1]!.replaceAll(',', ''))
   t.ok(Number(first[2]!.replaceAll(',', '')) <= 2 * acked, 'progress counts both runs, no more than the summary')
-  t.match(r.log, `after a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}\n`)
+  t.match(
+    r.log,
+    `after a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}\n`,
+    'before the loop: for after the cut',
+  )
+  t.ok(
+    r.log.endsWith(`to check it now: plugcheck verify --server ${listener.server} --file ${file}\n`),
+    'ended by --duration: check it now',
+  )
 })
 
 t.test('write --json: every stdout line an event object, in order; the summary counts what the listener holds', async (t) => {

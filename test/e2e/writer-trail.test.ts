@@ -73,7 +73,7 @@ for (const [signal, code] of [
     ]
     t.equal(counts.length, 2, `a summary line per run:\n${stdout}`)
     for (const m of counts) t.equal(m[1], m[2], 'every ack recorded before exit')
-    t.match(stdout, /after a power cut and reboot: plugcheck verify --server .* --file .*data\n$/)
+    t.match(stdout, /\nto check it now: plugcheck verify --server .* --file .*data\n$/, 'stopped by a signal, not cut: check it now')
 
     const verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
     t.ok(verified.stdout.startsWith('{'), verified.stderr)

@@ -59,17 +59,40 @@ export function renderReport(report: VerifyReport): string {
   return `${lines.join('\n')}\n`
 }
 
-/** Why a method judged over its jobs tested nothing, by its role and what its runs showed together. */
+/**
+ * Why a method judged over its jobs tested nothing, by its role and what its runs showed together.
+ * cut: what the cut did, as cutWords says it (`, so the cut tested nothing`, or that no cut ended the runs).
+ */
 const inconclusiveWhy: Readonly<
-  Record<MethodJudgement<RunReport>['role'], Partial<Record<MethodJudgement<RunReport>['finding'], (label: string) => string>>>
+  Record<MethodJudgement<RunReport>['role'], Partial<Record<MethodJudgement<RunReport>['finding'], (label: string, cut: string) => string>>>
 > = {
   tested: { idle: (label) => `${label} acknowledged nothing` },
   control: {
-    kept: () => 'the control (none) lost nothing, so the cut tested nothing',
+    kept: (_label, cut) => `the control (none) lost nothing${cut}`,
     'lost-running': () =>
       'the control (none) lost records while the run was going, with no cut (the writer saw it and stopped), so no cut was tested',
-    idle: () => 'the control (none) acknowledged nothing, so the cut tested nothing',
+    idle: (_label, cut) => `the control (none) acknowledged nothing${cut}`,
   },
+}
+
+/**
+ * How runs ended when no cut ended them: all by themselves (--duration), or stopped (a signal, their
+ * campaign). Saying "the cut tested nothing" of them would assume a cut; any other end (vanished, an
+ * error) may have been one: undefined.
+ */
+function endedWithoutCut(runs: readonly RunReport[]): string | undefined {
+  const they = runs.length > 1
+  if (runs.length > 0 && runs.every((r) => r.ended === 'duration'))
+    return `${they ? 'the runs ended by themselves' : 'the run ended by itself'} (--duration), no cut happened while ${they ? 'they' : 'it'} wrote`
+  if (runs.length > 0 && runs.every((r) => r.ended === 'duration' || r.ended === 'interrupted'))
+    return `${they ? 'the runs were' : 'the run was'} stopped (Ctrl-C, a signal or ${they ? 'their' : 'its'} campaign), no cut happened while ${they ? 'they' : 'it'} wrote`
+  return undefined
+}
+
+/** What the cut did, after a finding that shows nothing was tested (lead: the words before the usual "the cut tested nothing"). */
+function cutWords(runs: readonly RunReport[], lead: ', so' | ':'): string {
+  const ended = endedWithoutCut(runs)
+  return ended === undefined ? `${lead} the cut tested nothing` : `: ${ended}`
 }
 
 /** A group's first line: its verdict in words, the methods that decided it named. */
@@ -87,7 +110,8 @@ function headline(report: VerifyReport, methods: readonly MethodJudgement<RunRep
     return `FAIL: ${parts.join('; ')}.`
   }
   if (report.verdict === 'inconclusive') {
-    const why = methods.filter((m) => m.verdict === 'inconclusive').map((m) => inconclusiveWhy[m.role][m.finding]!(m.label))
+    const cut = cutWords(report.runs, ', so')
+    const why = methods.filter((m) => m.verdict === 'inconclusive').map((m) => inconclusiveWhy[m.role][m.finding]!(m.label, cut))
     return `INCONCLUSIVE: ${why.join('; ')}.`
   }
   // Jobs that acknowledged nothing beside jobs of their method that did: excused, and named.
@@ -153,8 +177,8 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
                 ? `${lead}control (none): this job acknowledged nothing; the control is judged on its other jobs (${what}).`
                 : `${lead}control (none): all ${n(judged)} unsynced records of this job survived; ${method.verdict === 'pass' ? "another job's control lost records, so the cut was real" : 'the control is judged on its other jobs'} (${what}).`
               : r.acked === 0
-                ? `${lead}control (none): nothing was written, so it lost nothing: the cut tested nothing (${what}).`
-                : `${lead}control (none): all ${n(judged)} unsynced records survived, it lost nothing: the cut tested nothing (${what}).`,
+                ? `${lead}control (none): nothing was written, so it lost nothing${cutWords([r], ':')} (${what}).`
+                : `${lead}control (none): all ${n(judged)} unsynced records survived, it lost nothing${cutWords([r], ':')} (${what}).`,
     )
     if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
     return lines
@@ -162,12 +186,12 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
   if (r.verdict === 'inconclusive' && otherJobDecided) {
     lines.push(`${lead}${what}: this job acknowledged nothing; the method is judged on its other jobs.`)
   } else if (r.verdict === 'inconclusive') {
-    lines.push(`${lead}${what}: nothing was acknowledged, so the cut tested nothing.`)
+    lines.push(`${lead}${what}: nothing was acknowledged${cutWords([r], ', so')}.`)
   } else if (r.verdict === 'pass') {
     lines.push(
       r.interrupted === 0
-        ? `${lead}all ${n(judged)} acknowledged records of ${what} survived intact.`
-        : `${lead}every acknowledged record of ${what} survived: ${n(r.intact)} intact, ${n(r.interrupted)} interrupted newer overwrites.`,
+        ? `${lead}all ${n(judged)} ${judgedRecords(r)} of ${what} survived intact${ofAllAcked(r)}.`
+        : `${lead}every ${judgedRecords(r, 'record')} of ${what} survived: ${n(r.intact)} intact, ${n(r.interrupted)} interrupted newer overwrites${ofAllAcked(r)}.`,
     )
   } else if (bad === 0) {
     lines.push(`${lead}the superblock of ${what} did not survive: ${r.superblock.detail}.`)
@@ -176,19 +200,34 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
     )
   } else {
     lines.push(
-      `${lead}${n(bad)} of ${n(judged)} acknowledged records of ${what} did not survive: ${n(r.lost)} lost, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`,
+      `${lead}${n(bad)} of ${n(judged)} ${judgedRecords(r)} of ${what} did not survive: ${n(r.lost)} lost, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`,
     )
     lines.push(`${prefix}The storage stack reported these writes durable (${r.method} returned success) and then did not keep them.`)
     if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
   }
-  lines.push(...recordDetailLines(r, prefix))
+  // A pass already said how many were overwritten; any other verdict says it below its own line.
+  lines.push(...recordDetailLines(r, prefix, r.verdict !== 'pass'))
   return lines
 }
 
+/**
+ * What a run's judged records are. An overwrite file that wrapped holds only the latest record of each
+ * slot: the earlier acknowledged ones were overwritten by later ones (superseded) and are not judged,
+ * so the count judged is the records still in the file, never all that were acknowledged.
+ */
+function judgedRecords(r: RunReport, noun: 'record' | 'records' = 'records'): string {
+  return r.superseded === 0 ? `acknowledged ${noun}` : `acknowledged ${noun} still in the file (the latest in each slot)`
+}
+
+/** After a judged count: how many were acknowledged in all, when overwrites left fewer in the file. */
+function ofAllAcked(r: RunReport): string {
+  return r.superseded === 0 ? '' : `, of ${n(r.acked)} acknowledged (${n(r.superseded)} overwritten by later ones)`
+}
+
 /** The lines under a run's verdict: what was superseded, lost, torn, corrupt, reordered or interrupted, the first of each shown. */
-function recordDetailLines(r: RunReport, prefix: string): string[] {
+function recordDetailLines(r: RunReport, prefix: string, sayOverwritten: boolean): string[] {
   const lines: string[] = []
-  if (r.superseded > 0)
+  if (sayOverwritten && r.superseded > 0)
     lines.push(
       `${prefix}${n(r.superseded)} acknowledged records were later overwritten by newer acknowledged ones (superseded, not judged).`,
     )

@@ -98,6 +98,17 @@ async function checkGroupBeforeStart(options: WriteOptions): Promise<void> {
   await checkEvidence(evidenceQuestion(options, options.listenerTimeoutMs ?? listenerTimeoutMs))
 }
 
+/**
+ * How the whole group ended, for its verify line: stopped (a signal, or its campaign's request) or
+ * ended by --duration when no job failed or found a loss; else undefined (the line for after a cut).
+ */
+function groupEndKind(group: JobGroup): 'interrupted' | 'duration' | undefined {
+  const codes = group.jobs.map((j) => j.result?.exitCode)
+  if (group.failures.length > 0 || codes.includes(exitCodes.lossFound)) return undefined
+  if (group.signal !== undefined || group.requested !== undefined) return 'interrupted'
+  return codes.every((c) => c === exitCodes.ok) ? 'duration' : undefined
+}
+
 /** Every job's summary in job order with one verify command, then the write's exit code or error. */
 function groupResult(options: WriteOptions, io: WriteIo, group: JobGroup): number {
   const { jobs, failures, signal } = group
@@ -109,7 +120,7 @@ function groupResult(options: WriteOptions, io: WriteIo, group: JobGroup): numbe
         verifyCommand(options),
       ),
     )
-  else io.out(`${jobs.map((j) => j.out).join('')}${verifyLine(options)}\n`)
+  else io.out(`${jobs.map((j) => j.out).join('')}${verifyLine(options, groupEndKind(group))}\n`)
   // The first job that failed is the write's error; else a job's storage loss (1); else every job got the same signal (130, 143, 129); else 0.
   const cause = failures[0]?.error
   if (cause !== undefined) throw new PlugcheckError(cause.message, cause.exitCode, cause.hint)

@@ -224,7 +224,7 @@ async function summary(end: WriteEnd, endKind: EndReason | 'listener-lost'): Pro
       `  sync latency p50 ${formatUs(run.latency.quantileUs(0.5))}, p99 ${formatUs(run.latency.quantileUs(0.99))}, max ${formatUs(run.latency.maxUs)}`,
     )
   }
-  if (options.job === undefined) lines.push(verifyLine(options)) // a group's follows every job's runs
+  if (options.job === undefined) lines.push(verifyLine(options, endKind)) // a group's follows every job's runs
   return `${lines.join('\n')}\n`
 }
 

@@ -184,9 +184,13 @@ export function evidenceQuestion(options: WriteOptions, timeoutMs: number): Evid
   }
 }
 
-/** The trail's last line: what to run after the cut. */
-export function verifyLine(options: Pick<WriteOptions, 'server' | 'file' | 'token' | 'tokenFile'>): string {
-  return `after a power cut and reboot: ${verifyCommand(options)}`
+/**
+ * The trail's last line: what to run after the cut. A write that ended by itself (--duration) or was
+ * stopped (a signal, its campaign) was cut by nothing: its line says to check it now instead.
+ */
+export function verifyLine(options: Pick<WriteOptions, 'server' | 'file' | 'token' | 'tokenFile'>, endedBy?: string): string {
+  const when = endedBy === 'duration' || endedBy === 'interrupted' ? 'to check it now' : 'after a power cut and reboot'
+  return `${when}: ${verifyCommand(options)}`
 }
 
 /** The command to paste after the reboot: the path shell-quoted, the token named but never printed (its file kept when it came from one). */

@@ -34,6 +34,8 @@ function run(runId: string, extra: Partial<PlainRunReport>): PlainRunReport {
     ackedThroughSeq: 1200,
     end: 'vanished',
     verdict: null,
+    counted: extra.verdict?.verdict ?? null,
+    testedNothing: null,
     host: 'db1',
     path: '/mnt/t/p.dat',
     live: false,
@@ -48,11 +50,19 @@ const doc = reportDocumentSchema.parse({
   campaigns: [],
   plainRuns: [
     run('a000000000000001', { verdict }),
-    run('a000000000000002', { verdict: { ...verdict, rebootedSinceWrite: false } }),
+    run('a000000000000002', { verdict: { ...verdict, rebootedSinceWrite: false }, counted: 'tested-nothing', testedNothing: 'same-boot' }),
     run('a000000000000003', { verdict: { ...verdict, verdict: 'fail', intact: 1000, lost: 200, summary: 'FAIL: 200 lost' } }),
     run('a000000000000004', {}),
     run('a000000000000005', { live: true, end: null, path: '/mnt/t/\x1b[2J<q>.dat' }),
     run('a000000000000006', { method: 'none', role: 'control', job: 2, verdict: { ...verdict, intact: 1100, lost: 100 } }),
+    // One write of fdatasync and its control, which lost nothing: the pass is counted as a cycle's would be.
+    run('a000000000000007', { verdict, counted: 'tested-nothing', testedNothing: 'control-not-noticed' }),
+    run('a000000000000008', {
+      method: 'none',
+      role: 'control',
+      verdict: { ...verdict, verdict: 'inconclusive' },
+      testedNothing: 'control-not-noticed',
+    }),
   ],
   warnings: [],
 })
@@ -72,6 +82,8 @@ t.test('text: the section, one line per run with its verdict, no campaign summar
   t.match(row('a000000000000005'), / live +1,200 +not verified \(still writing\)$/)
   t.notMatch(out, /\x1b/, 'no terminal escape from a path on disk')
   t.match(row('a000000000000006'), / none \(control\) job 2 +vanished +1,200 +100 +0 +0 +pass$/)
+  t.match(row('a000000000000007'), / fdatasync +vanished +1,200 +0 +0 +0 +tested nothing \(the control lost nothing\)$/)
+  t.match(row('a000000000000008'), / none \(control\) +vanished +1,200 +0 +0 +0 +inconclusive$/)
   t.same(
     lines.filter((l) => /^ {2}a0{14}\d /.test(l)).map((l) => l.slice(2, 18)),
     doc.plainRuns.map((r) => r.runId),
@@ -91,10 +103,12 @@ t.test('html: the table, a pass green only after a reboot, a loss red, not verif
   t.match(html, /<title>plugcheck report: runs outside campaigns<\/title>/)
   const row = (id: string) => new RegExp(`<tr data-run="${id}">(.*?)</tr>`).exec(html)?.[1] ?? ''
   t.match(row('a000000000000001'), /<td class="good" title="PASS: all 1,200 acknowledged records survived intact\.">pass<\/td>$/)
-  t.match(row('a000000000000002'), /<td class="" title="[^"]*">pass, same boot<\/td>$/)
+  t.match(row('a000000000000002'), /<td class="nothing" title="[^"]*">pass, same boot<\/td>$/, 'a same-boot pass tested nothing: not green')
   t.match(row('a000000000000003'), /<td class="bad" title="FAIL: 200 lost">fail<\/td>$/)
   t.match(row('a000000000000004'), /<td class="nothing">not verified<\/td>$/)
   t.match(row('a000000000000006'), /<td class="" title="[^"]*">pass<\/td>$/, "the control's loss is no fail")
+  t.match(row('a000000000000007'), /<td class="nothing" title="[^"]*">tested nothing \(the control lost nothing\)<\/td>$/)
+  t.match(row('a000000000000008'), /<td class="nothing" title="[^"]*">inconclusive<\/td>$/)
   t.notMatch(html, /<q>/, 'a path from disk is escaped')
   t.match(row('a000000000000005'), /&lt;q&gt;\.dat<\/td><td>fdatasync<\/td><td>live<\/td>/)
   t.match(html, /&#9888; same boot: /)
