@@ -16,7 +16,10 @@ t.test('write --direct=VALUE other than true/false is refused, never a buffered 
   t.teardown(() => listener.kill())
   for (const value of ['yes', '1', 'on', 'TRUE']) {
     const file = join(dir, `data-${value}.dat`)
-    const r = await runCli(['write', '--server', listener.server, '--file', file, '--duration', '0.3', '--record-size', '4096', `--direct=${value}`], 30_000)
+    const r = await runCli(
+      ['write', '--server', listener.server, '--file', file, '--duration', '0.3', '--record-size', '4096', `--direct=${value}`],
+      30_000,
+    )
     t.equal(r.code, 2, `--direct=${value}: refused with exit 2 (stderr: ${r.stderr.split('\n')[0]})`)
     t.match(r.stderr, /--direct/, `--direct=${value}: the message names --direct`)
     t.notMatch(r.stdout + r.stderr, /announced: run|^run [0-9a-f]{16}: /m, `--direct=${value}: no run announced`)

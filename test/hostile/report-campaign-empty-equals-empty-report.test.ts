@@ -15,10 +15,7 @@ t.test('report --campaign= (an empty value) is refused, not an empty report with
   const listener = await startListener(store)
   t.teardown(() => listener.kill())
   await writeThenKill(listener.server, join(dir, 'p.dat'), ['--method', 'fdatasync', '--duration', '60'], 20)
-  for (const args of [
-    ['--campaign='],
-    ['--html', join(dir, 'r.html'), '--campaign='],
-  ]) {
+  for (const args of [['--campaign='], ['--html', join(dir, 'r.html'), '--campaign=']]) {
     const r = await runCli(['report', '--dir', store, ...args])
     t.equal(r.code, 2, `report ${args.join(' ')}: exit 2 (stdout: ${JSON.stringify(r.stdout)})`)
     t.match(r.stderr, /--campaign/, `report ${args.join(' ')}: the message names --campaign`)

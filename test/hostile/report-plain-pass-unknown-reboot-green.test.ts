@@ -19,8 +19,11 @@ import { binPath, runCli, startListener, tempDir, writeThenKill } from '../fixtu
 function verifyElsewhere(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const script = 'hostname plugcheck-verifier && exec "$@"'
   return new Promise((resolve) => {
-    execFile('unshare', ['--uts', 'sh', '-c', script, 'sh', process.execPath, binPath, ...args], { timeout: 60_000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? ((error as { code?: number }).code ?? -1) : 0, stdout, stderr }),
+    execFile(
+      'unshare',
+      ['--uts', 'sh', '-c', script, 'sh', process.execPath, binPath, ...args],
+      { timeout: 60_000 },
+      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? -1) : 0, stdout, stderr }),
     )
   })
 }
@@ -34,7 +37,8 @@ t.test('report: a pass whose reboot could not be told is neither green nor a bar
   await writeThenKill(listener.server, file, ['--method', 'fdatasync', '--duration', '60'], 50)
   const verify = await verifyElsewhere(['verify', '--server', listener.server, '--file', file, '--host', hostname(), '--json'])
   t.equal(verify.code, 0, `verify passes (${verify.stderr})`)
-  const verdict = (JSON.parse(verify.stdout) as { runs: Array<{ runId: string; verdict: string; rebootedSinceWrite: boolean | null }> }).runs[0]!
+  const verdict = (JSON.parse(verify.stdout) as { runs: Array<{ runId: string; verdict: string; rebootedSinceWrite: boolean | null }> })
+    .runs[0]!
   t.equal(verdict.verdict, 'pass')
   t.equal(verdict.rebootedSinceWrite, null, 'verify could not tell whether the writer rebooted')
 

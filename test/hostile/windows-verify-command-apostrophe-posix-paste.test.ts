@@ -30,7 +30,7 @@ function argsOfPaste(command: string): string[] {
   return out.split('\0').slice(0, -1)
 }
 
-t.test("a Windows path with an apostrophe: the printed verify command pasted into sh gives back the path", async (t) => {
+t.test('a Windows path with an apostrophe: the printed verify command pasted into sh gives back the path', async (t) => {
   const dir = tempDir(t)
   const eventsFile = join(dir, 'events.jsonl')
   const listener = await startListener(join(dir, 'acks'), ['--events', eventsFile])
@@ -45,13 +45,20 @@ t.test("a Windows path with an apostrophe: the printed verify command pasted int
     const runId = runIdOf(0x7a0 + i)
     const writer = await Peer.open(listener.port)
     writer.send({ type: 'hello', protocol: protocolVersion, role: 'writer' })
-    writer.send({ type: 'run', meta: runMeta(runId, { path, requestedPath: path }), writer: { bootId: null, fingerprint: windowsFingerprint } })
+    writer.send({
+      type: 'run',
+      meta: runMeta(runId, { path, requestedPath: path }),
+      writer: { bootId: null, fingerprint: windowsFingerprint },
+    })
     await writer.next('run-ok')
     writer.send({ type: 'ack', runId, fromSeq: 1, toSeq: 3 })
     await writer.next('recorded')
     writer.close()
     await waitFor(`the vanished event of ${path}`, () => eventsIn(eventsFile).some((e) => e.kind === 'vanished' && e.runId === runId))
-    const vanished = eventsIn(eventsFile).find((e) => e.kind === 'vanished' && e.runId === runId) as Extract<ListenerEvent, { kind: 'vanished' }>
+    const vanished = eventsIn(eventsFile).find((e) => e.kind === 'vanished' && e.runId === runId) as Extract<
+      ListenerEvent,
+      { kind: 'vanished' }
+    >
     const args = argsOfPaste(vanished.verifyCommand)
     const file = args[args.indexOf('--file') + 1]
     t.equal(file, path.replace(/\\/g, '/'), `${vanished.verifyCommand}: sh hands verify the path`)
