@@ -8,6 +8,7 @@ import { formatEndpoint, type Endpoint } from '../protocol/endpoint.js'
 import { listRuns } from '../client/verify/listener-client.js'
 import type { Io } from '../base/io.js'
 import { printable } from '../base/printable.js'
+import { passBootNote } from '../report/text.js'
 
 export interface RunsOptions {
   readonly server: Endpoint
@@ -67,7 +68,7 @@ function verdictText(r: RunSummary): string {
   if (v === null) return '-'
   const lost = v.lost + v.torn + v.corrupt
   return lost === 0
-    ? v.verdict
+    ? `${v.verdict}${v.verdict === 'pass' ? passBootNote(v.rebootedSinceWrite) : ''}`
     : `${v.verdict} (${lost.toLocaleString('en-US')} of ${v.acked.toLocaleString('en-US')} lost, torn or corrupt)`
 }
 

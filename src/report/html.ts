@@ -178,7 +178,7 @@ function plainRunsSection(runs: readonly PlainRunReport[]): string {
         ? 'nothing'
         : run.role === 'tested' && (v.verdict === 'fail' || v.lost + v.torn + v.corrupt > 0)
           ? 'bad'
-          : run.role === 'tested' && v.verdict === 'pass' && v.rebootedSinceWrite !== false
+          : run.role === 'tested' && v.verdict === 'pass' && v.rebootedSinceWrite === true
             ? 'good'
             : ''
     const row = cells.map((cell, i) =>

@@ -233,8 +233,12 @@ export function plainRunCells(run: PlainRunReport): string[] {
 }
 
 function plainVerdictLabel(v: NonNullable<PlainRunReport['verdict']>): string {
-  const sameBoot = v.verdict === 'pass' && v.rebootedSinceWrite === false ? ', same boot' : ''
-  return `${countedLabel(v.verdict)}${v.reordered ? ', reordered' : ''}${sameBoot}`
+  return `${countedLabel(v.verdict)}${v.reordered ? ', reordered' : ''}${v.verdict === 'pass' ? passBootNote(v.rebootedSinceWrite) : ''}`
+}
+
+/** A pass proves something only when verified after a reboot: said when it was not, or could not be told. */
+export function passBootNote(rebootedSinceWrite: boolean | null): string {
+  return rebootedSinceWrite === false ? ', same boot' : rebootedSinceWrite === null ? ', reboot unknown' : ''
 }
 
 /** A run's name in the cycle tables: its method (the control said), and its job in a `--jobs` group. */

@@ -42,7 +42,7 @@ t.test('a hand-run write killed, verified by hand: runs and report show its verd
   t.equal(a.verdict?.verdict, 'pass', 'runs --json: the stored verdict')
   t.equal(b.verdict, null, 'runs --json: the other run has none')
   const table = await runCli(['runs', '--server', listener.server])
-  t.match(table.stdout, new RegExp(`^${a.runId} .* pass$`, 'm'), 'runs: the verdict column says pass')
+  t.match(table.stdout, new RegExp(`^${a.runId} .* pass, same boot$`, 'm'), 'runs: the verdict column says pass, on the same boot')
   t.match(table.stdout, new RegExp(`^${b.runId} .* -$`, 'm'), 'runs: no verdict for the other')
 
   const text = await runCli(['report', '--dir', store])
