@@ -10,14 +10,23 @@ import { ensureWritableStdio } from './base/stdio-fallback.js'
 // Windows node under Wine cannot open a Unix pipe as stdout: written to directly instead.
 ensureWritableStdio()
 // A reader that went away (`| head -1`) must not end a run: output is a trail, the run is the job.
-// Installed before the command line's modules load, so nothing they print can beat it.
-for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
+// Installed before the command line's modules load, so nothing they print can beat it. The first
+// stdout error is kept: a command whose output is its product exits 3 for it (cli/stdout-failure.ts).
+let stdoutError: unknown
+process.stdout.on('error', (error) => {
+  stdoutError ??= error
+})
+process.stderr.on('error', () => {})
 
+const args = process.argv.slice(2)
 let code: number
+let afterStdout = (_error: unknown): { code: number; message?: string } => ({ code })
 try {
   const { main, reportError, processIo } = await import('./cli/cli.js')
+  const { stdoutFailure } = await import('./cli/stdout-failure.js')
+  afterStdout = (error) => stdoutFailure(args, error, code)
   try {
-    code = await main(process.argv.slice(2))
+    code = await main(args)
   } catch (error) {
     code = reportError(error, processIo)
   }
@@ -35,5 +44,12 @@ try {
   process.stderr.write(damaged ?? `plugcheck: internal error: could not load its modules: ${(error as Error)?.stack ?? String(error)}\n`)
   code = 3
 }
-// The only process.exit: after stdout has drained.
-process.stdout.write('', () => process.exit(code))
+// The only process.exit: after stdout has drained, with what became of it. Nothing queued, nothing
+// is written: /dev/full refuses even an empty write, which would blame a command that printed nothing.
+const exit = (error?: Error | null): void => {
+  const after = afterStdout(stdoutError ?? process.stdout.errored ?? error ?? undefined)
+  if (after.message === undefined) process.exit(after.code)
+  process.stderr.write(after.message, () => process.exit(after.code))
+}
+if (process.stdout.writableLength === 0) exit()
+else process.stdout.write('', exit)

@@ -8,6 +8,7 @@ import { formatEndpoint, type Endpoint } from '../protocol/endpoint.js'
 import { listRuns } from '../client/verify/listener-client.js'
 import type { Io } from '../base/io.js'
 import { printable } from '../base/printable.js'
+import { passBootNote } from '../report/text.js'
 
 export interface RunsOptions {
   readonly server: Endpoint
@@ -62,15 +63,15 @@ function state(r: RunSummary): string {
   return r.campaign === null ? text : `${text} [${r.campaign.name} #${r.campaign.cycle}]`
 }
 
-/** The stored verdict; a pass verified on the boot of its write says so (the page cache held every record: it proves nothing). */
+/** The stored verdict; a pass verified on the boot of its write, or whose reboot could not be told, says so (it proves nothing of a cut). */
 function verdictText(r: RunSummary): string {
   const v = r.verdict
   if (v === null) return '-'
   const lost = v.lost + v.torn + v.corrupt
-  const sameBoot = v.verdict === 'pass' && v.rebootedSinceWrite === false ? ', same boot' : ''
+  const note = v.verdict === 'pass' ? passBootNote(v.rebootedSinceWrite) : ''
   return lost === 0
-    ? `${v.verdict}${sameBoot}`
-    : `${v.verdict}${sameBoot} (${lost.toLocaleString('en-US')} of ${v.acked.toLocaleString('en-US')} lost, torn or corrupt)`
+    ? `${v.verdict}${note}`
+    : `${v.verdict}${note} (${lost.toLocaleString('en-US')} of ${v.acked.toLocaleString('en-US')} lost, torn or corrupt)`
 }
 
 /** "2026-11-30 12:03:04" in local time. */

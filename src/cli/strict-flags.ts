@@ -3,8 +3,9 @@
  * them, so an unknown flag is named first (`--sever`, with the closest flag of that command), never
  * hidden behind yargs' "Missing required argument" for the flag it was meant to be. Accepted as yargs
  * accepts them: `--flag`, `--flag=value`, the camelCase form (`--recordSize`), `--no-flag`, the
- * aliases, `-h`/`--help` and `--version` of every command; everything after `--` is left to yargs.
- * No command takes a positional argument, so a word that is no flag's value is refused too. A flag
+ * aliases, `-h`/`--help` and `--version` of every command. No command takes a positional argument,
+ * so a word that is no flag's value is refused too, and so is every word after `--`. A yes/no flag
+ * given with `=` takes `true` or `false` only, and any other flag with `=` a value that is not empty. A flag
  * given twice, in any of its forms, is refused (yargs would keep the last value and drop the first
  * without a word), except an array flag (`report --campaign a --campaign b`: both names); so is
  * `--no-x` for a flag that takes a value (yargs would hand the command `false`). A required flag left
@@ -94,7 +95,7 @@ export function missingRequiredMessage(command: string, missing: readonly string
  */
 export interface UnknownArgument {
   readonly text: string
-  readonly kind: 'flag' | 'word' | 'no-value' | 'repeated' | 'negated-value'
+  readonly kind: 'flag' | 'word' | 'no-value' | 'repeated' | 'negated-value' | 'not-yes-no' | 'after-dashes'
   readonly forms?: readonly string[]
   readonly flag?: string
   readonly didYouMean?: string
@@ -139,7 +140,10 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
   }
   for (let i = 0; i < args.length; i++) {
     const token = args[i]!
-    if (token === '--') break
+    if (token === '--') {
+      unknown.push(...wordsAfterDashes(args.slice(i + 1)))
+      break
+    }
     if (!looksLikeFlag(token)) {
       if (awaiting !== null) {
         // `--port "$PORT"` with PORT unset: an empty number is no value, never 0.
@@ -186,6 +190,7 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
     noteGiven(given, known.name, typed, spec, unknown)
     if (equals !== -1) {
       if (equals === token.length - 1 && spec.numbers.has(known.name)) unknown.push({ text: `--${known.name}`, kind: 'no-value' })
+      else unknown.push(...equalsValueRefused(token, equals, known.name, spec))
       continue
     }
     if (spec.booleans.has(known.name) || known.negated) {
@@ -196,6 +201,22 @@ export function unknownArguments(args: readonly string[], spec: FlagSpec): Unkno
   }
   valueMissing(awaiting)
   return unknown
+}
+
+/**
+ * `--flag=value` checked where yargs would read it wrongly without a word: a yes/no flag reads every
+ * value but `true` as false (`--direct=yes` would run buffered), and an empty string or list value
+ * (`--campaign="$NAME"` with NAME unset) would run as if the flag were left out or given ''.
+ */
+function equalsValueRefused(token: string, equals: number, flag: string, spec: FlagSpec): UnknownArgument[] {
+  const value = token.slice(equals + 1)
+  if (spec.booleans.has(flag)) return value === 'true' || value === 'false' ? [] : [{ text: token, kind: 'not-yes-no', flag }]
+  return value === '' ? [{ text: `--${flag}`, kind: 'no-value' }] : []
+}
+
+/** No command takes a positional argument, so the words after `--` are refused too, never dropped. */
+function wordsAfterDashes(words: readonly string[]): UnknownArgument[] {
+  return words.map((text) => ({ text, kind: 'after-dashes' }))
 }
 
 /** A known flag as given so far. */
@@ -228,6 +249,9 @@ export function unknownArgumentsMessage(command: string, unknown: readonly Unkno
     if (u.kind === 'no-value') return `${u.text} needs a value`
     if (u.kind === 'repeated') return `${u.text} is given more than once${formsOf(u)}; ${command} takes it once`
     if (u.kind === 'negated-value') return `${u.text}: ${u.flag} takes a value, it cannot be negated`
+    if (u.kind === 'not-yes-no')
+      return `${u.text}: --${u.flag} is yes or no: give --${u.flag}, --no-${u.flag}, --${u.flag}=true or --${u.flag}=false`
+    if (u.kind === 'after-dashes') return `unexpected argument ${u.text} after -- (${command} takes flags only)`
     return `unknown flag ${u.text}${u.didYouMean === undefined ? '' : ` (did you mean --${u.didYouMean}?)`}`
   })
   const dashedValue = unknown.find((u) => u.after !== undefined)

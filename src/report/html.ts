@@ -174,8 +174,10 @@ function plainRunsSection(runs: readonly PlainRunReport[]): string {
   for (const run of runs) {
     const cells = plainRunCells(run)
     const v = run.verdict
-    // Not verified, not judged or inconclusive: nothing was shown either way.
-    const cls = v === null || v.verdict === 'not-judged' || v.verdict === 'inconclusive' ? 'nothing' : verdictClass(run)
+    // Not verified, not judged or inconclusive: nothing was shown either way. A pass is green only when
+    // verified after a reboot (a same boot, or one that could not be told, proves nothing of a cut).
+    const counted = v === null || v.verdict === 'not-judged' || v.verdict === 'inconclusive' ? 'nothing' : verdictClass(run)
+    const cls = counted === 'good' && v?.rebootedSinceWrite !== true ? '' : counted
     const row = cells.map((cell, i) =>
       i === cells.length - 1
         ? `<td class="${cls}"${v === null ? '' : ` title="${esc(v.summary)}"`}>${esc(cell)}</td>`

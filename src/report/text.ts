@@ -250,13 +250,17 @@ export function plainRunCells(run: PlainRunReport): string[] {
 /**
  * A run outside campaigns' verdict as counted over its write's runs (model.ts countedCut), as a
  * cycle's is: a pass of a write whose control lost nothing tested nothing; a pass on the boot of its
- * write says so (flagged below the table).
+ * write, or whose reboot could not be told, says so (flagged below the table).
  */
 function plainVerdictLabel(run: PlainRunReport, v: NonNullable<PlainRunReport['verdict']>): string {
   if (run.counted === 'tested-nothing' && run.testedNothing === 'control-not-noticed') return 'tested nothing (the control lost nothing)'
-  const sameBoot = v.verdict === 'pass' && v.rebootedSinceWrite === false ? ', same boot' : ''
   const counted = run.counted === 'tested-nothing' ? v.verdict : (run.counted ?? v.verdict)
-  return `${countedLabel(counted)}${v.reordered ? ', reordered' : ''}${sameBoot}`
+  return `${countedLabel(counted)}${v.reordered ? ', reordered' : ''}${v.verdict === 'pass' ? passBootNote(v.rebootedSinceWrite) : ''}`
+}
+
+/** A pass proves something only when verified after a reboot: said when it was not, or could not be told. */
+export function passBootNote(rebootedSinceWrite: boolean | null): string {
+  return rebootedSinceWrite === false ? ', same boot' : rebootedSinceWrite === null ? ', reboot unknown' : ''
 }
 
 /** A run's name in the cycle tables: its method (the control said), and its job in a `--jobs` group. */

@@ -91,7 +91,7 @@ t.test('quotePath, windows: forward slashes, which a POSIX shell keeps and Windo
   const cases: [string, string][] = [
     ['Z:\\tmp\\nc\\wdata', 'Z:/tmp/nc/wdata'],
     ['C:\\Program Files\\t\\p.dat', "'C:/Program Files/t/p.dat'"],
-    ["D:\\it's\\p.dat", "'D:/it''s/p.dat'"],
+    ["D:\\it's\\p.dat", `"D:/it's/p.dat"`],
     ['\\\\server\\share\\p.dat', '//server/share/p.dat'],
     ['D:/already/forward', 'D:/already/forward'],
   ]
@@ -118,4 +118,54 @@ t.test('quotePath, posix: the path as shellQuote gives it, a backslash in a name
     t.equal(quotePath(path, 'posix'), shellQuote(path, 'posix'), path)
     t.equal(shellReads(quotePath(path, 'posix')), path, path)
   }
+})
+
+/**
+ * What PowerShell makes of one quoted word, by the rules of its strings: in single quotes any of
+ * ' U+2018-U+201B ends it and a doubled one stands for itself; in double quotes the text is literal
+ * when it holds no $, backtick or double quote (" U+201C-U+201E), and anything else is not modelled.
+ */
+function powerShellReads(word: string): string | undefined {
+  const single = /^['\u2018-\u201b]((?:[^'\u2018-\u201b]|['\u2018-\u201b]{2})*)['\u2018-\u201b]$/.exec(word)
+  if (single !== null) return single[1]!.replace(/(['\u2018-\u201b])\1/g, '$1')
+  const double = /^["\u201c-\u201e]([^"$`\u201c-\u201e]*)["\u201c-\u201e]$/.exec(word)
+  return double === null ? undefined : double[1]
+}
+
+t.test('quotePath, windows: a path with a single quote of any kind reads back whole in a POSIX shell and in PowerShell', async (t) => {
+  const paths = [
+    "C:\\Users\\O'Brien\\data\\p.dat",
+    'C:\\Users\\O\u2019Brien\\data\\p.dat',
+    'C:\\Users\\\u2018quoted\u2019 name\\p.dat',
+    "D:\\it's 50% & more, @home\\p.dat",
+    "D:\\it's\u201cquoted\u201d\\p.dat",
+  ]
+  for (const path of paths) {
+    const printed = quotePath(path, 'windows')
+    const forward = path.replace(/\\/g, '/')
+    t.equal(shellReads(printed), forward, `${printed}: sh`)
+    if (!/\u201c/.test(path)) {
+      t.match(printed, /^".*"$/, `${printed}: in double quotes`)
+      t.equal(powerShellReads(printed), forward, `${printed}: PowerShell`)
+    }
+  }
+})
+
+t.test('quotePath, windows: a single quote and a character double quotes do not keep: the POSIX form', async (t) => {
+  for (const path of [
+    "C:\\it's $HOME\\p.dat",
+    "C:\\it's `x`\\p.dat",
+    'C:\\it\'s "x"\\p.dat',
+    "C:\\it's!\\p.dat",
+    "C:\\it's\u201cx\\p.dat",
+    "\\\\?\\C:\\O'Brien\\p.dat",
+    '\\\\?\\C:\\O\u2019Brien\\p.dat',
+  ]) {
+    const printed = quotePath(path, 'windows')
+    const expected = path.startsWith('\\\\?\\') ? path : path.replace(/\\/g, '/')
+    t.equal(printed, shellQuote(expected, 'posix'), `${path}: the POSIX form`)
+    t.equal(shellReads(printed), expected, `${printed}: sh`)
+  }
+  t.equal(quotePath('C:\\a\u201cb\\p.dat', 'windows'), "'C:/a\u201cb/p.dat'", 'a smart double quote alone: single quotes, which both keep')
+  t.equal(powerShellReads(quotePath('C:\\a\u201cb\\p.dat', 'windows')), 'C:/a\u201cb/p.dat')
 })

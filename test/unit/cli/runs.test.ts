@@ -5,6 +5,7 @@
  */
 import t from 'tap'
 import { join } from 'node:path'
+import { formatRunsTable } from '../../../src/cli/runs.js'
 import { protocolVersion, type RunSummary } from '../../../src/protocol/messages.js'
 import { runCli, runInProcess, startListener, tempDir } from '../../fixtures/cli.js'
 import { Peer, runIdOf, runMeta } from '../../fixtures/peer.js'
@@ -102,4 +103,28 @@ t.test('runs against no listener is a one-line runtime error', async (t) => {
   const result = await runInProcess(['runs', '--server', server, '--listener-timeout', '2'])
   t.equal(result.code, 3)
   t.match(result.stderr, /^plugcheck: could not reach the listener at 127\.0\.0\.1:\d+: ECONNREFUSED/)
+})
+
+t.test('runs: a pass says when it was verified on the boot of its write, or the reboot could not be told', async (t) => {
+  const pass = verdictOf({ verdict: 'pass', intact: 5, lost: 0, lostRanges: [], summary: 'PASS' })
+  const summary = (runId: string, rebootedSinceWrite: boolean | null): RunSummary => ({
+    runId,
+    groupId: runId,
+    host: 'box',
+    path: '/mnt/a',
+    method: 'fdatasync',
+    announcedMs: 1_700_000_000_000,
+    live: false,
+    end: { reason: 'vanished', atMs: 1_700_000_060_000 },
+    ackedThroughSeq: 5,
+    steadyMs: null,
+    verdict: { ...pass, rebootedSinceWrite },
+    campaign: null,
+  })
+  const lines = formatRunsTable([summary(runIdOf(1), true), summary(runIdOf(2), false), summary(runIdOf(3), null)])
+    .trimEnd()
+    .split('\n')
+  t.match(lines[1], / pass$/, 'verified after a reboot: a bare pass')
+  t.match(lines[2], / pass, same boot$/, 'verified on the boot of its write')
+  t.match(lines[3], / pass, reboot unknown$/, 'whether the writer rebooted could not be told')
 })

@@ -22,7 +22,6 @@ t.test('a value that is not a duration is refused with what is accepted, exit 2,
     [[...write, '--duration', '2ms'], `--duration 2ms is not a duration: ${accepted}`],
     [[...write, '--duration', '1h30m'], `--duration 1h30m is not a duration: ${accepted}`],
     [[...write, '--duration', '0s'], '--duration must be positive'],
-    [[...write, '--duration='], `--duration needs a value: ${accepted}`],
     [[...write, '--listener-timeout', 'soon'], `--listener-timeout soon is not a duration: ${accepted}`],
     [[...write, '--listener-timeout', '2h'], '--listener-timeout is at most 3600 seconds (2h is 7200 s)'],
     [[...verify, '--listener-timeout', '1w'], `--listener-timeout 1w is not a duration: ${accepted}`],
@@ -43,6 +42,14 @@ t.test('a value that is not a duration is refused with what is accepted, exit 2,
     t.equal(result.stderr, `plugcheck: ${message}\n`, `${args.join(' ')}: says what is accepted`)
     t.equal(result.stdout, '')
   }
+  // An empty value is no value, refused before the flags are read, as `--duration` alone is (strict-flags.ts).
+  const empty = await runInProcess([...write, '--duration='])
+  t.equal(empty.code, 2, '--duration=: exit 2')
+  t.equal(
+    empty.stderr,
+    'plugcheck: --duration needs a value\nhint: plugcheck write --help lists the flags of write\n',
+    '--duration=: needs a value',
+  )
   t.notOk(existsSync(file), 'no data file')
   t.notOk(existsSync(join(dir, 'listener')), 'no listener directory')
 })

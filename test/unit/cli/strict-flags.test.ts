@@ -49,7 +49,7 @@ t.test('every form yargs and the README accept is still accepted', async (t) => 
   const accepted: Array<[CliCommand, string[]]> = [
     [writeCliCommand, ['--server', 'h:1', '--file=x', '--no-direct', '--recordSize', '8k', '--listenerTimeout', '2s', '--jobs', '2']],
     [writeCliCommand, ['--direct', 'true', '--force', 'false', '--duration', '2s', '--trace-file', 't', '--discard-unverified']],
-    [writeCliCommand, ['--server', 'h:1', '--', '--anything', 'after', 'the', 'end']],
+    [writeCliCommand, ['--server', 'h:1', '--direct=true', '--force=false', '--no-json=false', '--']],
     [writeCliCommand, ['-h', '--help', '--version']],
     [reportCliCommand, ['--dir', 'd', '--campaign', 'ssd-a', 'hdd-b', '--json', '--html', 'r.html']],
     [listenCliCommand, ['--seed', '-1', '--port', '0', '--reserve=-1%', '--max-store-bytes-per-peer', 'none', '--cut-after', '30-90']],
@@ -289,4 +289,63 @@ t.test("a required flag left out is named with what it takes, in the project's f
   t.match(forms.stderr, /^plugcheck: --server takes HOST\[:PORT\], not a URL/, '--flag=value forms are given')
   const version = await runCli(['write', '--version'])
   t.equal(version.code, 0, '--version is answered, required flags or not')
+})
+
+t.test('a yes/no flag with = takes true or false only; any other value is refused naming the forms, exit 2', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'x')
+  const write = ['write', '--server', '127.0.0.1:1', '--file', file]
+  const forms = (flag: string): string => `give --${flag}, --no-${flag}, --${flag}=true or --${flag}=false`
+  const cases: Array<[string[], string]> = [
+    [[...write, '--direct=yes'], `--direct=yes: --direct is yes or no: ${forms('direct')}`],
+    [[...write, '--direct=1'], `--direct=1: --direct is yes or no: ${forms('direct')}`],
+    [[...write, '--direct=TRUE'], `--direct=TRUE: --direct is yes or no: ${forms('direct')}`],
+    [[...write, '--force='], `--force=: --force is yes or no: ${forms('force')}`],
+    [[...write, '--no-direct=on'], `--no-direct=on: --direct is yes or no: ${forms('direct')}`],
+    [['methods', '--json=no'], `--json=no: --json is yes or no: ${forms('json')}`],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(result.stderr, `plugcheck: ${message}\n${hint(args[0]!)}`, args.join(' '))
+    t.equal(result.stdout, '')
+  }
+  t.notOk(existsSync(file), 'no data file')
+})
+
+t.test('an empty value after = is no value: refused for every flag that takes one, exit 2', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'x')
+  const cases: Array<[string[], string]> = [
+    [['report', '--dir', dir, '--campaign='], '--campaign needs a value'],
+    [['report', '--dir=', '--json'], '--dir needs a value'],
+    [['write', '--server', '127.0.0.1:1', '--file='], '--file needs a value'],
+    [['write', '--server', '127.0.0.1:1', '--file', file, '--method='], '--method needs a value'],
+    [['runs', '--server', '127.0.0.1:1', '--token='], '--token needs a value'],
+    [['listen', '--dir', dir, '--port='], '--port needs a value'],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(result.stderr, `plugcheck: ${message}\n${hint(args[0]!)}`, args.join(' '))
+    t.equal(result.stdout, '')
+  }
+  t.notOk(existsSync(file), 'no data file')
+})
+
+t.test('every word after -- is refused, named, never dropped, exit 2', async (t) => {
+  const cases: Array<[string[], string]> = [
+    [['methods', '--', 'junk'], 'unexpected argument junk after -- (methods takes flags only)'],
+    [
+      ['write', '--server', '127.0.0.1:1', '--file', 'x', '--', '--duration', '5'],
+      'unexpected argument --duration after -- (write takes flags only); unexpected argument 5 after -- (write takes flags only)',
+    ],
+  ]
+  for (const [args, message] of cases) {
+    const result = await runInProcess(args)
+    t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(result.stderr, `plugcheck: ${message}\n${hint(args[0]!)}`, args.join(' '))
+    t.equal(result.stdout, '')
+  }
+  t.same(unknownArguments(['--json', '--'], flagSpecOf(reportCliCommand.options)), [], 'a -- with nothing after it is harmless')
 })

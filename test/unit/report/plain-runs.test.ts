@@ -63,6 +63,7 @@ const doc = reportDocumentSchema.parse({
       verdict: { ...verdict, verdict: 'inconclusive' },
       testedNothing: 'control-not-noticed',
     }),
+    run('a000000000000009', { verdict: { ...verdict, rebootedSinceWrite: null } }),
   ],
   warnings: [],
 })
@@ -77,6 +78,7 @@ t.test('text: the section, one line per run with its verdict, no campaign summar
   const row = (id: string) => lines.find((l) => l.startsWith(`  ${id} `)) ?? ''
   t.match(row('a000000000000001'), /2025-01-06 07:53:20 +db1 +\/mnt\/t\/p\.dat +fdatasync +vanished +1,200 +0 +0 +0 +pass$/)
   t.match(row('a000000000000002'), / pass, same boot$/)
+  t.match(row('a000000000000009'), / pass, reboot unknown$/, 'a pass whose reboot could not be told is marked')
   t.match(row('a000000000000003'), / 1,200 +200 +0 +0 +fail$/)
   t.match(row('a000000000000004'), / vanished +1,200 +not verified$/)
   t.match(row('a000000000000005'), / live +1,200 +not verified \(still writing\)$/)
@@ -104,6 +106,7 @@ t.test('html: the table, a pass green only after a reboot, a loss red, not verif
   const row = (id: string) => new RegExp(`<tr data-run="${id}">(.*?)</tr>`).exec(html)?.[1] ?? ''
   t.match(row('a000000000000001'), /<td class="good" title="PASS: all 1,200 acknowledged records survived intact\.">pass<\/td>$/)
   t.match(row('a000000000000002'), /<td class="nothing" title="[^"]*">pass, same boot<\/td>$/, 'a same-boot pass tested nothing: not green')
+  t.match(row('a000000000000009'), /<td class="" title="[^"]*">pass, reboot unknown<\/td>$/, 'a pass whose reboot is unknown is not green')
   t.match(row('a000000000000003'), /<td class="bad" title="FAIL: 200 lost">fail<\/td>$/)
   t.match(row('a000000000000004'), /<td class="nothing">not verified<\/td>$/)
   t.match(row('a000000000000006'), /<td class="" title="[^"]*">pass<\/td>$/, "the control's loss is no fail")
