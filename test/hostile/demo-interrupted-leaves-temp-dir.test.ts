@@ -21,7 +21,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     let stderr = ''
     demo.stderr.on('data', (c: Buffer) => (stderr += c.toString()))
     demo.stdout.resume()
-    const exited = new Promise<number | null>((resolve) => demo.on('close', (code, sig) => resolve(code ?? (sig === 'SIGINT' ? 130 : sig === 'SIGTERM' ? 143 : -1))))
+    const exited = new Promise<number | null>((resolve) =>
+      demo.on('close', (code, sig) => resolve(code ?? (sig === 'SIGINT' ? 130 : sig === 'SIGTERM' ? 143 : -1))),
+    )
     t.teardown(() => demo.kill('SIGKILL'))
     await waitFor(`the demo starts its writer (${stderr})`, () => /writer on .*plugcheck-demo-/.test(stderr), 30_000)
     const demoDir = readdirSync(tmp).find((name) => name.startsWith('plugcheck-demo-'))

@@ -39,16 +39,35 @@ t.test("'recorded' reports beyond the last ack: the summary never says more reco
   for (const c of counts) t.ok(c.recorded === undefined || c.recorded <= c.acked, `never more recorded than acknowledged (${c.line})`)
   t.equal(text.code, 3, `a listener that confirmed seqs never sent is a runtime failure (exit ${text.code}: ${text.stderr.trim()})`)
 
-  const json = await runCli(['write', '--json', '--server', fake.server, '--file', join(dir, 'q.dat'), '--method', 'fdatasync', '--duration', '2'])
+  const json = await runCli([
+    'write',
+    '--json',
+    '--server',
+    fake.server,
+    '--file',
+    join(dir, 'q.dat'),
+    '--method',
+    'fdatasync',
+    '--duration',
+    '2',
+  ])
   const lines = json.stdout.split('\n').filter((l) => l !== '')
-  const summary = JSON.parse(lines.at(-1) ?? '{}') as { event?: string; acknowledged: number; recorded: number | null; runs: Array<{ acknowledged: number; recorded: number | null }> }
+  const summary = JSON.parse(lines.at(-1) ?? '{}') as {
+    event?: string
+    acknowledged: number
+    recorded: number | null
+    runs: Array<{ acknowledged: number; recorded: number | null }>
+  }
   t.equal(summary.event, 'summary', 'the last line is the summary')
   for (const run of summary.runs ?? []) t.ok(run.recorded === null || run.recorded <= run.acknowledged, `run: ${JSON.stringify(run)}`)
-  t.ok(summary.recorded === null || summary.recorded <= summary.acknowledged, `totals: ${summary.recorded} recorded of ${summary.acknowledged}`)
+  t.ok(
+    summary.recorded === null || summary.recorded <= summary.acknowledged,
+    `totals: ${summary.recorded} recorded of ${summary.acknowledged}`,
+  )
   t.equal(json.code, 3, `--json: exit 3 too (${json.stderr.trim()})`)
 })
 
-t.test("a runs list that holds more of the run than was acknowledged: the summary never says so", async (t) => {
+t.test('a runs list that holds more of the run than was acknowledged: the summary never says so', async (t) => {
   let acks = 0
   const fake = await startFakeListener((m, reply, socket) => {
     if (m.type === 'hello' && m.role === 'verifier') {

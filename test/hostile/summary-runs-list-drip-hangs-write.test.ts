@@ -44,7 +44,10 @@ t.test('a listener that drips non-answers to the runs list: the write still ends
   const startedMs = Date.now()
   const result = await runCli(['write', '--server', fake.server, '--file', file, '--method', 'fdatasync', '--duration', '60'], 25_000)
   const tookMs = Date.now() - startedMs
-  t.ok(tookMs < maxHeldQueryMs + 12_000, `the write ended within its bound on the list (${tookMs} ms; killed after 25 s: code ${result.code})`)
+  t.ok(
+    tookMs < maxHeldQueryMs + 12_000,
+    `the write ended within its bound on the list (${tookMs} ms; killed after 25 s: code ${result.code})`,
+  )
   t.equal(result.code, 3, `exit 3: the listener failed (${result.stderr.trim()})`)
   t.match(result.stderr, /the listener at 127\.0\.0\.1:\d+ failed: could not record acks: ENOSPC/)
   t.match(
