@@ -12,7 +12,8 @@
  *
  * The writer always leaves a trail: one line per run and the verify command go to stdout with a
  * synchronous write before the loop starts (run-start.ts), and the summary is printed however the
- * run ends (run-end.ts). Signals are seen at each housekeeping tick (stop-signals.ts says why).
+ * run ends (run-end.ts). Signals are caught from before the first run is announced and seen at each
+ * housekeeping tick, and between the chunks of an overwrite file's zero fill (stop-signals.ts, data-file.ts say why).
  */
 import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
