@@ -2,15 +2,19 @@
  * `plugcheck demo`: the whole workflow on one machine. A listener on 127.0.0.1 with a temp
  * directory, a writer on a temp file, SIGKILL after a few seconds, verify, and what it means.
  * A killed process keeps the page cache, so this rehearses the workflow; it does not test storage.
+ * Its temp directory (~70 MiB) is removed however it ends, a stop signal (Ctrl-C, a supervisor's
+ * SIGTERM, a closed terminal) included: the signal kills the writer, the directory goes, and the demo
+ * exits 128 + the signal.
  */
-import { spawn } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Listener } from '../server/listen/listener.js'
 import type { MethodName } from '../native/registry.js'
-import { runtimeError } from '../base/errors.js'
+import { describeSystemError, runtimeError, usageError } from '../base/errors.js'
+import { signalNumbers, type StopSignal } from '../client/write/stop-signals.js'
 import { selfCommand } from '../exe/sea.js'
 import { runVerify } from '../client/verify/verify.js'
 import type { Io } from '../base/io.js'
@@ -80,51 +84,109 @@ export interface DemoOptions {
   readonly json: boolean
 }
 
-export async function runDemo(options: DemoOptions, io: Io): Promise<number> {
-  const dir = mkdtempSync(join(tmpdir(), 'plugcheck-demo-'))
-  const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: join(dir, 'listener') })
+/** The demo's temp directory in TMPDIR; a TMPDIR that is missing or no folder is the operator's to fix (exit 2). */
+function makeDemoDir(): string {
+  const parent = tmpdir()
   try {
-    const server = `127.0.0.1:${listener.address().port}`
-    const file = join(dir, 'data.plugcheck')
-    io.err(`plugcheck demo: listener on ${server}; writer on ${file} with ${options.method}; SIGKILL in ${options.killAfterS} s\n`)
-    const [plugcheck, ...plugcheckArgs] = selfCommand(binPath)
-    const writer = spawn(
-      plugcheck!,
-      [...plugcheckArgs, 'write', '--server', server, '--file', file, '--method', options.method, '--size', '64MiB'],
-      {
-        stdio: ['ignore', 'ignore', 'pipe'],
-      },
-    )
-    let writerStderr = ''
-    writer.stderr.on('data', (chunk: Buffer) => (writerStderr += chunk.toString()))
-    const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)))
-    // The kill's time counts from the first ack the listener recorded, not from the spawn: a writer
-    // killed before it announced its run would leave verify nothing to judge.
-    const started = await firstAckRecorded(listener, exited, firstAckWaitMs)
-    if (started === 'timeout') {
-      writer.kill('SIGKILL')
-      await exited
-      throw runtimeError(
-        `the writer had no ack recorded within ${firstAckWaitMs / 1000} s: ${writerStderr.trim() || 'it said nothing'}`,
-        'run plugcheck listen and plugcheck write by hand to see where it stops',
+    return mkdtempSync(join(parent, 'plugcheck-demo-'))
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT' || code === 'ENOTDIR')
+      throw usageError(
+        `the temp folder ${parent} does not exist or is not a folder`,
+        'set TMPDIR to an existing folder (or unset it), then run the demo again',
       )
+    throw runtimeError(`could not make the demo's directory in ${parent}: ${describeSystemError(error)}`, 'set TMPDIR to a writable folder')
+  }
+}
+
+/** The first stop signal (SIGINT, SIGTERM, SIGHUP) as a promise; release removes the handlers. */
+function stopSignal(): { readonly received: Promise<StopSignal>; readonly release: () => void } {
+  const offs: Array<() => void> = []
+  const received = new Promise<StopSignal>((resolve) => {
+    for (const signal of Object.keys(signalNumbers) as StopSignal[]) {
+      const handler = (): void => resolve(signal)
+      process.on(signal, handler)
+      offs.push(() => process.off(signal, handler))
     }
-    const early = await Promise.race([
-      exited,
-      new Promise<'timer'>((resolve) => setTimeout(() => resolve('timer'), options.killAfterS * 1000)),
-    ])
-    if (early !== 'timer') throw runtimeError(`the writer stopped by itself (exit ${early}) before the kill: ${writerStderr.trim()}`)
-    writer.kill('SIGKILL')
-    await exited
-    io.err(`plugcheck demo: writer killed with SIGKILL; verifying\n`)
-    // The listener sees the writer's connection close a moment after the kill, and answers its run as
-    // ended once that end is recorded (until then verify says it is still being written, exit 2).
-    await endsRecorded(listener, endWaitMs)
-    const code = await runVerify({ source: { server: { host: '127.0.0.1', port: listener.address().port } }, file, json: options.json }, io)
-    if (!options.json) io.out(`\n${demoMeaning(options.method)}\n`)
-    return code
+  })
+  return {
+    received,
+    release: () => {
+      for (const off of offs) off()
+    },
+  }
+}
+
+/** The writer the demo runs, once spawned, with its exit: what a stop signal kills before the directory goes. */
+interface DemoWriter {
+  process?: ChildProcess
+  exited?: Promise<number | null>
+}
+
+export async function runDemo(options: DemoOptions, io: Io): Promise<number> {
+  const dir = makeDemoDir()
+  // Handled from here on, so Node's default action (the process ends at once) never leaves the directory behind.
+  const stop = stopSignal()
+  const writer: DemoWriter = {}
+  let listener: Listener | undefined
+  try {
+    listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: join(dir, 'listener') })
+    const outcome = await Promise.race([demoSteps(listener, dir, writer, options, io), stop.received])
+    if (typeof outcome === 'number') return outcome
+    // Stopped: the writer goes first (it writes into the directory), then the finally removes it.
+    writer.process?.kill('SIGKILL')
+    await writer.exited
+    io.err(`plugcheck demo: stopped by ${outcome}; its writer killed and its temp directory removed\n`)
+    return 128 + signalNumbers[outcome]
   } finally {
-    await listener.close()
+    stop.release()
+    await listener?.close()
     rmSync(dir, { recursive: true, force: true })
   }
+}
+
+/** Writer, kill, verify, and what it means: the demo until a stop signal, if one comes. */
+async function demoSteps(listener: Listener, dir: string, running: DemoWriter, options: DemoOptions, io: Io): Promise<number> {
+  const server = `127.0.0.1:${listener.address().port}`
+  const file = join(dir, 'data.plugcheck')
+  io.err(`plugcheck demo: listener on ${server}; writer on ${file} with ${options.method}; SIGKILL in ${options.killAfterS} s\n`)
+  const [plugcheck, ...plugcheckArgs] = selfCommand(binPath)
+  const writer = spawn(
+    plugcheck!,
+    [...plugcheckArgs, 'write', '--server', server, '--file', file, '--method', options.method, '--size', '64MiB'],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  )
+  let writerStderr = ''
+  writer.stderr.on('data', (chunk: Buffer) => (writerStderr += chunk.toString()))
+  const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)))
+  running.process = writer
+  running.exited = exited
+  // The kill's time counts from the first ack the listener recorded, not from the spawn: a writer
+  // killed before it announced its run would leave verify nothing to judge.
+  const started = await firstAckRecorded(listener, exited, firstAckWaitMs)
+  if (started === 'timeout') {
+    writer.kill('SIGKILL')
+    await exited
+    throw runtimeError(
+      `the writer had no ack recorded within ${firstAckWaitMs / 1000} s: ${writerStderr.trim() || 'it said nothing'}`,
+      'run plugcheck listen and plugcheck write by hand to see where it stops',
+    )
+  }
+  const early = await Promise.race([
+    exited,
+    new Promise<'timer'>((resolve) => setTimeout(() => resolve('timer'), options.killAfterS * 1000)),
+  ])
+  if (early !== 'timer') throw runtimeError(`the writer stopped by itself (exit ${early}) before the kill: ${writerStderr.trim()}`)
+  writer.kill('SIGKILL')
+  await exited
+  io.err(`plugcheck demo: writer killed with SIGKILL; verifying\n`)
+  // The listener sees the writer's connection close a moment after the kill, and answers its run as
+  // ended once that end is recorded (until then verify says it is still being written, exit 2).
+  await endsRecorded(listener, endWaitMs)
+  const code = await runVerify({ source: { server: { host: '127.0.0.1', port: listener.address().port } }, file, json: options.json }, io)
+  if (!options.json) io.out(`\n${demoMeaning(options.method)}\n`)
+  return code
 }

@@ -63,7 +63,9 @@ export async function queryRuns(
   timeoutMs = defaultListenerTimeoutMs,
 ): Promise<RunsReply> {
   return converse<RunsReply>(endpoint, token, timeoutMs, [{ type: 'query', ...query }], (message, done) => {
-    if (message.type === 'runs') done({ runs: message.runs, claims: message.claims })
+    if (message.type !== 'runs') return false
+    done({ runs: message.runs, claims: message.claims })
+    return true
   })
 }
 
@@ -75,7 +77,9 @@ export async function listRuns(
   campaign?: string,
 ): Promise<{ runs: RunSummary[]; truncated: boolean }> {
   return converse(endpoint, token, timeoutMs, [{ type: 'list', ...(campaign === undefined ? {} : { campaign }) }], (message, done) => {
-    if (message.type === 'run-list') done({ runs: message.runs, truncated: message.truncated })
+    if (message.type !== 'run-list') return false
+    done({ runs: message.runs, truncated: message.truncated })
+    return true
   })
 }
 
@@ -101,12 +105,15 @@ export async function reportVerdicts(
       timeoutMs,
       batch.map(({ runId, result }) => ({ type: 'verdict', runId, result })),
       (message, done, fail) => {
-        if (message.type !== 'verdict-ok') return
+        if (message.type !== 'verdict-ok') return false
         const left = waiting.get(message.runId) ?? 0
-        if (left === 0)
-          return fail(`the listener at ${formatEndpoint(endpoint)} confirmed a verdict for run ${message.runId}, which was not reported`)
+        if (left === 0) {
+          fail(`the listener at ${formatEndpoint(endpoint)} confirmed a verdict for run ${message.runId}, which was not reported`)
+          return true
+        }
         waiting.set(message.runId, left - 1)
         if (--outstanding === 0) done()
+        return true
       },
       batch.length === 0,
     )
@@ -120,7 +127,9 @@ export async function queryCampaign(
   timeoutMs = defaultListenerTimeoutMs,
 ): Promise<CampaignState | null> {
   return converse(endpoint, token, timeoutMs, [{ type: 'campaign-query' }], (message, done) => {
-    if (message.type === 'campaign-state') done(message.campaign)
+    if (message.type !== 'campaign-state') return false
+    done(message.campaign)
+    return true
   })
 }
 
@@ -141,37 +150,52 @@ export async function readSpanPages(
   const ask = (afterSeq: number): ClientMessage => ({ type: 'spans', runId: run.runId, afterSeq, throughSeq: run.throughSeq })
   let afterSeq = run.afterSeq
   await converse<void>(endpoint, token, timeoutMs, [ask(afterSeq)], (message, done, fail, send) => {
-    if (message.type !== 'span-page') return
+    if (message.type !== 'span-page') return false
     if (message.runId !== run.runId || message.afterSeq !== afterSeq) {
-      return fail(
+      fail(
         `the listener at ${where} sent spans of run ${message.runId} after seq ${message.afterSeq}, asked for run ${run.runId} after seq ${afterSeq}`,
       )
+      return true
     }
     let through: number | null
     try {
       through = onPage(message.spans, afterSeq)
     } catch (error) {
-      return fail(`the listener at ${where} sent bad spans of run ${run.runId}: ${(error as Error).message}`)
+      fail(`the listener at ${where} sent bad spans of run ${run.runId}: ${(error as Error).message}`)
+      return true
     }
-    if (through === null || through >= run.throughSeq) return done()
-    afterSeq = through
-    send(ask(afterSeq))
+    if (through === null || through >= run.throughSeq) done()
+    else {
+      afterSeq = through
+      send(ask(afterSeq))
+    }
+    return true
   })
 }
 
 /** Bytes of an answer still arriving that count as progress (converse's answer timer). */
 const answerProgressBytes = 1024 * 1024
 
+/**
+ * Frames a conversation takes that answer nothing it asked (another welcome, a 'recorded' meant for a
+ * writer): a listener sends none, so more than this is a broken or hostile peer, refused at once.
+ */
+export const maxNonAnswerFrames = 64
+
 /** What the listener takes from one connection (its maxVerdictsPerConnection). */
 export const maxVerdictsPerConversation = 1024
 
-/** What converse hands each answer to: done with the value, fail with a one-line error, or send another request. */
+/**
+ * What converse hands each message to: done with the value, fail with a one-line error, or send another
+ * request. Returns whether the message answers (part of) what was asked: only an answer restarts the
+ * wait for the next one; any other message is counted against maxNonAnswerFrames and extends nothing.
+ */
 type OnMessage<T> = (
   message: ServerMessage,
   done: (value: T) => void,
   fail: (message: string) => void,
   send: (request: ClientMessage) => void,
-) => void
+) => boolean
 
 /**
  * One verifier connection: hello, the requests, then onMessage for each message after the welcome
@@ -243,10 +267,11 @@ class Conversation<T> {
   private readonly decoder = new FrameDecoder(serverMessageSchema, maxServerFrameBytes)
   // The socket's timeout is an idle timeout, reset by any frame: a listener that keeps sending frames
   // that answer nothing (a welcome again and again) would hold verify for ever. This one is reset
-  // only by an answer (a message handed to onMessage) or by a large answer still arriving (a MiB
+  // only by an answer (a message onMessage says answers what was asked) or by a large answer still arriving (a MiB
   // more of it: a slow link), so every wait for one is bounded.
   private answerTimer: NodeJS.Timeout | undefined
   private bytesSinceAnswer = 0
+  private nonAnswers = 0
 
   constructor(
     private readonly socket: Socket,
@@ -328,6 +353,10 @@ class Conversation<T> {
         this.settle(notAListener(this.where, this.firstBytes))
         return
       }
+      if (message.type === 'welcome' && this.welcomed) {
+        this.nonAnswer(message.type)
+        continue
+      }
       if (message.type === 'welcome') {
         this.welcomed = true
         latestListenerClock = listenerClockOf(message.nowMs, performance.now()) ?? latestListenerClock
@@ -337,14 +366,22 @@ class Conversation<T> {
         this.settle(listenerRefusal(this.where, message.code, message.message))
         return
       }
-      this.awaitAnswer()
-      this.onMessage(
+      const answered = this.onMessage(
         message,
         (value) => this.done(value),
         (text) => this.fail(text),
         (request) => void this.socket.write(encodeFrame(request)),
       )
+      // Only an answer restarts the wait (a drip of other frames every second would hold it for ever).
+      if (!answered) this.nonAnswer(message.type)
+      else if (!this.settled) this.awaitAnswer()
     }
+  }
+
+  /** A frame that answers nothing asked: it extends no wait, and past maxNonAnswerFrames ends the conversation. */
+  private nonAnswer(type: ServerMessage['type']): void {
+    if (++this.nonAnswers <= maxNonAnswerFrames) return
+    this.fail(`the listener at ${this.where} sent more than ${maxNonAnswerFrames} frames that answer nothing asked (the last: '${type}')`)
   }
 }
 

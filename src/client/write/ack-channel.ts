@@ -41,8 +41,10 @@ export class AckChannel {
   private firstBytes = Buffer.alloc(0)
   private readonly inbox: ServerMessage[] = []
   private readonly ackEncoders = new Map<string, AckFrameEncoder>()
-  /** Highest seq the listener has reported durable, per run. */
+  /** Highest seq the listener has reported durable, per run: never beyond ackedThrough (take refuses a report that is). */
   readonly recordedThrough = new Map<string, number>()
+  /** Highest seq acknowledged to the listener, per run: what it can have recorded at most. */
+  private readonly ackedThrough = new Map<string, number>()
   private socket: AckSocket | undefined
   /**
    * The listener's clock from its welcome, with the monotonic time it arrived (performance.now()),
@@ -108,6 +110,7 @@ export class AckChannel {
   /** Reports seqs fromSeq..toSeq as covered by a sync that returned success. Call only then. */
   ack(runId: string, fromSeq: number, toSeq: number): void {
     this.sendFrame(this.ackEncoders.get(runId)!.encode(fromSeq, toSeq))
+    this.ackedThrough.set(runId, Math.max(this.ackedThrough.get(runId) ?? 0, toSeq))
   }
 
   /** Tells the listener the run is steady: it has acked for a while and the listener records its acks (no answer expected). */
@@ -225,6 +228,14 @@ export class AckChannel {
       if (message.type === 'welcome') this.welcomed = true
       if (message.type === 'error') throw listenerRefusal(this.endpointText, message.code, message.message)
       if (message.type === 'recorded') {
+        // A listener cannot have recorded a seq never sent: such a report is broken or a lie, and
+        // taking it would have the summary claim records nobody acknowledged. The write fails (exit 3).
+        const acked = this.ackedThrough.get(message.runId) ?? 0
+        if (message.throughSeq > acked)
+          throw runtimeError(
+            `the listener at ${this.endpointText} reported run ${message.runId} recorded through seq ${message.throughSeq}, beyond the last seq acknowledged (${acked}): a protocol violation`,
+            'the listener is broken or not plugcheck: what it holds cannot be trusted; use another listener',
+          )
         this.recordedThrough.set(message.runId, Math.max(this.recordedThrough.get(message.runId) ?? 0, message.throughSeq))
       } else {
         this.inbox.push(message)

@@ -13,11 +13,17 @@ import { NativeError, nativePort, type FileLock } from '../../native/index.js'
 import { PlugcheckError, describeSystemError, runtimeError, usageError } from '../../base/errors.js'
 import { holdExclusiveLock } from '../../base/locks.js'
 import { syncDirectory } from '../../base/directory-sync.js'
+import { yieldToEventLoop } from './stop-signals.js'
 
 const zeroChunkBytes = 4 * 1024 * 1024
 
-/** Where the zero fill of a new overwrite file is (fill-progress.ts says it): after each chunk ('filling'), before the fsync, and how it ended. */
-export type FillStep = { readonly kind: 'filling'; readonly filledBytes: number } | { readonly kind: 'syncing' | 'done' | 'failed' }
+/**
+ * Where the zero fill of a new overwrite file is (fill-progress.ts says it): after each chunk ('filling'),
+ * before the fsync, and how it ended ('stopped': a stop signal cut the fill short, the file is made anyway).
+ */
+export type FillStep =
+  | { readonly kind: 'filling'; readonly filledBytes: number }
+  | { readonly kind: 'syncing' | 'done' | 'failed' | 'stopped' }
 
 /** Refuses (exit 2) a data file whose folder is missing, before anything is announced or created. */
 export function checkFolder(dir: string): void {
@@ -96,8 +102,21 @@ export function lockExisting(path: string): FileLock | null {
  * Writes the superblock (and, for overwrite, the zero-filled region, each chunk told to report),
  * makes it durable, renames it into place. Returns the new file's lock (taken before the rename, so no moment exists in which the
  * path names an unlocked file of this run). held is the lock lockExisting took on the old file, or null.
+ *
+ * A 2 GiB fill takes seconds, a moment the user may well press Ctrl-C. Node runs a signal's JS handler
+ * only when the event loop turns, which a synchronous loop never lets it do; so the fill yields to the
+ * event loop after each 4 MiB chunk (one setImmediate hop, microseconds against the chunk's
+ * milliseconds) and asks `stopped` (stop-signals.ts: the flag the write's handlers set). Once stopped it
+ * writes no more zeros but still makes the file (superblock, fsync, rename): the run was announced
+ * and ends as interrupted having written no record, so nothing is judged against the region left
+ * unfilled, and the path never names a half-made file.
  */
-export function createDataFile(meta: RunMeta, held: FileLock | null = null, report?: (step: FillStep) => void): FileLock {
+export async function createDataFile(
+  meta: RunMeta,
+  held: FileLock | null = null,
+  report?: (step: FillStep) => void,
+  stopped: () => boolean = () => false,
+): Promise<FileLock> {
   const tmp = join(dirname(meta.path), `.${basename(meta.path)}.plugcheck-${meta.runId}.tmp`)
   let fd: number
   try {
@@ -107,6 +126,7 @@ export function createDataFile(meta: RunMeta, held: FileLock | null = null, repo
     throw runtimeError(`could not create ${tmp}: ${describeSystemError(error)}`)
   }
   let open = true
+  let fillStopped = stopped()
   let lock: FileLock | null = null
   let appeared: FileLock | null = null
   try {
@@ -115,11 +135,13 @@ export function createDataFile(meta: RunMeta, held: FileLock | null = null, repo
       // Explicit zeros, not fallocate: the blocks must be allocated and written, so the run tests in-place overwrites.
       const zeros = Buffer.alloc(zeroChunkBytes)
       const end = slotOffsetBytes(meta.recordSizeBytes, meta.slotCount)
-      for (let offset = meta.recordSizeBytes; offset < end; offset += zeros.length) {
+      for (let offset = meta.recordSizeBytes; offset < end && !fillStopped; offset += zeros.length) {
         writeSync(fd, zeros, 0, Math.min(zeros.length, end - offset), offset)
         report?.({ kind: 'filling', filledBytes: Math.min(offset + zeros.length, end) })
+        await yieldToEventLoop() // lets a stop signal's handler run (see above)
+        fillStopped = stopped()
       }
-      report?.({ kind: 'syncing' })
+      if (!fillStopped) report?.({ kind: 'syncing' })
     }
     fsyncSync(fd)
     closeSync(fd)
@@ -133,7 +155,7 @@ export function createDataFile(meta: RunMeta, held: FileLock | null = null, repo
     if (held !== null && !nativePort().renameReplacesOpenFiles) held.release()
     renameSync(tmp, meta.path)
     syncDirectory(dirname(meta.path))
-    report?.({ kind: 'done' })
+    report?.({ kind: fillStopped ? 'stopped' : 'done' })
     return lock
   } catch (error) {
     report?.({ kind: 'failed' })

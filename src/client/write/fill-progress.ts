@@ -41,7 +41,13 @@ export function fillReporter(io: Io, options: FillReportOptions): ((step: FillSt
   return (step) => {
     if (step.kind === 'done') io.err(ending(`done in ${took()}`))
     else if (step.kind === 'failed') io.err(ending(`failed after ${took()}`))
+    else if (step.kind === 'stopped') io.err(ending(stoppedText(took())))
   }
+}
+
+/** How a fill a stop signal cut short ends its line: the run then ends without a record. */
+function stoppedText(took: string): string {
+  return `stopped after ${took} by a stop signal, the rest left unfilled (the run writes no record)`
 }
 
 /** A terminal's status line: redrawn at most every statusIntervalMs, then left as one line saying how it ended. */
@@ -67,6 +73,10 @@ function drawnReporter(io: Io, head: string, totalBytes: number, nowMs: () => nu
         return
       case 'failed':
         draw(`failed after ${took()}`)
+        io.err('\n')
+        return
+      case 'stopped':
+        draw(stoppedText(took()))
         io.err('\n')
         return
     }

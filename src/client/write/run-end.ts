@@ -176,29 +176,46 @@ async function storageLost(end: WriteEnd, lost: Extract<FileFinding, { kind: 'lo
   return exitCodes.lossFound
 }
 
+/** What the listener holds of each run; beyond: the counts it listed for runs that it never got so many acks of (refused). */
+interface HeldAtListener {
+  readonly held: ReadonlyMap<string, number | undefined>
+  readonly beyond: ReadonlyMap<string, number>
+}
+
 /**
  * What the listener holds of each run: the 'recorded' reports of the write's connection when they
- * cover every ack; else the listener is asked on a new connection (plugcheck runs' list), since
- * reports it sent before it refused or closed may never have been read. undefined for a run it did not
- * answer for (gone, silent, or the run not listed): the summary then says it cannot know.
+ * cover every ack (the channel refuses one beyond the acks sent); else the listener is asked on a new
+ * connection (plugcheck runs' list), since reports it sent before it refused or closed may never have
+ * been read. undefined for a run it did not answer for (gone, silent, or the run not listed), or that
+ * it listed with more acks than were sent (a broken or lying listener: never shown as recorded): the
+ * summary then says it cannot know.
  */
-async function recordedAtListener(end: WriteEnd): Promise<ReadonlyMap<string, number | undefined>> {
+async function recordedAtListener(end: WriteEnd): Promise<HeldAtListener> {
   const { options, runs, channel } = end
   const confirmed = (run: ActiveRun): number => channel.recordedThrough.get(run.meta.runId) ?? 0
-  if (runs.every((run) => confirmed(run) >= run.lastSeq)) return new Map(runs.map((run) => [run.meta.runId, confirmed(run)]))
+  if (runs.every((run) => confirmed(run) >= run.lastSeq))
+    return { held: new Map(runs.map((run) => [run.meta.runId, confirmed(run)])), beyond: new Map() }
+  let listed: Map<string, number>
   try {
-    const listed = await listRuns(options.server, options.token, Math.min(end.timeoutMs, maxHeldQueryMs))
-    const held = new Map(listed.runs.map((r) => [r.runId, r.ackedThroughSeq]))
-    return new Map(runs.map((run) => [run.meta.runId, held.get(run.meta.runId)]))
+    const answer = await listRuns(options.server, options.token, Math.min(end.timeoutMs, maxHeldQueryMs))
+    listed = new Map(answer.runs.map((r) => [r.runId, r.ackedThroughSeq]))
   } catch {
-    return new Map()
+    return { held: new Map(), beyond: new Map() }
   }
+  const held = new Map<string, number | undefined>()
+  const beyond = new Map<string, number>()
+  for (const run of runs) {
+    const count = listed.get(run.meta.runId)
+    if (count !== undefined && count > run.lastSeq) beyond.set(run.meta.runId, count)
+    else held.set(run.meta.runId, count)
+  }
+  return { held, beyond }
 }
 
 /** Each run's counts and sync latency, then (outside a group) the verify command: printed however the write ends; --json: the summary event. */
 async function summary(end: WriteEnd, endKind: EndReason | 'listener-lost'): Promise<string> {
   const { options, runs, channel } = end
-  const held = await recordedAtListener(end)
+  const { held, beyond } = await recordedAtListener(end)
   if (options.json)
     return summaryEvent(
       runs.map((run) => runSummary(run, endKind, held.get(run.meta.runId))),
@@ -215,9 +232,14 @@ async function summary(end: WriteEnd, endKind: EndReason | 'listener-lost'): Pro
     const unsent =
       run.syncedSeq > run.lastSeq ? ` (${(run.syncedSeq - run.lastSeq).toLocaleString('en-US')} more ${done}, their ack not sent)` : ''
     const acknowledged = `  ${run.lastSeq.toLocaleString('en-US')} records ${done} and acknowledged${unsent}`
+    const listed = beyond.get(m.runId)
+    const why =
+      listed === undefined
+        ? `the listener stopped answering (it had confirmed ${(channel.recordedThrough.get(m.runId) ?? 0).toLocaleString('en-US')})`
+        : `the listener listed ${listed.toLocaleString('en-US')} recorded, more than were acknowledged (a protocol violation)`
     lines.push(
       recorded === undefined
-        ? `${acknowledged}; recorded by the listener: unknown, the listener stopped answering (it had confirmed ${(channel.recordedThrough.get(m.runId) ?? 0).toLocaleString('en-US')}): ask it with ${runsCommand(options)}`
+        ? `${acknowledged}; recorded by the listener: unknown, ${why}: ask it with ${runsCommand(options)}`
         : `${acknowledged}, ${recorded.toLocaleString('en-US')} recorded by the listener`,
     )
     lines.push(

@@ -48,6 +48,8 @@ export interface RunStart {
   readonly announced: (meta: RunMeta) => void
   /** Where the fill of an overwrite run's file is reported (fill-progress.ts). */
   readonly io: Io
+  /** Whether a stop signal came: it cuts an overwrite file's zero fill short (data-file.ts createDataFile). */
+  readonly stopped?: () => boolean
 }
 
 /** What the report of a new file's zero fill needs: the file, its size when it is filled (overwrite), and whether a group's job fills it. */
@@ -80,7 +82,7 @@ export async function startRuns(start: RunStart): Promise<void> {
       announced.push(meta)
       tell(meta)
       // The new file's lock replaces the old file's: the old inode is no longer at the path.
-      const newLock = createDataFile(meta, locks[i]!, fillReporter(io, fillReport(options, meta)))
+      const newLock = await createDataFile(meta, locks[i]!, fillReporter(io, fillReport(options, meta)), start.stopped)
       locks[i]?.release()
       locks[i] = newLock
       runs.push(openRun(meta, newLock))

@@ -37,7 +37,7 @@ export interface RunSummary {
   readonly acknowledged: number
   /** Synced, but their ack never sent (a send that failed): at most one per run. */
   readonly syncedNotAcknowledged: number
-  /** Acknowledged records the listener confirmed as recorded; null when it stopped answering before it said (run-end.ts). */
+  /** Acknowledged records the listener confirmed as recorded; null when it stopped answering before it said, or claimed more than were acknowledged (run-end.ts). */
   readonly recorded: number | null
   readonly syncP50Us: number | null
   readonly syncP99Us: number | null

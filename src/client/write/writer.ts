@@ -12,7 +12,8 @@
  *
  * The writer always leaves a trail: one line per run and the verify command go to stdout with a
  * synchronous write before the loop starts (run-start.ts), and the summary is printed however the
- * run ends (run-end.ts). Signals are seen at each housekeeping tick (stop-signals.ts says why).
+ * run ends (run-end.ts). Signals are caught from before the first run is announced and seen at each
+ * housekeeping tick, and between the chunks of an overwrite file's zero fill (stop-signals.ts, data-file.ts say why).
  */
 import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -62,6 +63,10 @@ export async function runWrite(options: WriteOptions, io: WriteIo): Promise<numb
   const locks: (FileLock | null)[] = []
   const runs: ActiveRun[] = []
   let channel: AckChannel | undefined
+  // Caught from before any run is announced: a signal while an overwrite file is filled (seconds for a
+  // large one) stops the fill and ends the runs as interrupted, as in the loop, instead of Node's
+  // default action killing the writer and the listener recording a vanished run (a cut that never was).
+  const early = catchStopSignals(undefined)
   try {
     for (const path of paths) locks.push(lockExisting(path))
     channel = await AckChannel.open(options.server, options.token, timeoutMs)
@@ -70,12 +75,26 @@ export async function runWrite(options: WriteOptions, io: WriteIo): Promise<numb
     if (options.job === undefined) await checkEvidence(evidenceQuestion(options, timeoutMs))
     // Every time of every run of this write is this base plus monotonic time (run-clock.ts).
     const clock = runTimeBase(channel.listenerClock, channel.endpointText, io.err)
-    await startRuns({ options, channel, writer, clock, paths, locks, runs, announced: announcer(options, io, channel.endpointText), io })
+    const stopped = (): boolean => early.received() !== undefined
+    await startRuns({
+      options,
+      channel,
+      writer,
+      clock,
+      paths,
+      locks,
+      runs,
+      announced: announcer(options, io, channel.endpointText),
+      io,
+      stopped,
+    })
     // A group's command names PATH: the first job prints it for all (--json: in every announced event).
     if ((options.job?.index ?? 0) === 0 && !options.json) outNow(`${verifyLine(options)}\n`)
     const start = await options.startBarrier?.(undefined)
-    return await writeLoop(options, runs, channel, io, timeoutMs, start?.signal, clock, start?.groupFailure)
+    // writeLoop installs its own handlers before these are released (finally): no moment is uncaught.
+    return await writeLoop(options, runs, channel, io, timeoutMs, start?.signal ?? early.received(), clock, start?.groupFailure)
   } finally {
+    early.release()
     closeAll(runs, channel, locks)
   }
 }

@@ -114,3 +114,25 @@ t.test('on a terminal, a failed fill leaves a line saying so, not a status line 
   report({ kind: 'failed' })
   t.ok(r.err().endsWith('\rpreparing /d/p.dat: 256 MiB, failed after 0.3 s\x1b[K\n'))
 })
+
+t.test('a fill a stop signal cut short ends its line saying so, terminal or not', async (t) => {
+  const ending = 'stopped after 0.7 s by a stop signal, the rest left unfilled (the run writes no record)'
+  const plain = recording(false)
+  const c = clock()
+  const report = fillReporter(plain.io, { path: '/d/p.dat', totalBytes: 2048 * mib, grouped: false, nowMs: c.nowMs })!
+  report({ kind: 'filling', filledBytes: 4 * mib })
+  c.advance(700)
+  report({ kind: 'stopped' })
+  t.equal(plain.err(), `preparing /d/p.dat: 2 GiB, filling it with zeros for the overwrite pattern ... ${ending}\n`, 'one plain line')
+
+  const drawn = recording(true)
+  const d = clock()
+  const onTty = fillReporter(drawn.io, { path: '/d/p.dat', totalBytes: 2048 * mib, grouped: false, nowMs: d.nowMs })!
+  d.advance(700)
+  onTty({ kind: 'stopped' })
+  t.ok(
+    drawn.err().endsWith(`\rpreparing /d/p.dat: 2 GiB, ${ending}\x1b[K\n`),
+    `the status line ends as a line that stays (${JSON.stringify(drawn.err())})`,
+  )
+  t.notMatch(drawn.err(), /done in/, 'never said done')
+})
