@@ -117,6 +117,9 @@ t.test('Windows port attacks (under Wine)', async (t) => {
     // PowerShell expands $HOME inside double quotes, never inside single quotes. (cmd.exe expands
     // %PATH% inside any quotes: the command is written for PowerShell, as the README says.)
     t.notMatch(line, /"[^"]*\$HOME[^"]*"/, `no $HOME for PowerShell to expand inside double quotes: ${line}`)
-    t.ok(line.endsWith(` --file '${winePath(file)}'`), `the path in single quotes, literal for PowerShell: ${line}`)
+    t.ok(
+      line.endsWith(` --file '${winePath(file).replaceAll('\\', '/')}'`),
+      `the path (forward slashes) in single quotes, literal for PowerShell: ${line}`,
+    )
   })
 })
