@@ -100,7 +100,16 @@ if (reason !== null) {
       const runMs = Math.round(1500 + random() * 1000)
       t.test(`fdatasync, ${pattern}, cut after ${runMs} ms`, async (t) => {
         const lab = await labFor(t, { mode: 'subtle', imageSizeMiB: 64 })
-        const result = await plugPull(lab, { methods: ['fdatasync'], direct: false, pattern, runMs, size: '8MiB', outsideDir, server })
+        const result = await plugPull(lab, {
+          methods: ['fdatasync'],
+          direct: false,
+          pattern,
+          runMs,
+          minSyncs: 500,
+          size: '8MiB',
+          outsideDir,
+          server,
+        })
         const run = result.report?.runs[0]
         t.ok(run !== undefined, `verify reported (exit ${result.verifyCode}): ${result.verifyStderr}`)
         if (run === undefined) return
