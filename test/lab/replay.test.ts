@@ -15,6 +15,7 @@ import { labUnavailableReason } from '../fixtures/lab/harness.js'
 import { recordRun } from '../fixtures/lab/record.js'
 import { Replayer, replayCommand } from '../fixtures/lab/replay.js'
 import { labSeed, seededRandom } from '../fixtures/lab/seeded.js'
+import { stacks } from '../fixtures/lab/stacks.js'
 
 const slice = { append: { consistent: 20, lying: 15 }, overwrite: { consistent: 12, lying: 10 } } as const
 
@@ -43,7 +44,7 @@ if (reason !== null) {
       const dir = fs.mkdtempSync(join(tmpdir(), `plugcheck-lab-replay-${pattern}-`))
       let keep = false
       t.teardown(() => (keep ? t.comment(`kept the recording in ${dir}`) : fs.rmSync(dir, { recursive: true, force: true })))
-      const recording = await recordRun({ outsideDir: dir, method: 'fdatasync', pattern, records: 120, imageSizeMiB: 32, size: '8MiB' })
+      const recording = await recordRun({ outsideDir: dir, method: 'fdatasync', pattern, records: 120, stack: stacks.ext4, size: '8MiB' })
       const replayer = new Replayer(recording, join(dir, 'scratch'))
       const { first, last } = replayer.interestingWindows()
       t.ok(replayer.log.flushes.length >= 120, `a flush per sync at least (${replayer.log.flushes.length} flushes)`)
