@@ -3,7 +3,8 @@
  * on the lab's ext4 over the recording NBD server, per pattern; then crash states of the recording
  * rebuilt as images, mounted, and judged by `plugcheck verify --acks` and by the lab's own reader.
  * Consistent states must never fail, lying states that really lost an acknowledged record must fail,
- * and every verdict must match the lab's reader. States are seeded (PLUGCHECK_LAB_SEED replays the
+ * and every verdict must match the lab's reader. Then ext4 mounted barrier=0 (no flush ever sent): its
+ * honest-disk states must lose acked records, and verify must fail them. States are seeded (PLUGCHECK_LAB_SEED replays the
  * choice; a wrong verdict prints the line that replays it from the kept recording).
  */
 import t from 'tap'
@@ -18,6 +19,7 @@ import { labSeed, seededRandom } from '../fixtures/lab/seeded.js'
 import { stacks } from '../fixtures/lab/stacks.js'
 
 const slice = { append: { consistent: 20, lying: 15 }, overwrite: { consistent: 12, lying: 10 } } as const
+const nobarrierStates = 8
 
 const reason = labUnavailableReason()
 if (reason !== null) {
@@ -33,9 +35,37 @@ if (reason !== null) {
       { kind: 'consistent', window: 12, keep: [40, 41], drop: [], torn: { write: 41, bytes: 512 } },
       { kind: 'lying', window: 3, keep: [], drop: [1, 2], torn: { write: 2, bytes: 4096 } },
       { kind: 'consistent', window: 0, keep: [], drop: [] },
+      { kind: 'consistent', window: 7, keep: [1, 2, 3, 7, 9, 10], drop: [] },
     ]
     for (const state of states) t.same(parseState(stateSpec(state)), state, stateSpec(state))
+    t.equal(stateSpec(states[3]!), 'consistent/w=7/keep=1-3,7,9-10/drop=/torn=')
     t.throws(() => parseState('consistent/w=x'), /not a crash state/)
+  })
+
+  t.test('ext4 mounted barrier=0 sends no flush: states an honest disk can leave lose acked records, and verify fails them', async (t) => {
+    const random = seededRandom(seed)
+    const dir = fs.mkdtempSync(join(tmpdir(), 'plugcheck-lab-replay-nobarrier-'))
+    let keep = false
+    t.teardown(() => (keep ? t.comment(`kept the recording in ${dir}`) : fs.rmSync(dir, { recursive: true, force: true })))
+    const recording = await recordRun({
+      outsideDir: dir,
+      method: 'fdatasync',
+      pattern: 'append',
+      records: 80,
+      stack: stacks['ext4-nobarrier'],
+      size: '8MiB',
+    })
+    const replayer = new Replayer(recording, join(dir, 'scratch'))
+    t.ok(replayer.log.flushes.length < 10, `ext4 sent ${replayer.log.flushes.length} flushes for 80 fdatasyncs`)
+    const { last } = replayer.interestingWindows()
+    let caught = 0
+    for (const state of consistentStates(replayer.log, last, random, nobarrierStates)) {
+      const result = await replayer.replay(state)
+      if (result.wrong !== null) keep = true
+      t.equal(result.wrong, null, `${stateSpec(state)}: ${result.detail}`)
+      if (result.reallyLost > 0 && result.verifyCode === 1) caught++
+    }
+    t.ok(caught > 0, `verify failed ${caught} of ${nobarrierStates} states that lost acked records`)
   })
 
   for (const pattern of ['append', 'overwrite'] as const) {
