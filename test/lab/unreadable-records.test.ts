@@ -135,6 +135,27 @@ if (reason !== null) {
     t.notMatch(text, /could not read .* at offset/)
   })
 
+  t.test('past the bound of failed record reads, the rest of a failing stretch is counted unread, not read again', async (t) => {
+    // A bound of 2 on a file read in one 16 MiB stretch: the records from the third failed read on are
+    // counted without a read of their own (a dead disk would take a failed read per record).
+    process.env.PLUGCHECK_VERIFY_MAX_REREADS = '2'
+    t.teardown(() => {
+      delete process.env.PLUGCHECK_VERIFY_MAX_REREADS
+    })
+    const { code, json, stderr, text } = await verify(deviceSectors(recordSizeBytes * (1 + 100), 3 * recordSizeBytes))
+    t.equal(code, 1, `exit 1 (stderr: ${stderr})`)
+    const run = json.runs[0]
+    const judged = run.acked - run.superseded
+    t.match(run, { verdict: 'fail', torn: 0, corrupt: 0 })
+    t.equal(run.intact + run.unreadable, judged, 'every record judged intact or unreadable')
+    t.ok(run.intact >= 85 && run.intact <= 100, `the records before the bad ones read and intact (${run.intact})`)
+    const unread = run.unreadableRecords.filter((r: { detail: string }) =>
+      /not read again record by record after 2 unreadable records/.test(r.detail),
+    )
+    t.equal(unread.length, Math.min(1000, run.unreadable) - 2, 'all but the 2 failed reads counted without a read')
+    t.match(text, /not read again record by record after 2 unreadable records/)
+  })
+
   t.test('the inode table block of the file answers EIO: the file cannot be opened, every record lost, FAIL exit 1', async (t) => {
     const { code, json, stderr, text } = await verify([[inodeBlock * 2, 2]])
     t.equal(code, 1, `exit 1 (stderr: ${stderr})`)

@@ -16,14 +16,19 @@ import type { SlotChunk, SlotPlan } from './slot-plan.js'
 
 /** Failed slot reads per run before the rest of the unreadable chunks are counted without reading them again. */
 export const maxSlotRereads = 1000
+/** Overrides maxSlotRereads (a whole number); for tests, which show the bound on a small file. */
+export const maxSlotRereadsEnv = 'PLUGCHECK_VERIFY_MAX_REREADS'
 
-/** What a run's slot-by-slot reading may still spend: failed slot reads left. */
+/** What a run's slot-by-slot reading may still spend: failed slot reads left, of limit. */
 export interface RereadBudget {
+  readonly limit: number
   failedReadsLeft: number
 }
 
 export function rereadBudget(): RereadBudget {
-  return { failedReadsLeft: maxSlotRereads }
+  const override = process.env[maxSlotRereadsEnv]
+  const limit = override !== undefined && /^\d+$/.test(override) ? Number(override) : maxSlotRereads
+  return { limit, failedReadsLeft: limit }
 }
 
 export interface RereadChunk {
@@ -52,7 +57,7 @@ export function rereadChunk(
     if (budget.failedReadsLeft === 0) {
       unreadable.set(
         slot,
-        `the storage could not read it back: ${describeSystemError(chunkError)} reading its stretch of the file (not read again record by record after ${maxSlotRereads} unreadable records)`,
+        `the storage could not read it back: ${describeSystemError(chunkError)} reading its stretch of the file (not read again record by record after ${budget.limit} unreadable records)`,
       )
       continue
     }
