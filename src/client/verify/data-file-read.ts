@@ -1,6 +1,8 @@
 /**
  * Reading a data file for verify: opened read-only and only when it is a regular file, read in full
- * or up to its end, its superblock sized by its own header. A failure to read is a one-line runtime error.
+ * or up to its end, its superblock sized by its own header. A file or superblock the storage cannot
+ * return (EIO, EBADMSG, ...: isUnreadable) is a finding, 'unreadable'; any other failure to open or
+ * read is a one-line runtime error.
  */
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs'
 import {
@@ -11,14 +13,26 @@ import {
   type SuperblockReading,
 } from '../../record/format.js'
 import { describeSystemError, runtimeError } from '../../base/errors.js'
+import { isUnreadable } from './read-ahead.js'
 
-/** Opens the data file read-only; null when it does not exist. Only regular files: a FIFO would hang, a directory would not read. */
-export function openDataFile(path: string): number | null {
+/** A data file, or its superblock, that the storage would not return: the file system lost or damaged it. */
+export interface UnreadableFile {
+  readonly kind: 'unreadable'
+  readonly detail: string
+}
+
+/**
+ * Opens the data file read-only; null when it does not exist, 'unreadable' when the storage refuses to
+ * open it (ext4 gives EBADMSG for an inode whose checksum failed). Only regular files: a FIFO would
+ * hang, a directory would not read.
+ */
+export function openDataFile(path: string): number | null | UnreadableFile {
   let fd: number
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+    if (isUnreadable(error)) return { kind: 'unreadable', detail: `the data file cannot be opened: ${describeSystemError(error)}` }
     throw runtimeError(`could not open ${path}: ${describeSystemError(error)}`)
   }
   let stats: Stats
@@ -46,9 +60,10 @@ function fileKind(stats: Stats): string {
 }
 
 /** What the file at path says about its run; 'missing' when there is no file. */
-export function readSuperblock(path: string): SuperblockReading | { readonly kind: 'missing'; readonly detail: string } {
+export function readSuperblock(path: string): SuperblockReading | UnreadableFile | { readonly kind: 'missing'; readonly detail: string } {
   const fd = openDataFile(path)
   if (fd === null) return { kind: 'missing', detail: 'the data file does not exist' }
+  if (typeof fd !== 'number') return fd
   try {
     return readSuperblockFd(fd, path)
   } finally {
@@ -60,7 +75,20 @@ export function readSuperblock(path: string): SuperblockReading | { readonly kin
  * The superblock as its own header sizes it: its metadata, then the rest of its block (the record
  * size it names), never the listener's idea of the record size, which is what it cross-checks.
  */
-export function readSuperblockFd(fd: number, path: string): SuperblockReading {
+export function readSuperblockFd(fd: number, path: string): SuperblockReading | UnreadableFile {
+  try {
+    return readSuperblockBlock(fd, path)
+  } catch (error) {
+    if (error instanceof UnreadableRead)
+      return { kind: 'unreadable', detail: `the superblock cannot be read: ${describeSystemError(error.cause)}` }
+    throw error
+  }
+}
+
+/** A read the storage refused for the data itself, inside readFully. */
+class UnreadableRead extends Error {}
+
+function readSuperblockBlock(fd: number, path: string): SuperblockReading {
   const head = Buffer.alloc(superblockHeaderBytes)
   const got = readFully(fd, head, head.length, 0, path)
   const metaLength = got === head.length ? head.readUInt32LE(12) : 0
@@ -75,7 +103,7 @@ export function readSuperblockFd(fd: number, path: string): SuperblockReading {
   return reading
 }
 
-/** Reads up to `wanted` bytes; short only at end of file. Any read error is a one-line runtime error. */
+/** Reads up to `wanted` bytes; short only at end of file. An unreadable range throws UnreadableRead, any other read error a one-line runtime error. */
 function readFully(fd: number, buffer: Buffer, wanted: number, offset: number, path: string): number {
   let done = 0
   try {
@@ -85,6 +113,7 @@ function readFully(fd: number, buffer: Buffer, wanted: number, offset: number, p
       done += n
     }
   } catch (error) {
+    if (isUnreadable(error)) throw new UnreadableRead('unreadable', { cause: error })
     throw runtimeError(`could not read ${path} at offset ${offset + done}: ${describeSystemError(error)}`)
   }
   return done

@@ -24,7 +24,7 @@ import { maxGroupRuns } from '../../record/run-id.js'
 import { runtimeError } from '../../base/errors.js'
 import { oneLine } from '../../base/printable.js'
 
-type Reading = SuperblockReading | { readonly kind: 'missing'; readonly detail: string }
+type Reading = SuperblockReading | { readonly kind: 'missing' | 'unreadable'; readonly detail: string }
 export type SuperblockAt = (path: string) => Reading
 
 /** Directory entries looked at for files of the group: a directory of millions costs a bounded walk. */

@@ -25,8 +25,9 @@ import { readAhead } from './read-ahead.js'
 import { findingOf, roleOf, runVerdict } from './verdict-rules.js'
 import { chunkBuffers, inThreadChecker, scanThreadCount, startScanThreads, type ChunkChecker } from './scan-threads.js'
 import { maxDetailList, type RecordFinding, type RunReport, type SeqRange } from './run-report.js'
-import { openDataFile, readSuperblockFd } from './data-file-read.js'
+import { openDataFile, readSuperblockFd, type UnreadableFile } from './data-file-read.js'
 import { appendPlan, chunksToRead, overwritePlan, type SlotChunk, type SlotPlan } from './slot-plan.js'
+import { rereadBudget, rereadChunk, type RereadBudget } from './unreadable-slots.js'
 import { addAppendBulk, corruptCode, FailedSeqs, reorderingOf, toRanges, tornCode, type BulkLoss } from './failed-seqs.js'
 
 /**
@@ -67,8 +68,11 @@ interface SlotTally {
   readonly torn: RecordFinding[]
   readonly corrupt: RecordFinding[]
   readonly interrupted: RecordFinding[]
+  /** Records the storage would not return (a read failed with EIO, EBADMSG, ...): counted in lostCount too. */
+  readonly unreadable: RecordFinding[]
   intact: number
   lostCount: number
+  unreadableCount: number
   tornCount: number
   corruptCount: number
   interruptedCount: number
@@ -83,8 +87,10 @@ function emptyTally(coalesce: boolean): SlotTally {
     torn: [],
     corrupt: [],
     interrupted: [],
+    unreadable: [],
     intact: 0,
     lostCount: 0,
+    unreadableCount: 0,
     tornCount: 0,
     corruptCount: 0,
     interruptedCount: 0,
@@ -100,6 +106,8 @@ interface Judging {
   readonly throughSeq: number
   readonly plan: SlotPlan
   readonly tally: SlotTally
+  /** Slot-by-slot reads left for chunks the storage would not return (unreadable-slots.ts). */
+  readonly rereads: RereadBudget
 }
 
 export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Promise<RunReport> {
@@ -116,12 +124,16 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
   const plan = meta.pattern === 'append' ? appendPlan(meta.slotCount, throughSeq) : overwritePlan(key, meta, throughSeq)
 
   const tally = emptyTally(meta.pattern === 'append')
-  const judging: Judging = { meta, key, recordSize, throughSeq, plan, tally }
+  const judging: Judging = { meta, key, recordSize, throughSeq, plan, tally, rereads: rereadBudget() }
 
   let superblock: { kind: string; detail: string; runId?: string } = { kind: 'missing', detail: 'the data file does not exist' }
   const fd = openDataFile(meta.path)
   if (fd === null) {
     loseFrom(judging, 0, 'the data file is missing')
+  } else if (typeof fd !== 'number') {
+    // The storage lost the file's inode (EBADMSG, EIO at open): every record is as gone as with no file.
+    superblock = fd
+    tally.unreadableCount += loseFrom(judging, 0, `the storage could not read it back: ${fd.detail}`)
   } else {
     try {
       superblock = await judgeFile(judging, fd, runLayout(meta, nowMs, listenedRunMs(run)), options.readChunkBytes ?? defaultReadChunkBytes)
@@ -159,6 +171,7 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
     superseded: acked - plan.judged,
     intact: tally.intact,
     lost: tally.lostCount,
+    unreadable: tally.unreadableCount,
     torn: tally.tornCount,
     corrupt: tally.corruptCount,
     interrupted: tally.interruptedCount,
@@ -169,27 +182,32 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
     tornRecords: tally.torn,
     corruptRecords: tally.corrupt,
     interruptedRecords: tally.interrupted,
+    unreadableRecords: tally.unreadable,
     reordering,
   }
 }
 
-/** Slots [first, plan.slotLimit) all lost for reason: counted as ranges in append, one seq per slot in overwrite. */
-function loseFrom({ meta, plan, throughSeq, tally }: Judging, first: number, reason: string): void {
+/** Slots [first, plan.slotLimit) all lost for reason: counted as ranges in append, one seq per slot in overwrite. Returns how many. */
+function loseFrom({ meta, plan, throughSeq, tally }: Judging, first: number, reason: string): number {
   const code = tally.failed.reasonCode(reason)
   if (meta.pattern === 'append') {
-    tally.lostCount += addAppendBulk(tally.bulk, meta.slotCount, throughSeq, first, plan.slotLimit, code)
-    return
+    const lost = addAppendBulk(tally.bulk, meta.slotCount, throughSeq, first, plan.slotLimit, code)
+    tally.lostCount += lost
+    return lost
   }
+  let lost = 0
   for (let slot = first; slot < plan.slotLimit; slot++) {
     const seq = plan.lastAcked(slot)
     if (seq === 0) continue
     tally.failed.push(seq, code)
-    tally.lostCount++
+    lost++
   }
+  tally.lostCount += lost
+  return lost
 }
 
-/** What the superblock says of the run being judged: its own, another run's, or damaged. */
-function superblockFinding(reading: SuperblockReading, meta: RunMeta): { kind: string; detail: string; runId?: string } {
+/** What the superblock says of the run being judged: its own, another run's, damaged or unreadable. */
+function superblockFinding(reading: SuperblockReading | UnreadableFile, meta: RunMeta): { kind: string; detail: string; runId?: string } {
   return reading.kind === 'valid'
     ? reading.meta.runId === meta.runId
       ? { kind: 'valid', detail: `superblock of run ${meta.runId}` }
@@ -223,8 +241,8 @@ async function judgeFile(
   // The slow path, for the slots the whole-record check did not accept.
   const classifier = new Classifier(key, recordSize, layout, { fastPath: false })
   const chunkBytes = readChunkBytes - (readChunkBytes % recordSize) || recordSize
-  await scanChunks(judging, fd, readLimit, chunkBytes, (request, chunk, accepted) =>
-    judgeChunk(judging, classifier, request, chunk, accepted),
+  await scanChunks(judging, fd, readLimit, chunkBytes, (request, chunk, accepted, unreadable) =>
+    judgeChunk(judging, classifier, request, chunk, accepted, unreadable),
   )
   if (readLimit < plan.slotLimit) loseFrom(judging, readLimit, 'past the end of the file')
   return superblock
@@ -235,11 +253,11 @@ async function judgeFile(
  * check on the scan threads when there are cores for them, and hands each chunk to judge in file order.
  */
 async function scanChunks(
-  { meta, key, recordSize, plan }: Judging,
+  { meta, key, recordSize, plan, rereads }: Judging,
   fd: number,
   readLimit: number,
   chunkBytes: number,
-  judgeChunk: (request: SlotChunk, chunk: Buffer, accepted: Float64Array) => void,
+  judgeChunk: (request: SlotChunk, chunk: Buffer, accepted: Float64Array, unreadable: ReadonlyMap<number, string> | null) => void,
 ): Promise<void> {
   const threads = scanThreadCount(readLimit * recordSize, chunkBytes)
   const checker: ChunkChecker =
@@ -249,22 +267,33 @@ async function scanChunks(
   try {
     // Chunks out to the threads, judged in file order: each stays unread-over while it is held.
     const heldChunks = threads + 1
-    const held: { request: SlotChunk; bytes: Buffer; accepted: Promise<Float64Array> }[] = []
+    const held: {
+      request: SlotChunk
+      bytes: Buffer
+      unreadable: ReadonlyMap<number, string> | null
+      accepted: Promise<Float64Array>
+    }[] = []
     const judgeOldest = async (): Promise<void> => {
-      const { request, bytes, accepted } = held.shift()!
-      judgeChunk(request, bytes, await accepted)
+      const { request, bytes, unreadable, accepted } = held.shift()!
+      judgeChunk(request, bytes, await accepted, unreadable)
     }
     // No chunk is longer than the slots there are to read: a small file gets small buffers, not 16 MiB ones.
     const bufferBytes = Math.min(chunkBytes, Math.max(1, readLimit) * recordSize)
     const buffers = chunkBuffers(readsInFlight + heldChunks, bufferBytes, threads > 0)
-    for await (const { request, bytes } of readAhead(
-      fd,
-      meta.path,
-      chunksToRead(plan, recordSize, readLimit, chunkBytes),
-      buffers,
-      readsInFlight,
-    )) {
-      held.push({ request, bytes, accepted: checker.check(bytes, request.firstSlot, request.lastSlot - request.firstSlot + 1) })
+    for await (const chunk of readAhead(fd, meta.path, chunksToRead(plan, recordSize, readLimit, chunkBytes), buffers, readsInFlight)) {
+      const { request } = chunk
+      // A stretch the storage would not return is read again slot by slot: each record it cannot give back is unreadable.
+      const reread =
+        chunk.unreadable === undefined
+          ? null
+          : rereadChunk(fd, meta.path, plan, recordSize, { request, bytes: chunk.bytes, chunkError: chunk.unreadable.error }, rereads)
+      const bytes = reread?.bytes ?? chunk.bytes
+      held.push({
+        request,
+        bytes,
+        unreadable: reread?.unreadable ?? null,
+        accepted: checker.check(bytes, request.firstSlot, request.lastSlot - request.firstSlot + 1),
+      })
       if (held.length === heldChunks) await judgeOldest()
     }
     while (held.length > 0) await judgeOldest()
@@ -283,6 +312,7 @@ function judgeChunk(
   { firstSlot, lastSlot, offsetBytes: chunkOffset }: SlotChunk,
   chunk: Buffer,
   accepted: Float64Array,
+  unreadable: ReadonlyMap<number, string> | null,
 ): void {
   const { failed, torn, corrupt, interrupted } = tally
   const got = chunk.length
@@ -290,6 +320,16 @@ function judgeChunk(
     const seq = plan.lastAcked(slot)
     if (seq === 0) continue
     const start = (slot - firstSlot) * recordSize
+    const unreadableWhy = unreadable?.get(slot)
+    if (unreadableWhy !== undefined) {
+      // Acknowledged and not returned by the storage: lost, and counted apart as unreadable.
+      tally.lostCount++
+      tally.unreadableCount++
+      failed.push(seq, failed.reasonCode(unreadableWhy))
+      if (tally.unreadable.length < maxDetailList)
+        tally.unreadable.push({ seq, slot, offsetBytes: chunkOffset + start, lengthBytes: recordSize, detail: unreadableWhy })
+      continue
+    }
     const found = accepted[slot - firstSlot]!
     const verdict: SlotVerdict =
       found > 0

@@ -15,7 +15,7 @@ import type { StoredRun } from '../../protocol/messages.js'
 import type { RunMeta, SuperblockReading } from '../../record/format.js'
 import { runtimeError } from '../../base/errors.js'
 
-type Reading = SuperblockReading | { readonly kind: 'missing'; readonly detail: string }
+type Reading = SuperblockReading | { readonly kind: 'missing' | 'unreadable'; readonly detail: string }
 
 /** Every field of a run's metadata, in the order the message names them. */
 const fields: readonly (keyof RunMeta)[] = [

@@ -8,10 +8,15 @@
  * until the caller has asked for that many more): verify keeps chunks while other threads check
  * them. Every read started is awaited before the generator ends, even when the caller stops early or
  * a read fails, so the caller may close the fd afterwards.
+ *
+ * A read the storage refuses for the data itself (isUnreadable: EIO, EBADMSG, ...) is not an error
+ * here: the chunk is handed out with `unreadable` set and its bytes unfilled, for the caller to read
+ * again in smaller pieces (verify judges a record the storage cannot return as lost). Any other read
+ * error stops the reading with a one-line runtime error.
  */
 import { read } from 'node:fs'
 import { assert } from '../../base/assert.js'
-import { describeSystemError, runtimeError } from '../../base/errors.js'
+import { describeSystemError, runtimeError, systemErrorCode } from '../../base/errors.js'
 
 export interface ChunkRequest {
   readonly offsetBytes: number
@@ -20,8 +25,22 @@ export interface ChunkRequest {
 
 export interface Chunk<R extends ChunkRequest> {
   readonly request: R
-  /** The bytes read: request.lengthBytes long, shorter only at the end of the file. */
+  /** The bytes read: request.lengthBytes long, shorter only at the end of the file; unfilled when unreadable is set. */
   readonly bytes: Buffer
+  /** The read failed with an error of the data itself (isUnreadable): its error and where. */
+  readonly unreadable?: { readonly error: unknown; readonly atBytes: number }
+}
+
+/**
+ * Errors with which storage says it cannot return the data asked for, while the file and the device
+ * are still there: EIO (a failed sector, btrfs's failed data checksum), EBADMSG (ext4's failed
+ * checksum), EUCLEAN (a corrupted file system structure), ENODATA (a media error on some drivers).
+ */
+const unreadableCodes: ReadonlySet<string> = new Set(['EIO', 'EBADMSG', 'EUCLEAN', 'ENODATA'])
+
+export function isUnreadable(error: unknown): boolean {
+  const code = systemErrorCode(error)
+  return code !== undefined && unreadableCodes.has(code)
 }
 
 type Settled = { readonly got: number } | { readonly error: unknown; readonly atBytes: number }
@@ -69,10 +88,11 @@ export async function* readAhead<R extends ChunkRequest>(
     while (pending.length > 0) {
       const head = pending.shift()!
       const settled = await head.settled
-      if ('error' in settled)
+      if ('error' in settled && !isUnreadable(settled.error))
         throw runtimeError(`could not read ${path} at offset ${settled.atBytes}: ${describeSystemError(settled.error)}`)
       startNext()
-      yield { request: head.request, bytes: head.buffer.subarray(0, settled.got) }
+      if ('error' in settled) yield { request: head.request, bytes: head.buffer.subarray(0, head.request.lengthBytes), unreadable: settled }
+      else yield { request: head.request, bytes: head.buffer.subarray(0, settled.got) }
     }
   } finally {
     await Promise.all(pending.map((p) => p.settled))

@@ -43,7 +43,10 @@ export interface RunReport {
   readonly acked: number
   readonly superseded: number
   readonly intact: number
+  /** Records lost, torn or corrupt are counted apart; unreadable ones (the storage would not return them) are in lost too. */
   readonly lost: number
+  /** Of lost: acknowledged records whose read failed (EIO, EBADMSG, ...), or of a file that could not be opened. */
+  readonly unreadable: number
   readonly torn: number
   readonly corrupt: number
   /** Overwrites of a newer, unacknowledged seq cut mid-record: the device's atomic write unit, not a failure. */
@@ -61,6 +64,8 @@ export interface RunReport {
   readonly tornRecords: readonly RecordFinding[]
   readonly corruptRecords: readonly RecordFinding[]
   readonly interruptedRecords: readonly RecordFinding[]
+  /** The first maxDetailList unreadable records found by reading (not those of a file that could not be opened), in file order. */
+  readonly unreadableRecords: readonly RecordFinding[]
   /** Acknowledged seqs lost, torn or corrupt while a later record survived: writes reordered across a flush. */
   readonly reordering: { readonly count: number; readonly survivedSeq: number; readonly earliestLostSeq: number } | null
 }

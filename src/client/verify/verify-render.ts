@@ -4,7 +4,7 @@
  */
 import type { Claim } from '../../protocol/messages.js'
 import { formatSize } from '../../base/sizes.js'
-import type { RunReport } from './run-report.js'
+import type { RecordFinding, RunReport } from './run-report.js'
 import { judgeMethods, methodLabel, type MethodJudgement } from './verdict-rules.js'
 import type { NotJudgedReport, VerifyReport } from './verify-report.js'
 
@@ -200,7 +200,7 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
     )
   } else {
     lines.push(
-      `${lead}${n(bad)} of ${n(judged)} ${judgedRecords(r)} of ${what} did not survive: ${n(r.lost)} lost, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`,
+      `${lead}${n(bad)} of ${n(judged)} ${judgedRecords(r)} of ${what} did not survive: ${n(r.lost)} lost${unreadableWords(r)}, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`,
     )
     lines.push(`${prefix}The storage stack reported these writes durable (${r.method} returned success) and then did not keep them.`)
     if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
@@ -237,6 +237,7 @@ function recordDetailLines(r: RunReport, prefix: string, sayOverwritten: boolean
   }
   if (r.lostRangeCount > maxShownRanges)
     lines.push(`${prefix}... and ${n(r.lostRangeCount - maxShownRanges)} more lost ranges (--json lists the first ${r.lostRanges.length})`)
+  lines.push(...unreadableLines(r, prefix))
   for (const t of r.tornRecords.slice(0, maxShownRanges)) lines.push(`${prefix}torn seq ${t.seq} at offset ${t.offsetBytes}: ${t.detail}`)
   if (r.torn > maxShownRanges) lines.push(`${prefix}... and ${n(r.torn - maxShownRanges)} more torn records`)
   for (const c of r.corruptRecords.slice(0, maxShownRanges))
@@ -254,6 +255,38 @@ function recordDetailLines(r: RunReport, prefix: string, sayOverwritten: boolean
   }
   if (r.ended === 'error' && r.acked > 0)
     lines.push(`${prefix}the writer stopped on an I/O error; records acknowledged before it were judged.`)
+  return lines
+}
+
+/** Within the lost count: how many the storage would not return. */
+function unreadableWords(r: RunReport): string {
+  return r.unreadable > 0 ? ` (${n(r.unreadable)} of them unreadable: the storage would not return them)` : ''
+}
+
+/** The unreadable records found by reading, as runs of adjacent slots: where in the file, which seqs, which errno. */
+function unreadableLines(r: RunReport, prefix: string): string[] {
+  const lines: string[] = []
+  const runs: { first: RecordFinding; last: RecordFinding; count: number }[] = []
+  for (const f of r.unreadableRecords) {
+    const open = runs.at(-1)
+    if (open !== undefined && open.last.slot + 1 === f.slot && open.last.detail === f.detail) {
+      open.last = f
+      open.count++
+    } else runs.push({ first: f, last: f, count: 1 })
+  }
+  for (const { first, last, count } of runs.slice(0, maxShownRanges)) {
+    const where =
+      count === 1
+        ? `slot ${first.slot} (seq ${first.seq})`
+        : last.seq - first.seq === count - 1
+          ? `slots ${first.slot}-${last.slot} (${n(count)} records, seqs ${first.seq}-${last.seq})`
+          : `slots ${first.slot}-${last.slot} (${n(count)} records, from seq ${first.seq} to seq ${last.seq})`
+    const bytes = last.offsetBytes + last.lengthBytes - first.offsetBytes
+    lines.push(`${prefix}unreadable ${where} at offset ${first.offsetBytes}, ${n(bytes)} bytes: ${first.detail}`)
+  }
+  const shown = runs.slice(0, maxShownRanges).reduce((sum, run) => sum + run.count, 0)
+  if (r.unreadable > shown && r.unreadableRecords.length > 0)
+    lines.push(`${prefix}... and ${n(r.unreadable - shown)} more unreadable records (--json lists the first ${r.unreadableRecords.length})`)
   return lines
 }
 

@@ -94,6 +94,9 @@ export function loadLibc(k: PosixConstants): Libc {
   }
 }
 
+/** Linux errnos (their numbers are Linux's own) getSystemErrorName calls "Unknown system error -N". */
+const unnamedErrnos: Readonly<Record<number, string>> = { 74: 'EBADMSG', 117: 'EUCLEAN' }
+
 /** "permission denied": the C library's text, lower case as Node prints it. */
 export function errnoError(c: Libc, syscall: string, errnoValue: number, path?: string): NativeError {
   let code: string
@@ -102,6 +105,9 @@ export function errnoError(c: Libc, syscall: string, errnoValue: number, path?: 
   } catch {
     code = `E${errnoValue}`
   }
+  // libuv names neither EBADMSG (ext4's failed checksum) nor EUCLEAN (a corrupted file system).
+  if (code.startsWith('Unknown system error'))
+    code = (process.platform === 'linux' ? unnamedErrnos[errnoValue] : undefined) ?? `errno ${errnoValue}`
   const text = String(c.strerror(errnoValue) ?? `errno ${errnoValue}`)
   return new NativeError(syscall, code, -errnoValue, text.charAt(0).toLowerCase() + text.slice(1), path)
 }

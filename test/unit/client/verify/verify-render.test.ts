@@ -28,6 +28,7 @@ function report(over: Partial<RunReport>): RunReport {
     superseded: 159_399,
     intact: 32_767,
     lost: 0,
+    unreadable: 0,
     torn: 0,
     corrupt: 0,
     interrupted: 0,
@@ -38,6 +39,7 @@ function report(over: Partial<RunReport>): RunReport {
     tornRecords: [],
     corruptRecords: [],
     interruptedRecords: [],
+    unreadableRecords: [],
     reordering: null,
     ...over,
   }
