@@ -53,6 +53,20 @@ async function queryState(port: number): Promise<unknown> {
   }
 }
 
+/**
+ * The listener's answer once it reached phase (and cycle, when given): it answers a state once the state
+ * is on disk, a moment after the file a test waited for says it.
+ */
+async function settledState(port: number, phase: string, cycle?: number): Promise<unknown> {
+  let state = (await queryState(port)) as { phase?: string; cycle?: number }
+  for (
+    const deadline = Date.now() + 20_000;
+    (state.phase !== phase || (cycle !== undefined && state.cycle !== cycle)) && Date.now() < deadline;
+  )
+    state = (await queryState(port)) as { phase?: string; cycle?: number }
+  return state
+}
+
 t.test('a 2-cycle campaign driven by an agent ends done, each cycle cut once and judged', async (t) => {
   const dir = tempDir(t)
   const cut = cutScript(dir)
@@ -69,16 +83,13 @@ t.test('a 2-cycle campaign driven by an agent ends done, each cycle cut once and
   await agentCycle(port, dir, 'lab-1', 1, cut.count)
   // The verdict is acknowledged before the campaign's next state is on disk, and the listener answers a
   // state once it is on disk (its file is written first): the agent polls the answer, so does this.
-  let state = await queryState(port)
-  for (const deadline = Date.now() + 20_000; (state as { cycle?: number }).cycle !== 2 && Date.now() < deadline; )
-    state = await queryState(port)
-  t.match(state, { cycle: 2, phase: 'waiting-for-writer' })
+  t.match(await settledState(port, 'waiting-for-writer', 2), { cycle: 2, phase: 'waiting-for-writer' })
   await agentCycle(port, dir, 'lab-1', 2, cut.count)
   const file = await waitForPhase(dir, 'lab-1', ['done'])
   await waitFor('the end logged', () => messages.some((m) => /campaign done/.test(m)))
 
   t.equal(cut.count(), 2, 'the cut command ran once per cycle')
-  t.match(await queryState(port), { name: 'lab-1', cycles: 2, cycle: 3, phase: 'done' })
+  t.match(await settledState(port, 'done'), { name: 'lab-1', cycles: 2, cycle: 3, phase: 'done' })
   t.equal(file.cycle, 3)
   t.equal(file.seed, 42)
   t.equal(file.history.length, 2)
@@ -166,7 +177,7 @@ t.test('a failing cut command stops the campaign: cut-failed, its exit code and 
   t.equal(cut.count(), 1)
   t.match(file, { phase: 'stopped', cycle: 1, detail: /cycle 1: the cut command exited 7/ })
   t.match(file.history[0], { outcome: 'cut-failed', cutExitCode: 7, cutOutput: /power cycle requested/ })
-  t.match(await queryState(port), { phase: 'stopped', cycle: 1 })
+  t.match(await settledState(port, 'stopped'), { phase: 'stopped', cycle: 1 })
   await waitFor('the stop logged', () => messages.some((m) => /^STOPPED in cycle 1: the cut command exited 7/.test(m)))
   // A seed was drawn and logged when none was given.
   t.ok(messages.some((m) => new RegExp(`seed ${file.seed}\\)`).test(m)))
