@@ -49,7 +49,7 @@ function tableShape(stdout: string): string {
   return lines
     .slice(0, end + 2)
     .join('\n')
-    .replace(/plugcheck-bench\.\w+/g, 'SCRATCH')
+    .replace(/plugcheck-bench\.[\w-]+/g, 'SCRATCH')
     .replace(/\d+(\.\d+)?/g, '#')
     .replace(/ +/g, ' ')
 }
