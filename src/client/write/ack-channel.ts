@@ -40,11 +40,10 @@ export class AckChannel {
   private welcomed = false
   private firstBytes = Buffer.alloc(0)
   private readonly inbox: ServerMessage[] = []
-  private readonly ackEncoders = new Map<string, AckFrameEncoder>()
-  /** Highest seq the listener has reported durable, per run: never beyond ackedThrough (take refuses a report that is). */
+  /** Per run: its ack frame's encoder, and the highest seq acknowledged to the listener (what it can have recorded at most). */
+  private readonly acking = new Map<string, { readonly encoder: AckFrameEncoder; ackedThrough: number }>()
+  /** Highest seq the listener has reported durable, per run: never beyond the run's ackedThrough (take refuses a report that is). */
   readonly recordedThrough = new Map<string, number>()
-  /** Highest seq acknowledged to the listener, per run: what it can have recorded at most. */
-  private readonly ackedThrough = new Map<string, number>()
   private socket: AckSocket | undefined
   /**
    * The listener's clock from its welcome, with the monotonic time it arrived (performance.now()),
@@ -104,13 +103,14 @@ export class AckChannel {
       ...(groupKey === undefined ? {} : { groupKey }),
     })
     this.waitFor('run-ok')
-    this.ackEncoders.set(meta.runId, new AckFrameEncoder(meta.runId))
+    this.acking.set(meta.runId, { encoder: new AckFrameEncoder(meta.runId), ackedThrough: 0 })
   }
 
   /** Reports seqs fromSeq..toSeq as covered by a sync that returned success. Call only then. */
   ack(runId: string, fromSeq: number, toSeq: number): void {
-    this.sendFrame(this.ackEncoders.get(runId)!.encode(fromSeq, toSeq))
-    this.ackedThrough.set(runId, Math.max(this.ackedThrough.get(runId) ?? 0, toSeq))
+    const run = this.acking.get(runId)!
+    this.sendFrame(run.encoder.encode(fromSeq, toSeq))
+    run.ackedThrough = toSeq // acks go in order: toSeq only grows
   }
 
   /** Tells the listener the run is steady: it has acked for a while and the listener records its acks (no answer expected). */
@@ -230,7 +230,7 @@ export class AckChannel {
       if (message.type === 'recorded') {
         // A listener cannot have recorded a seq never sent: such a report is broken or a lie, and
         // taking it would have the summary claim records nobody acknowledged. The write fails (exit 3).
-        const acked = this.ackedThrough.get(message.runId) ?? 0
+        const acked = this.acking.get(message.runId)?.ackedThrough ?? 0
         if (message.throughSeq > acked)
           throw runtimeError(
             `the listener at ${this.endpointText} reported run ${message.runId} recorded through seq ${message.throughSeq}, beyond the last seq acknowledged (${acked}): a protocol violation`,
