@@ -39,7 +39,7 @@ import { xxh64 } from './checksum.js'
 import { pack, unpack } from 'msgpackr'
 import { z } from 'zod'
 import { methodNames } from '../native/methods.js'
-import { patterns } from './patterns.js'
+import { patterns, publishWays } from './patterns.js'
 import { formatVersion, sectorBytes } from './records.js'
 import { maxGroupRuns, runIdSchema } from './run-id.js'
 
@@ -93,6 +93,18 @@ export const runMetaSchema = z
     requestedPath: z.string().min(1).max(4096),
     createdMs: z.number().int().min(946_684_800_000).max(7_258_118_400_000),
     member: groupMemberSchema.optional(),
+    /**
+     * A files run's way of making each record file (files-layout.ts); present exactly when pattern is
+     * files. slotCount is then the number of record files kept (older ones are deleted).
+     */
+    files: z
+      .object({ dirSync: z.boolean(), publish: z.enum(publishWays) })
+      .strict()
+      .optional(),
+  })
+  .refine((m) => (m.pattern === 'files') === (m.files !== undefined), {
+    message: 'files settings are given exactly for a files run',
+    path: ['files'],
   })
   .refine((m) => m.pattern === 'append' || m.slotCount <= maxOverwriteSlots, {
     message: `overwrite runs have at most ${maxOverwriteSlots} slots`,
