@@ -10,7 +10,7 @@ import t from 'tap'
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { EventsFile } from '../../src/server/listen/listen.js'
+import { EventsFile } from '../../src/server/listen/events-file.js'
 import type { ListenerEvent } from '../../src/server/listen/events.js'
 import { sleep, tempDir } from '../fixtures/cli.js'
 
