@@ -20,6 +20,9 @@
 /** Seqs above this cannot be real (the same bound as verify's maxJudgedSeq: more than a year at a million records a second). */
 const maxFileSeq = 2 ** 45
 
+/** The most record files a run keeps (--keep-files): the slot bound of every run but append's (format.ts maxOverwriteSlots). */
+export const maxKeptFiles = 2 ** 24
+
 export const superblockFileName = 'superblock'
 
 export function recordFileName(seq: number): string {

@@ -13,6 +13,13 @@ import type { WriteProgress } from './write-options.js'
 
 export type WriteOutput = 'terminal' | 'lines' | 'json'
 
+/** The pattern as the trail and the summary say it: a files run with how it makes its files. */
+export function patternText(meta: RunMeta): string {
+  if (meta.files === undefined) return meta.pattern
+  const sync = meta.files.dirSync ? 'directory synced' : 'no directory sync'
+  return `files (${meta.files.publish}, ${sync}, ${meta.slotCount.toLocaleString('en-US')} kept)`
+}
+
 /** How often the lines and json outputs report progress (a terminal's line is redrawn every statusIntervalMs). */
 export const progressEventIntervalMs = 5000
 
@@ -52,7 +59,7 @@ export function jobOf(meta: Pick<RunMeta, 'member'>): number | null {
 /** The plain line (lines output) that says a run is announced: its id, method, file and listener. */
 export function announcedLine(meta: RunMeta, listener: string): string {
   const job = jobOf(meta)
-  return `announced: run ${meta.runId} (${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}${job === null ? '' : `, job ${job}`}) of ${meta.path} at the listener ${listener}\n`
+  return `announced: run ${meta.runId} (${meta.method}${meta.direct ? ' --direct' : ''}, ${patternText(meta)}${job === null ? '' : `, job ${job}`}) of ${meta.path} at the listener ${listener}\n`
 }
 
 /** The json output's announced event, one per run: written before the run's first record. */

@@ -1,8 +1,10 @@
 /** The names of a files run's directory: each name read back to its seq, and nothing else read as one. */
 import t from 'tap'
+import { maxOverwriteSlots } from '../../../src/record/format.js'
 import { runKey, slotOf } from '../../../src/record/records.js'
 import {
   isSuperblockTempName,
+  maxKeptFiles,
   recordFileName,
   recycledBy,
   seqOfRecordFile,
@@ -76,4 +78,8 @@ t.test("a files run's record has the slot of the same seq in an append run of th
     t.equal(slotOf(key, 'files', seq, keep), slot, `seq ${seq} of ${keep}`)
     t.equal(slotOf(key, 'files', seq, keep), slotOf(key, 'append', seq, keep))
   }
+})
+
+t.test('--keep-files is bounded as the run meta bounds the slots of every run but append', async (t) => {
+  t.equal(maxKeptFiles, maxOverwriteSlots)
 })
