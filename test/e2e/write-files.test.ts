@@ -5,7 +5,7 @@
  * writer, and every refusal (exit 2, nothing touched).
  */
 import t, { type Test } from 'tap'
-import { lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, spawnCli, startListener, tempDir, waitFor, writeThenKill, type ListenerChild } from '../fixtures/cli.js'
 import { decodeSuperblock, type RunMeta } from '../../src/record/format.js'
@@ -343,4 +343,37 @@ t.test('refusals: exit 2, and nothing touched', async (t) => {
       [],
     )
   })
+})
+
+t.test('the watch over a files run: its superblock replaced by another program ends the run as changed, exit 3', async (t) => {
+  const dir = join(tempDir(t), 'run')
+  const writer = spawnCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    dir,
+    '--pattern',
+    'files',
+    '--method',
+    'none',
+    '--keep-files',
+    '20',
+  ])
+  let stderr = ''
+  writer.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
+  const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)))
+  t.teardown(() => writer.kill('SIGKILL'))
+  await waitFor('record files', () => {
+    try {
+      return readdirSync(dir).some((name) => name.startsWith('rec-'))
+    } catch {
+      return false
+    }
+  })
+  // Replaced by rename, as an editor saves: the path now names another file.
+  writeFileSync(join(dir, '.superblock.plugcheck-0000000000000000.tmp'), readFileSync(join(dir, 'superblock')))
+  renameSync(join(dir, '.superblock.plugcheck-0000000000000000.tmp'), join(dir, 'superblock'))
+  t.equal(await exited, 3, stderr)
+  t.match(stderr, new RegExp(`the data file ${dir}/superblock was replaced by another file during the run`))
 })
