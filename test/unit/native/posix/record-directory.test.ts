@@ -118,6 +118,30 @@ for (const publish of ['rename', 'link'] as const) {
   })
 }
 
+t.test('--direct: each record file is opened with O_DIRECT (or refused with EINVAL where the file system has no direct I/O)', async (t) => {
+  if (process.platform !== 'linux') {
+    t.pass('O_DIRECT as strace shows it is a Linux fact')
+    return
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'plugcheck-recdir-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  mkdirSync(join(dir, 'fdatasync'))
+  if (nativePort().fileSystemOf(dir)?.inMemory === true) {
+    const directory = nativePort().openRecordDirectory(join(dir, 'fdatasync'), 'fdatasync', { direct: true })
+    t.throws(() => directory.create('.rec-1.tmp'), { code: 'EINVAL' }, 'a memory file system refuses O_DIRECT')
+    directory.close()
+    return
+  }
+  const log = join(dir, 'strace.log')
+  const args = ['-f', '-y', '-o', log, '-e', 'trace=openat', process.execPath, '--import', 'tsx', 'test/fixtures/record-directory-child.ts']
+  t.equal(execFileSync('strace', [...args, dir, 'rename-direct', 'fdatasync'], { encoding: 'utf8', timeout: 60_000 }), 'done\n')
+  const created = readFileSync(log, 'utf8')
+    .split('\n')
+    .find((l) => l.includes('".rec-1.tmp"') && l.includes(`<${join(dir, 'fdatasync')}>`))
+  t.match(created ?? '', /O_DIRECT/)
+  t.same(readFileSync(join(dir, 'fdatasync', 'rec-1')), Buffer.alloc(4096, 'fdatasync'.length))
+})
+
 t.test('a record file that exists already is refused (O_EXCL), and nothing is replaced', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'plugcheck-recdir-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
