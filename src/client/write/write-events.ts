@@ -9,15 +9,25 @@
  *   event; stdout carries nothing else. Warnings and errors stay on stderr.
  */
 import type { RunMeta } from '../../record/format.js'
+import { directorySyncs, nativePort, type DirectorySyncCall } from '../../native/index.js'
 import type { WriteProgress } from './write-options.js'
 
 export type WriteOutput = 'terminal' | 'lines' | 'json'
 
-/** The pattern as the trail and the summary say it: a files run with how it makes its files. */
+/** The pattern as the trail and the summary say it: a files run with how it makes its files, the directory sync this platform makes named. */
 export function patternText(meta: RunMeta): string {
   if (meta.files === undefined) return meta.pattern
-  const sync = meta.files.dirSync ? 'directory synced' : 'no directory sync'
+  const sync = meta.files.dirSync ? directorySyncWords[directorySyncs[nativePort().family][meta.method]] : 'no directory sync'
   return `files (${meta.files.publish}, ${sync}, ${meta.slotCount.toLocaleString('en-US')} kept)`
+}
+
+const directorySyncWords: Readonly<Record<DirectorySyncCall, string>> = {
+  fsync: 'fsync of the directory',
+  fdatasync: 'fdatasync of the directory',
+  fullfsync: 'F_FULLFSYNC of the directory',
+  barrier: 'F_BARRIERFSYNC of the directory',
+  none: 'no directory sync (none)',
+  cannot: 'no directory sync (Windows cannot)',
 }
 
 /** How often the lines and json outputs report progress (a terminal's line is redrawn every statusIntervalMs). */
