@@ -178,6 +178,7 @@ const removed = new WeakSet<ScratchFile>()
 export function prepareFilesDirectory(scratch: ScratchFile): void {
   try {
     fs.mkdirSync(scratch.filesDirectory, { mode: 0o700 })
+    filesDirectoryOurs.add(scratch)
     return
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw openFailure(scratch.filesDirectory, error)
@@ -186,8 +187,12 @@ export function prepareFilesDirectory(scratch: ScratchFile): void {
   const foreign = names.find((name) => !isBenchRecordName(name))
   if (foreign !== undefined)
     throw usageError(`refusing to use ${scratch.filesDirectory}: it holds ${JSON.stringify(foreign)}, which plugcheck bench did not make`)
+  filesDirectoryOurs.add(scratch)
   for (const name of names) fs.unlinkSync(path.join(scratch.filesDirectory, name))
 }
+
+/** The scratch files whose metadata directory this run made or emptied: only those are removed. */
+const filesDirectoryOurs = new WeakSet<ScratchFile>()
 
 function isBenchRecordName(name: string): boolean {
   return seqOfRecordFile(name) !== null || seqOfTempFile(name) !== null
@@ -195,6 +200,7 @@ function isBenchRecordName(name: string): boolean {
 
 /** Removes the metadata directory's files (only bench's names) and the directory; nothing when there is none. */
 function removeFilesDirectory(scratch: ScratchFile): void {
+  if (!filesDirectoryOurs.has(scratch)) return
   let names: string[]
   try {
     names = fs.readdirSync(scratch.filesDirectory)
