@@ -95,7 +95,7 @@ function plugcheckEntries(path: string): string[] {
   }
   try {
     for (let entry: Dirent | null = dir.readSync(); entry !== null; entry = dir.readSync()) {
-      const what = entry.isFile() ? null : entry.isDirectory() ? 'a directory' : entry.isSymbolicLink() ? 'a symbolic link' : 'not a file'
+      const what = kindOf(entry, path)
       if (!isPlugcheckName(entry.name) || what !== null)
         throw usageError(
           `refusing to use ${path} for --pattern files: it holds ${JSON.stringify(entry.name)}${what === null ? '' : ` (${what})`}, which plugcheck did not make`,
@@ -110,6 +110,21 @@ function plugcheckEntries(path: string): string[] {
     dir.closeSync()
   }
   return names
+}
+
+/** null for a regular file, else what the entry is. A file system that gives no type in its listing (DT_UNKNOWN) is asked with lstat. */
+function kindOf(entry: Dirent, dir: string): string | null {
+  const typed =
+    entry.isFile() ||
+    entry.isDirectory() ||
+    entry.isSymbolicLink() ||
+    entry.isBlockDevice() ||
+    entry.isCharacterDevice() ||
+    entry.isFIFO() ||
+    entry.isSocket()
+  const stats = typed ? entry : lstatSync(join(dir, entry.name))
+  if (stats.isFile()) return null
+  return stats.isDirectory() ? 'a directory' : stats.isSymbolicLink() ? 'a symbolic link' : 'not a file'
 }
 
 /** Why the file is not a files run's superblock, or null when it is one. */
