@@ -94,6 +94,11 @@ t.test('fdatasync: rec-1..rec-N, each its record, N acknowledged and recorded by
   t.equal(meta.pattern, 'files')
   t.same(meta.files, { dirSync: true, publish: 'rename' })
   t.equal(meta.slotCount, 1_000_000)
+  const announced = JSON.parse(result.stdout.split('\n')[0]!)
+  t.same(
+    [announced.event, announced.pattern, announced.files],
+    ['announced', 'files', { dirSync: true, publish: 'rename', keptFiles: 1_000_000 }],
+  )
   checkRecordBytes(t, dir, meta, records, startedMs)
 })
 

@@ -82,6 +82,8 @@ export function announcedEvent(meta: RunMeta, listener: string, verifyCommand: s
     method: meta.method,
     direct: meta.direct,
     pattern: meta.pattern,
+    // A files run's way of making its record files, and how many it keeps; null for a data file.
+    files: meta.files === undefined ? null : { ...meta.files, keptFiles: meta.slotCount },
     recordSizeBytes: meta.recordSizeBytes,
     path: meta.path,
     file: meta.requestedPath,

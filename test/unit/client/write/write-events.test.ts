@@ -87,7 +87,14 @@ t.test('announced: the plain line and the event name the run, its method, file a
     listener: 'l:5400',
     verifyCommand: "plugcheck verify --server l:5400 --file '/mnt/t/p.dat'",
   })
+  t.equal(event.files, null, 'a data file: no files settings')
   t.type(event.timeMs, 'number')
+  const files = oneLine(
+    t,
+    announcedEvent({ ...meta, pattern: 'files', slotCount: 5, files: { dirSync: false, publish: 'link' } }, 'l:5400', 'x'),
+  )
+  t.same(files.files, { dirSync: false, publish: 'link', keptFiles: 5 })
+  t.equal(files.pattern, 'files')
 })
 
 t.test('steady and progress: the counts, the rate, latencies in whole microseconds or null', async (t) => {
