@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap'
 import { lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { runCli, spawnCli, startListener, tempDir, waitFor, writeThenKill, type ListenerChild } from '../fixtures/cli.js'
+import { binPath, runCli, spawnCli, startListener, tempDir, waitFor, writeThenKill, type ListenerChild } from '../fixtures/cli.js'
 import { decodeSuperblock, type RunMeta } from '../../src/record/format.js'
 import { fillRecord, readU64, runKey, writeTimeOffset } from '../../src/record/records.js'
 import { seqOfRecordFile, seqOfTempFile } from '../../src/record/files-layout.js'
@@ -382,3 +382,82 @@ t.test('the watch over a files run: its superblock replaced by another program e
   t.equal(await exited, 3, stderr)
   t.match(stderr, new RegExp(`the data file ${dir}/superblock was replaced by another file during the run`))
 })
+
+/**
+ * The writer's own system calls, under strace: per record, in this order, the create, the method's
+ * file sync, the close, the publish, the recycling, the directory sync, and only then the ack's send.
+ */
+for (const variant of [
+  { publish: 'rename', dirSync: true, extra: [] as string[] },
+  { publish: 'link', dirSync: false, extra: ['--publish', 'link', '--no-dir-sync'] },
+] as const) {
+  t.test(
+    `under strace (${variant.publish}, ${variant.dirSync ? 'directory sync' : 'no directory sync'}): every ack after the record's last durable step`,
+    async (t) => {
+      const base = tempDir(t)
+      const dir = join(base, 'run')
+      const log = join(base, 'strace.log')
+      const keep = 3
+      const result = await runStraced(log, [
+        'write',
+        '--server',
+        listener.server,
+        '--file',
+        dir,
+        '--pattern',
+        'files',
+        '--method',
+        'fdatasync',
+        '--duration',
+        '0.3',
+        '--keep-files',
+        String(keep),
+        ...variant.extra,
+      ])
+      t.equal(result.code, 0, result.stderr)
+      const lines = readFileSync(log, 'utf8').split('\n')
+      const ops = lines.map((line) => opOf(line, dir)).filter((op) => op !== null)
+      const acked = ops.filter((op) => op === 'ack').length
+      t.ok(acked > keep, `${acked} acks`)
+      const expected: string[] = []
+      for (let seq = 1; seq <= acked; seq++) {
+        expected.push(`create .rec-${seq}.tmp`, `fdatasync .rec-${seq}.tmp`, `close .rec-${seq}.tmp`)
+        if (variant.publish === 'rename') expected.push(`rename .rec-${seq}.tmp rec-${seq}`)
+        else expected.push(`link .rec-${seq}.tmp rec-${seq}`, `unlink .rec-${seq}.tmp`)
+        if (seq > keep) expected.push(`unlink rec-${seq - keep}`)
+        if (variant.dirSync) expected.push('fdatasync directory')
+        expected.push('ack')
+      }
+      t.same(ops.slice(0, expected.length), expected, 'each record: create, sync, close, publish, recycle, directory sync, ack')
+    },
+  )
+}
+
+async function runStraced(log: string, args: readonly string[]) {
+  const { spawn } = await import('node:child_process')
+  const trace = ['-f', '-y', '-o', log, '-e', 'trace=openat,fdatasync,close,renameat,renameat2,linkat,unlinkat,sendto']
+  const child = spawn('strace', [...trace, process.execPath, binPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
+  child.stdout!.resume()
+  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)))
+  return { code, stderr }
+}
+
+/** One strace line as the step it is of a files run in dir, or null for any other call. */
+function opOf(line: string, dir: string): string | null {
+  const name = (quoted: string): string => quoted.replace(/^"|"$/g, '')
+  if (/\bsendto\(\d+<(TCP|socket):.*\\243ack/.test(line)) return 'ack'
+  let m = new RegExp(`\\bopenat\\(\\d+<${dir}>, "(\\.rec-\\d+\\.tmp)"`).exec(line)
+  if (m !== null) return `create ${m[1]}`
+  m = new RegExp(`\\b(fdatasync|close)\\(\\d+<${dir}/(\\.rec-\\d+\\.tmp)>\\)`).exec(line)
+  if (m !== null) return `${m[1]} ${m[2]}`
+  if (new RegExp(`\\bfdatasync\\(\\d+<${dir}>\\)`).test(line)) return 'fdatasync directory'
+  m = new RegExp(`\\brenameat2?\\(\\d+<${dir}>, ("[^"]+"), \\d+<${dir}>, ("[^"]+")`).exec(line)
+  if (m !== null) return `rename ${name(m[1]!)} ${name(m[2]!)}`
+  m = new RegExp(`\\blinkat\\(\\d+<${dir}>, ("[^"]+"), \\d+<${dir}>, ("[^"]+")`).exec(line)
+  if (m !== null) return `link ${name(m[1]!)} ${name(m[2]!)}`
+  m = new RegExp(`\\bunlinkat\\(\\d+<${dir}>, ("[^"]+")`).exec(line)
+  if (m !== null) return `unlink ${name(m[1]!)}`
+  return null
+}
