@@ -440,7 +440,13 @@ async function runStraced(log: string, args: readonly string[]) {
   let stderr = ''
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
   child.stdout!.resume()
-  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)))
+  const code = await new Promise<number | null>((resolve) => {
+    child.on('exit', (c) => resolve(c))
+    child.on('error', (error) => {
+      stderr += `could not start strace (CONTRIBUTING.md lists it): ${error.message}`
+      resolve(null)
+    })
+  })
   return { code, stderr }
 }
 
