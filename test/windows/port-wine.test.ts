@@ -165,7 +165,9 @@ t.test('the Windows port under Wine', async (t) => {
 
   t.test("a files run's calls per method: create, publish by MoveFileExW or a hard link, delete; the errors", async (t) => {
     const available = r.table.methods.filter((m: any) => m.available).map((m: any) => m.name)
-    t.same(Object.keys(r.recordDirectories).sort(), available.sort(), 'every available method')
+    const { direct, ...byMethod } = r.recordDirectories
+    t.same(Object.keys(byMethod).sort(), available.sort(), 'every available method')
+    t.same(direct, { ok: true, value: true, ms: direct.ms }, '--direct: a record file made with FILE_FLAG_NO_BUFFERING')
     for (const name of available) {
       const made = r.recordDirectories[name]
       t.equal(made.ok, true, `${name}: ${made.message ?? ''}`)
