@@ -5,6 +5,7 @@
  * writer, and every refusal (exit 2, nothing touched).
  */
 import t, { type Test } from 'tap'
+import { spawnSync } from 'node:child_process'
 import { lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { binPath, runCli, spawnCli, startListener, tempDir, waitFor, writeThenKill, type ListenerChild } from '../fixtures/cli.js'
@@ -467,3 +468,56 @@ function opOf(line: string, dir: string): string | null {
   if (m !== null) return `unlink ${name(m[1]!)}`
   return null
 }
+
+t.test('a failed call ends the run (never retried): the directory made immutable mid-run, exit 3 naming the call', async (t) => {
+  if (process.getuid?.() !== 0) {
+    t.pass('chattr +i needs root; the suite runs as root (README)')
+    return
+  }
+  const dir = join(tempDir(t), 'run')
+  const writer = spawnCli([
+    'write',
+    '--server',
+    listener.server,
+    '--file',
+    dir,
+    '--pattern',
+    'files',
+    '--method',
+    'fdatasync',
+    '--keep-files',
+    '1000000',
+  ])
+  let stderr = ''
+  let stdout = ''
+  writer.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
+  writer.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
+  const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)))
+  t.teardown(() => {
+    spawnSync('chattr', ['-i', dir])
+    writer.kill('SIGKILL')
+  })
+  await waitFor('record files', () => {
+    try {
+      return readdirSync(dir).some((name) => name.startsWith('rec-'))
+    } catch {
+      return false
+    }
+  })
+  const chattr = spawnSync('chattr', ['+i', dir], { encoding: 'utf8' })
+  t.equal(chattr.status, 0, `chattr +i: ${chattr.stderr}`)
+  t.equal(await exited, 3, stderr)
+  t.match(
+    stderr,
+    new RegExp(`plugcheck: (openat|renameat|unlinkat|linkat) failed on ${dir}[^ ]* after seq \\d+ \\(method fdatasync\\): EPERM`),
+  )
+  const acknowledged = Number(/([\d,]+) records synced and acknowledged/.exec(stdout)?.[1]?.replace(/,/g, ''))
+  spawnSync('chattr', ['-i', dir])
+  const { records } = recordSeqs(dir)
+  t.same(
+    records.slice(0, acknowledged),
+    Array.from({ length: acknowledged }, (_, i) => i + 1),
+    'every acknowledged record file is there',
+  )
+  t.ok(records.length <= acknowledged + 1, 'at most the record whose call failed beyond them')
+})
