@@ -20,6 +20,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { describeSystemError, usageError } from '../base/errors.js'
 import { directAlignmentBytes, nativePort } from '../native/index.js'
+import { seqOfRecordFile, seqOfTempFile } from '../record/files-layout.js'
 
 export const scratchHeaderBytes = 4096
 /** pg_test_fsync's file size (DEFAULT_XLOG_SEG_SIZE). */
@@ -39,6 +40,11 @@ export interface ScratchFile {
   readonly regionBytes: number
   /** Random bytes, 4 KiB aligned, regionBytes + sourceShiftBytes long: what every test writes. */
   readonly source: Buffer
+  /**
+   * The metadata section's directory beside the file (PATH.files), made by its first row and removed
+   * with the file: it only ever holds the record names of write --pattern files (filesDirectoryEntries).
+   */
+  readonly filesDirectory: string
 }
 
 /** Thrown out of the measuring loop when a signal asked us to stop. */
@@ -130,6 +136,7 @@ export function createScratchFile(requested: string | undefined, cwd: string = p
     regionStartBytes: scratchHeaderBytes,
     regionBytes: scratchRegionBytes,
     source: nativePort().alignedBuffer(scratchRegionBytes + sourceShiftBytes, directAlignmentBytes),
+    filesDirectory: `${file}.files`,
   }
   try {
     const header = Buffer.alloc(scratchHeaderBytes)
@@ -164,10 +171,52 @@ export function fillScratchFile(scratch: ScratchFile): void {
 
 const removed = new WeakSet<ScratchFile>()
 
-/** Closes and unlinks; safe to call more than once. */
+/**
+ * Makes the metadata directory, or empties one a killed run left (only the names bench makes there);
+ * refuses (exit 2) one holding anything else, touching nothing.
+ */
+export function prepareFilesDirectory(scratch: ScratchFile): void {
+  try {
+    fs.mkdirSync(scratch.filesDirectory, { mode: 0o700 })
+    filesDirectoryOurs.add(scratch)
+    return
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw openFailure(scratch.filesDirectory, error)
+  }
+  const names = fs.readdirSync(scratch.filesDirectory)
+  const foreign = names.find((name) => !isBenchRecordName(name))
+  if (foreign !== undefined)
+    throw usageError(`refusing to use ${scratch.filesDirectory}: it holds ${JSON.stringify(foreign)}, which plugcheck bench did not make`)
+  filesDirectoryOurs.add(scratch)
+  for (const name of names) fs.unlinkSync(path.join(scratch.filesDirectory, name))
+}
+
+/** The scratch files whose metadata directory this run made or emptied: only those are removed. */
+const filesDirectoryOurs = new WeakSet<ScratchFile>()
+
+function isBenchRecordName(name: string): boolean {
+  return seqOfRecordFile(name) !== null || seqOfTempFile(name) !== null
+}
+
+/** Removes the metadata directory's files (only bench's names) and the directory; nothing when there is none. */
+function removeFilesDirectory(scratch: ScratchFile): void {
+  if (!filesDirectoryOurs.has(scratch)) return
+  let names: string[]
+  try {
+    names = fs.readdirSync(scratch.filesDirectory)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+    throw error
+  }
+  for (const name of names.filter(isBenchRecordName)) fs.unlinkSync(path.join(scratch.filesDirectory, name))
+  fs.rmdirSync(scratch.filesDirectory)
+}
+
+/** Closes and unlinks (and removes the metadata directory); safe to call more than once. */
 export function removeScratchFile(scratch: ScratchFile): void {
   if (removed.has(scratch)) return
   removed.add(scratch)
+  removeFilesDirectory(scratch)
   try {
     fs.closeSync(scratch.controlFd)
   } catch {

@@ -10,7 +10,8 @@ import { usageError } from '../base/errors.js'
 import { isMethodName, methodNames, type MethodName } from '../native/methods.js'
 import { campaignNameSchema, maxGroupRuns } from '../protocol/names.js'
 import { runIdSchema } from '../record/run-id.js'
-import { patterns } from '../record/patterns.js'
+import { patterns, publishWays } from '../record/patterns.js'
+import { maxKeptFiles } from '../record/files-layout.js'
 import { parseSize } from '../base/sizes.js'
 import { parseDuration, parseSecondsFlag, secondsFlagForms } from '../base/durations.js'
 import { tokenOfFlags } from './token-file.js'
@@ -144,6 +145,14 @@ const writeArgs = z.object({
   recordSize: sizeArg('--record-size'),
   size: sizeArg('--size'),
   pattern: z.enum(patterns),
+  dirSync: z.boolean().optional(),
+  publish: z.enum(publishWays).optional(),
+  keepFiles: z
+    .number({ message: `--keep-files must be a whole number from 1 to ${maxKeptFiles}` })
+    .int(`--keep-files must be a whole number from 1 to ${maxKeptFiles}`)
+    .min(1, '--keep-files must be at least 1')
+    .max(maxKeptFiles, `--keep-files is at most ${maxKeptFiles}`)
+    .optional(),
   duration: secondsArg('--duration').optional(),
   token: tokenArg.optional(),
   tokenFile: tokenFileArg.optional(),
@@ -330,10 +339,31 @@ export function validate<C extends CommandName>(command: C, args: unknown): Comm
   return parsed.data as CommandFlags<C>
 }
 
+/** The flags of --pattern files, refused (exit 2) with any other pattern: they would silently do nothing. */
+function filesOptionsOf(a: CommandFlags<'agent'>): Pick<WriteOptions, 'files'> {
+  const given = [
+    a.dirSync === undefined ? null : a.dirSync ? '--dir-sync' : '--no-dir-sync',
+    a.publish === undefined ? null : '--publish',
+    a.keepFiles === undefined ? null : '--keep-files',
+  ].filter((flag) => flag !== null)
+  if (a.pattern !== 'files') {
+    if (given.length > 0)
+      throw usageError(
+        `${given.join(', ')} ${given.length === 1 ? 'is' : 'are'} for --pattern files only`,
+        'add --pattern files, or leave them out',
+      )
+    return {}
+  }
+  return {
+    files: { dirSync: a.dirSync ?? true, publish: a.publish ?? 'rename', ...(a.keepFiles === undefined ? {} : { keepFiles: a.keepFiles }) },
+  }
+}
+
 /** What `write` and `agent` share, from their validated flags; a --token-file is read here. */
 export function writeOptionsOf(a: CommandFlags<'agent'>): Omit<WriteOptions, 'durationS' | 'traceFile'> {
   const token = tokenOfFlags(a)
   return {
+    ...filesOptionsOf(a),
     server: a.server,
     file: a.file,
     methods: a.method,

@@ -3,7 +3,7 @@
  * what each promises here, and what --direct does. Write, bench and verify decide from the same table.
  */
 import { z } from 'zod'
-import { methodNames } from '../native/methods.js'
+import { directorySyncs, directorySyncText, methodNames } from '../native/methods.js'
 import { methodRow } from '../native/registry.js'
 import { nativePort } from '../native/index.js'
 import { exitCodes } from '../base/errors.js'
@@ -22,6 +22,8 @@ export const methodsReportSchema = z.object({
       calls: z.string(),
       caveat: z.string().nullable(),
       durable: z.boolean(),
+      /** What `write --pattern files` calls on the directory after each record file's sync (methods.ts directorySyncs). */
+      directorySync: z.string(),
     }),
   ),
   direct: z.object({ applies: z.boolean(), how: z.string().nullable(), reason: z.string().nullable() }),
@@ -45,6 +47,7 @@ export function methodsReport(): MethodsReport {
         calls: row.calls,
         caveat: row.caveat ?? null,
         durable: row.durable,
+        directorySync: directorySyncText[directorySyncs[table.family][row.name]],
       }
     }),
     direct: table.direct.applies
@@ -62,6 +65,8 @@ export function renderMethods(report: MethodsReport): string {
     lines.push(head + (m.available ? m.calls : m.reason))
     if (m.available && m.caveat !== null) lines.push(`  ${' '.repeat(width)}       note: ${m.caveat}`)
   }
+  lines.push('', '--pattern files: after each record file is synced (as above) and renamed, the directory gets:')
+  for (const m of report.methods.filter((row) => row.available)) lines.push(`  ${m.name.padEnd(width)}  ${m.directorySync}`)
   lines.push('', `--direct: ${report.direct.applies ? report.direct.how : `n/a: ${report.direct.reason}`}`)
   for (const note of report.notes) lines.push(`note: ${note}`)
   return `${lines.join('\n')}\n`

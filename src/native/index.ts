@@ -15,11 +15,12 @@ export type {
   MethodRow,
   NativePort,
   PlatformTable,
+  RecordDirectory,
   ServedSocketCalls,
   SocketAddress,
 } from './port.js'
 export { NativeError } from './errors.js'
-export { isMethodName, methodNames, type MethodName } from './methods.js'
+export { directorySyncs, directorySyncText, isMethodName, methodNames, type DirectorySyncCall, type MethodName } from './methods.js'
 
 let chosen: NativePort | undefined
 

@@ -51,6 +51,28 @@ export interface DataFile {
   close(): void
 }
 
+/**
+ * The directory of a `--pattern files` run (record/files-layout.ts), held open for the run: its record
+ * files are made, published and deleted by name inside it, and its entries made durable with the
+ * method's directory sync (methods.ts directorySyncs). Every failing call throws a NativeError.
+ */
+export interface RecordDirectory {
+  /**
+   * Creates the file name (which must not exist: O_EXCL, CREATE_NEW) with the method's open flags
+   * (and --direct's), for the method's write and sync; the caller closes it.
+   */
+  create(name: string): DataFile
+  /** rename(from, to), replacing to; on Windows MoveFileExW(MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH). */
+  rename(from: string, to: string): void
+  /** A second name for the file from (link(2); Windows CreateHardLinkW). */
+  link(from: string, to: string): void
+  /** Deletes name (unlink(2); Windows DeleteFileW). */
+  unlink(name: string): void
+  /** The method's directory sync; nothing for none, and nothing where the OS cannot flush a directory (Windows). */
+  sync(): void
+  close(): void
+}
+
 export interface OpenOptions {
   readonly direct: boolean
 }
@@ -96,6 +118,8 @@ export interface NativePort {
   table(): PlatformTable
   /** Opens an existing file read-write for method (its open flags, and --direct). Throws NativeError. */
   openData(path: string, method: MethodName, options: OpenOptions): DataFile
+  /** Opens the directory at path for a files run of method (throws NativeError, ENOTDIR when it is no directory). */
+  openRecordDirectory(path: string, method: MethodName, options: OpenOptions): RecordDirectory
   /**
    * Creates path (which must not exist) with the --direct flags and closes it; throws NativeError
    * EINVAL where the file system refuses direct I/O. The caller removes the file.

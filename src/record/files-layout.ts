@@ -4,6 +4,7 @@
  *   superblock        the run's superblock, exactly as block 0 of a data file (format.ts)
  *   rec-<seq>         one record (records.ts), seq in decimal without leading zeros
  *   .rec-<seq>.tmp    the record while it is being made, before it is published
+ *   .superblock.plugcheck-<runId>.tmp   the superblock while it is being made (fsynced, then renamed to superblock)
  *
  * Each record is made the way a careful program makes a file (PostgreSQL's durable_rename):
  *   1. create .rec-<seq>.tmp (O_EXCL, the method's open flags), write the record, the method's file sync, close;
@@ -19,6 +20,9 @@
 /** Seqs above this cannot be real (the same bound as verify's maxJudgedSeq: more than a year at a million records a second). */
 const maxFileSeq = 2 ** 45
 
+/** The most record files a run keeps (--keep-files): the slot bound of every run but append's (format.ts maxOverwriteSlots). */
+export const maxKeptFiles = 2 ** 24
+
 export const superblockFileName = 'superblock'
 
 export function recordFileName(seq: number): string {
@@ -27,6 +31,18 @@ export function recordFileName(seq: number): string {
 
 export function tempFileName(seq: number): string {
   return `.rec-${seq}.tmp`
+}
+
+/** The superblock's name while it is being made, before it is renamed to superblockFileName. */
+export function superblockTempName(runId: string): string {
+  return `.${superblockFileName}.plugcheck-${runId}.tmp`
+}
+
+const superblockTemp = /^\.superblock\.plugcheck-[0-9a-f]{16}\.tmp$/
+
+/** Whether name is a superblock's temporary name (of any run). */
+export function isSuperblockTempName(name: string): boolean {
+  return superblockTemp.test(name)
 }
 
 const recordName = /^rec-([1-9][0-9]{0,15})$/

@@ -67,11 +67,12 @@ function payloadPool(hi: number, lo: number): Uint32Array {
 }
 
 /**
- * The slot a seq is written to. append: in order, wrapping when the file is full.
+ * The slot a seq is written to. append: in order, wrapping when the file is full. files: as append,
+ * the record file's place in the kept window (files-layout.ts), so its bytes are an append record's.
  * overwrite: pseudo-random from (run, seq), as diskchecker.pl picks random offsets.
  */
 export function slotOf(key: RunKey, pattern: Pattern, seq: number, slotCount: number): number {
-  if (pattern === 'append') return (seq - 1) % slotCount
+  if (pattern !== 'overwrite') return (seq - 1) % slotCount
   const seqLo = seq >>> 0
   const seqHi = Math.floor(seq / 0x1_0000_0000)
   const h = fmix32(fmix32(key.lo ^ seqLo) ^ Math.imul(key.hi ^ seqHi, 0x9e3779b1))

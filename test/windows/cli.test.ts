@@ -5,7 +5,7 @@
  * write-through and NO_BUFFERING and turns every flush into fsync: this proves the bindings, the
  * buffers, the error paths and the ack channel over Winsock, not durability.
  */
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readSync, writeFileSync, writeSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readSync, readdirSync, writeFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { execFileSync, spawnSync } from 'node:child_process'
 import t from 'tap'
@@ -40,7 +40,50 @@ t.test('plugcheck on Windows (under Wine)', async (t) => {
     t.equal(text.code, 0)
     t.match(text.stdout, /^Sync methods on Windows \(windows port\):/)
     t.match(text.stdout, /^ {2}fdatasync +n\/a +NtFlushBuffersFileEx/m)
+    // --pattern files: Windows cannot flush a directory, and says so for every method that syncs.
+    for (const name of ['fsync', 'fsync_writethrough', 'open_datasync'])
+      t.match(row(name).directorySync, /^none: Windows cannot flush a directory \(MoveFileExW with MOVEFILE_WRITE_THROUGH instead\)$/)
+    t.equal(row('none').directorySync, 'none (the control)')
+    t.match(text.stdout, /^--pattern files: after each record file is synced \(as above\) and renamed, the directory gets:$/m)
+    t.match(text.stdout, /^ {2}fsync +none: Windows cannot flush a directory/m)
   })
+
+  for (const publish of ['rename', 'link'] as const) {
+    t.test(`write --pattern files --publish ${publish} under Wine: rec-1 .. rec-N, N acknowledged, no temporary name`, async (t) => {
+      const files = join(dir, `files-${publish}`)
+      const write = await run([
+        'write',
+        '--server',
+        listener.server,
+        '--file',
+        winePath(files),
+        '--pattern',
+        'files',
+        '--publish',
+        publish,
+        '--method',
+        'fsync',
+        '--keep-files',
+        '1000000',
+        '--duration',
+        '1',
+        '--json',
+      ])
+      t.equal(write.code, 0, write.stderr)
+      const summary = write.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line))
+        .find((e) => e.event === 'summary')
+      const acknowledged: number = summary.runs[0].acknowledged
+      t.ok(acknowledged > 0)
+      const names = readdirSync(files).filter((n) => n !== 'superblock')
+      t.same(
+        names.map((n) => Number(/^rec-(\d+)$/.exec(n)?.[1])).sort((a, b) => a - b),
+        Array.from({ length: acknowledged }, (_, i) => i + 1),
+      )
+    })
+  }
 
   const file = join(dir, 'data')
   t.test('write with four methods for 2 s, then verify under Wine: every acked record intact', async (t) => {

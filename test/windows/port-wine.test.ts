@@ -163,6 +163,26 @@ t.test('the Windows port under Wine', async (t) => {
     t.match(r.probeDirectAgain.message, /: Windows error 80, CreateFileW/)
   })
 
+  t.test("a files run's calls per method: create, publish by MoveFileExW or a hard link, delete; the errors", async (t) => {
+    const available = r.table.methods.filter((m: any) => m.available).map((m: any) => m.name)
+    const { direct, ...byMethod } = r.recordDirectories
+    t.same(Object.keys(byMethod).sort(), available.sort(), 'every available method')
+    t.same(direct, { ok: true, value: true, ms: direct.ms }, '--direct: a record file made with FILE_FLAG_NO_BUFFERING')
+    for (const name of available) {
+      const made = r.recordDirectories[name]
+      t.equal(made.ok, true, `${name}: ${made.message ?? ''}`)
+      if (!made.ok) continue
+      t.same(made.value.names, ['rec-1', 'rec-4'], `${name}: the published names alone (rec-2 deleted, no temporary name)`)
+      t.equal(made.value.rec1, true, `${name}: rec-1 replaced by the later file`)
+      t.equal(made.value.rec4, true, `${name}: rec-4's bytes`)
+      const e = made.value.errors
+      t.match(e.createExisting, { ok: false, code: 'EEXIST' }, `${name}: CREATE_NEW on an existing name`)
+      t.match(e.unlinkMissing, { ok: false, code: 'ENOENT' }, `${name}: DeleteFileW of a missing name`)
+      t.match(e.linkOntoExisting, { ok: false, code: 'EEXIST' }, `${name}: CreateHardLinkW onto an existing name`)
+      t.match(e.renameMissing, { ok: false, code: 'ENOENT' }, `${name}: MoveFileExW of a missing name`)
+    }
+  })
+
   t.test('errors: one line, a POSIX code and the Windows error number', async (t) => {
     const oneLine = (o: Outcome, what: string) => t.notMatch(o.message ?? '', /\n/, `${what}: one line`)
     t.equal(r.readOnly.code, 'EPERM', `ERROR_ACCESS_DENIED is EPERM, as Node reports it on Windows: ${JSON.stringify(r.readOnly)}`)

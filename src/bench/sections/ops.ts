@@ -8,10 +8,11 @@
  * alternate between two windows of it, so no op rewrites the bytes already on disk. The slices are
  * cut once per row, not per op.
  */
-import { NativeError, nativePort, type DataFile } from '../../native/index.js'
+import { NativeError, directorySyncText, directorySyncs, nativePort, type DataFile, type RecordDirectory } from '../../native/index.js'
 import { methodRow } from '../../native/registry.js'
-import { sourceShiftBytes, type ScratchFile } from '../scratch-file.js'
-import type { RowSpec } from './plan.js'
+import { recordFileName, recycledBy, tempFileName } from '../../record/files-layout.js'
+import { prepareFilesDirectory, sourceShiftBytes, type ScratchFile } from '../scratch-file.js'
+import { metadataKeptFiles, type RowSpec } from './plan.js'
 
 export type PreparedRow =
   | { readonly kind: 'ready'; readonly op: (opIndex: number) => void; readonly release: () => void }
@@ -31,6 +32,8 @@ export function describeCalls(spec: RowSpec): string {
       return `open, ${methodRow('fsync').calls}, close, open, close`
     case 'write-close-fsync':
       return `open, ${methodRow('none').calls}, close, open, ${methodRow('fsync').calls.split(', ').slice(1).join(', ')}, close`
+    case 'create-rename':
+      return `create (O_EXCL), ${methodRow(spec.method).calls}, close, rename, unlink of the file ${metadataKeptFiles} back, directory: ${directorySyncText[directorySyncs[nativePort().family][spec.method]]}`
   }
 }
 
@@ -56,6 +59,8 @@ export function prepareRow(spec: RowSpec, scratch: ScratchFile): PreparedRow {
   const regionStart = scratch.regionStartBytes
   const file = scratch.path
   const port = nativePort()
+
+  if (spec.shape === 'create-rename') return prepareCreateRename(spec, scratch, evenPass, oddPass, opsPerPass)
 
   if (spec.shape === 'write-fsync-close' || spec.shape === 'write-close-fsync') {
     const fsyncBeforeClose = spec.shape === 'write-fsync-close'
@@ -92,4 +97,38 @@ export function prepareRow(spec: RowSpec, scratch: ScratchFile): PreparedRow {
     data.sync()
   }
   return { kind: 'ready', op, release: () => data.close() }
+}
+
+/**
+ * write --pattern files' record as one op (writeRecordFile in client/write/writer.ts, the same calls
+ * through the same port): op i makes rec-(i+1) in the scratch directory and deletes the one
+ * metadataKeptFiles back, so the directory stays small and every op creates, renames and deletes.
+ */
+function prepareCreateRename(spec: RowSpec, scratch: ScratchFile, evenPass: Buffer[], oddPass: Buffer[], opsPerPass: number): PreparedRow {
+  prepareFilesDirectory(scratch)
+  let directory: RecordDirectory
+  try {
+    directory = nativePort().openRecordDirectory(scratch.filesDirectory, spec.method, { direct: spec.direct })
+  } catch (error) {
+    if (error instanceof NativeError) return { kind: 'open-failed', error }
+    throw error
+  }
+  const op = (i: number): void => {
+    const slot = i % opsPerPass
+    const piece = (Math.floor(i / opsPerPass) & 1) === 0 ? evenPass[slot]! : oddPass[slot]!
+    const seq = i + 1
+    const tmp = tempFileName(seq)
+    const file = directory.create(tmp)
+    try {
+      file.write(piece, 0)
+      file.sync()
+    } finally {
+      file.close()
+    }
+    directory.rename(tmp, recordFileName(seq))
+    const recycled = recycledBy(seq, metadataKeptFiles)
+    if (recycled !== null) directory.unlink(recordFileName(recycled))
+    directory.sync()
+  }
+  return { kind: 'ready', op, release: () => directory.close() }
 }

@@ -18,6 +18,12 @@ export type OpShape =
   | 'write-fsync-close'
   /** open, pwrite, close, open, fsync, close (fsync on a descriptor that did not write). */
   | 'write-close-fsync'
+  /**
+   * write --pattern files' record (record/files-layout.ts): create a new file (O_EXCL, the method's
+   * open flags), write, the method's sync, close, rename to its final name, delete the one
+   * metadataKeptFiles back, the method's directory sync (native/methods.ts directorySyncs).
+   */
+  | 'create-rename'
 
 export interface RowSpec {
   readonly id: string
@@ -71,6 +77,34 @@ function syncMethodRows(sectionId: string, writesPerOp: number, recordSizeBytes:
     // what they cost next to the real thing, never judged as syncs.
     { ...row('barrier_fsync', 'barrier_fsync', 'barrier_fsync', 'write-then-sync', false), durable: false },
     { ...row('flush_data_only', 'flush_data_only', 'flush_data_only', 'write-then-sync', false), durable: false },
+  ]
+}
+
+/** Files the metadata section keeps in its directory: each op past them deletes the oldest, as write --pattern files recycles. */
+export const metadataKeptFiles = 16
+
+/** The metadata section: per method, a file created, synced, renamed and its directory synced per op; none is its baseline. */
+function metadataRows(recordSizeBytes: number): RowSpec[] {
+  const row = (method: MethodName, label: string, durable: boolean): RowSpec => ({
+    id: `metadata/${method}`,
+    label,
+    method,
+    direct: false,
+    durable,
+    shape: 'create-rename',
+    writesPerOp: 1,
+    writeBytes: recordSizeBytes,
+  })
+  return [
+    row('open_datasync', 'open_datasync', true),
+    row('fdatasync', 'fdatasync', true),
+    row('fsync', 'fsync', true),
+    row('fsync_writethrough', 'fsync_writethrough', true),
+    row('open_sync', 'open_sync', true),
+    row('pwritev2_dsync', 'pwritev2 RWF_DSYNC', true),
+    row('barrier_fsync', 'barrier_fsync', false),
+    row('flush_data_only', 'flush_data_only', false),
+    row('none', 'none (no sync)', false),
   ]
 }
 
@@ -156,6 +190,12 @@ export function benchPlan(recordSizeBytes: number): SectionSpec[] {
           writeBytes: recordSizeBytes,
         },
       ],
+    },
+    {
+      id: 'metadata',
+      brief: `${record} files created, renamed, directory synced`,
+      title: `Compare metadata syncs: one ${record} file per op, created, written, synced, renamed, directory synced:\n(write --pattern files' record; the method's sync on the file and on the directory, none for the baseline)`,
+      rows: metadataRows(recordSizeBytes),
     },
   ]
 }

@@ -1,13 +1,17 @@
 /** The flags of a write, shared by `write` and `agent` (which writes the next cycle with them). */
 import type { Argv } from 'yargs'
 import { methodNames } from '../../native/methods.js'
-import { patterns } from '../../record/patterns.js'
+import { patterns, publishWays } from '../../record/patterns.js'
 import { listenerTimeoutOption } from './command.js'
 
 export function writeOptions<T>(y: Argv<T>) {
   return y
     .option('server', { type: 'string', demandOption: true, describe: 'listener HOST[:PORT]' })
-    .option('file', { type: 'string', demandOption: true, describe: 'data file on the storage under test' })
+    .option('file', {
+      type: 'string',
+      demandOption: true,
+      describe: 'data file on the storage under test (--pattern files: a directory plugcheck makes there)',
+    })
     .option('method', { type: 'string', default: 'fdatasync', describe: `sync method, or a comma list: ${methodNames.join(', ')}` })
     .option('direct', {
       type: 'boolean',
@@ -19,7 +23,19 @@ export function writeOptions<T>(y: Argv<T>) {
     .option('pattern', {
       choices: patterns,
       default: 'append' as const,
-      describe: 'append (file grows) or overwrite (random slots in place)',
+      describe: 'append (file grows), overwrite (random slots in place) or files (each record its own file in the --file directory)',
+    })
+    .option('dir-sync', {
+      type: 'boolean',
+      describe: '--pattern files: sync the directory after each record file is published (the default); --no-dir-sync leaves it out',
+    })
+    .option('publish', {
+      choices: publishWays,
+      describe: '--pattern files: how a record file gets its final name: rename (the default), or link then unlink of the temporary name',
+    })
+    .option('keep-files', {
+      type: 'number',
+      describe: '--pattern files: record files kept; each new one past them deletes the oldest (default: --size / --record-size - 1)',
     })
     .option('token', { type: 'string', describe: "the listener's --token" })
     .option('token-file', { type: 'string', describe: "a file holding the listener's token on one line (instead of --token)" })

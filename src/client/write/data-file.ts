@@ -102,6 +102,7 @@ export function lockExisting(path: string): FileLock | null {
  * Writes the superblock (and, for overwrite, the zero-filled region, each chunk told to report),
  * makes it durable, renames it into place. Returns the new file's lock (taken before the rename, so no moment exists in which the
  * path names an unlocked file of this run). held is the lock lockExisting took on the old file, or null.
+ * target: where the superblock goes, when it is not the run's path (a files run's superblock file, and its temporary name).
  *
  * A 2 GiB fill takes seconds, a moment the user may well press Ctrl-C. Node runs a signal's JS handler
  * only when the event loop turns, which a synchronous loop never lets it do; so the fill yields to the
@@ -116,8 +117,12 @@ export async function createDataFile(
   held: FileLock | null = null,
   report?: (step: FillStep) => void,
   stopped: () => boolean = () => false,
+  target: { readonly path: string; readonly tmp: string } = {
+    path: meta.path,
+    tmp: join(dirname(meta.path), `.${basename(meta.path)}.plugcheck-${meta.runId}.tmp`),
+  },
 ): Promise<FileLock> {
-  const tmp = join(dirname(meta.path), `.${basename(meta.path)}.plugcheck-${meta.runId}.tmp`)
+  const tmp = target.tmp
   let fd: number
   try {
     fd = openSync(tmp, 'wx', 0o644)
@@ -151,10 +156,10 @@ export async function createDataFile(
     if (lock === null) throw runtimeError(`${tmp} vanished while it was being created`)
     // A file that appeared at the path since lockExisting (another writer that also found none) must
     // not be replaced while its writer runs.
-    appeared = lockAppeared(meta.path, held)
+    appeared = lockAppeared(target.path, held)
     if (held !== null && !nativePort().renameReplacesOpenFiles) held.release()
-    renameSync(tmp, meta.path)
-    syncDirectory(dirname(meta.path))
+    renameSync(tmp, target.path)
+    syncDirectory(dirname(target.path))
     report?.({ kind: fillStopped ? 'stopped' : 'done' })
     return lock
   } catch (error) {
@@ -167,7 +172,7 @@ export async function createDataFile(
       // nothing to clean
     }
     if (error instanceof PlugcheckError) throw error
-    throw runtimeError(`could not create ${meta.path}: ${describeSystemError(error)}`)
+    throw runtimeError(`could not create ${target.path}: ${describeSystemError(error)}`)
   } finally {
     appeared?.release()
   }

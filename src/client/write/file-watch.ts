@@ -33,8 +33,15 @@
  * way is taken for a storage loss, or a storage loss for a hole. Writing zeros or old bytes into the
  * file in place through the same inode cannot be told apart from the storage losing them, and is
  * judged as the storage's.
+ *
+ * A files run (--pattern files) is watched through its superblock file, the one file of its directory
+ * that lives as long as the run: the same checks, its lock, identity, size and head. Its record files
+ * are not read back here: each is made, published, deleted by the loop itself (recycling), and judged
+ * by verify, name by name; the loop's own calls would fail on one that vanished under it.
  */
 import { readSync, statSync, type Stats } from 'node:fs'
+import { join } from 'node:path'
+import { superblockFileName } from '../../record/files-layout.js'
 import { nativePort } from '../../native/index.js'
 import { decodeSuperblock, type RunMeta } from '../../record/format.js'
 import { readStamp, slotOf, slotOffsetBytes, stampBytes, type RunKey } from '../../record/records.js'
@@ -87,7 +94,7 @@ export function watchFiles(runs: readonly WatchedRun[]): FileFinding | null {
 }
 
 function watchFile(run: WatchedRun): FileFinding | null {
-  const path = run.meta.path
+  const path = watchedPath(run)
   let stats: Stats | undefined
   try {
     stats = statSync(path, { throwIfNoEntry: false })
@@ -189,7 +196,7 @@ function readAt(run: WatchedRun, lengthBytes: number, offsetBytes: number, seq =
  * our lock taken from us, or a hole where records were written (a truncation the next append hid).
  */
 function evidenceOfAnother(run: WatchedRun, stats: Stats): FileFinding | null {
-  const path = run.meta.path
+  const path = watchedPath(run)
   if (lockIsFree(path))
     return changed(
       `the lock plugcheck held on the data file ${path} was lost during the run: something other than plugcheck may have had the file`,
@@ -235,7 +242,13 @@ function lostMessage(run: WatchedRun, wrong: Wrong): string {
  * overwrite only the latest record's slot is sure (see sampleSeq): one.
  */
 function recordsCheckedPerTick(run: WatchedRun): number {
+  if (run.meta.pattern === 'files') return 0 // its records are files of their own (see the header)
   return run.meta.pattern === 'append' ? 4 : 1
+}
+
+/** The file watched: the data file, or a files run's superblock file. */
+function watchedPath(run: WatchedRun): string {
+  return run.meta.pattern === 'files' ? join(run.meta.path, superblockFileName) : run.meta.path
 }
 
 /**

@@ -15,7 +15,7 @@ import { watchFiles, type FileFinding } from './file-watch.js'
 import { signalNumbers, stoppedLine, type StopSignal } from './stop-signals.js'
 import { runsCommand, verifyCommand, verifyLine, type WriteIo, type WriteOptions } from './write-options.js'
 import { formatUs } from './write-status.js'
-import { jobOf, summaryEvent, type RunSummary } from './write-events.js'
+import { jobOf, patternText, summaryEvent, type RunSummary } from './write-events.js'
 
 /** What ending the runs needs. */
 export interface WriteEnd {
@@ -226,7 +226,7 @@ async function summary(end: WriteEnd, endKind: EndReason | 'listener-lost'): Pro
     const m = run.meta
     const recorded = held.get(m.runId)
     lines.push(
-      `run ${m.runId}: ${m.method}${m.direct ? ' --direct' : ''}, ${m.pattern}, ${formatSize(m.recordSizeBytes)} records, ${m.path}`,
+      `run ${m.runId}: ${m.method}${m.direct ? ' --direct' : ''}, ${patternText(m)}, ${formatSize(m.recordSizeBytes)} records, ${m.path}`,
     )
     const done = m.method === 'none' ? 'written (never synced: the negative control)' : 'synced'
     const unsent =

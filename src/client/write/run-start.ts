@@ -17,7 +17,9 @@ import { runKey, slotOffsetBytes } from '../../record/records.js'
 import { describeSystemError, runtimeError, usageError } from '../../base/errors.js'
 import type { AckChannel } from './ack-channel.js'
 import { createDataFile, directFlag } from './data-file.js'
+import { createRunDirectory, lockedFileOf, openFilesRun } from './files-run.js'
 import { fillReporter, type FillReportOptions } from './fill-progress.js'
+import { patternText } from './write-events.js'
 import { superblockHeadBytes } from './file-watch.js'
 import { epochAt, type TimeBase } from '../run-clock.js'
 import { LatencyHistogram } from '../../base/latency.js'
@@ -72,7 +74,7 @@ export async function startRuns(start: RunStart): Promise<void> {
   const announced: RunMeta[] = []
   const groupId = options.job?.groupId ?? randomBytes(8).toString('hex')
   const host = hostname()
-  const slotCount = Math.floor(options.sizeBytes / options.recordSizeBytes) - 1
+  const slotCount = options.files?.keepFiles ?? Math.floor(options.sizeBytes / options.recordSizeBytes) - 1
   try {
     for (const [i, method] of options.methods.entries()) {
       const meta = newRunMeta(options, { groupId, host, slotCount, clock: start.clock }, method, paths[i]!)
@@ -82,7 +84,10 @@ export async function startRuns(start: RunStart): Promise<void> {
       announced.push(meta)
       tell(meta)
       // The new file's lock replaces the old file's: the old inode is no longer at the path.
-      const newLock = await createDataFile(meta, locks[i]!, fillReporter(io, fillReport(options, meta)), start.stopped)
+      const newLock =
+        meta.pattern === 'files'
+          ? await createRunDirectory(meta, locks[i]!, options.force || options.ownPaths?.has(meta.path) === true)
+          : await createDataFile(meta, locks[i]!, fillReporter(io, fillReport(options, meta)), start.stopped)
       locks[i]?.release()
       locks[i] = newLock
       runs.push(openRun(meta, newLock))
@@ -95,7 +100,7 @@ export async function startRuns(start: RunStart): Promise<void> {
 
 /** The trail's line for a run announced (stdout, but with --json). */
 export function trailLine(meta: RunMeta): string {
-  return `run ${meta.runId}: ${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}, ${meta.path}\n`
+  return `run ${meta.runId}: ${meta.method}${meta.direct ? ' --direct' : ''}, ${patternText(meta)}, ${meta.path}\n`
 }
 
 /** One method's run: a new id, in the write's group, stamped with the run's time base. */
@@ -114,17 +119,29 @@ function newRunMeta(options: WriteOptions, group: RunGroup, method: MethodName, 
     createdMs: Math.floor(epochAt(group.clock)),
     // The group's plan in every run: verify names a member the listener lost.
     member: { ...jobPlace(options), methods: [...options.methods] },
+    ...(options.files === undefined ? {} : { files: { dirSync: options.files.dirSync, publish: options.files.publish } }),
   }
 }
 
-/** The run's file opened for its method, with a second descriptor the watch over the file reads through (file-watch.ts). */
+/**
+ * The run's file opened for its method (a files run: its directory), with a second descriptor the
+ * watch over the file reads through (file-watch.ts; a files run's superblock).
+ */
 function openRun(meta: RunMeta, newLock: FileLock): ActiveRun {
-  const checkFd = openSync(meta.path, 'r')
+  const checkFd = openSync(lockedFileOf(meta.pattern, meta.path), 'r')
+  let records
+  try {
+    records = meta.pattern === 'files' ? openFilesRun(meta) : null
+  } catch (error) {
+    closeSync(checkFd)
+    throw error
+  }
   return {
     meta,
     key: runKey(meta.runId),
     buffer: nativePort().alignedBuffer(meta.recordSizeBytes, directAlignmentBytes),
-    file: openForMethod(meta),
+    file: records === null ? openForMethod(meta) : null,
+    records,
     identity: { dev: newLock.dev, ino: newLock.ino },
     endBytes: meta.recordSizeBytes,
     allocatedAtStartBytes: allocatedBytes(checkFd),
@@ -150,7 +167,8 @@ async function endUnstarted(options: WriteOptions, channel: AckChannel, announce
 /** However the write ended: every run's descriptors, the connection, the locks. */
 export function closeAll(runs: readonly ActiveRun[], channel: AckChannel | undefined, locks: readonly (FileLock | null)[]): void {
   for (const run of runs) {
-    run.file.close()
+    run.file?.close()
+    run.records?.directory.close()
     closeSync(run.checkFd)
   }
   channel?.close()

@@ -9,9 +9,26 @@
  *   event; stdout carries nothing else. Warnings and errors stay on stderr.
  */
 import type { RunMeta } from '../../record/format.js'
+import { directorySyncs, nativePort, type DirectorySyncCall } from '../../native/index.js'
 import type { WriteProgress } from './write-options.js'
 
 export type WriteOutput = 'terminal' | 'lines' | 'json'
+
+/** The pattern as the trail and the summary say it: a files run with how it makes its files, the directory sync this platform makes named. */
+export function patternText(meta: RunMeta): string {
+  if (meta.files === undefined) return meta.pattern
+  const sync = meta.files.dirSync ? directorySyncWords[directorySyncs[nativePort().family][meta.method]] : 'no directory sync'
+  return `files (${meta.files.publish}, ${sync}, ${meta.slotCount.toLocaleString('en-US')} kept)`
+}
+
+const directorySyncWords: Readonly<Record<DirectorySyncCall, string>> = {
+  fsync: 'fsync of the directory',
+  fdatasync: 'fdatasync of the directory',
+  fullfsync: 'F_FULLFSYNC of the directory',
+  barrier: 'F_BARRIERFSYNC of the directory',
+  none: 'no directory sync (none)',
+  cannot: 'no directory sync (Windows cannot)',
+}
 
 /** How often the lines and json outputs report progress (a terminal's line is redrawn every statusIntervalMs). */
 export const progressEventIntervalMs = 5000
@@ -52,7 +69,7 @@ export function jobOf(meta: Pick<RunMeta, 'member'>): number | null {
 /** The plain line (lines output) that says a run is announced: its id, method, file and listener. */
 export function announcedLine(meta: RunMeta, listener: string): string {
   const job = jobOf(meta)
-  return `announced: run ${meta.runId} (${meta.method}${meta.direct ? ' --direct' : ''}, ${meta.pattern}${job === null ? '' : `, job ${job}`}) of ${meta.path} at the listener ${listener}\n`
+  return `announced: run ${meta.runId} (${meta.method}${meta.direct ? ' --direct' : ''}, ${patternText(meta)}${job === null ? '' : `, job ${job}`}) of ${meta.path} at the listener ${listener}\n`
 }
 
 /** The json output's announced event, one per run: written before the run's first record. */
@@ -65,6 +82,8 @@ export function announcedEvent(meta: RunMeta, listener: string, verifyCommand: s
     method: meta.method,
     direct: meta.direct,
     pattern: meta.pattern,
+    // A files run's way of making its record files, and how many it keeps; null for a data file.
+    files: meta.files === undefined ? null : { ...meta.files, keptFiles: meta.slotCount },
     recordSizeBytes: meta.recordSizeBytes,
     path: meta.path,
     file: meta.requestedPath,

@@ -10,9 +10,11 @@ import { directAlignmentBytes, nativePort } from '../../native/index.js'
 import { methodAvailability, type MethodName } from '../../native/registry.js'
 import { memberPath } from '../../record/format.js'
 import { sectorBytes } from '../../record/records.js'
-import type { Pattern } from '../../record/patterns.js'
+import type { Pattern, PublishWay } from '../../record/patterns.js'
 import { usageError } from '../../base/errors.js'
 import { checkDirectSupported, checkFolder, checkReplaceable } from './data-file.js'
+import { checkRunDirectory } from './files-run.js'
+import { maxKeptFiles } from '../../record/files-layout.js'
 import { formatEndpoint, type Endpoint } from '../../protocol/endpoint.js'
 import type { EvidenceQuestion } from './evidence.js'
 import { quotePath, shellQuote } from '../../base/shell-quote.js'
@@ -27,6 +29,8 @@ export interface WriteOptions {
   readonly recordSizeBytes: number
   readonly sizeBytes: number
   readonly pattern: Pattern
+  /** --pattern files only (absent otherwise): --no-dir-sync, --publish, --keep-files (files-run.ts). */
+  readonly files?: FilesOptions
   readonly durationS?: number
   readonly token?: string
   /** --token-file, absolute, when the token came from a file: the verify command printed names it. */
@@ -71,6 +75,13 @@ export interface WriteOptions {
   readonly stopRequest?: () => string | undefined
   /** --json: the write's events as JSON lines on stdout, and nothing else there (write-events.ts). */
   readonly json?: boolean
+}
+
+/** How a files run makes its record files; keepFiles absent: as many as --size holds records (as append's slots). */
+export interface FilesOptions {
+  readonly dirSync: boolean
+  readonly publish: PublishWay
+  readonly keepFiles?: number
 }
 
 /** What a job learns at the start barrier: a stop signal that came meanwhile; a job of the group that could not start. */
@@ -120,12 +131,18 @@ export function validateWriteOptions(options: WriteOptions): void {
     const unsafe = nativePort().unsafeFileName(path)
     if (unsafe !== null) throw usageError(`refusing to write to ${path}: ${unsafe}`, 'give --file another name')
   }
-  for (const path of groupDataPaths(options)) checkReplaceable(path, options.force || options.ownPaths?.has(path) === true)
+  for (const path of groupDataPaths(options)) {
+    const reusable = options.force || options.ownPaths?.has(path) === true
+    if (options.pattern === 'files') checkRunDirectory(path, reusable)
+    else checkReplaceable(path, reusable)
+  }
   if (options.direct) checkDirectSupported(dirname(options.file))
 }
 
 /** The flags alone (methods, sizes): what `agent` checks at once, before it waits for the listener or looks at the disk. */
-export function validateWriteFlags(options: Pick<WriteOptions, 'methods' | 'direct' | 'recordSizeBytes' | 'sizeBytes' | 'jobs'>): void {
+export function validateWriteFlags(
+  options: Pick<WriteOptions, 'methods' | 'direct' | 'recordSizeBytes' | 'sizeBytes' | 'jobs' | 'pattern' | 'files'>,
+): void {
   for (const method of options.methods) {
     const availability = methodAvailability(method)
     if (!availability.available) throw usageError(`method ${method} is not available here: ${availability.reason}`)
@@ -145,8 +162,15 @@ export function validateWriteFlags(options: Pick<WriteOptions, 'methods' | 'dire
     )
   }
   if (options.recordSizeBytes > 1024 * 1024) throw usageError('--record-size is larger than 1 MiB')
-  if (Math.floor(options.sizeBytes / options.recordSizeBytes) < 2) {
+  if (Math.floor(options.sizeBytes / options.recordSizeBytes) < 2 && options.files?.keepFiles === undefined) {
     throw usageError(`--size ${options.sizeBytes} leaves no room for records of ${options.recordSizeBytes} bytes after the superblock`)
+  }
+  const keptFiles = options.files?.keepFiles ?? Math.floor(options.sizeBytes / options.recordSizeBytes) - 1
+  if (options.pattern === 'files' && keptFiles > maxKeptFiles) {
+    throw usageError(
+      `--size ${options.sizeBytes} / --record-size ${options.recordSizeBytes} would keep ${keptFiles} record files; a files run keeps at most ${maxKeptFiles}`,
+      'give --keep-files N, or a smaller --size',
+    )
   }
 }
 

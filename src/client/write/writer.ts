@@ -19,7 +19,9 @@ import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { assert } from '../../base/assert.js'
 import { writerEnvironment } from '../environment.js'
-import type { FileLock } from '../../native/index.js'
+import type { DataFile, FileLock } from '../../native/index.js'
+import { recordFileName, recycledBy, tempFileName } from '../../record/files-layout.js'
+import { lockedFileOf, type FilesRun } from './files-run.js'
 import { fillRecord, slotOf, slotOffsetBytes } from '../../record/records.js'
 import { PlugcheckError } from '../../base/errors.js'
 import { AckChannel } from './ack-channel.js'
@@ -68,7 +70,7 @@ export async function runWrite(options: WriteOptions, io: WriteIo): Promise<numb
   // default action killing the writer and the listener recording a vanished run (a cut that never was).
   const early = catchStopSignals(undefined)
   try {
-    for (const path of paths) locks.push(lockExisting(path))
+    for (const path of paths) locks.push(lockExisting(lockedFileOf(options.pattern, path)))
     channel = await AckChannel.open(options.server, options.token, timeoutMs)
     // Once the listener answered (a refusal or silence is said by the channel, in a writer's words),
     // before anything is announced. A group's main thread asked for every job (jobs.ts).
@@ -179,18 +181,22 @@ async function writeRecords(
     const beforeMs = performance.now()
     const offsetBytes = slotOffsetBytes(run.meta.recordSizeBytes, slot)
     try {
-      run.file.write(run.buffer, offsetBytes)
-      run.file.sync()
+      if (run.records !== null) writeRecordFile(run.records, run.buffer, seq)
+      else {
+        run.file!.write(run.buffer, offsetBytes)
+        run.file!.sync()
+      }
     } catch (error) {
       // Never retried: after a failed sync the kernel may have dropped the data and a retry can lie.
       return { run, error }
     }
-    // The sync covering `seq` has returned. Between here and the ack leaving only what must be:
+    // The sync covering `seq` has returned (a files run: its last durable step). Between here and the ack leaving only what must be:
     run.syncedSeq = seq // so a summary after a failed send counts the record as synced
     trace?.completed(run.key, seq) // lab: first, so ack coverage counts every sync completed before a cut
     channel.ack(run.meta.runId, seq, seq) // on the wire before the next record is written
     run.lastSeq = seq
-    if (offsetBytes + run.meta.recordSizeBytes > run.endBytes) run.endBytes = offsetBytes + run.meta.recordSizeBytes
+    // How far records reach into the data file, for the watch over it (a files run's records are not in its superblock file).
+    if (run.records === null && offsetBytes + run.meta.recordSizeBytes > run.endBytes) run.endBytes = offsetBytes + run.meta.recordSizeBytes
     const afterMs = performance.now()
     previousMs = afterMs
     run.latency.record((afterMs - beforeMs) * 1000)
@@ -201,4 +207,45 @@ async function writeRecords(
     }
   }
   return undefined
+}
+
+/**
+ * One record of a files run, made the way a careful program makes a file (record/files-layout.ts,
+ * PostgreSQL's durable_rename); each call returns before the next is made, and a failed one throws
+ * (writeRecords ends the run, never retrying). The last durable step (the directory sync, or the
+ * publish with --no-dir-sync) has returned when this returns, so the ack that follows covers the
+ * record file under its final name.
+ */
+function writeRecordFile(run: FilesRun, record: Buffer, seq: number): void {
+  const { directory } = run
+  const tmp = tempFileName(seq)
+  // 1. Create the temporary name (O_EXCL, the method's open flags), write, the method's file sync, close.
+  const file = directory.create(tmp)
+  try {
+    file.write(record, 0)
+    file.sync()
+  } catch (error) {
+    closeQuietly(file) // the failed write or sync is what is reported
+    throw error
+  }
+  file.close()
+  // 2. Publish under the final name: rename, or a second name and the temporary one removed.
+  const name = recordFileName(seq)
+  if (run.publish === 'link') {
+    directory.link(tmp, name)
+    directory.unlink(tmp)
+  } else directory.rename(tmp, name)
+  // 3. Recycle: past the window, the oldest kept record file goes (as a log's old segments do).
+  const recycled = recycledBy(seq, run.keep)
+  if (recycled !== null) directory.unlink(recordFileName(recycled))
+  // 4. The method's directory sync makes the create, the publish and the delete durable (none for --no-dir-sync).
+  if (run.dirSync) directory.sync()
+}
+
+function closeQuietly(file: DataFile): void {
+  try {
+    file.close()
+  } catch {
+    // the descriptor is gone either way
+  }
 }

@@ -28,19 +28,7 @@ export function dataFileCalls(
         lib.close(fd)
         throw error
       }
-      const write = writeOf(c, k, method, fd)
-      const sync = syncOf(c, k, method, fd)
-      let open = true
-      return {
-        write,
-        sync,
-        close() {
-          if (!open) return
-          open = false
-          // A failed close is reported but never retried: the descriptor is gone either way.
-          if ((lib.close(fd) as number) !== 0) fail(lib, 'close')
-        },
-      }
+      return dataFileOf(c, k, method, fd)
     },
 
     probeDirect(path: string): void {
@@ -70,8 +58,26 @@ export function dataFileCalls(
   }
 }
 
+/** The method's write, sync and close on an open descriptor (a data file, or a files run's record file). */
+export function dataFileOf(c: () => Libc, k: PosixConstants, method: MethodName, fd: number): DataFile {
+  const lib = c()
+  const write = writeOf(c, k, method, fd)
+  const sync = syncOf(c, k, method, fd)
+  let open = true
+  return {
+    write,
+    sync,
+    close() {
+      if (!open) return
+      open = false
+      // A failed close is reported but never retried: the descriptor is gone either way.
+      if ((lib.close(fd) as number) !== 0) fail(lib, 'close')
+    },
+  }
+}
+
 /** Opening a method this system lacks is a programmer error: callers check its availability first (registry.ts). */
-function requireAvailable(methodTable: () => PlatformTable, method: MethodName): void {
+export function requireAvailable(methodTable: () => PlatformTable, method: MethodName): void {
   const row = methodTable().methods.find((m) => m.name === method)
   if (row === undefined || !row.available) throw new Error(`openData(${method}) on an unavailable method: ${row?.reason ?? 'unknown'}`)
 }
@@ -138,7 +144,7 @@ function writeOf(c: () => Libc, k: PosixConstants, method: MethodName, fd: numbe
 }
 
 /** The open flags per method: O_SYNC, O_DSYNC (O_SYNC where a system has none), and O_DIRECT where direct I/O is an open flag. */
-function openFlags(k: PosixConstants, method: MethodName, direct: boolean): number {
+export function openFlags(k: PosixConstants, method: MethodName, direct: boolean): number {
   let flags = k.O_RDWR
   if (method === 'open_sync') flags |= k.O_SYNC
   if (method === 'open_datasync') flags |= k.O_DSYNC ?? k.O_SYNC
@@ -147,12 +153,12 @@ function openFlags(k: PosixConstants, method: MethodName, direct: boolean): numb
 }
 
 /** Direct I/O where it is a descriptor flag set after open (macOS F_NOCACHE). */
-function afterOpen(c: () => Libc, k: PosixConstants, fd: number, direct: boolean): void {
+export function afterOpen(c: () => Libc, k: PosixConstants, fd: number, direct: boolean): void {
   if (direct && k.F_NOCACHE !== null) fcntlOrFail(c, k, fd, k.F_NOCACHE, 1, 'fcntl(F_NOCACHE)')
 }
 
 /** Direct I/O asked for where this system has none: EINVAL, as open itself would answer. */
-function checkDirect(c: () => Libc, methodTable: () => PlatformTable): void {
+export function checkDirect(c: () => Libc, methodTable: () => PlatformTable): void {
   const d = methodTable().direct
   if (!d.applies) throw errnoError(c(), 'open', 22 /* EINVAL */)
 }

@@ -13,6 +13,7 @@ import { loadLibc, type Libc } from './libc.js'
 import { posixTable } from './table.js'
 import { descriptorLimitCalls, servedSocketCalls } from './served-sockets.js'
 import { dataFileCalls } from './data-files.js'
+import { recordDirectoryCalls } from './record-directory.js'
 import { lockCalls } from './locks.js'
 import { ackSocketCalls } from './ack-socket.js'
 import { fileSystemCalls } from './file-system.js'
@@ -36,6 +37,7 @@ export function createPosixPort(os: PosixOs): NativePort {
     family: 'posix',
     table: methodTable,
     ...dataFileCalls(c, k, methodTable),
+    ...recordDirectoryCalls(c, k, methodTable),
     directorySync: { supported: true },
     renameReplacesOpenFiles: true,
     shell: 'posix',

@@ -19,6 +19,10 @@ type Fn = ReturnType<ReturnType<typeof koffi.load>['func']>
 export interface Libc {
   readonly k: PosixConstants
   open: Fn
+  openat: Fn
+  renameat: Fn
+  linkat: Fn
+  unlinkat: Fn
   close: Fn
   pwrite: Fn
   fsync: Fn
@@ -69,6 +73,10 @@ export function loadLibc(k: PosixConstants): Libc {
     // open(2) and fcntl(2) are variadic: declared so, the extra argument goes where the ABI wants it
     // (on the stack on Apple arm64, in a register elsewhere).
     open: lib.func('int open(const char *path, int flags, ...)'),
+    openat: lib.func('int openat(int dirfd, const char *path, int flags, ...)'),
+    renameat: lib.func('int renameat(int fromdirfd, const char *from, int todirfd, const char *to)'),
+    linkat: lib.func('int linkat(int fromdirfd, const char *from, int todirfd, const char *to, int flags)'),
+    unlinkat: lib.func('int unlinkat(int dirfd, const char *path, int flags)'),
     close: lib.func('int close(int fd)'),
     pwrite: lib.func('ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)'),
     fsync: lib.func('int fsync(int fd)'),

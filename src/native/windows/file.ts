@@ -56,7 +56,7 @@ const maxWriteChunkBytes = 1 << 30
  * path rules would strip a trailing dot or space and turn NUL or COM1.dat into devices (such names are
  * refused before a run starts: unsafeFileName), and paths over MAX_PATH would fail.
  */
-function namespaced(path: string): string {
+export function namespaced(path: string): string {
   return win32Path.toNamespacedPath(win32Path.resolve(path))
 }
 
@@ -123,13 +123,14 @@ function flushFor(method: MethodName): Flush {
   }
 }
 
-export function openData(path: string, method: MethodName, direct: boolean): DataFile {
+/** Opens path (OPEN_EXISTING), or creates it (CREATE_NEW: a files run's record file, which must not exist), for method. */
+export function openData(path: string, method: MethodName, direct: boolean, disposition = OPEN_EXISTING): DataFile {
   const w = api()
   const flush = flushFor(method)
   if ((method === 'fdatasync' || method === 'flush_data_only') && w.NtFlushBuffersFileEx === null) {
     throw new Error(`${method} needs NtFlushBuffersFileEx, which this ntdll lacks (the table says n/a)`)
   }
-  const handle = createFile(path, GENERIC_READ | GENERIC_WRITE, OPEN_EXISTING, openFlags(method, direct))
+  const handle = createFile(path, GENERIC_READ | GENERIC_WRITE, disposition, openFlags(method, direct))
   const overlapped = Buffer.alloc(32) // OVERLAPPED, 32 bytes on 64-bit (win32.ts overlappedAt)
   const written = Buffer.alloc(4) // DWORD nNumberOfBytesWritten (Microsoft Learn "WriteFile")
   let open = true

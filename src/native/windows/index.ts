@@ -9,6 +9,7 @@
 import type { DirectorySync, NativePort, PlatformTable } from '../port.js'
 import { bootId, fileSystemOf, lockExclusive, openData, probeDirect } from './file.js'
 import { connect } from './socket.js'
+import { openRecordDirectory } from './record-directory.js'
 import { alignedBuffer } from '../aligned.js'
 import { windowsTable, type WindowsProbe } from './table.js'
 import { api } from './win32.js'
@@ -44,6 +45,9 @@ export const windowsPort: NativePort = {
   },
   openData(path, method, options) {
     return openData(path, method, options.direct)
+  },
+  openRecordDirectory(path, method, options) {
+    return openRecordDirectory(path, method, options.direct)
   },
   probeDirect,
   directorySync,

@@ -51,6 +51,9 @@ export const FILE_FLAG_BACKUP_SEMANTICS = 0x02000000
 export const INVALID_HANDLE_VALUE = 0xffffffffffffffffn
 /** fileapi.h: INVALID_FILE_ATTRIBUTES ((DWORD)-1) */
 export const INVALID_FILE_ATTRIBUTES = 0xffffffff
+/** winbase.h; Microsoft Learn "MoveFileExW" (dwFlags) */
+export const MOVEFILE_REPLACE_EXISTING = 0x1
+export const MOVEFILE_WRITE_THROUGH = 0x8
 /** minwinbase.h; Microsoft Learn "LockFileEx" (dwFlags) */
 export const LOCKFILE_FAIL_IMMEDIATELY = 0x1
 export const LOCKFILE_EXCLUSIVE_LOCK = 0x2
@@ -136,6 +139,9 @@ export interface Win32 {
   readonly GetLastError: Fn
   readonly FormatMessageW: Fn
   readonly GetFileAttributesW: Fn
+  readonly MoveFileExW: Fn
+  readonly CreateHardLinkW: Fn
+  readonly DeleteFileW: Fn
   readonly LockFileEx: Fn
   readonly UnlockFileEx: Fn
   readonly GetVolumeInformationByHandleW: Fn
@@ -214,6 +220,14 @@ export function api(): Win32 {
     ),
     // fileapi.h (Microsoft Learn "GetFileAttributesW")
     GetFileAttributesW: k('uint32_t __stdcall GetFileAttributesW(const char16_t *lpFileName)'),
+    // winbase.h (Microsoft Learn "MoveFileExW"): BOOL (LPCWSTR, LPCWSTR, DWORD)
+    MoveFileExW: k('int __stdcall MoveFileExW(const char16_t *lpExistingFileName, const char16_t *lpNewFileName, uint32_t dwFlags)'),
+    // winbase.h (Microsoft Learn "CreateHardLinkW"): BOOL (LPCWSTR lpFileName, LPCWSTR lpExistingFileName, LPSECURITY_ATTRIBUTES)
+    CreateHardLinkW: k(
+      'int __stdcall CreateHardLinkW(const char16_t *lpFileName, const char16_t *lpExistingFileName, void *lpSecurityAttributes)',
+    ),
+    // fileapi.h (Microsoft Learn "DeleteFileW")
+    DeleteFileW: k('int __stdcall DeleteFileW(const char16_t *lpFileName)'),
     // fileapi.h (Microsoft Learn "LockFileEx", "UnlockFileEx")
     LockFileEx: k(
       'int __stdcall LockFileEx(void *hFile, uint32_t dwFlags, uint32_t dwReserved, uint32_t nNumberOfBytesToLockLow, uint32_t nNumberOfBytesToLockHigh, void *lpOverlapped)',

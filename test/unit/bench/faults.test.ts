@@ -118,7 +118,14 @@ t.test('ops write fresh offsets across the region, pieces back to back, and wrap
   const regionBytes = 64 * 1024
   const source = Buffer.alloc(regionBytes + 64 * 1024)
   for (let i = 0; i < source.length; i += 4) source.writeUInt32LE(i, i)
-  const scratch: ScratchFile = { path: '/nonexistent', controlFd: -1, regionStartBytes: 4096, regionBytes, source }
+  const scratch: ScratchFile = {
+    path: '/nonexistent',
+    controlFd: -1,
+    regionStartBytes: 4096,
+    regionBytes,
+    source,
+    filesDirectory: '/nonexistent.files',
+  }
   const spec: RowSpec = {
     id: 'two-writes/fdatasync',
     label: 'fdatasync',

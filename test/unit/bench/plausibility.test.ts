@@ -168,3 +168,30 @@ t.test('same-call rows, from the static table, only when at least two of them ra
   t.match(flags[0]!.message, /^fdatasync, open_datasync \(buffered\) and pwritev2 RWF_DSYNC are the same call on Linux: /)
   t.same(assessPlausibility(sections(rows), fingerprint(), 'darwin'), [], 'no table for other platforms')
 })
+
+t.test("metadata rows are set against the metadata section's own baseline, the same files made without a sync", async (t) => {
+  const metadata = (fdatasyncUs: number, noneUs: number): SectionResult => ({
+    id: 'metadata',
+    title: 'metadata',
+    rows: [row('metadata/fdatasync', 'fdatasync', fdatasyncUs), row('metadata/none', 'none', noneUs)],
+  })
+  const noVolatileCache = fingerprint({ device: device({ writeCache: 'write through' }) })
+  // 30 us with a sync against 20 us without: nothing reached a device, though far slower than a plain 2 us write.
+  const flagged = assessPlausibility([...sections([]), metadata(30, 20)], noVolatileCache)
+  t.same(
+    flagged.map((f) => [f.kind, f.rowIds]),
+    [['indistinguishable-from-no-sync', ['metadata/fdatasync']]],
+  )
+  t.equal(
+    flagged[0]!.message,
+    'fdatasync (files created, renamed, directory synced) at 30 us/op is indistinguishable from the same files made without any sync (20 us): the sync is not reaching a device; run a plug test',
+  )
+  // 900 us against 20 us: honest; against the plain write's 2 us it would pass too, but 30 us would not have been caught.
+  t.same(assessPlausibility([...sections([]), metadata(900, 20)], noVolatileCache), [])
+  // Without its own baseline measured, the section falls back to the plain write's.
+  const noBaseline: SectionResult = { ...metadata(3, 20), rows: [row('metadata/fdatasync', 'fdatasync', 3)] }
+  t.same(
+    assessPlausibility([...sections([]), noBaseline], noVolatileCache).map((f) => f.kind),
+    ['indistinguishable-from-no-sync'],
+  )
+})

@@ -26,8 +26,26 @@ t.test('--json on tmpfs, with open_sync and fdatasync forced unavailable', async
   t.match(report.file, new RegExp(`^${dir}/plugcheck-bench\\.`))
   t.same(
     report.sections.map((s) => s.id),
-    ['one-write', 'two-writes', 'open-sync-sizes', 'non-write-descriptor', 'non-sync'],
-    "pg_test_fsync's section order",
+    ['one-write', 'two-writes', 'open-sync-sizes', 'non-write-descriptor', 'non-sync', 'metadata'],
+    "pg_test_fsync's section order, then the metadata section it lacks",
+  )
+  t.same(
+    report.sections[5]!.rows.map((r) => [r.id, r.durable]),
+    [
+      ['metadata/open_datasync', true],
+      ['metadata/fdatasync', true],
+      ['metadata/fsync', true],
+      ['metadata/fsync_writethrough', true],
+      ['metadata/open_sync', true],
+      ['metadata/pwritev2_dsync', true],
+      ['metadata/barrier_fsync', false],
+      ['metadata/flush_data_only', false],
+      ['metadata/none', false],
+    ],
+  )
+  t.match(
+    report.sections[5]!.rows.find((r) => r.id === 'metadata/fsync')!.calls,
+    /^create \(O_EXCL\), pwrite, fsync, close, rename, unlink of the file 16 back, directory: fsync\(directory\)$/,
   )
   t.same(
     report.sections[0]!.rows.map((r) => r.label),
@@ -45,7 +63,7 @@ t.test('--json on tmpfs, with open_sync and fdatasync forced unavailable', async
     ],
   )
   const rows = report.sections.flatMap((s) => s.rows)
-  t.equal(rows.length, 28)
+  t.equal(rows.length, 37)
   for (const row of rows) {
     if (row.method === 'open_sync' || row.method === 'fdatasync') {
       t.equal(row.status, 'n/a', `${row.id} is n/a`)
@@ -78,6 +96,11 @@ t.test('--json on tmpfs, with open_sync and fdatasync forced unavailable', async
   const noSync = report.flags.filter((f) => f.kind === 'indistinguishable-from-no-sync')
   t.ok(noSync.length > 0, 'at least one durable row flagged as indistinguishable from no sync')
   t.match(noSync[0]?.message, /is indistinguishable from a write without any sync .*run a plug test/)
+  // The metadata section's durable rows are set against its own baseline (the same files made without a sync).
+  t.ok(
+    noSync.some((f) => f.rowIds[0] === 'metadata/fsync' && /indistinguishable from the same files made without any sync/.test(f.message)),
+    'a metadata row flagged against the metadata baseline',
+  )
   const sameCall = report.flags.filter((f) => f.kind === 'same-call')
   t.same(
     sameCall.map((f) => f.rowIds),
@@ -103,5 +126,7 @@ t.test('text on tmpfs: the environment first, a loud warning, the tables, the ju
   t.match(out, /^ {8}fdatasync {21} +[\d.]+ ops\/sec +\d+ usecs\/op {3}p50 +[\d.]+ {2}p99 +[\d.]+ {2}max +[\d.]+$/m)
   t.match(out, /^Plausibility:\n {2}not storage: /m)
   t.match(out, /^ {2}no sync: {5}.* is indistinguishable from a write without any sync/m)
+  t.match(out, /^Compare metadata syncs: one 4kB file per op, created, written, synced, renamed, directory synced:$/m)
+  t.match(out, /^ {8}none \(no sync\) +[\d.]+ ops\/sec/m)
   t.same(fs.readdirSync(dir), [], 'scratch file removed')
 })

@@ -9,6 +9,7 @@ import {
   announcedEvent,
   announcedLine,
   jobOf,
+  patternText,
   progressEvent,
   steadyEvent,
   summaryEvent,
@@ -86,7 +87,14 @@ t.test('announced: the plain line and the event name the run, its method, file a
     listener: 'l:5400',
     verifyCommand: "plugcheck verify --server l:5400 --file '/mnt/t/p.dat'",
   })
+  t.equal(event.files, null, 'a data file: no files settings')
   t.type(event.timeMs, 'number')
+  const files = oneLine(
+    t,
+    announcedEvent({ ...meta, pattern: 'files', slotCount: 5, files: { dirSync: false, publish: 'link' } }, 'l:5400', 'x'),
+  )
+  t.same(files.files, { dirSync: false, publish: 'link', keptFiles: 5 })
+  t.equal(files.pattern, 'files')
 })
 
 t.test('steady and progress: the counts, the rate, latencies in whole microseconds or null', async (t) => {
@@ -128,4 +136,27 @@ t.test("summary: the runs, their totals, the verify command; a group's summary r
   t.same(runs, [run(1, 10), run(2, 5)], 'every summary event read, in order; other events ignored')
   t.match(oneLine(t, summaryEvent(runs, 'V')), { acknowledged: 15, recorded: 13 })
   t.same(summaryRunsOf(''), [], 'a job that printed nothing')
+})
+
+t.test('a files run is said with its publish way, the directory sync this platform makes for its method, and the files kept', async (t) => {
+  const files = (method: RunMeta['method'], dirSync: boolean, publish: 'rename' | 'link'): RunMeta => ({
+    ...meta,
+    method,
+    pattern: 'files',
+    slotCount: 32_767,
+    files: { dirSync, publish },
+  })
+  t.equal(patternText(meta), 'append')
+  t.equal(patternText({ ...meta, pattern: 'overwrite' }), 'overwrite')
+  const posix = process.platform !== 'win32'
+  t.equal(
+    patternText(files('fdatasync', true, 'rename')),
+    posix ? 'files (rename, fdatasync of the directory, 32,767 kept)' : 'files (rename, no directory sync (Windows cannot), 32,767 kept)',
+  )
+  t.equal(patternText(files('none', true, 'link')), 'files (link, no directory sync (none), 32,767 kept)')
+  t.equal(patternText(files('fsync', false, 'link')), 'files (link, no directory sync, 32,767 kept)')
+  t.match(
+    announcedLine(files('fsync', true, 'rename'), '127.0.0.1:5400'),
+    /^announced: run 0123456789abcdef \(fsync, files \(rename, .*, 32,767 kept\)\) of /,
+  )
 })
