@@ -216,18 +216,56 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
  * so the count judged is the records still in the file, never all that were acknowledged.
  */
 function judgedRecords(r: RunReport, noun: 'record' | 'records' = 'records'): string {
+  if (r.files !== undefined && r.files.deleted > 0)
+    return `acknowledged ${noun} still kept (the latest ${n(r.files.keep)} files) or deleted`
   return r.superseded === 0 ? `acknowledged ${noun}` : `acknowledged ${noun} still in the file (the latest in each slot)`
 }
 
 /** After a judged count: how many were acknowledged in all, when overwrites left fewer in the file. */
 function ofAllAcked(r: RunReport): string {
+  if (r.files !== undefined)
+    return r.superseded === 0 ? '' : `, of ${n(r.acked)} acknowledged (${n(r.superseded)} deleted and gone, as acknowledged)`
   return r.superseded === 0 ? '' : `, of ${n(r.acked)} acknowledged (${n(r.superseded)} overwritten by later ones)`
+}
+
+/** A files run's lines: its losses by kind, the first files found wrong, and what was in its directory but not judged. */
+function filesLines(r: RunReport, prefix: string): string[] {
+  const files = r.files
+  if (files === undefined) return []
+  const lines: string[] = []
+  const kinds = [
+    [files.renameLost, 'rename lost (there only under the temporary name .rec-SEQ.tmp: the rename was not kept)'],
+    [files.zeroLength, 'zero-length (the name survived, the data did not)'],
+    [files.short, 'short (the name survived with part of the data)'],
+    [files.notAFile, 'holding no file under the name (a directory, a link, a FIFO, ...)'],
+    [files.cameBack, 'deleted and back (the acknowledged deletion was not kept)'],
+  ] as const
+  const said = kinds.filter(([count]) => count > 0).map(([count, words]) => `${n(count)} ${words}`)
+  if (said.length > 0) lines.push(`${prefix}record files: ${said.join('; ')}.`)
+  for (const f of files.records.slice(0, maxShownRanges)) lines.push(`${prefix}${f.detail}`)
+  if (files.zeroLength + files.short + files.cameBack > maxShownRanges)
+    lines.push(
+      `${prefix}... and ${n(files.zeroLength + files.short + files.cameBack - maxShownRanges)} more such files (--json lists the first ${files.records.length})`,
+    )
+  if (files.unacknowledged > 0)
+    lines.push(`${prefix}${n(files.unacknowledged)} files of records never acknowledged: not judged (the cut came before their ack).`)
+  if (files.strays > 0) {
+    const shown = files.strayNames.slice(0, 5).join(', ')
+    lines.push(
+      `${prefix}${n(files.strays)} ${files.strays === 1 ? 'name' : 'names'} in the run directory that no files run makes, not judged: ${shown}${files.strays > 5 ? ', ...' : ''}.`,
+    )
+  }
+  return lines
 }
 
 /** The lines under a run's verdict: what was superseded, lost, torn, corrupt, reordered or interrupted, the first of each shown. */
 function recordDetailLines(r: RunReport, prefix: string, sayOverwritten: boolean): string[] {
   const lines: string[] = []
-  if (sayOverwritten && r.superseded > 0)
+  if (sayOverwritten && r.superseded > 0 && r.files !== undefined)
+    lines.push(
+      `${prefix}${n(r.superseded)} acknowledged records were later deleted (the run keeps ${n(r.files.keep)} files) and are gone, as acknowledged.`,
+    )
+  else if (sayOverwritten && r.superseded > 0)
     lines.push(
       `${prefix}${n(r.superseded)} acknowledged records were later overwritten by newer acknowledged ones (superseded, not judged).`,
     )
@@ -238,6 +276,7 @@ function recordDetailLines(r: RunReport, prefix: string, sayOverwritten: boolean
   if (r.lostRangeCount > maxShownRanges)
     lines.push(`${prefix}... and ${n(r.lostRangeCount - maxShownRanges)} more lost ranges (--json lists the first ${r.lostRanges.length})`)
   lines.push(...unreadableLines(r, prefix))
+  lines.push(...filesLines(r, prefix))
   for (const t of r.tornRecords.slice(0, maxShownRanges)) lines.push(`${prefix}torn seq ${t.seq} at offset ${t.offsetBytes}: ${t.detail}`)
   if (r.torn > maxShownRanges) lines.push(`${prefix}... and ${n(r.torn - maxShownRanges)} more torn records`)
   for (const c of r.corruptRecords.slice(0, maxShownRanges))
