@@ -375,7 +375,7 @@ function runPlace(path: string): 'directory' | 'missing' | 'file' | { readonly u
 }
 
 /** Lists dir into judging, entry by entry; the errno when the storage would not list it to its end. Past maxFilesRunEntries: exit 3. */
-function listDirectory(path: string, judging: FilesJudging): string | null {
+function listDirectory(path: string, judging: FilesJudging, maxEntries: number): string | null {
   let dir: Dir
   try {
     dir = opendirSync(path, { bufferSize: 1024 })
@@ -388,9 +388,9 @@ function listDirectory(path: string, judging: FilesJudging): string | null {
     for (;;) {
       const entry = dir.readSync()
       if (entry === null) return null
-      if (++entries > maxFilesRunEntries)
+      if (++entries > maxEntries)
         throw runtimeError(
-          `${path} holds more than ${maxFilesRunEntries.toLocaleString('en-US')} entries, more than a files run makes (it keeps at most ${maxOverwriteSlots.toLocaleString('en-US')} record files); nothing was judged`,
+          `${path} holds more than ${maxEntries.toLocaleString('en-US')} entries, more than a files run makes (it keeps at most ${maxOverwriteSlots.toLocaleString('en-US')} record files); nothing was judged`,
           "give --file a files run's directory, holding only what write made there",
         )
       judging.entry(path, entry.name)
@@ -403,7 +403,12 @@ function listDirectory(path: string, judging: FilesJudging): string | null {
   }
 }
 
-export async function judgeFilesRun(run: StoredRun, options: JudgeOptions = {}): Promise<RunReport> {
+export interface FilesJudgeOptions extends JudgeOptions {
+  /** Tests: a lower bound than maxFilesRunEntries, shown on a small directory. */
+  readonly maxEntries?: number
+}
+
+export async function judgeFilesRun(run: StoredRun, options: FilesJudgeOptions = {}): Promise<RunReport> {
   const meta = run.meta
   const acks = options.acks ?? timelineOfSpans(meta.runId, run.spans)
   const acked = acks.throughSeq
@@ -427,7 +432,7 @@ export async function judgeFilesRun(run: StoredRun, options: JudgeOptions = {}):
     judging.settle(`the storage could not read the run directory back: ${place.unreadable}`, 'unreadable')
   } else {
     superblock = superblockFinding(readSuperblock(meta.path), meta)
-    const listingFailed = listDirectory(meta.path, judging)
+    const listingFailed = listDirectory(meta.path, judging, options.maxEntries ?? maxFilesRunEntries)
     if (listingFailed === null) judging.settle('the file is missing', 'missing')
     else judging.settle(`not listed: the storage could not list the run directory to its end: ${listingFailed}`, 'unreadable')
   }
