@@ -157,7 +157,8 @@ const verdictWord = { pass: 'PASS', fail: 'FAIL', inconclusive: 'INCONCLUSIVE' }
 export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgement<RunReport>): string[] {
   const what = `run ${r.runId} (${methodLabel(r)}, ${r.pattern}, ${formatSize(r.recordSize)} records, ${r.path})`
   const bad = r.lost + r.torn + r.corrupt
-  const judged = r.acked - r.superseded
+  // A files run judges every acknowledged seq: a kept record for its file, a deleted one for its absence.
+  const judged = r.files === undefined ? r.acked - r.superseded : r.acked
   const lines: string[] = []
   const prefix = headline ? '' : '  '
   const lead = headline ? `${verdictWord[r.verdict]}: ` : prefix
@@ -187,6 +188,10 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
     lines.push(`${lead}${what}: this job acknowledged nothing; the method is judged on its other jobs.`)
   } else if (r.verdict === 'inconclusive') {
     lines.push(`${lead}${what}: nothing was acknowledged${cutWords([r], ', so')}.`)
+  } else if (r.verdict === 'pass' && r.files !== undefined && r.superseded > 0) {
+    lines.push(
+      `${lead}all ${n(judged)} acknowledged records of ${what} survived: the latest ${n(r.intact)} intact, the ${n(r.superseded)} deleted after them gone, as acknowledged.`,
+    )
   } else if (r.verdict === 'pass') {
     lines.push(
       r.interrupted === 0
@@ -202,7 +207,11 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
     lines.push(
       `${lead}${n(bad)} of ${n(judged)} ${judgedRecords(r)} of ${what} did not survive: ${n(r.lost)} lost${unreadableWords(r)}, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`,
     )
-    lines.push(`${prefix}The storage stack reported these writes durable (${r.method} returned success) and then did not keep them.`)
+    lines.push(
+      r.files?.dirSync === false
+        ? `${prefix}Written without a directory sync (--no-dir-sync): ${r.method} made each file's data durable, nothing asked the stack to keep its name or its deletion, and it did not.`
+        : `${prefix}The storage stack reported these writes durable (${r.method} returned success) and then did not keep them.`,
+    )
     if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
   }
   // A pass already said how many were overwritten; any other verdict says it below its own line.
@@ -216,16 +225,15 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
  * so the count judged is the records still in the file, never all that were acknowledged.
  */
 function judgedRecords(r: RunReport, noun: 'record' | 'records' = 'records'): string {
-  if (r.files !== undefined && r.files.deleted > 0)
-    return `acknowledged ${noun} still kept (the latest ${n(r.files.keep)} files) or deleted`
-  return r.superseded === 0 ? `acknowledged ${noun}` : `acknowledged ${noun} still in the file (the latest in each slot)`
+  // A files run judges all it acknowledged (a deleted record by its absence): no fewer in the file.
+  return r.files !== undefined || r.superseded === 0
+    ? `acknowledged ${noun}`
+    : `acknowledged ${noun} still in the file (the latest in each slot)`
 }
 
 /** After a judged count: how many were acknowledged in all, when overwrites left fewer in the file. */
 function ofAllAcked(r: RunReport): string {
-  if (r.files !== undefined)
-    return r.superseded === 0 ? '' : `, of ${n(r.acked)} acknowledged (${n(r.superseded)} deleted and gone, as acknowledged)`
-  return r.superseded === 0 ? '' : `, of ${n(r.acked)} acknowledged (${n(r.superseded)} overwritten by later ones)`
+  return r.files !== undefined || r.superseded === 0 ? '' : `, of ${n(r.acked)} acknowledged (${n(r.superseded)} overwritten by later ones)`
 }
 
 /** A files run's lines: its losses by kind, the first files found wrong, and what was in its directory but not judged. */
