@@ -167,7 +167,7 @@ class FilesJudging {
       slot: this.slotOf(seq),
       offsetBytes: 0,
       lengthBytes: stats.size,
-      detail: `${name} is there again, ${stats.size} bytes, though the deletion of it was acknowledged (record ${seq + this.meta.slotCount})`,
+      detail: `${name} is there again, ${stats.size} bytes, though its deletion was acknowledged (with record ${seq + this.meta.slotCount})`,
     })
   }
 
