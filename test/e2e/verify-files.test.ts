@@ -20,6 +20,8 @@ import {
   writeFilesRun,
 } from '../fixtures/crafted-run.js'
 import { runCli, runInProcess, tempDir } from '../fixtures/cli.js'
+import { recordRun } from '../fixtures/store-fixture.js'
+import { AckStore } from '../../src/store/ack-store.js'
 
 const verify = (server: string, file: string, ...extra: string[]) => runInProcess(['verify', '--server', server, '--file', file, ...extra])
 const json = async (server: string, file: string, ...extra: string[]) => {
@@ -181,4 +183,25 @@ t.test('a real child: an honest directory passes, hostile places give a verdict 
   const fifo = await runCli(['verify', '--server', await listenerWith(t, [craftRun(fifoMeta, acked)]), '--file', fifoPath], 30_000)
   t.equal(fifo.code, 3)
   t.match(fifo.stderr, /fifo/i)
+})
+
+t.test('offline from a listener directory (--acks) and by run id (--run): the same judgement', async (t) => {
+  const root = tempDir(t)
+  const dir = join(root, 'run')
+  const meta = craftFilesMeta('e100000000000009', dir, keep)
+  writeFilesRun(meta, range(16, 25))
+  truncateSync(join(dir, 'rec-21'), 0)
+  const listenerDir = join(root, 'listener')
+  const store = await AckStore.open(listenerDir)
+  await recordRun(store, meta, acked, 'vanished')
+  await store.close()
+
+  const offline = await runInProcess(['verify', '--acks', listenerDir, '--file', dir, '--json'])
+  t.equal(offline.code, 1, offline.stderr)
+  t.match(JSON.parse(offline.stdout).runs[0], { runId: meta.runId, verdict: 'fail', lost: 1, intact: 9, files: { zeroLength: 1 } })
+
+  const byId = await runInProcess(['verify', '--acks', listenerDir, '--file', dir, '--run', meta.runId])
+  t.equal(byId.code, 1, byId.stderr)
+  t.match(byId.stdout, /^FAIL: 1 of 25 acknowledged records of run e100000000000009/)
+  t.match(byId.stdout, /lost seq 21: zero-length file: the name survived, the data did not/)
 })

@@ -13,7 +13,7 @@ import type { RunReport } from '../../../../src/client/verify/run-report.js'
 import { storedVerdicts } from '../../../../src/client/verify/stored-verdicts.js'
 import { PlugcheckError } from '../../../../src/base/errors.js'
 import { verdictDisagreement } from '../../../../src/protocol/verdict-rules.js'
-import { maxOverwriteSlots, type RunMeta } from '../../../../src/record/format.js'
+import { encodeSuperblock as filesSuperblock, maxOverwriteSlots, type RunMeta } from '../../../../src/record/format.js'
 import { craftFilesMeta, craftRun, filesRecord, range, writeFilesRun } from '../../../fixtures/crafted-run.js'
 
 const keep = 10
@@ -324,4 +324,30 @@ t.test('a directory of more entries than the bound: refused with exit 3, nothing
     message: /holds more than 50 entries, more than a files run makes/,
   })
   t.match(await judge(meta, acked, { maxEntries: 51 }), { verdict: 'pass', files: { strays: 40 } })
+})
+
+t.test('the superblock in the directory: a FIFO, a symbolic link or another run: never opened through, the run fails', async (t) => {
+  const meta = honestRun(t)
+  const block = join(meta.path, 'superblock')
+  const good = readFileSync(block)
+  execFileSync('rm', [block])
+  execFileSync('mkfifo', [block])
+  t.match(await judge(meta), {
+    verdict: 'fail',
+    intact: keep,
+    superblock: { kind: 'damaged', detail: "the run directory's superblock is a FIFO, not a file" },
+  })
+
+  execFileSync('rm', [block])
+  const outside = join(testDir(t), 'outside-superblock')
+  writeFileSync(outside, good)
+  symlinkSync(outside, block)
+  t.match(await judge(meta), { verdict: 'fail', superblock: { kind: 'damaged', detail: /is a symbolic link, not a file/ } })
+
+  execFileSync('rm', [block])
+  const other = craftFilesMeta('f00000000000000a', meta.path, keep)
+  writeFileSync(block, filesSuperblock(other))
+  const report = await judge(meta)
+  t.match(report, { verdict: 'fail', intact: keep, superblock: { kind: 'other-run', runId: 'f00000000000000a' } })
+  t.equal(listenerObjection(report), undefined)
 })
