@@ -51,12 +51,13 @@ export function openDataFile(path: string, noFollow = false): number | null | Un
   return fd
 }
 
-/** lstat, or null when nothing is there. */
-function lstatOrNull(path: string): Stats | null {
+/** lstat, or null when nothing is there, or 'unreadable' when the storage cannot say (EIO, EBADMSG, ...). */
+function lstatOrNull(path: string): Stats | null | UnreadableFile {
   try {
     return lstatSync(path)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+    if (isUnreadable(error)) return { kind: 'unreadable', detail: `the superblock cannot be read: ${describeSystemError(error)}` }
     throw runtimeError(`could not stat ${path}: ${describeSystemError(error)}`)
   }
 }
@@ -113,6 +114,7 @@ function readSuperblockFile(
   if (inDirectory) {
     const stats = lstatOrNull(path)
     if (stats === null) return { kind: 'missing', detail: 'the run directory holds no superblock' }
+    if ('kind' in stats) return stats
     if (!stats.isFile()) return { kind: 'damaged', detail: `the run directory's superblock is ${fileKind(stats)}, not a file` }
   }
   const fd = openDataFile(path, inDirectory)

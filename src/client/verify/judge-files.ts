@@ -155,19 +155,27 @@ class FilesJudging {
 
   /** rec-s of a seq whose deletion was acknowledged: a regular file there came back; anything else is a stray. */
   private deletedEntry(dir: string, name: string, seq: number): void {
-    const stats = lstatOrNull(join(dir, name))
-    if (stats === null) return
-    if (!stats.isFile()) {
-      this.stray(name)
-      return
+    let size: number | string
+    try {
+      const stats = lstatSync(join(dir, name))
+      if (!stats.isFile()) {
+        this.stray(name)
+        return
+      }
+      size = stats.size
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+      if (!isUnreadable(error)) throw runtimeError(`could not stat ${join(dir, name)}: ${describeSystemError(error)}`)
+      // The name is in the directory again, whatever the storage can say of its inode.
+      size = `its inode unreadable (${describeSystemError(error)})`
     }
     this.present.push(seq * 256 + this.code('a deleted record file came back: its acknowledged deletion was lost', 'back'))
     this.noteRecord({
       seq,
       slot: this.slotOf(seq),
       offsetBytes: 0,
-      lengthBytes: stats.size,
-      detail: `${name} is there again, ${stats.size} bytes, though its deletion was acknowledged (with record ${seq + this.meta.slotCount})`,
+      lengthBytes: typeof size === 'number' ? size : 0,
+      detail: `${name} is there again, ${typeof size === 'number' ? `${size} bytes` : size}, though its deletion was acknowledged (with record ${seq + this.meta.slotCount})`,
     })
   }
 
