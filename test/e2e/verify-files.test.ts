@@ -41,7 +41,7 @@ t.test('an honest directory: PASS, exit 0, in words and JSON', async (t) => {
   t.equal(text.code, 0)
   t.match(
     text.stdout,
-    /^PASS: all 25 acknowledged records of run e100000000000001 \(fdatasync, files, 1 KiB records, .*\) survived: the latest 10 intact, the 15 deleted after them gone, as acknowledged\./,
+    /^PASS: all 25 acknowledged records of run e100000000000001 \(fdatasync, files, 1 KiB records, .*\) survived: the latest 10 intact, the 15 before them deleted as the run recycles its files\./,
   )
   t.match(text.stdout, /1 files of records never acknowledged: not judged/)
   const { code, report } = await json(server, dir)

@@ -4,6 +4,8 @@
  * and the run keeps K = slotCount record files, so every acknowledged seq s promises:
  *
  *   s + K <= A (its deletion was acknowledged)   rec-s is absent; present: a deleted record came back (lost: the unlink was not durable)
+ *   s + K <= E + 1 (E >= A: the highest seq any record or temporary file shows; deleted by a step the
+ *     listener never heard of, or by step E + 1 in part)   absent is fine (superseded); present: judged as below
  *   otherwise                                    rec-s holds exactly record s (slot (s - 1) % K, as in append):
  *     absent, .rec-s.tmp present                 lost: rename lost (the record exists only under its temporary name)
  *     absent                                     lost: the file is missing
@@ -89,6 +91,12 @@ class FilesJudging {
   readonly strayNames: string[] = []
   strays = 0
   unacknowledged = 0
+  /** The highest seq of a record or temporary file above the acknowledged ones: how far the writer evidently got. */
+  highestUnacknowledged = 0
+  /** The highest seq of any record or temporary file listed. */
+  highestSeen = 0
+  /** Acknowledged records absent because a later step the listener never heard of deleted them. */
+  deletedLater = 0
   readonly counts: Record<LossClass | 'intact' | 'torn' | 'corrupt', number> = {
     missing: 0,
     rename: 0,
@@ -136,7 +144,8 @@ class FilesJudging {
     if (name === superblockFileName) return
     const seq = seqOfRecordFile(name)
     if (seq !== null) {
-      if (seq > this.throughSeq) this.unacknowledged++
+      this.highestSeen = Math.max(this.highestSeen, seq)
+      if (seq > this.throughSeq) this.unacknowledgedEntry(seq)
       else if (seq < this.windowLow) this.deletedEntry(dir, name, seq)
       else {
         const outcome = this.judgeFile(join(dir, name), seq)
@@ -149,8 +158,14 @@ class FilesJudging {
       this.stray(name)
       return
     }
-    if (temp > this.throughSeq) this.unacknowledged++
+    this.highestSeen = Math.max(this.highestSeen, temp)
+    if (temp > this.throughSeq) this.unacknowledgedEntry(temp)
     else if (temp >= this.windowLow && lstatOrNull(join(dir, name))?.isFile() === true) this.temps.push(temp)
+  }
+
+  private unacknowledgedEntry(seq: number): void {
+    this.unacknowledged++
+    this.highestUnacknowledged = Math.max(this.highestUnacknowledged, seq)
   }
 
   /** rec-s of a seq whose deletion was acknowledged: a regular file there came back; anything else is a stray. */
@@ -303,22 +318,28 @@ class FilesJudging {
    * After the listing: the present files in seq order, the absent ones between them counted as ranges
    * (rename lost where the temporary file is there), every failure pushed in seq order.
    */
-  settle(absentReason: string, absentClass: LossClass): void {
+  settle(absentReason: string, absentClass: LossClass, deletedLaterThrough = 0): void {
     const present = this.present.sorted()
     const temps = this.temps.sorted()
     const { failed, counts } = this
     let t = 0
     let next = this.windowLow
+    // Absent up to deletedLaterThrough: deleted by a step after the acknowledged ones (judgeFilesRun says why).
+    const missing = (from: number, to: number): void => {
+      const later = Math.min(to, deletedLaterThrough)
+      if (later >= from) this.deletedLater += later - from + 1
+      if (Math.max(from, later + 1) <= to) this.lose(Math.max(from, later + 1), to, absentReason, absentClass)
+    }
     const absent = (from: number, to: number): void => {
       while (t < temps.length && temps[t]! < from) t++
       while (from <= to && t < temps.length && temps[t]! <= to) {
         const temp = temps[t++]!
         if (temp < from) continue // the same temporary name listed twice
-        if (temp > from) this.lose(from, temp - 1, absentReason, absentClass)
+        if (temp > from) missing(from, temp - 1)
         this.lose(temp, temp, 'rename lost: the record is there only under its temporary name', 'rename')
         from = temp + 1
       }
-      if (from <= to) this.lose(from, to, absentReason, absentClass)
+      if (from <= to) missing(from, to)
     }
     let previous = -1
     for (const entry of present) {
@@ -441,7 +462,12 @@ export async function judgeFilesRun(run: StoredRun, options: FilesJudgeOptions =
   } else {
     superblock = superblockFinding(readSuperblock(meta.path), meta)
     const listingFailed = listDirectory(meta.path, judging, options.maxEntries ?? maxFilesRunEntries)
-    if (listingFailed === null) judging.settle('the file is missing', 'missing')
+    // The writer deletes rec-(s - K) in step s before its directory sync and ack, and sends acks
+    // without waiting for the listener to record them: steps past A may have run, each deleting an
+    // acknowledged record. Step E + 1 may have run in part (its deletion kept, its new file not), E the
+    // highest seq the directory shows. So a record absent at or below E + 1 - K is deleted, not lost.
+    const deletedLaterThrough = Math.min(acked, Math.max(acked, judging.highestUnacknowledged) + 1 - keep)
+    if (listingFailed === null) judging.settle('the file is missing', 'missing', deletedLaterThrough)
     else judging.settle(`not listed: the storage could not list the run directory to its end: ${listingFailed}`, 'unreadable')
   }
 
@@ -460,6 +486,8 @@ export async function judgeFilesRun(run: StoredRun, options: FilesJudgeOptions =
     dirSync: meta.files?.dirSync ?? true,
     publish: meta.files?.publish ?? 'rename',
     deleted,
+    deletedUnacknowledged: judging.deletedLater,
+    highestSeq: judging.highestSeen,
     renameLost: counts.rename,
     zeroLength: counts.zero,
     short: counts.short,
@@ -483,7 +511,7 @@ export async function judgeFilesRun(run: StoredRun, options: FilesJudgeOptions =
     ended: run.end === undefined ? null : run.end.reason,
     rebootedSinceWrite: options.rebootedSinceWrite ?? null,
     acked,
-    superseded: deleted - counts.back,
+    superseded: deleted - counts.back + judging.deletedLater,
     intact: counts.intact,
     lost,
     unreadable: counts.unreadable,

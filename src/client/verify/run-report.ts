@@ -82,8 +82,15 @@ export interface FilesFindings {
   readonly keep: number
   readonly dirSync: boolean
   readonly publish: string
-  /** Acknowledged deletions checked: records whose file must be gone (superseded + cameBack). */
+  /** Acknowledged deletions checked: records whose file must be gone. */
   readonly deleted: number
+  /**
+   * Acknowledged records whose file is gone, deleted by a later step whose ack the listener never got
+   * (the writer deletes, syncs the directory, then acks): not judged. superseded = deleted - cameBack + this.
+   */
+  readonly deletedUnacknowledged: number
+  /** The highest seq of a record or temporary file found in the directory (0: none). */
+  readonly highestSeq: number
   /** Of lost: acknowledged records absent under their final name, present under their temporary one. */
   readonly renameLost: number
   /** Of lost: acknowledged records whose file is there but empty. */

@@ -190,7 +190,7 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
     lines.push(`${lead}${what}: nothing was acknowledged${cutWords([r], ', so')}.`)
   } else if (r.verdict === 'pass' && r.files !== undefined && r.superseded > 0) {
     lines.push(
-      `${lead}all ${n(judged)} acknowledged records of ${what} survived: the latest ${n(r.intact)} intact, the ${n(r.superseded)} deleted after them gone, as acknowledged.`,
+      `${lead}all ${n(judged)} acknowledged records of ${what} survived: the latest ${n(r.intact)} intact, the ${n(r.superseded)} before them deleted as the run recycles its files.`,
     )
   } else if (r.verdict === 'pass') {
     lines.push(
@@ -255,6 +255,15 @@ function filesLines(r: RunReport, prefix: string): string[] {
     lines.push(
       `${prefix}... and ${n(files.zeroLength + files.short + files.cameBack - maxShownRanges)} more such files (--json lists the first ${files.records.length})`,
     )
+  if (files.deletedUnacknowledged > 0) {
+    const reached =
+      files.highestSeq > r.acked
+        ? `the directory shows it got to seq ${files.highestSeq}`
+        : `seq ${r.acked + 1} was under way: its deletion kept, its own file not`
+    lines.push(
+      `${prefix}${n(files.deletedUnacknowledged)} of the deleted ${files.deletedUnacknowledged === 1 ? 'was' : 'were'} deleted by steps past the last ack the listener holds (the writer deletes the oldest file before it syncs the directory and acks; ${reached}): gone as the run recycles, not a loss.`,
+    )
+  }
   if (files.unacknowledged > 0)
     lines.push(`${prefix}${n(files.unacknowledged)} files of records never acknowledged: not judged (the cut came before their ack).`)
   if (files.strays > 0) {
@@ -271,7 +280,7 @@ function recordDetailLines(r: RunReport, prefix: string, sayOverwritten: boolean
   const lines: string[] = []
   if (sayOverwritten && r.superseded > 0 && r.files !== undefined)
     lines.push(
-      `${prefix}${n(r.superseded)} acknowledged records were later deleted (the run keeps ${n(r.files.keep)} files) and are gone, as acknowledged.`,
+      `${prefix}${n(r.superseded)} acknowledged records were deleted by later records (the run keeps ${n(r.files.keep)} files) and are gone.`,
     )
   else if (sayOverwritten && r.superseded > 0)
     lines.push(
