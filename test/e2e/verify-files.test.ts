@@ -19,7 +19,7 @@ import {
   range,
   writeFilesRun,
 } from '../fixtures/crafted-run.js'
-import { runCli, runInProcess, tempDir } from '../fixtures/cli.js'
+import { runCli, runInProcess, startListener, tempDir } from '../fixtures/cli.js'
 import { recordRun } from '../fixtures/store-fixture.js'
 import { AckStore } from '../../src/store/ack-store.js'
 
@@ -204,4 +204,51 @@ t.test('offline from a listener directory (--acks) and by run id (--run): the sa
   t.equal(byId.code, 1, byId.stderr)
   t.match(byId.stdout, /^FAIL: 1 of 25 acknowledged records of run e100000000000009/)
   t.match(byId.stdout, /lost seq 21: zero-length file: the name survived, the data did not/)
+})
+
+t.test('written without the directory sync, published by link: the same judgement, the report says what was not asked', async (t) => {
+  const dir = join(tempDir(t), 'run')
+  const meta = craftFilesMeta('e10000000000000a', dir, keep, { files: { dirSync: false, publish: 'link' } })
+  writeFilesRun(meta, range(16, 25))
+  // link, then unlink of the temporary name: a kept link with its temporary name still there is intact.
+  writeFileSync(join(dir, '.rec-24.tmp'), filesRecord(meta, 24))
+  const server = await listenerWith(t, [craftRun(meta, acked)])
+  const kept = await json(server, dir)
+  t.equal(kept.code, 0)
+  t.match(kept.report.runs[0], { verdict: 'pass', intact: 10, files: { dirSync: false, publish: 'link', renameLost: 0 } })
+
+  execFileSync('rm', [join(dir, 'rec-22')])
+  const text = await verify(server, dir)
+  t.equal(text.code, 1)
+  t.match(text.stdout, /^FAIL: 1 of 25 acknowledged records/)
+  t.match(
+    text.stdout,
+    /Written without a directory sync \(--no-dir-sync\): fdatasync made each file's data durable, nothing asked the stack to keep its name or its deletion, and it did not\./,
+  )
+  t.notMatch(text.stdout, /reported these writes durable/)
+})
+
+t.test('a real listener stores the verdict; report counts each kind of loss of a files run as lost', async (t) => {
+  const root = tempDir(t)
+  const dir = join(root, 'run')
+  const meta = craftFilesMeta('e10000000000000b', dir, keep)
+  writeFilesRun(meta, range(16, 25))
+  execFileSync('mv', [join(dir, 'rec-18'), join(dir, '.rec-18.tmp')]) // rename lost
+  truncateSync(join(dir, 'rec-19'), 0) // zero-length
+  writeFileSync(join(dir, 'rec-3'), filesRecord(meta, 3)) // came back
+  const store = join(root, 'listener')
+  const acks = await AckStore.open(store)
+  await recordRun(acks, meta, acked, 'vanished', { peer: '127.0.0.1' })
+  await acks.close()
+  const listener = await startListener(store)
+  t.teardown(() => listener.kill())
+
+  const verified = await runCli(['verify', '--server', listener.server, '--file', dir], 30_000)
+  t.equal(verified.code, 1, verified.stderr)
+  t.equal(verified.stderr, '', 'the listener took the verdict')
+
+  const report = await runCli(['report', '--dir', store], 30_000)
+  t.equal(report.code, 0, report.stderr)
+  const row = report.stdout.split('\n').find((l) => l.startsWith(`  ${meta.runId} `)) ?? ''
+  t.match(row, new RegExp(`${dir} +fdatasync +vanished +25 +3 +0 +0 +fail`), 'acked 25, lost 3 (rename lost, zero-length, came back), FAIL')
 })

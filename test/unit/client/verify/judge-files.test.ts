@@ -170,13 +170,20 @@ for (const d of damages) {
     if (d.reason !== undefined) t.match(report.lostRanges[0]?.reason, d.reason)
     if (d.corrupt !== undefined) t.match(report.corruptRecords[0]?.detail, d.corrupt)
     t.equal(listenerObjection(report), undefined, 'the listener takes the stored verdict')
-    t.ok(
-      storedVerdicts({ verdict: 'fail', host: 'h', file: '', source: 's', claims: [], notes: [], runs: [report] }, null, null)[0]!.result
-        .lost +
-        report.torn +
-        report.corrupt >
-        0,
+    // What the listener stores and `plugcheck report` sums: each kind of loss in lost, torn or corrupt.
+    const [stored] = storedVerdicts(
+      { verdict: 'fail', host: 'h', file: '', source: 's', claims: [], notes: [], runs: [report] },
+      null,
+      null,
     )
+    t.match(stored!.result, {
+      verdict: 'fail',
+      lost: report.lost,
+      torn: report.torn,
+      corrupt: report.corrupt,
+      superseded: report.superseded,
+    })
+    t.ok(stored!.result.lostRanges.length > 0, 'the failed seqs go with it')
   })
 }
 
