@@ -392,3 +392,16 @@ t.test('steps past the last ack deleted acknowledged records: gone as the run re
   writeFilesRun(young, range(2, 9))
   t.match(await judge(young, 9), { verdict: 'fail', lost: 1, files: { deletedUnacknowledged: 0 } })
 })
+
+t.test('nothing acknowledged: inconclusive whatever the directory holds; a stray name with control bytes is printed escaped', async (t) => {
+  const meta = craftFilesMeta('f00000000000000f', join(testDir(t), 'idle'), keep)
+  writeFilesRun(meta, [1, 2])
+  writeFileSync(join(meta.path, 'evil\n\u001b[31mname'), 'x')
+  const report = await judge(meta, 0)
+  t.match(report, { verdict: 'inconclusive', acked: 0, intact: 0, lost: 0, superseded: 0, files: { unacknowledged: 2, strays: 1 } })
+  t.same(report.files?.strayNames, ['"evil\\n\\u001b[31mname"'])
+  t.notOk(
+    report.files?.strayNames.some((name) => /[\u0000-\u001f]/.test(name)),
+    'no control byte in a listed name',
+  )
+})
