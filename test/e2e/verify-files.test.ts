@@ -252,3 +252,18 @@ t.test('a real listener stores the verdict; report counts each kind of loss of a
   const row = report.stdout.split('\n').find((l) => l.startsWith(`  ${meta.runId} `)) ?? ''
   t.match(row, new RegExp(`${dir} +fdatasync +vanished +25 +3 +0 +0 +fail`), 'acked 25, lost 3 (rename lost, zero-length, came back), FAIL')
 })
+
+t.test("the listener's metadata of a files run disagrees with its directory's superblock: exit 3, named, nothing judged", async (t) => {
+  const dir = join(tempDir(t), 'run')
+  const meta = craftFilesMeta('e10000000000000c', dir, keep)
+  writeFilesRun(meta, range(16, 25))
+  const damaged = { ...meta, files: { dirSync: false, publish: 'rename' as const } }
+  const server = await listenerWith(t, [craftRun(damaged, acked)])
+  const result = await verify(server, `${dir}/`)
+  t.equal(result.code, 3)
+  t.match(
+    result.stderr,
+    /describes run e10000000000000c otherwise than the checksummed superblock of its data file .*: files is \{"dirSync":false,"publish":"rename"\} at the listener, \{"dirSync":true,"publish":"rename"\} in the file; nothing was judged/,
+  )
+  t.equal(result.stdout, '')
+})
