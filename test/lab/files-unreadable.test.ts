@@ -47,7 +47,8 @@ if (reason !== null) {
     if (mounted) sh('umount', [mountPoint])
   })
   writeFilesRun(meta, range(acked - keep + 1, acked))
-  sh('sync', [])
+  // This file system only (syncfs): a global sync waits on every other lab disk on the machine, a cut one forever.
+  sh('sync', ['-f', runDir])
   const recordSectors = fileExtents(sh('filefrag', ['-v', '-b512', join(runDir, 'rec-20')]))
   const inodeOf = (name: string): number => statSync(join(runDir, name)).ino
   const names = ['superblock', ...range(acked - keep + 1, acked).map((s) => `rec-${s}`)]
