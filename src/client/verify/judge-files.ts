@@ -27,6 +27,8 @@
  * maxFilesRunEntries (past it: exit 3), and the absent seqs are counted as the gaps between the
  * present ones (packed in Float64Arrays, sorted once). Nothing is followed: entries are lstat'ed and
  * opened with O_NOFOLLOW | O_NONBLOCK, and only regular files are read (one record's bytes at most).
+ * Each file is read once, so a dying disk costs one failed read per record file, bounded as the
+ * listing is (a data file's failing stretch is read again record by record: unreadable-slots.ts).
  */
 import { closeSync, constants, fstatSync, lstatSync, openSync, opendirSync, readSync, type Dir, type Stats } from 'node:fs'
 import { join } from 'node:path'
@@ -42,7 +44,6 @@ import { isUnreadable } from './read-ahead.js'
 import { findingOf, roleOf, runVerdict } from './verdict-rules.js'
 import { maxDetailList, type FilesFindings, type RecordFinding, type RunReport } from './run-report.js'
 import { fileKind, readSuperblock } from './data-file-read.js'
-import { rereadBudget } from './unreadable-slots.js'
 import { corruptCode, FailedSeqs, reorderingOf, toRanges, tornCode } from './failed-seqs.js'
 import { listenedRunMs, maxJudgedSeq, superblockFinding, withAckTimes, type JudgeOptions } from './judge.js'
 
@@ -111,7 +112,6 @@ class FilesJudging {
     corrupt: 0,
   }
   maxSurvivingSeq = 0
-  private readonly rereads = rereadBudget()
   private readonly classifier: Classifier
   private readonly bytes: Buffer
 
@@ -220,10 +220,6 @@ class FilesJudging {
       this.noteRecord(finding(`${name} is empty: the name survived, the data did not`, 0))
       return { code: this.code('zero-length file: the name survived, the data did not', 'zero') }
     }
-    if (this.rereads.failedReadsLeft === 0) {
-      const why = `not read: ${this.rereads.limit} record files could not be read back before it`
-      return this.unreadableOutcome(seq, slot, why)
-    }
     let got: number
     try {
       got = this.readRecord(path, stats)
@@ -273,11 +269,7 @@ class FilesJudging {
 
   private unreadableFile(seq: number, slot: number, error: unknown): FileOutcome {
     if (!isUnreadable(error)) throw runtimeError(`could not read ${recordFileName(seq)}: ${describeSystemError(error)}`)
-    this.rereads.failedReadsLeft = Math.max(0, this.rereads.failedReadsLeft - 1)
-    return this.unreadableOutcome(seq, slot, `the storage could not read it back: ${describeSystemError(error)}`)
-  }
-
-  private unreadableOutcome(seq: number, slot: number, why: string): FileOutcome {
+    const why = `the storage could not read it back: ${describeSystemError(error)}`
     if (this.unreadable.length < maxDetailList)
       this.unreadable.push({ seq, slot, offsetBytes: 0, lengthBytes: this.meta.recordSizeBytes, detail: why })
     return { code: this.code(why, 'unreadable') }
