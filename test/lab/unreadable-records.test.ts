@@ -11,11 +11,12 @@
  * has nothing of the file in its page cache, so every read reaches the device.
  */
 import t from 'tap'
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Listener } from '../../src/server/listen/listener.js'
-import { runCli, runInProcess, tempDir, waitFor } from '../fixtures/cli.js'
+import { runCli, runInProcess, tempDir } from '../fixtures/cli.js'
+import { fileExtents, inodeTableBlock, serveImage } from '../fixtures/lab/bad-sectors.js'
 import { labUnavailableReason } from '../fixtures/lab/harness.js'
 
 const recordSizeBytes = 4096
@@ -167,88 +168,4 @@ if (reason !== null) {
     t.match(text, /FAIL/)
     t.match(text, /the data file cannot be opened: EIO/)
   })
-}
-
-interface Extent {
-  readonly logical: number
-  readonly physical: number
-  readonly length: number
-}
-
-/** `filefrag -v -b512` lines: "0:  0..  8191:  34816..  43007:  8192: ...", in 512-byte units. */
-function fileExtents(text: string): Extent[] {
-  const extents: Extent[] = []
-  for (const line of text.split('\n')) {
-    const m = /^\s*\d+:\s+(\d+)\.\.\s*(\d+):\s+(\d+)\.\.\s*(\d+):\s+(\d+):/.exec(line)
-    if (m !== null) extents.push({ logical: Number(m[1]), physical: Number(m[3]), length: Number(m[5]) })
-  }
-  if (extents.length === 0) throw new Error(`filefrag printed no extents:\n${text}`)
-  return extents
-}
-
-/** `debugfs -R "imap <N>"`: "Inode N is part of block group 0\n\tlocated at block 300, offset 0x0c00". */
-function inodeTableBlock(text: string): number {
-  const m = /located at block (\d+), offset/.exec(text)
-  if (m === null) throw new Error(`debugfs imap printed no block:\n${text}`)
-  return Number(m[1])
-}
-
-/**
- * Serves image read-only through nbdkit (with a ddrescue map marking badSectors bad: reads there fail
- * with EIO) and nbdfuse, attaches a read-only loop device to it and mounts it read-only at mountPoint.
- */
-async function serveImage(
-  t: { teardown(fn: () => unknown): void },
-  dir: string,
-  image: string,
-  mountPoint: string,
-  badSectors: readonly [number, number][],
-): Promise<{ stop(): Promise<void> }> {
-  const imageBytes = statSync(image).size
-  const map = join(dir, `bad-${Date.now()}.map`)
-  const lines = ['# Mapfile. Created by plugcheck tests', '0x00000000 +', '#      pos        size  status']
-  let at = 0
-  const hex = (n: number): string => `0x${n.toString(16)}`
-  for (const [first, count] of [...badSectors].sort((a, b) => a[0] - b[0])) {
-    if (first * sectorBytes > at) lines.push(`${hex(at)} ${hex(first * sectorBytes - at)} +`)
-    lines.push(`${hex(first * sectorBytes)} ${hex(count * sectorBytes)} -`)
-    at = (first + count) * sectorBytes
-  }
-  if (at < imageBytes) lines.push(`${hex(at)} ${hex(imageBytes - at)} +`)
-  writeFileSync(map, `${lines.join('\n')}\n`)
-
-  const socket = join(dir, `nbd-${Date.now()}.sock`)
-  const fuseDir = join(dir, `fuse-${Date.now()}`)
-  mkdirSync(fuseDir)
-  const fuseFile = join(fuseDir, 'disk')
-  const children: ChildProcess[] = []
-  const startDaemon = (command: string, args: string[]): ChildProcess => {
-    const child = spawn(command, args, { stdio: 'ignore' })
-    children.push(child)
-    return child
-  }
-  let loop: string | null = null
-  let mounted = false
-  const stop = async (): Promise<void> => {
-    if (mounted) execFileSync('umount', [mountPoint])
-    mounted = false
-    if (loop !== null) execFileSync('losetup', ['-d', loop])
-    loop = null
-    if (existsSync(fuseFile)) execFileSync('umount', [fuseDir])
-    for (const child of children.splice(0)) {
-      if (child.exitCode !== null || child.signalCode !== null) continue
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      child.kill('SIGTERM')
-      await exited
-    }
-  }
-  t.teardown(stop)
-  startDaemon('nbdkit', ['-f', '-r', '-U', socket, '--filter=ddrescue', 'file', image, `ddrescue-mapfile=${map}`])
-  await waitFor(`nbdkit to create ${socket}`, () => existsSync(socket), 10_000)
-  startDaemon('nbdfuse', ['-r', '-C', '1', fuseFile, '--unix', socket])
-  await waitFor(`nbdfuse to show ${fuseFile}`, () => existsSync(fuseFile), 10_000)
-  loop = execFileSync('losetup', ['-r', '--direct-io=on', '--find', '--show', fuseFile], { encoding: 'utf8' }).trim()
-  execFileSync('mount', ['-t', 'ext4', '-o', 'ro,errors=continue', loop, mountPoint])
-  mounted = true
-  return { stop }
 }

@@ -4,7 +4,9 @@
  * return (EIO, EBADMSG, ...: isUnreadable) is a finding, 'unreadable'; any other failure to open or
  * read is a one-line runtime error.
  */
-import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs'
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, statSync, type Stats } from 'node:fs'
+import { join } from 'node:path'
+import { superblockFileName } from '../../record/files-layout.js'
 import {
   decodeSuperblock,
   maxRecordSizeBytes,
@@ -26,10 +28,10 @@ export interface UnreadableFile {
  * open it (ext4 gives EBADMSG for an inode whose checksum failed). Only regular files: a FIFO would
  * hang, a directory would not read.
  */
-export function openDataFile(path: string): number | null | UnreadableFile {
+export function openDataFile(path: string, noFollow = false): number | null | UnreadableFile {
   let fd: number
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | (noFollow ? constants.O_NOFOLLOW : 0))
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
     if (isUnreadable(error)) return { kind: 'unreadable', detail: `the data file cannot be opened: ${describeSystemError(error)}` }
@@ -49,7 +51,19 @@ export function openDataFile(path: string): number | null | UnreadableFile {
   return fd
 }
 
-function fileKind(stats: Stats): string {
+/** lstat, or null when nothing is there, or 'unreadable' when the storage cannot say (EIO, EBADMSG, ...). */
+function lstatOrNull(path: string): Stats | null | UnreadableFile {
+  try {
+    return lstatSync(path)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+    if (isUnreadable(error)) return { kind: 'unreadable', detail: `the superblock cannot be read: ${describeSystemError(error)}` }
+    throw runtimeError(`could not stat ${path}: ${describeSystemError(error)}`)
+  }
+}
+
+/** What a file that is not a regular one is, in words: 'a directory', 'a FIFO', ... */
+export function fileKind(stats: Stats): string {
   if (stats.isDirectory()) return 'a directory'
   if (stats.isFIFO()) return 'a FIFO'
   if (stats.isSocket()) return 'a socket'
@@ -59,9 +73,51 @@ function fileKind(stats: Stats): string {
   return 'not a file'
 }
 
-/** What the file at path says about its run; 'missing' when there is no file. */
+/**
+ * What the file at path says about its run; 'missing' when there is no file. A directory at path is a
+ * files run's (files-layout.ts): its superblock is the file `superblock` in it, never followed when
+ * it is a symbolic link. A symbolic link to a directory is refused: a files run's directory is read
+ * only as write made it.
+ */
 export function readSuperblock(path: string): SuperblockReading | UnreadableFile | { readonly kind: 'missing'; readonly detail: string } {
-  const fd = openDataFile(path)
+  const kind = runDirectoryKind(path)
+  if (kind === 'directory') return readSuperblockFile(join(path, superblockFileName), true)
+  if (kind === 'link-to-directory') throw linkedDirectory(path)
+  return readSuperblockFile(path, false)
+}
+
+/** A symbolic link where a files run's directory was: refused, since verify never follows one out of a run's place. */
+export function linkedDirectory(path: string): Error {
+  return runtimeError(
+    `${path} is a symbolic link to a directory, not the directory write made: verify reads a files run's directory only where write made it`,
+    "give --file the run's directory itself (the path given to write)",
+  )
+}
+
+/** Whether path is a directory (not followed), a symbolic link to one, or anything else (a file, nothing, ...). */
+function runDirectoryKind(path: string): 'directory' | 'link-to-directory' | 'other' {
+  try {
+    const stats = lstatSync(path)
+    if (stats.isDirectory()) return 'directory'
+    if (stats.isSymbolicLink() && statSync(path).isDirectory()) return 'link-to-directory'
+  } catch {
+    // Missing, a dangling link or unreadable: the file's own open says which.
+  }
+  return 'other'
+}
+
+/** The superblock of the file at path; inDirectory: a files run's `superblock`, opened without following a link. */
+function readSuperblockFile(
+  path: string,
+  inDirectory: boolean,
+): SuperblockReading | UnreadableFile | { readonly kind: 'missing'; readonly detail: string } {
+  if (inDirectory) {
+    const stats = lstatOrNull(path)
+    if (stats === null) return { kind: 'missing', detail: 'the run directory holds no superblock' }
+    if ('kind' in stats) return stats
+    if (!stats.isFile()) return { kind: 'damaged', detail: `the run directory's superblock is ${fileKind(stats)}, not a file` }
+  }
+  const fd = openDataFile(path, inDirectory)
   if (fd === null) return { kind: 'missing', detail: 'the data file does not exist' }
   if (typeof fd !== 'number') return fd
   try {

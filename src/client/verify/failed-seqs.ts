@@ -49,22 +49,27 @@ export class FailedSeqs {
   }
 
   push(seq: number, code: number): void {
+    this.pushRange(seq, seq, code)
+  }
+
+  /** Seqs fromSeq..toSeq (inclusive), all failed with one code: one entry, however many seqs. */
+  pushRange(fromSeq: number, toSeq: number, code: number): void {
     const last = this.length - 1
     if (
       this.coalesce &&
       last >= 0 &&
       this.starts[last]! % 256 === code &&
-      (this.starts[last]! - code) / 256 + this.lengths[last]! === seq
+      (this.starts[last]! - code) / 256 + this.lengths[last]! === fromSeq
     ) {
-      this.lengths[last]!++
+      this.lengths[last]! += toSeq - fromSeq + 1
       return
     }
     if (this.length === this.starts.length) {
       this.starts = grown(this.starts)
       this.lengths = grown(this.lengths)
     }
-    this.starts[this.length] = seq * 256 + code
-    this.lengths[this.length++] = 1
+    this.starts[this.length] = fromSeq * 256 + code
+    this.lengths[this.length++] = toSeq - fromSeq + 1
   }
 
   /** The runs in ascending seq order. */

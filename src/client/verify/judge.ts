@@ -20,6 +20,7 @@ import { Classifier, runLayout, wholeVerdict, type RunLayout, type SlotVerdict }
 import type { RunMeta, SuperblockReading } from '../../record/format.js'
 import { runKey, type RunKey } from '../../record/records.js'
 import { describeSystemError, runtimeError } from '../../base/errors.js'
+import { assert } from '../../base/assert.js'
 import { WholeRecordCheck } from '../../record/scan.js'
 import { readAhead } from './read-ahead.js'
 import { findingOf, roleOf, runVerdict } from './verdict-rules.js'
@@ -55,7 +56,7 @@ export interface JudgeOptions {
  * How long the run went on by the listener's clock (the machine that kept power): from its
  * announcement to its last ack or its end. Bounds the write times of its records (runLayout).
  */
-function listenedRunMs(run: StoredRun): number {
+export function listenedRunMs(run: StoredRun): number {
   // A long run's spans may be left out of the reply (read page by page): its lastAckMs says the same.
   const lastMs = Math.max(run.end?.atMs ?? 0, run.spans.at(-1)?.[3] ?? 0, run.lastAckMs ?? 0)
   return Math.max(0, lastMs - run.announcedMs)
@@ -121,6 +122,8 @@ export async function judgeRun(run: StoredRun, options: JudgeOptions = {}): Prom
   if (throughSeq > maxJudgedSeq)
     throw runtimeError(`the listener sent seq ${throughSeq} for run ${meta.runId}, more than any writer can have written`)
   const acked = throughSeq
+  // A files run has no data file: judge-files.ts judges its directory (verify.ts chooses).
+  assert(meta.pattern !== 'files', () => `judgeRun was given files run ${meta.runId}`)
   const plan = meta.pattern === 'append' ? appendPlan(meta.slotCount, throughSeq) : overwritePlan(key, meta, throughSeq)
 
   const tally = emptyTally(meta.pattern === 'append')
@@ -207,7 +210,10 @@ function loseFrom({ meta, plan, throughSeq, tally }: Judging, first: number, rea
 }
 
 /** What the superblock says of the run being judged: its own, another run's, damaged or unreadable. */
-function superblockFinding(reading: SuperblockReading | UnreadableFile, meta: RunMeta): { kind: string; detail: string; runId?: string } {
+export function superblockFinding(
+  reading: SuperblockReading | UnreadableFile | { readonly kind: 'missing'; readonly detail: string },
+  meta: RunMeta,
+): { kind: string; detail: string; runId?: string } {
   return reading.kind === 'valid'
     ? reading.meta.runId === meta.runId
       ? { kind: 'valid', detail: `superblock of run ${meta.runId}` }
@@ -373,7 +379,7 @@ function lossReason(verdict: SlotVerdict): string {
 }
 
 /** The ranges with the window in which the listener received their acks: from the first ack of the first seq to the last of the last. */
-async function withAckTimes(
+export async function withAckTimes(
   lost: { count: number; ranges: SeqRange[] },
   acks: AckTimeline,
 ): Promise<{ count: number; ranges: SeqRange[] }> {

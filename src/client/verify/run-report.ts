@@ -68,4 +68,45 @@ export interface RunReport {
   readonly unreadableRecords: readonly RecordFinding[]
   /** Acknowledged seqs lost, torn or corrupt while a later record survived: writes reordered across a flush. */
   readonly reordering: { readonly count: number; readonly survivedSeq: number; readonly earliestLostSeq: number } | null
+  /** A files run's own findings (judge-files.ts); present exactly for runs of `--pattern files`. */
+  readonly files?: FilesFindings
+}
+
+/**
+ * What a files run's directory showed beyond the counts every run has. Each failure here is counted
+ * in `lost` too (as unreadable is), so the verdict, the stored verdict and the report count it as a
+ * loss; the deleted records checked absent are `superseded`.
+ */
+export interface FilesFindings {
+  /** Record files the run keeps (its slotCount): seq s is deleted once s + keep is acknowledged. */
+  readonly keep: number
+  readonly dirSync: boolean
+  readonly publish: string
+  /** Acknowledged deletions checked: records whose file must be gone. */
+  readonly deleted: number
+  /**
+   * Acknowledged records whose file is gone, deleted by a later step whose ack the listener never got
+   * (the writer deletes, syncs the directory, then acks): not judged. superseded = deleted - cameBack + this.
+   */
+  readonly deletedUnacknowledged: number
+  /** The highest seq of a record or temporary file found in the directory (0: none). */
+  readonly highestSeq: number
+  /** Of lost: acknowledged records absent under their final name, present under their temporary one. */
+  readonly renameLost: number
+  /** Of lost: acknowledged records whose file is there but empty. */
+  readonly zeroLength: number
+  /** Of lost: acknowledged records whose file is there but shorter than a record. */
+  readonly short: number
+  /** Of lost: acknowledged records whose name holds no file (a directory, a symbolic link, a FIFO, ...). */
+  readonly notAFile: number
+  /** Of lost: records whose deletion was acknowledged and whose file is there again. */
+  readonly cameBack: number
+  /** Record and temporary files of seqs never acknowledged: fine, not judged. */
+  readonly unacknowledged: number
+  /** Names no files run makes (foreign files, rec-01, subdirectories, ...): noted, never a failure. */
+  readonly strays: number
+  /** The first maxDetailList stray names, as printable text. */
+  readonly strayNames: readonly string[]
+  /** The first maxDetailList zero-length, short and deleted-but-back files, in seq order (lengthBytes: the size found). */
+  readonly records: readonly RecordFinding[]
 }

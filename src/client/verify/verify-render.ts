@@ -157,7 +157,8 @@ const verdictWord = { pass: 'PASS', fail: 'FAIL', inconclusive: 'INCONCLUSIVE' }
 export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgement<RunReport>): string[] {
   const what = `run ${r.runId} (${methodLabel(r)}, ${r.pattern}, ${formatSize(r.recordSize)} records, ${r.path})`
   const bad = r.lost + r.torn + r.corrupt
-  const judged = r.acked - r.superseded
+  // A files run judges every acknowledged seq: a kept record for its file, a deleted one for its absence.
+  const judged = r.files === undefined ? r.acked - r.superseded : r.acked
   const lines: string[] = []
   const prefix = headline ? '' : '  '
   const lead = headline ? `${verdictWord[r.verdict]}: ` : prefix
@@ -187,6 +188,10 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
     lines.push(`${lead}${what}: this job acknowledged nothing; the method is judged on its other jobs.`)
   } else if (r.verdict === 'inconclusive') {
     lines.push(`${lead}${what}: nothing was acknowledged${cutWords([r], ', so')}.`)
+  } else if (r.verdict === 'pass' && r.files !== undefined && r.superseded > 0) {
+    lines.push(
+      `${lead}all ${n(judged)} acknowledged records of ${what} survived: the latest ${n(r.intact)} intact, the ${n(r.superseded)} before them deleted as the run recycles its files.`,
+    )
   } else if (r.verdict === 'pass') {
     lines.push(
       r.interrupted === 0
@@ -202,7 +207,11 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
     lines.push(
       `${lead}${n(bad)} of ${n(judged)} ${judgedRecords(r)} of ${what} did not survive: ${n(r.lost)} lost${unreadableWords(r)}, ${n(r.torn)} torn, ${n(r.corrupt)} corrupt.`,
     )
-    lines.push(`${prefix}The storage stack reported these writes durable (${r.method} returned success) and then did not keep them.`)
+    lines.push(
+      r.files?.dirSync === false
+        ? `${prefix}Written without a directory sync (--no-dir-sync): ${r.method} made each file's data durable, nothing asked the stack to keep its name or its deletion, and it did not.`
+        : `${prefix}The storage stack reported these writes durable (${r.method} returned success) and then did not keep them.`,
+    )
     if (superblockBad) lines.push(`${prefix}superblock: ${r.superblock.detail}`)
   }
   // A pass already said how many were overwritten; any other verdict says it below its own line.
@@ -216,18 +225,64 @@ export function renderRun(r: RunReport, headline: boolean, method?: MethodJudgem
  * so the count judged is the records still in the file, never all that were acknowledged.
  */
 function judgedRecords(r: RunReport, noun: 'record' | 'records' = 'records'): string {
-  return r.superseded === 0 ? `acknowledged ${noun}` : `acknowledged ${noun} still in the file (the latest in each slot)`
+  // A files run judges all it acknowledged (a deleted record by its absence): no fewer in the file.
+  return r.files !== undefined || r.superseded === 0
+    ? `acknowledged ${noun}`
+    : `acknowledged ${noun} still in the file (the latest in each slot)`
 }
 
 /** After a judged count: how many were acknowledged in all, when overwrites left fewer in the file. */
 function ofAllAcked(r: RunReport): string {
-  return r.superseded === 0 ? '' : `, of ${n(r.acked)} acknowledged (${n(r.superseded)} overwritten by later ones)`
+  return r.files !== undefined || r.superseded === 0 ? '' : `, of ${n(r.acked)} acknowledged (${n(r.superseded)} overwritten by later ones)`
+}
+
+/** A files run's lines: its losses by kind, the first files found wrong, and what was in its directory but not judged. */
+function filesLines(r: RunReport, prefix: string): string[] {
+  const files = r.files
+  if (files === undefined) return []
+  const lines: string[] = []
+  const kinds = [
+    [files.renameLost, 'rename lost (there only under the temporary name .rec-SEQ.tmp: the rename was not kept)'],
+    [files.zeroLength, 'zero-length (the name survived, the data did not)'],
+    [files.short, 'short (the name survived with part of the data)'],
+    [files.notAFile, 'holding no file under the name (a directory, a link, a FIFO, ...)'],
+    [files.cameBack, 'deleted and back (the acknowledged deletion was not kept)'],
+  ] as const
+  const said = kinds.filter(([count]) => count > 0).map(([count, words]) => `${n(count)} ${words}`)
+  if (said.length > 0) lines.push(`${prefix}record files: ${said.join('; ')}.`)
+  for (const f of files.records.slice(0, maxShownRanges)) lines.push(`${prefix}${f.detail}`)
+  if (files.zeroLength + files.short + files.cameBack > maxShownRanges)
+    lines.push(
+      `${prefix}... and ${n(files.zeroLength + files.short + files.cameBack - maxShownRanges)} more such files (--json lists the first ${files.records.length})`,
+    )
+  if (files.deletedUnacknowledged > 0) {
+    const reached =
+      files.highestSeq > r.acked
+        ? `the directory shows it got to seq ${files.highestSeq}`
+        : `seq ${r.acked + 1} was under way: its deletion kept, its own file not`
+    lines.push(
+      `${prefix}${n(files.deletedUnacknowledged)} of the deleted ${files.deletedUnacknowledged === 1 ? 'was' : 'were'} deleted by steps past the last ack the listener holds (the writer deletes the oldest file before it syncs the directory and acks; ${reached}): gone as the run recycles, not a loss.`,
+    )
+  }
+  if (files.unacknowledged > 0)
+    lines.push(`${prefix}${n(files.unacknowledged)} files of records never acknowledged: not judged (the cut came before their ack).`)
+  if (files.strays > 0) {
+    const shown = files.strayNames.slice(0, 5).join(', ')
+    lines.push(
+      `${prefix}${n(files.strays)} ${files.strays === 1 ? 'name' : 'names'} in the run directory that no files run makes, not judged: ${shown}${files.strays > 5 ? ', ...' : ''}.`,
+    )
+  }
+  return lines
 }
 
 /** The lines under a run's verdict: what was superseded, lost, torn, corrupt, reordered or interrupted, the first of each shown. */
 function recordDetailLines(r: RunReport, prefix: string, sayOverwritten: boolean): string[] {
   const lines: string[] = []
-  if (sayOverwritten && r.superseded > 0)
+  if (sayOverwritten && r.superseded > 0 && r.files !== undefined)
+    lines.push(
+      `${prefix}${n(r.superseded)} acknowledged records were deleted by later records (the run keeps ${n(r.files.keep)} files) and are gone.`,
+    )
+  else if (sayOverwritten && r.superseded > 0)
     lines.push(
       `${prefix}${n(r.superseded)} acknowledged records were later overwritten by newer acknowledged ones (superseded, not judged).`,
     )
@@ -238,6 +293,7 @@ function recordDetailLines(r: RunReport, prefix: string, sayOverwritten: boolean
   if (r.lostRangeCount > maxShownRanges)
     lines.push(`${prefix}... and ${n(r.lostRangeCount - maxShownRanges)} more lost ranges (--json lists the first ${r.lostRanges.length})`)
   lines.push(...unreadableLines(r, prefix))
+  lines.push(...filesLines(r, prefix))
   for (const t of r.tornRecords.slice(0, maxShownRanges)) lines.push(`${prefix}torn seq ${t.seq} at offset ${t.offsetBytes}: ${t.detail}`)
   if (r.torn > maxShownRanges) lines.push(`${prefix}... and ${n(r.torn - maxShownRanges)} more torn records`)
   for (const c of r.corruptRecords.slice(0, maxShownRanges))

@@ -19,6 +19,7 @@ import type { StoredRun } from '../../protocol/messages.js'
 import { runtimeError, usageError, PlugcheckError } from '../../base/errors.js'
 import type { Endpoint } from '../../protocol/endpoint.js'
 import { judgeRun } from './judge.js'
+import { judgeFilesRun } from './judge-files.js'
 import type { RunReport } from './run-report.js'
 import { reportVerdicts } from './listener-client.js'
 import { listenerTimeoutMs } from '../../protocol/endpoint.js'
@@ -160,8 +161,10 @@ export async function verifyReport(asked: VerifyOptions, io: Pick<Io, 'err'> = {
 
   const reports: RunReport[] = []
   // One file at a time: each judge streams its file with a fixed set of buffers.
-  for (const run of runs)
-    reports.push(await judgeRun(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId), acks: from.acks(run) }))
+  for (const run of runs) {
+    const judge = run.meta.pattern === 'files' ? judgeFilesRun : judgeRun
+    reports.push(await judge(run, { rebootedSinceWrite: rebootedSince(run, thisHost, thisBootId), acks: from.acks(run) }))
+  }
   const verdict = groupVerdict(reports)
   notes.push(...methodCaveats(runs), ...storageLostNotes(runs), ...unknownBootNotes(runs, verdict, thisHost, thisBootId))
   const report: VerifyReport = { verdict, host, file: options.file, source, claims, notes, runs: reports }
