@@ -4,8 +4,8 @@
  * and the run keeps K = slotCount record files, so every acknowledged seq s promises:
  *
  *   s + K <= A (its deletion was acknowledged)   rec-s is absent; present: a deleted record came back (lost: the unlink was not durable)
- *   s + K <= E + 1 (E >= A: the highest seq any record or temporary file shows; deleted by a step the
- *     listener never heard of, or by step E + 1 in part)   absent is fine (superseded); present: judged as below
+ *   s + K <= E + 1 (E >= A: the highest seq whose record or temporary file holds exactly its own record;
+ *     deleted by a step the listener never heard of, or by step E + 1 in part)   absent is fine (superseded); present: judged as below
  *   otherwise                                    rec-s holds exactly record s (slot (s - 1) % K, as in append):
  *     absent, .rec-s.tmp present                 lost: rename lost (the record exists only under its temporary name)
  *     absent                                     lost: the file is missing
@@ -36,7 +36,7 @@ import type { StoredRun } from '../../protocol/messages.js'
 import { timelineOfSpans } from './ack-timeline.js'
 import { Classifier, runLayout, type SlotVerdict } from '../../record/classify.js'
 import { maxOverwriteSlots, type RunMeta } from '../../record/format.js'
-import { recordFileName, seqOfRecordFile, seqOfTempFile, superblockFileName } from '../../record/files-layout.js'
+import { recordFileName, seqOfRecordFile, seqOfTempFile, superblockFileName, tempFileName } from '../../record/files-layout.js'
 import { runKey } from '../../record/records.js'
 import { describeSystemError, runtimeError } from '../../base/errors.js'
 import { oneLine } from '../../base/printable.js'
@@ -92,8 +92,8 @@ class FilesJudging {
   readonly strayNames: string[] = []
   strays = 0
   unacknowledged = 0
-  /** The highest seq of a record or temporary file above the acknowledged ones: how far the writer evidently got. */
-  highestUnacknowledged = 0
+  /** Record and temporary files above the acknowledged seqs: seq * 2, + 1 for a temporary name (writerReached reads them). */
+  private readonly unacknowledgedFiles = new PackedList()
   /** The highest seq of any record or temporary file listed. */
   highestSeen = 0
   /** Acknowledged records absent because a later step the listener never heard of deleted them. */
@@ -145,7 +145,7 @@ class FilesJudging {
     const seq = seqOfRecordFile(name)
     if (seq !== null) {
       this.highestSeen = Math.max(this.highestSeen, seq)
-      if (seq > this.throughSeq) this.unacknowledgedEntry(seq)
+      if (seq > this.throughSeq) this.unacknowledgedEntry(seq, false)
       else if (seq < this.windowLow) this.deletedEntry(dir, name, seq)
       else {
         const outcome = this.judgeFile(join(dir, name), seq)
@@ -159,13 +159,46 @@ class FilesJudging {
       return
     }
     this.highestSeen = Math.max(this.highestSeen, temp)
-    if (temp > this.throughSeq) this.unacknowledgedEntry(temp)
+    if (temp > this.throughSeq) this.unacknowledgedEntry(temp, true)
     else if (temp >= this.windowLow && lstatOrNull(join(dir, name))?.isFile() === true) this.temps.push(temp)
   }
 
-  private unacknowledgedEntry(seq: number): void {
+  private unacknowledgedEntry(seq: number, temporary: boolean): void {
     this.unacknowledged++
-    this.highestUnacknowledged = Math.max(this.highestUnacknowledged, seq)
+    this.unacknowledgedFiles.push(seq * 2 + (temporary ? 1 : 0))
+  }
+
+  /**
+   * How far the writer evidently got: the highest seq above the acknowledged ones whose record or
+   * temporary file holds exactly its own record of this run (0: none does). A name alone proves
+   * nothing (a user's rec-999999, another run's file, garbage under the name): counting it would
+   * excuse every absent acknowledged record as deleted by steps that never ran. Files are read from
+   * the highest down until one holds its record: each at most once, bounded by the listing.
+   */
+  writerReached(dir: string): number {
+    const files = this.unacknowledgedFiles.sorted()
+    for (let i = files.length - 1; i >= 0; i--) {
+      const value = files[i]!
+      const temporary = value % 2 === 1
+      const seq = (value - (temporary ? 1 : 0)) / 2
+      if (i + 1 < files.length && files[i + 1] === value) continue // the same name listed twice
+      if (this.holdsOwnRecord(join(dir, temporary ? tempFileName(seq) : recordFileName(seq)), seq)) return seq
+    }
+    return 0
+  }
+
+  /** Whether the regular file at path holds exactly record seq of this run; false for anything else, an unreadable file included. */
+  private holdsOwnRecord(path: string, seq: number): boolean {
+    const stats = lstatOrNull(path)
+    if (stats?.isFile() !== true || stats.size !== this.meta.recordSizeBytes) return false
+    try {
+      if (this.readRecord(path, stats) !== this.meta.recordSizeBytes) return false
+    } catch (error) {
+      if (error instanceof Vanished || error instanceof NotAFile || isUnreadable(error)) return false
+      throw error
+    }
+    const verdict = this.classifier.classify(this.bytes, this.slotOf(seq), seq)
+    return verdict.kind === 'intact' && verdict.foundSeq === seq
   }
 
   /** rec-s of a seq whose deletion was acknowledged: a regular file there came back; anything else is a stray. */
@@ -442,6 +475,7 @@ export async function judgeFilesRun(run: StoredRun, options: FilesJudgeOptions =
 
   let superblock: { kind: string; detail: string; runId?: string }
   const place = runPlace(meta.path)
+  let reachedSeq = 0
   if (place === 'missing') {
     superblock = { kind: 'missing', detail: 'the run directory does not exist' }
     judging.settle('the run directory is missing', 'missing')
@@ -457,8 +491,10 @@ export async function judgeFilesRun(run: StoredRun, options: FilesJudgeOptions =
     // The writer deletes rec-(s - K) in step s before its directory sync and ack, and sends acks
     // without waiting for the listener to record them: steps past A may have run, each deleting an
     // acknowledged record. Step E + 1 may have run in part (its deletion kept, its new file not), E the
-    // highest seq the directory shows. So a record absent at or below E + 1 - K is deleted, not lost.
-    const deletedLaterThrough = Math.min(acked, Math.max(acked, judging.highestUnacknowledged) + 1 - keep)
+    // highest seq whose file in the directory holds its own record. So a record absent at or below E + 1 - K is deleted, not lost.
+    // E counts only a file that holds its own record of this run (writerReached): a bare name past the run is no step.
+    reachedSeq = judging.writerReached(meta.path)
+    const deletedLaterThrough = Math.min(acked, Math.max(acked, reachedSeq) + 1 - keep)
     if (listingFailed === null) judging.settle('the file is missing', 'missing', deletedLaterThrough)
     else judging.settle(`not listed: the storage could not list the run directory to its end: ${listingFailed}`, 'unreadable')
   }
@@ -480,6 +516,7 @@ export async function judgeFilesRun(run: StoredRun, options: FilesJudgeOptions =
     deleted,
     deletedUnacknowledged: judging.deletedLater,
     highestSeq: judging.highestSeen,
+    reachedSeq,
     renameLost: counts.rename,
     zeroLength: counts.zero,
     short: counts.short,

@@ -91,6 +91,8 @@ export interface FilesFindings {
   readonly deletedUnacknowledged: number
   /** The highest seq of a record or temporary file found in the directory (0: none). */
   readonly highestSeq: number
+  /** The highest seq above the acknowledged ones whose file holds exactly its own record (0: none): how far the writer evidently got. */
+  readonly reachedSeq: number
   /** Of lost: acknowledged records absent under their final name, present under their temporary one. */
   readonly renameLost: number
   /** Of lost: acknowledged records whose file is there but empty. */

@@ -257,8 +257,8 @@ function filesLines(r: RunReport, prefix: string): string[] {
     )
   if (files.deletedUnacknowledged > 0) {
     const reached =
-      files.highestSeq > r.acked
-        ? `the directory shows it got to seq ${files.highestSeq}`
+      files.reachedSeq > r.acked
+        ? `the directory shows it got to seq ${files.reachedSeq}`
         : `seq ${r.acked + 1} was under way: its deletion kept, its own file not`
     lines.push(
       `${prefix}${n(files.deletedUnacknowledged)} of the deleted ${files.deletedUnacknowledged === 1 ? 'was' : 'were'} deleted by steps past the last ack the listener holds (the writer deletes the oldest file before it syncs the directory and acks; ${reached}): gone as the run recycles, not a loss.`,
