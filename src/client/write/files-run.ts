@@ -15,9 +15,10 @@
  * superblock before it is renamed into place. A writer that finds the lock held is refused (exit 2).
  * Making the directory with mkdir (never an existing one) settles two writers that both found none.
  */
-import { lstatSync, mkdirSync, opendirSync, readSync, openSync, closeSync, unlinkSync, type Dirent } from 'node:fs'
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, opendirSync, openSync, readSync, unlinkSync, type Dirent } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { decodeSuperblock, type RunMeta } from '../../record/format.js'
+import { decodeSuperblock, maxRecordSizeBytes, type RunMeta } from '../../record/format.js'
+import { sectorMagic } from '../../record/records.js'
 import { isSuperblockTempName, seqOfRecordFile, seqOfTempFile, superblockFileName, superblockTempName } from '../../record/files-layout.js'
 import type { Pattern, PublishWay } from '../../record/patterns.js'
 import { NativeError, nativePort, type FileLock, type RecordDirectory } from '../../native/index.js'
@@ -49,8 +50,11 @@ const refusalHint = 'give --file a path that does not exist (plugcheck makes the
 /**
  * Refuses (exit 2) a path a files run may not use, touching nothing; returns whether it exists.
  * reusable: --force, or the agent's own path of the last run, whose superblock a cut may have damaged.
+ * own: the path is the agent's own (it made the directory); else, with --force and no files
+ * superblock to show the directory is plugcheck's, a record name alone proves nothing: each file under
+ * one must hold what plugcheck writes (recordFileRefusal), or the directory is refused.
  */
-export function checkRunDirectory(path: string, reusable: boolean): boolean {
+export function checkRunDirectory(path: string, reusable: boolean, own = false): boolean {
   let stats
   try {
     stats = lstatSync(path)
@@ -66,7 +70,12 @@ export function checkRunDirectory(path: string, reusable: boolean): boolean {
     )
   if (!stats.isDirectory()) throw usageError(`refusing to use ${path} for --pattern files: it is not a directory`, refusalHint)
   const names = plugcheckEntries(path)
-  if (names.length === 0 || reusable) return true
+  if (names.length === 0) return true
+  if (reusable) {
+    if (!own && (!names.includes(superblockFileName) || readSuperblock(join(path, superblockFileName)) !== null))
+      for (const name of names) refuseForeignRecordFile(path, name)
+    return true
+  }
   if (!names.includes(superblockFileName))
     throw usageError(
       `refusing to use ${path} for --pattern files: it holds record files but no superblock, so it may not be plugcheck's`,
@@ -127,6 +136,46 @@ function kindOf(entry: Dirent, dir: string): string | null {
   return stats.isDirectory() ? 'a directory' : stats.isSymbolicLink() ? 'a symbolic link' : 'not a file'
 }
 
+/** Refuses (exit 2) the directory when name is a record or temporary record name whose file holds what plugcheck never writes there. */
+function refuseForeignRecordFile(path: string, name: string): void {
+  if (seqOfRecordFile(name) === null && seqOfTempFile(name) === null) return
+  const why = recordFileRefusal(join(path, name))
+  if (why !== null)
+    throw usageError(
+      `refusing to use ${path} for --pattern files: ${JSON.stringify(name)} ${why}, and the directory has no files run's superblock to show it is plugcheck's`,
+      `nothing in it was touched; if the directory is plugcheck's, delete its files yourself, or give --file another path`,
+    )
+}
+
+/**
+ * Why the file under a record name may not be plugcheck's, or null when it may be: empty, or at most
+ * a record's greatest size starting with a record's sector stamp ("PCS1"), or all zeros (what a cut
+ * leaves of a record). Anything else is the user's data under a record name, never deleted.
+ */
+function recordFileRefusal(path: string): string | null {
+  let fd: number
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+  } catch (error) {
+    return `cannot be read (${describeSystemError(error)})`
+  }
+  try {
+    const stats = fstatSync(fd)
+    if (!stats.isFile()) return 'is not a file'
+    if (stats.size === 0) return null
+    if (stats.size > maxRecordSizeBytes) return `holds ${stats.size} bytes, more than any record`
+    const bytes = Buffer.alloc(stats.size)
+    let done = 0
+    for (let n = -1; done < bytes.length && n !== 0; done += n) n = readSync(fd, bytes, done, bytes.length - done, done)
+    if (done >= 4 && bytes.readUInt32LE(0) === sectorMagic) return null
+    return bytes.subarray(0, done).every((b) => b === 0) ? null : 'does not hold a plugcheck record'
+  } catch (error) {
+    return `cannot be read (${describeSystemError(error)})`
+  } finally {
+    closeSync(fd)
+  }
+}
+
 /** Why the file is not a files run's superblock, or null when it is one. */
 function readSuperblock(path: string): string | null {
   const head = Buffer.alloc(4096)
@@ -152,12 +201,12 @@ function readSuperblock(path: string): string | null {
  * createDataFile). A new directory's parent is fsynced after mkdir, so the directory itself survives a
  * cut. Returns the new superblock's lock. held: the lock taken on the earlier superblock, or null.
  */
-export async function createRunDirectory(meta: RunMeta, held: FileLock | null, reusable: boolean): Promise<FileLock> {
+export async function createRunDirectory(meta: RunMeta, held: FileLock | null, reusable: boolean, own = false): Promise<FileLock> {
   const path = meta.path
   const superblock = join(path, superblockFileName)
   let appeared: FileLock | null = null
   try {
-    if (!checkRunDirectory(path, reusable)) {
+    if (!checkRunDirectory(path, reusable, own)) {
       mkdirSync(path, { mode: 0o755 })
       syncDirectory(dirname(path))
     } else {

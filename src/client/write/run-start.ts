@@ -86,7 +86,12 @@ export async function startRuns(start: RunStart): Promise<void> {
       // The new file's lock replaces the old file's: the old inode is no longer at the path.
       const newLock =
         meta.pattern === 'files'
-          ? await createRunDirectory(meta, locks[i]!, options.force || options.ownPaths?.has(meta.path) === true)
+          ? await createRunDirectory(
+              meta,
+              locks[i]!,
+              options.force || options.ownPaths?.has(meta.path) === true,
+              options.ownPaths?.has(meta.path) === true,
+            )
           : await createDataFile(meta, locks[i]!, fillReporter(io, fillReport(options, meta)), start.stopped)
       locks[i]?.release()
       locks[i] = newLock

@@ -132,8 +132,9 @@ export function validateWriteOptions(options: WriteOptions): void {
     if (unsafe !== null) throw usageError(`refusing to write to ${path}: ${unsafe}`, 'give --file another name')
   }
   for (const path of groupDataPaths(options)) {
-    const reusable = options.force || options.ownPaths?.has(path) === true
-    if (options.pattern === 'files') checkRunDirectory(path, reusable)
+    const own = options.ownPaths?.has(path) === true
+    const reusable = options.force || own
+    if (options.pattern === 'files') checkRunDirectory(path, reusable, own)
     else checkReplaceable(path, reusable)
   }
   if (options.direct) checkDirectSupported(dirname(options.file))

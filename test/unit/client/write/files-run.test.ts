@@ -50,7 +50,18 @@ t.test(
     earlierRun(damaged)
     writeFileSync(join(damaged, 'superblock'), Buffer.alloc(4096))
     t.throws(() => checkRunDirectory(damaged, false), usage(/its superblock is not a files run's \(superblock is zeros\)/))
-    t.equal(checkRunDirectory(damaged, true), true, '--force reuses a directory of plugcheck names')
+    t.throws(
+      () => checkRunDirectory(damaged, true),
+      usage(/"(rec-1|rec-2|\.rec-3\.tmp)" does not hold a plugcheck record, and the directory has no files run's superblock/),
+      "--force: a record name alone does not show the file is plugcheck's",
+    )
+    t.equal(checkRunDirectory(damaged, true, true), true, "the agent's own path: reused")
+    writeFileSync(join(damaged, 'rec-1'), '')
+    writeFileSync(join(damaged, 'rec-2'), Buffer.alloc(1024))
+    const stamped = Buffer.alloc(1024)
+    stamped.write('PCS1', 0, 'latin1')
+    writeFileSync(join(damaged, '.rec-3.tmp'), stamped)
+    t.equal(checkRunDirectory(damaged, true), true, '--force reuses a directory of plugcheck names holding what plugcheck writes')
 
     const append = join(base, 'append')
     mkdirSync(append)
