@@ -4,7 +4,7 @@
  * and the run keeps K = slotCount record files, so every acknowledged seq s promises:
  *
  *   s + K <= A (its deletion was acknowledged)   rec-s is absent; present: a deleted record came back (lost: the unlink was not durable)
- *   s + K <= E + 1 (E >= A: the highest seq whose record or temporary file holds exactly its own record;
+ *   s + K <= E + 1, unless the writer ended the run itself (E >= A: the highest seq whose file holds exactly its own record;
  *     deleted by a step the listener never heard of, or by step E + 1 in part)   absent is fine (superseded); present: judged as below
  *   otherwise                                    rec-s holds exactly record s (slot (s - 1) % K, as in append):
  *     absent, .rec-s.tmp present                 lost: rename lost (the record exists only under its temporary name)
@@ -457,6 +457,14 @@ function listDirectory(path: string, judging: FilesJudging, maxEntries: number):
   }
 }
 
+/**
+ * End reasons of a writer that stopped between two steps, having acked every step it completed and
+ * sent its end after those acks (writer.ts writeLoop: --duration, a signal or the campaign's stop).
+ * No step past the last ack ran, so nothing acknowledged was deleted by one. Any other end ('error'
+ * may come mid-step, after the recycling unlink) or none at all (a cut) keeps the excuse.
+ */
+const endedBetweenSteps: ReadonlySet<string> = new Set(['duration', 'interrupted'])
+
 export interface FilesJudgeOptions extends JudgeOptions {
   /** Tests: a lower bound than maxFilesRunEntries, shown on a small directory. */
   readonly maxEntries?: number
@@ -494,7 +502,9 @@ export async function judgeFilesRun(run: StoredRun, options: FilesJudgeOptions =
     // highest seq whose file in the directory holds its own record. So a record absent at or below E + 1 - K is deleted, not lost.
     // E counts only a file that holds its own record of this run (writerReached): a bare name past the run is no step.
     reachedSeq = judging.writerReached(meta.path)
-    const deletedLaterThrough = Math.min(acked, Math.max(acked, reachedSeq) + 1 - keep)
+    const deletedLaterThrough = endedBetweenSteps.has(run.end?.reason ?? 'vanished')
+      ? 0
+      : Math.min(acked, Math.max(acked, reachedSeq) + 1 - keep)
     if (listingFailed === null) judging.settle('the file is missing', 'missing', deletedLaterThrough)
     else judging.settle(`not listed: the storage could not list the run directory to its end: ${listingFailed}`, 'unreadable')
   }
