@@ -55,3 +55,20 @@ t.test('a genuine record past the acknowledged ones still excuses what its steps
   t.equal(code, 0, 'PASS')
   t.match(run, { verdict: 'pass', lost: 0, intact: 8, files: { deletedUnacknowledged: 2, unacknowledged: 3, reachedSeq: 27 } })
 })
+
+t.test('many stray names above the writer: a genuine record below them is still found, and reads stay bounded', async (t) => {
+  const dir = join(tempDir(t), 'run')
+  const meta = craftFilesMeta('e200000000000005', dir, keep)
+  writeFilesRun(meta, range(18, 27)) // steps 26 and 27 ran
+  for (let seq = 1000; seq < 1500; seq++) writeFileSync(join(dir, `rec-${seq}`), 'garbage') // not a record's size: never read
+  const server = await listenerWith(t, [craftRun(meta, acked)])
+  let judgedRun = await judged(server, dir)
+  t.equal(judgedRun.code, 0, 'PASS: rec-27 found below 500 garbage names')
+  t.match(judgedRun.run, { files: { reachedSeq: 27, deletedUnacknowledged: 2, unacknowledged: 502 } })
+
+  // Record-sized garbage above it: read, 64 at most, then the writer is taken to have reached only the acks.
+  for (let seq = 2000; seq < 2100; seq++) writeFileSync(join(dir, `rec-${seq}`), Buffer.alloc(meta.recordSizeBytes, 0x5a))
+  judgedRun = await judged(server, dir)
+  t.equal(judgedRun.code, 1, 'FAIL: no step past the acks shown within the bound, so rec-17 gone is a loss')
+  t.match(judgedRun.run, { lost: 1, files: { reachedSeq: 0, deletedUnacknowledged: 1 } })
+})

@@ -56,6 +56,9 @@ export const maxFilesRunEntries = maxOverwriteSlots + 2 ** 20
 
 const intactCode = 253
 
+/** Unacknowledged record and temporary files writerReached reads at most, the highest first. */
+export const maxReachedReads = 64
+
 /** The classes of loss a reason code stands for (failed-seqs.ts codes 0..249). */
 type LossClass = 'missing' | 'rename' | 'zero' | 'short' | 'not-a-file' | 'unreadable' | 'lost' | 'back'
 
@@ -173,24 +176,30 @@ class FilesJudging {
    * temporary file holds exactly its own record of this run (0: none does). A name alone proves
    * nothing (a user's rec-999999, another run's file, garbage under the name): counting it would
    * excuse every absent acknowledged record as deleted by steps that never ran. Files are read from
-   * the highest down until one holds its record: each at most once, bounded by the listing.
+   * the highest down until one holds its record, reading at most maxReachedReads files of a record's
+   * size (others are passed on their lstat): a writer's last complete step is its highest file or the
+   * one below (the next step's temporary file), so a directory of a million unacknowledged files
+   * costs a few reads, not a million.
    */
   writerReached(dir: string): number {
     const files = this.unacknowledgedFiles.sorted()
-    for (let i = files.length - 1; i >= 0; i--) {
+    let reads = 0
+    for (let i = files.length - 1; i >= 0 && reads < maxReachedReads; i--) {
       const value = files[i]!
       const temporary = value % 2 === 1
       const seq = (value - (temporary ? 1 : 0)) / 2
       if (i + 1 < files.length && files[i + 1] === value) continue // the same name listed twice
-      if (this.holdsOwnRecord(join(dir, temporary ? tempFileName(seq) : recordFileName(seq)), seq)) return seq
+      const path = join(dir, temporary ? tempFileName(seq) : recordFileName(seq))
+      const stats = lstatOrNull(path)
+      if (stats?.isFile() !== true || stats.size !== this.meta.recordSizeBytes) continue // no record: nothing to read
+      reads++
+      if (this.holdsOwnRecord(path, stats, seq)) return seq
     }
     return 0
   }
 
-  /** Whether the regular file at path holds exactly record seq of this run; false for anything else, an unreadable file included. */
-  private holdsOwnRecord(path: string, seq: number): boolean {
-    const stats = lstatOrNull(path)
-    if (stats?.isFile() !== true || stats.size !== this.meta.recordSizeBytes) return false
+  /** Whether the regular file at path (listed as stats) holds exactly record seq of this run; false for anything else, an unreadable file included. */
+  private holdsOwnRecord(path: string, stats: Stats, seq: number): boolean {
     try {
       if (this.readRecord(path, stats) !== this.meta.recordSizeBytes) return false
     } catch (error) {
