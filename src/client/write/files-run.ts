@@ -33,6 +33,21 @@ export interface FilesRun {
   readonly publish: PublishWay
   /** Record files kept: the run's slotCount. */
   readonly keep: number
+  /** The run's directory, for messages. */
+  readonly path: string
+}
+
+/**
+ * A record file the run kept was gone when its turn to be recycled came: only this writer deletes
+ * them (it holds the run's lock), so another program did (rm, a temporary-file cleaner). Like a data
+ * file deleted during the run, the run ends as 'file-changed' and verify judges nothing: the storage
+ * is not to blame.
+ */
+export class RecordFileGone extends Error {
+  constructor(path: string, name: string) {
+    super(`the record file ${path}/${name} was deleted during the run, by something other than plugcheck`)
+    this.name = 'RecordFileGone'
+  }
 }
 
 /** The file a run's lock is held on: the data file, or a files run's superblock inside its directory. */
@@ -242,5 +257,5 @@ export function openFilesRun(meta: RunMeta): FilesRun {
     throw runtimeError(`could not open ${meta.path}: ${describeSystemError(error)}`)
   }
   const files = meta.files!
-  return { directory, dirSync: files.dirSync, publish: files.publish, keep: meta.slotCount }
+  return { directory, dirSync: files.dirSync, publish: files.publish, keep: meta.slotCount, path: meta.path }
 }

@@ -12,6 +12,7 @@ import { formatSize } from '../../base/sizes.js'
 import type { AckChannel } from './ack-channel.js'
 import type { ActiveRun } from './active-run.js'
 import { watchFiles, type FileFinding } from './file-watch.js'
+import { RecordFileGone } from './files-run.js'
 import { signalNumbers, stoppedLine, type StopSignal } from './stop-signals.js'
 import { runsCommand, verifyCommand, verifyLine, type WriteIo, type WriteOptions } from './write-options.js'
 import { formatUs } from './write-status.js'
@@ -57,6 +58,9 @@ export async function endWrite(end: WriteEnd, outcome: LoopOutcome): Promise<num
     throw outcome.lostListener
   }
 
+  // A kept record file deleted by another program is a file changed, not a failed call of the storage's.
+  if (outcome.failure?.error instanceof RecordFileGone)
+    return endAfterFileFinding(end, { kind: 'changed', message: outcome.failure.error.message })
   if (outcome.failure !== undefined) return endAfterFailedCall(end, outcome.failure)
 
   // Once more before the run is called complete: a change since the last tick counts too.

@@ -19,9 +19,9 @@ import { dirname } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { assert } from '../../base/assert.js'
 import { writerEnvironment } from '../environment.js'
-import type { DataFile, FileLock } from '../../native/index.js'
+import { NativeError, type DataFile, type FileLock } from '../../native/index.js'
 import { recordFileName, recycledBy, tempFileName } from '../../record/files-layout.js'
-import { lockedFileOf, type FilesRun } from './files-run.js'
+import { lockedFileOf, RecordFileGone, type FilesRun } from './files-run.js'
 import { fillRecord, slotOf, slotOffsetBytes } from '../../record/records.js'
 import { PlugcheckError } from '../../base/errors.js'
 import { AckChannel } from './ack-channel.js'
@@ -237,9 +237,19 @@ function writeRecordFile(run: FilesRun, record: Buffer, seq: number): void {
   } else directory.rename(tmp, name)
   // 3. Recycle: past the window, the oldest kept record file goes (as a log's old segments do).
   const recycled = recycledBy(seq, run.keep)
-  if (recycled !== null) directory.unlink(recordFileName(recycled))
+  if (recycled !== null) unlinkRecycled(run, recordFileName(recycled))
   // 4. The method's directory sync makes the create, the publish and the delete durable (none for --no-dir-sync).
   if (run.dirSync) directory.sync()
+}
+
+/** Deletes a kept record file; one already gone was deleted by another program (RecordFileGone), any other failure is thrown as it is. */
+function unlinkRecycled(run: FilesRun, name: string): void {
+  try {
+    run.directory.unlink(name)
+  } catch (error) {
+    if (error instanceof NativeError && error.code === 'ENOENT') throw new RecordFileGone(run.path, name)
+    throw error
+  }
 }
 
 function closeQuietly(file: DataFile): void {
