@@ -65,6 +65,12 @@ t.test('many stray names above the writer: a genuine record below them is still 
   let judgedRun = await judged(server, dir)
   t.equal(judgedRun.code, 0, 'PASS: rec-27 found below 500 garbage names')
   t.match(judgedRun.run, { files: { reachedSeq: 27, deletedUnacknowledged: 2, unacknowledged: 502 } })
+  const text = await runInProcess(['verify', '--server', server, '--file', dir])
+  t.match(
+    text.stdout,
+    /2 of the deleted were deleted by steps past the last ack .*the directory shows it got to seq 27\)/,
+    'the words name the step shown, not the highest name',
+  )
 
   // Record-sized garbage above it: read, 64 at most, then the writer is taken to have reached only the acks.
   for (let seq = 2000; seq < 2100; seq++) writeFileSync(join(dir, `rec-${seq}`), Buffer.alloc(meta.recordSizeBytes, 0x5a))
