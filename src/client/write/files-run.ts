@@ -3,7 +3,7 @@
  * made (or an earlier run's emptied) once the run is announced, and opened for the write loop.
  *
  * Fault model: the path is the user's. It is used only when it does not exist, is an empty
- * directory, or is an earlier plugcheck files directory: a valid files superblock and nothing but
+ * directory (or holds only a superblock's temporary name), or is an earlier plugcheck files directory: a valid files superblock and nothing but
  * the names plugcheck makes there (superblock, rec-N, .rec-N.tmp, a superblock's temporary name), each
  * a regular file. Anything else (a file of the user's, a subdirectory, a symbolic link, a data file of
  * the append pattern at the path itself) is refused with exit 2 before anything is touched, and
@@ -85,7 +85,8 @@ export function checkRunDirectory(path: string, reusable: boolean, own = false):
     )
   if (!stats.isDirectory()) throw usageError(`refusing to use ${path} for --pattern files: it is not a directory`, refusalHint)
   const names = plugcheckEntries(path)
-  if (names.length === 0) return true
+  // Nothing, or only a superblock's temporary name: a write stopped (killed, cut) while it made the directory.
+  if (names.every(isSuperblockTempName)) return true
   if (reusable) {
     if (!own && (!names.includes(superblockFileName) || readSuperblock(join(path, superblockFileName)) !== null))
       for (const name of names) refuseForeignRecordFile(path, name)
