@@ -77,18 +77,39 @@ if (reason !== null) {
     `the files power-cut lab cannot run here: ${reason}\nhint: run the suite as root on Linux with /dev/fuse and nbdkit, libnbd-bin, e2fsprogs`,
   )
 } else {
-  t.test('a campaign of cuts: honest keeps every acknowledged file, lying loses them and is caught', async (t) => {
-    const campaign = fileURLToPath(new URL('../fixtures/lab/campaign.ts', import.meta.url))
-    const seed = process.env.PLUGCHECK_LAB_SEED ?? '20'
-    const args = ['--import', 'tsx', campaign, '--cuts', '1', '--pattern', 'files', '--disk', 'honest,lying', '--method', 'fdatasync']
-    const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+  const campaign = fileURLToPath(new URL('../fixtures/lab/campaign.ts', import.meta.url))
+  const lab = (args: readonly string[], timeoutMs: number) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
       const child = execFile(
         process.execPath,
-        [...args, '--seed', seed],
-        { timeout: 120_000, encoding: 'utf8' },
+        ['--import', 'tsx', campaign, ...args],
+        { timeout: timeoutMs, encoding: 'utf8' },
         (_error, stdout, stderr) => resolve({ code: child.exitCode, stdout, stderr }),
       )
     })
+
+  t.test("the lab refuses a files run's flags without --pattern files, and --direct with it", async (t) => {
+    const cases: Array<[readonly string[], RegExp]> = [
+      [['--cuts', '1', '--no-dir-sync'], /^lab: --no-dir-sync is for --pattern files only$/m],
+      [['--cuts', '1', '--publish', 'link', '--pattern', 'overwrite'], /^lab: --publish is for --pattern files only$/m],
+      [['--replay', '1', '--keep-files', '8'], /^lab: --keep-files is for --pattern files only$/m],
+      [['--cuts', '1', '--pattern', 'files', '--direct'], /^lab: --direct with --pattern files is not in the lab yet$/m],
+      [['--cuts', '1', '--pattern', 'files', '--publish', 'copy'], /^lab: --publish: /m],
+    ]
+    for (const [args, message] of cases) {
+      const result = await lab(args, 30_000)
+      t.equal(result.code, 2, `${args.join(' ')}: exit 2`)
+      t.match(result.stderr, message, args.join(' '))
+      t.equal(result.stdout, '', 'no table')
+    }
+  })
+
+  t.test('a campaign of cuts: honest keeps every acknowledged file, lying loses them and is caught', async (t) => {
+    const seed = process.env.PLUGCHECK_LAB_SEED ?? '20'
+    const result = await lab(
+      ['--cuts', '1', '--pattern', 'files', '--disk', 'honest,lying', '--method', 'fdatasync', '--seed', seed],
+      120_000,
+    )
     t.equal(result.code, 0, `the campaign passes (stderr: ${result.stderr})`)
     const rows = new Map(
       result.stdout
@@ -101,9 +122,13 @@ if (reason !== null) {
     const honest = rows.get('honest')
     const lying = rows.get('lying')
     t.ok(honest !== undefined && lying !== undefined, `a row per disk:\n${result.stdout}`)
-    // disk, method, variant, cuts, acked, lost (verify), lost (reader), false alarms, detection, w/o dir sync, wrong verdicts
-    t.match(honest, ['honest', 'fdatasync', 'rename', '1', /^[1-9]/, '0', '0', '0', '-', '-', '0'], 'honest: acked files, none lost')
-    t.match(lying, ['lying', 'fdatasync', 'rename', '1', /^[1-9]/, /^[1-9]/, /^[1-9]/, '0', '1/1', '-', '0'], 'lying: lost and detected')
+    // disk, method, variant, cuts, acked, lost (verify), lost (reader), false alarms, detection, w/o dir sync, wrong verdicts, no mount
+    t.match(honest, ['honest', 'fdatasync', 'rename', '1', /^[1-9]/, '0', '0', '0', '-', '-', '0', '0'], 'honest: acked files, none lost')
+    t.match(
+      lying,
+      ['lying', 'fdatasync', 'rename', '1', /^[1-9]/, /^[1-9]/, /^[1-9]/, '0', '1/1', '-', '0', '0'],
+      'lying: lost and detected',
+    )
     t.match(result.stderr, /honest fdatasync rename cut 1\/1 .*verify pass \(exit 0, lost 0\), reader lost 0/)
     t.match(result.stderr, /lying fdatasync rename cut 1\/1 .*verify fail \(exit 1, lost [1-9]/)
   })
