@@ -52,10 +52,13 @@ t.test("the lab's reader and verify find the same losses in a damaged directory"
 t.test('steps past the last ack may have deleted the oldest kept files: not a loss', async (t) => {
   const runDir = join(tempDir(t, 'plugcheck-files-reader-'), 'run')
   const meta = craftFilesMeta(runId, runDir, keep)
+  const server = await listenerWith(t, [craftRun(meta, acked)])
   // Step 26 (never acknowledged) deleted rec-16; step 27 made .rec-27.tmp and deleted rec-17.
   writeFilesRun(meta, range(acked - keep + 3, acked))
   writeFileSync(join(runDir, '.rec-27.tmp'), filesRecord(meta, 27))
   t.match(judgeFilesDirectory(runDir, runId, meta.recordSizeBytes, keep, acked), { lost: 0, deletedUnacknowledged: 2 })
+  const passed = await runCli(['verify', '--server', server, '--file', runDir, '--json'], 30_000)
+  t.equal(passed.code, 0, `verify passes it too (stderr: ${passed.stderr})`)
   // With no trace of step 27, only step 26 (acks 1..25 allow it to have run in part) may have deleted one: rec-17 is lost.
   rmSync(join(runDir, '.rec-27.tmp'))
   t.match(judgeFilesDirectory(runDir, runId, meta.recordSizeBytes, keep, acked), {
@@ -64,6 +67,9 @@ t.test('steps past the last ack may have deleted the oldest kept files: not a lo
     byKind: { missing: 1 },
     deletedUnacknowledged: 1,
   })
+  const failed = await runCli(['verify', '--server', server, '--file', runDir, '--json'], 30_000)
+  t.equal(failed.code, 1, 'verify fails it too')
+  t.match(JSON.parse(failed.stdout).runs[0], { lost: 1, lostRanges: [{ fromSeq: 17, toSeq: 17 }] })
 })
 
 t.test('the directory gone loses the whole window', async (t) => {
