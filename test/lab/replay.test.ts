@@ -11,14 +11,25 @@ import t from 'tap'
 import fs from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { type CrashState, consistentStates, lyingState, parseState, stateSpec, windowWrites } from '../fixtures/lab/crash-states.js'
+import {
+  type BlockLog,
+  type CrashState,
+  consistentStates,
+  lyingFault,
+  lyingFaults,
+  lyingState,
+  parseState,
+  stateSpec,
+  stateWrites,
+  windowWrites,
+} from '../fixtures/lab/crash-states.js'
 import { labUnavailableReason } from '../fixtures/lab/harness.js'
 import { recordRun } from '../fixtures/lab/record.js'
 import { Replayer, replayCommand } from '../fixtures/lab/replay.js'
 import { labSeed, seededRandom } from '../fixtures/lab/seeded.js'
 import { stacks } from '../fixtures/lab/stacks.js'
 
-const slice = { append: { consistent: 20, lying: 15 }, overwrite: { consistent: 12, lying: 10 } } as const
+const slice = { append: { consistent: 20, lying: 15 }, overwrite: { consistent: 12, lying: 12 } } as const
 const nobarrierStates = 8
 
 const reason = labUnavailableReason()
@@ -36,10 +47,94 @@ if (reason !== null) {
       { kind: 'lying', window: 3, keep: [], drop: [1, 2], torn: { write: 2, bytes: 4096 } },
       { kind: 'consistent', window: 0, keep: [], drop: [] },
       { kind: 'consistent', window: 7, keep: [1, 2, 3, 7, 9, 10], drop: [] },
+      { kind: 'lying', window: 5, keep: [9], drop: [], moved: [{ write: 3, toBytes: 1052672 }] },
+      {
+        kind: 'lying',
+        window: 5,
+        keep: [],
+        drop: [],
+        moved: [
+          { write: 2, toBytes: 8192 },
+          { write: 4, toBytes: 0 },
+        ],
+      },
     ]
     for (const state of states) t.same(parseState(stateSpec(state)), state, stateSpec(state))
     t.equal(stateSpec(states[3]!), 'consistent/w=7/keep=1-3,7,9-10/drop=/torn=')
+    t.equal(stateSpec(states[5]!), 'lying/w=5/keep=/drop=/torn=/moved=2@8192,4@0')
+    t.same(
+      states.map((s) => lyingFault(s)),
+      [null, 'torn', null, null, 'misdirected', 'misdirected'],
+    )
     t.throws(() => parseState('consistent/w=x'), /not a crash state/)
+    t.throws(() => parseState('lying/w=5/keep=/drop=/torn=/moved=2'), /not a crash state/)
+  })
+
+  t.test('a misdirected write lands at the wrong offset in its place in the order, and its own offset keeps what was there', async (t) => {
+    const sector = (fill: string): Buffer => Buffer.alloc(1024, fill)
+    // Window 0: writes 0-2, flush 1; window 1: write 3, flush 2; window 2: write 4 (not covered).
+    const log: BlockLog = {
+      writes: [
+        { op: 0, offsetBytes: 0, data: sector('a') },
+        { op: 1, offsetBytes: 4096, data: sector('b') },
+        { op: 2, offsetBytes: 8192, data: sector('c') },
+        { op: 4, offsetBytes: 4608, data: sector('d') },
+        { op: 6, offsetBytes: 12288, data: sector('e') },
+      ],
+      flushes: [
+        { writesBefore: 3, repliedNs: 10n },
+        { writesBefore: 4, repliedNs: 20n },
+      ],
+    }
+    const shifted = stateWrites(log, { kind: 'lying', window: 2, keep: [], drop: [], moved: [{ write: 1, toBytes: 4608 }] })
+    t.same(
+      shifted.map((w) => [w.offsetBytes, w.data[0]]),
+      [
+        [0, 0x61],
+        [4608, 0x62],
+        [8192, 0x63],
+        [4608, 0x64],
+      ],
+      'write 1 shifted by a sector, before write 3 that covers the same sector; 4096 is never written',
+    )
+    const swapped = stateWrites(log, {
+      kind: 'lying',
+      window: 2,
+      keep: [4],
+      drop: [],
+      moved: [
+        { write: 0, toBytes: 8192 },
+        { write: 2, toBytes: 0 },
+      ],
+    })
+    t.same(
+      swapped.map((w) => [w.offsetBytes, w.data[0]]),
+      [
+        [8192, 0x61],
+        [4096, 0x62],
+        [0, 0x63],
+        [4608, 0x64],
+        [12288, 0x65],
+      ],
+    )
+    const random = seededRandom(7)
+    let drawn = 0
+    for (let i = 0; i < 50; i++) {
+      const state = lyingState(log, 2, random, 'misdirected')
+      if (state === null) continue
+      drawn++
+      t.equal(lyingFault(state), 'misdirected')
+      for (const { write, toBytes } of state.moved!) {
+        t.ok(write < 4, `write ${write} was covered by a completed flush`)
+        t.not(toBytes, log.writes[write]!.offsetBytes, 'at another offset')
+        t.ok(toBytes >= 0 && toBytes + 1024 <= 12288 + 1024, 'within what the recording wrote')
+      }
+    }
+    t.ok(drawn > 40, `${drawn} of 50 misdirected states drawn`)
+    for (const fault of lyingFaults) {
+      const state = lyingState(log, 2, seededRandom(1), fault)
+      t.equal(state === null ? null : lyingFault(state), fault)
+    }
   })
 
   t.test('ext4 mounted barrier=0 sends no flush: states an honest disk can leave lose acked records, and verify fails them', async (t) => {
@@ -102,14 +197,17 @@ if (reason !== null) {
       }
       t.comment(`${tornChecked} consistent states with a torn write`)
 
-      let failedLosses = 0
+      // Lying states, their faults in turn: every fault must cost an acked record in some state, and verify must fail it.
+      const failedLosses = new Map<string, number>(lyingFaults.map((f) => [f, 0]))
       for (let i = 0; i < slice[pattern].lying; i++) {
-        const state = lyingState(replayer.log, first + 1 + Math.floor(random() * (last - first)), random)
+        const fault = lyingFaults[i % lyingFaults.length]!
+        const state = lyingState(replayer.log, first + 1 + Math.floor(random() * (last - first)), random, fault)
         if (state === null) continue
         const result = await check(state)
-        if (result.reallyLost > 0 && result.verifyCode === 1) failedLosses++
+        if (result.reallyLost > 0 && result.verifyCode === 1) failedLosses.set(fault, failedLosses.get(fault)! + 1)
       }
-      t.ok(failedLosses > 0, `lying states lost acknowledged records and verify failed them (${failedLosses} of ${slice[pattern].lying})`)
+      for (const [fault, n] of failedLosses)
+        t.ok(n > 0, `lying states (${fault}) lost acknowledged records and verify failed them (${n} of ${slice[pattern].lying / 3})`)
 
       // The ack set matters: one ack more than a window allows, while that record's write is not on the image, is a loss both judges see.
       const window = Math.floor((first + last) / 2)
