@@ -4,7 +4,11 @@
  * rebuilt as images, mounted, and judged by `plugcheck verify --acks` and by the lab's own reader.
  * Consistent states must never fail, lying states that really lost an acknowledged record must fail,
  * and every verdict must match the lab's reader. Then ext4 mounted barrier=0 (no flush ever sent): its
- * honest-disk states must lose acked records, and verify must fail them. States are seeded (PLUGCHECK_LAB_SEED replays the
+ * honest-disk states must lose acked records, and verify must fail them. Then the product's other
+ * writes: `--method fdatasync,none` (the control's lost records are its own: the group still passes)
+ * and `--direct --jobs 2` (two threads, files and traces). Lying states come a third per fault:
+ * dropped, torn, misdirected. The lab's verdict rules (replay-verdict.ts) are checked against verify's
+ * over every mix of runs. States are seeded (PLUGCHECK_LAB_SEED replays the
  * choice; a wrong verdict prints the line that replays it from the kept recording).
  */
 import t from 'tap'
@@ -25,7 +29,9 @@ import {
 } from '../fixtures/lab/crash-states.js'
 import { labUnavailableReason } from '../fixtures/lab/harness.js'
 import { recordRun } from '../fixtures/lab/record.js'
-import { Replayer, replayCommand } from '../fixtures/lab/replay.js'
+import { Replayer, replayCommand, type StateResult } from '../fixtures/lab/replay.js'
+import { expectedExitCode, type RunReading } from '../fixtures/lab/replay-verdict.js'
+import { groupVerdict, roleOf, verdictExitCodes } from '../../src/client/verify/verdict-rules.js'
 import { labSeed, seededRandom } from '../fixtures/lab/seeded.js'
 import { stacks } from '../fixtures/lab/stacks.js'
 
@@ -68,6 +74,56 @@ if (reason !== null) {
     )
     t.throws(() => parseState('consistent/w=x'), /not a crash state/)
     t.throws(() => parseState('lying/w=5/keep=/drop=/torn=/moved=2'), /not a crash state/)
+  })
+
+  t.test("the lab's verdict of a state is verify's documented one, for every mix of tested runs, controls and jobs", async (t) => {
+    // Every group of 1 to 3 runs (a tested method, --direct, the control; jobs of one method) over every
+    // reading of a run: acked or not, its superblock its own or not, acked records lost or not.
+    const kinds = [
+      { method: 'fdatasync', direct: false },
+      { method: 'fdatasync', direct: true },
+      { method: 'none', direct: false },
+    ]
+    const readings: RunReading[] = kinds.flatMap((k) =>
+      [0, 5].flatMap((acked) => [true, false].flatMap((superblockValid) => [0, 2].map((lost) => ({ ...k, acked, superblockValid, lost })))),
+    )
+    let groups = 0
+    const check = (runs: RunReading[]): void => {
+      groups++
+      const verdict = groupVerdict(
+        runs.map((r) => ({
+          ...r,
+          role: roleOf(r.method),
+          torn: 0,
+          corrupt: 0,
+          superblock: { kind: r.superblockValid ? 'valid' : 'damaged' },
+          ended: null,
+        })),
+      )
+      const lab = expectedExitCode(runs)
+      if (lab !== verdictExitCodes[verdict]) t.fail(`${JSON.stringify(runs)}: the lab wants ${lab}, verify's rules say ${verdict}`)
+    }
+    for (const a of readings) {
+      check([a])
+      for (const b of readings) {
+        check([a, b])
+        for (const c of readings) check([a, b, c])
+      }
+    }
+    t.pass(`${groups} groups agree`)
+    // The control's lost records are its own: the group passes when the tested method kept everything.
+    const tested = { method: 'fdatasync', direct: false, acked: 5, superblockValid: true, lost: 0 }
+    t.equal(expectedExitCode([tested, { method: 'none', direct: false, acked: 5, superblockValid: true, lost: 3 }]), 0)
+    t.equal(
+      expectedExitCode([tested, { method: 'none', direct: false, acked: 5, superblockValid: true, lost: 0 }]),
+      4,
+      'a control that kept all: the cut tested nothing',
+    )
+    t.equal(
+      expectedExitCode([tested, { method: 'none', direct: false, acked: 5, superblockValid: false, lost: 0 }]),
+      1,
+      "the control's fsynced file lost",
+    )
   })
 
   t.test('a misdirected write lands at the wrong offset in its place in the order, and its own offset keeps what was there', async (t) => {
@@ -218,6 +274,85 @@ if (reason !== null) {
       const overAcked = await replayer.replay(bare, acked + 1)
       t.equal(overAcked.reallyLost, 1, `acking seq ${acked + 1} in window ${window}: the lab's reader finds it gone`)
       t.equal(overAcked.verifyCode, 1, `and verify fails: ${overAcked.detail}`)
+    })
+  }
+
+  // More of the product under replay: the control beside fdatasync (one group of two runs), and --direct
+  // with --jobs 2 (two threads, two files, two traces): each run's acks from its own trace, each run's
+  // file read by the lab, the group's verdict by verify's rules.
+  const products = [
+    { flags: 'fdatasync,none', method: 'fdatasync,none', consistent: 8, lying: 6 },
+    { flags: 'fdatasync --direct --jobs 2', method: 'fdatasync', direct: true, jobs: 2, consistent: 8, lying: 6 },
+  ] as const
+  for (const product of products) {
+    const control = product.method.includes('none') ? ", the control's losses its own" : ''
+    t.test(`ext4 append, write --method ${product.flags}: every verdict right${control}`, async (t) => {
+      const random = seededRandom(seed)
+      const dir = fs.mkdtempSync(join(tmpdir(), 'plugcheck-lab-replay-product-'))
+      let keep = false
+      t.teardown(() => (keep ? t.comment(`kept the recording in ${dir}`) : fs.rmSync(dir, { recursive: true, force: true })))
+      const recording = await recordRun({
+        outsideDir: dir,
+        method: product.method,
+        pattern: 'append',
+        records: 100,
+        stack: stacks.ext4,
+        size: '8MiB',
+        ...('direct' in product ? { direct: product.direct, jobs: product.jobs } : {}),
+      })
+      t.equal(recording.runs.length, 2, 'two runs recorded')
+      t.equal(recording.tracePaths.length, 'jobs' in product ? 2 : 1)
+      const replayer = new Replayer(recording, join(dir, 'scratch'))
+      const { first, last } = replayer.interestingWindows()
+      const lastAcks = replayer.ackedPerRun(last)
+      t.ok(
+        lastAcks.every((n) => n > 0),
+        `every run acked records by the last window (${lastAcks.join(', ')})`,
+      )
+      const results: StateResult[] = []
+      const check = async (state: CrashState): Promise<void> => {
+        const result = await replayer.replay(state)
+        if (result.wrong !== null) keep = true
+        t.equal(result.wrong, null, `${stateSpec(state)}: ${result.detail}`, {
+          ...(result.wrong === null ? {} : { replay: replayCommand(dir, state) }),
+        })
+        results.push(result)
+      }
+      const pool: CrashState[] = []
+      for (let w = first; w <= last; w++) pool.push(...consistentStates(replayer.log, w, random, 4))
+      // The last window first (every ack of both runs), then a seeded sample.
+      const lastWindow = pool.filter((s) => s.window === last).slice(0, 2)
+      for (const state of [
+        ...lastWindow,
+        ...Array.from({ length: product.consistent - lastWindow.length }, () => pool[Math.floor(random() * pool.length)]!),
+      ])
+        await check(state)
+      t.ok(
+        results.every((r) => r.verifyCode !== 1),
+        'no consistent state fails',
+      )
+      for (let i = 0; i < product.lying; i++) {
+        const state = lyingState(
+          replayer.log,
+          first + 1 + Math.floor(random() * (last - first)),
+          random,
+          lyingFaults[i % lyingFaults.length]!,
+        )
+        if (state !== null) await check(state)
+      }
+      t.ok(
+        results.some((r) => r.reallyLost > 0 && r.verifyCode === 1),
+        'a lying state lost acked records and verify failed it',
+      )
+      if (product.method.includes('none')) {
+        // Unsynced, the control's records are on no image before the clean unmount wrote them back.
+        const own = results.filter((r) => r.state.kind === 'consistent' && r.controlLost > 0)
+        t.ok(own.length > 0, `consistent states where the control lost acked records: ${own.length}`)
+        t.ok(
+          own.every((r) => r.verifyCode === 0),
+          'each passes: the control losing records shows the cut was real',
+        )
+      }
     })
   }
 }
