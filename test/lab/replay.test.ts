@@ -87,6 +87,8 @@ if (reason !== null) {
     const readings: RunReading[] = kinds.flatMap((k) =>
       [0, 5].flatMap((acked) => [true, false].flatMap((superblockValid) => [0, 2].map((lost) => ({ ...k, acked, superblockValid, lost })))),
     )
+    // A writer that saw the subtle disk lose a record ended its run storage-lost: lost-running, in pairs.
+    const endedStorageLost: RunReading[] = readings.filter((r) => r.lost > 0).map((r) => ({ ...r, endedStorageLost: true }))
     let groups = 0
     const check = (runs: RunReading[]): void => {
       groups++
@@ -97,18 +99,18 @@ if (reason !== null) {
           torn: 0,
           corrupt: 0,
           superblock: { kind: r.superblockValid ? 'valid' : 'damaged' },
-          ended: null,
+          ended: r.endedStorageLost === true ? 'storage-lost' : null,
         })),
       )
       const lab = expectedExitCode(runs)
       if (lab !== verdictExitCodes[verdict]) t.fail(`${JSON.stringify(runs)}: the lab wants ${lab}, verify's rules say ${verdict}`)
     }
     for (const a of readings) {
+      for (const b of readings) for (const c of readings) check([a, b, c])
+    }
+    for (const a of [...readings, ...endedStorageLost]) {
       check([a])
-      for (const b of readings) {
-        check([a, b])
-        for (const c of readings) check([a, b, c])
-      }
+      for (const b of [...readings, ...endedStorageLost]) check([a, b])
     }
     t.pass(`${groups} groups agree`)
     // The control's lost records are its own: the group passes when the tested method kept everything.
@@ -277,16 +279,34 @@ if (reason !== null) {
     })
   }
 
-  // More of the product under replay: the control beside fdatasync (one group of two runs), and --direct
-  // with --jobs 2 (two threads, two files, two traces): each run's acks from its own trace, each run's
-  // file read by the lab, the group's verdict by verify's rules.
-  const products = [
-    { flags: 'fdatasync,none', method: 'fdatasync,none', consistent: 8, lying: 6 },
-    { flags: 'fdatasync --direct --jobs 2', method: 'fdatasync', direct: true, jobs: 2, consistent: 8, lying: 6 },
-  ] as const
+  // More of the product under replay: the control beside fdatasync (one group of two runs), --direct
+  // with --jobs 2 (two threads, two files, two traces), and --direct on the subtle disk (it loses a few
+  // percent of the record writes it acknowledged, during the run: its disk seed is fixed, so it loses
+  // the first of them within a few records): each run's acks from its own trace, each run's file read
+  // by the lab, the group's verdict by verify's rules.
+  interface Product {
+    readonly flags: string
+    readonly method: string
+    readonly runs: number
+    readonly direct?: boolean
+    readonly jobs?: number
+    readonly subtle?: boolean
+    readonly consistent: number
+    readonly lying: number
+  }
+  const products: readonly Product[] = [
+    { flags: 'fdatasync,none', method: 'fdatasync,none', runs: 2, consistent: 8, lying: 6 },
+    { flags: 'fdatasync --direct --jobs 2', method: 'fdatasync', runs: 2, direct: true, jobs: 2, consistent: 8, lying: 6 },
+    { flags: 'fdatasync --direct on the subtle disk', method: 'fdatasync', runs: 1, direct: true, subtle: true, consistent: 4, lying: 3 },
+  ]
+  const subtleDiskSeed = 6
   for (const product of products) {
-    const control = product.method.includes('none') ? ", the control's losses its own" : ''
-    t.test(`ext4 append, write --method ${product.flags}: every verdict right${control}`, async (t) => {
+    const what = product.method.includes('none')
+      ? "every verdict right, the control's losses its own"
+      : product.subtle === true
+        ? 'states that lost acked records fail'
+        : 'every verdict right'
+    t.test(`ext4 append, write --method ${product.flags}: ${what}`, async (t) => {
       const random = seededRandom(seed)
       const dir = fs.mkdtempSync(join(tmpdir(), 'plugcheck-lab-replay-product-'))
       let keep = false
@@ -298,10 +318,12 @@ if (reason !== null) {
         records: 100,
         stack: stacks.ext4,
         size: '8MiB',
-        ...('direct' in product ? { direct: product.direct, jobs: product.jobs } : {}),
+        ...(product.direct === true ? { direct: true } : {}),
+        ...(product.jobs === undefined ? {} : { jobs: product.jobs }),
+        ...(product.subtle === true ? { disk: 'subtle' as const, seed: subtleDiskSeed } : {}),
       })
-      t.equal(recording.runs.length, 2, 'two runs recorded')
-      t.equal(recording.tracePaths.length, 'jobs' in product ? 2 : 1)
+      t.equal(recording.runs.length, product.runs, `${product.runs} runs recorded`)
+      t.equal(recording.tracePaths.length, product.jobs ?? 1)
       const replayer = new Replayer(recording, join(dir, 'scratch'))
       const { first, last } = replayer.interestingWindows()
       const lastAcks = replayer.ackedPerRun(last)
@@ -309,6 +331,9 @@ if (reason !== null) {
         lastAcks.every((n) => n > 0),
         `every run acked records by the last window (${lastAcks.join(', ')})`,
       )
+      const lostByDisk = replayer.log.writes.filter((w) => w.lostByDisk === true).length
+      if (product.subtle === true) t.ok(lostByDisk > 0, `the subtle disk lost ${lostByDisk} record writes`)
+      else t.equal(lostByDisk, 0, 'the honest disk lost no write')
       const results: StateResult[] = []
       const check = async (state: CrashState): Promise<void> => {
         const result = await replayer.replay(state)
@@ -320,17 +345,22 @@ if (reason !== null) {
       }
       const pool: CrashState[] = []
       for (let w = first; w <= last; w++) pool.push(...consistentStates(replayer.log, w, random, 4))
-      // The last window first (every ack of both runs), then a seeded sample.
+      // The last window first (every ack of every run), then a seeded sample.
       const lastWindow = pool.filter((s) => s.window === last).slice(0, 2)
-      for (const state of [
-        ...lastWindow,
-        ...Array.from({ length: product.consistent - lastWindow.length }, () => pool[Math.floor(random() * pool.length)]!),
-      ])
-        await check(state)
-      t.ok(
-        results.every((r) => r.verifyCode !== 1),
-        'no consistent state fails',
-      )
+      const sampled = Array.from({ length: product.consistent - lastWindow.length }, () => pool[Math.floor(random() * pool.length)]!)
+      for (const state of [...lastWindow, ...sampled]) await check(state)
+      const consistent = results.slice()
+      if (product.subtle === true) {
+        t.ok(
+          consistent.some((r) => r.reallyLost > 0 && r.verifyCode === 1),
+          'a consistent state of the subtle disk lost acked records, and verify failed it',
+        )
+      } else {
+        t.ok(
+          consistent.every((r) => r.verifyCode !== 1),
+          'no consistent state fails',
+        )
+      }
       for (let i = 0; i < product.lying; i++) {
         const state = lyingState(
           replayer.log,
@@ -341,12 +371,12 @@ if (reason !== null) {
         if (state !== null) await check(state)
       }
       t.ok(
-        results.some((r) => r.reallyLost > 0 && r.verifyCode === 1),
+        results.slice(consistent.length).some((r) => r.reallyLost > 0 && r.verifyCode === 1),
         'a lying state lost acked records and verify failed it',
       )
       if (product.method.includes('none')) {
         // Unsynced, the control's records are on no image before the clean unmount wrote them back.
-        const own = results.filter((r) => r.state.kind === 'consistent' && r.controlLost > 0)
+        const own = consistent.filter((r) => r.controlLost > 0)
         t.ok(own.length > 0, `consistent states where the control lost acked records: ${own.length}`)
         t.ok(
           own.every((r) => r.verifyCode === 0),
