@@ -7,7 +7,7 @@
  * are refused.
  */
 import t from 'tap'
-import { closeSync, existsSync, mkdtempSync, openSync, readSync, rmSync, unlinkSync, writeSync } from 'node:fs'
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileSize, runCli, runInProcess, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 
@@ -32,7 +32,7 @@ async function startJobs(t: { teardown(fn: () => unknown): void }, runs: number,
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
-  const writer = spawnCli(['write', '--server', listener.server, '--file', file, ...small, ...args])
+  const writer = spawnCli(['write', '--server', listener.server, '--file', file, '--trace-file', `${file}.trace`, ...small, ...args])
   t.teardown(() => writer.kill('SIGKILL'))
   let out = ''
   let err = ''
@@ -126,12 +126,30 @@ t.test('SIGKILL mid-run: verify judges all N runs', async (t) => {
     verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
   }
   t.equal(verified.code, 0, verified.stdout + verified.stderr)
-  const report = JSON.parse(verified.stdout) as { runs: Array<{ path: string; acked: number; ended: string | null }> }
+  const report = JSON.parse(verified.stdout) as { runs: Array<{ runId: string; path: string; acked: number; ended: string | null }> }
   t.equal(report.runs.length, 3, 'all three runs judged')
   t.ok(
     report.runs.every((r) => r.acked > 0),
     'every job acked records before the kill',
   )
+  // --trace-file: one file per job (the lab's record-then-replay reads each run's completed syncs there), each
+  // holding one run's seqs 1, 2, 3... in order, at least as many as it acked.
+  t.notOk(existsSync(`${file}.trace`), 'no shared trace file')
+  const traced = new Map<string, number>()
+  for (let k = 1; k <= 3; k++) {
+    const bytes = readFileSync(`${file}.trace.job${k}`)
+    const ids = new Set<string>()
+    let seqsInOrder = true
+    for (let at = 0; at + 24 <= bytes.length; at += 24) {
+      ids.add(bytes.subarray(at, at + 8).toString('hex'))
+      seqsInOrder &&= bytes.readDoubleLE(at + 8) === at / 24 + 1
+    }
+    t.equal(ids.size, 1, `job ${k}'s trace holds one run`)
+    t.ok(seqsInOrder, `job ${k}'s trace holds seqs 1..${bytes.length / 24}`)
+    traced.set([...ids][0]!, bytes.length / 24)
+  }
+  for (const { runId, acked } of report.runs)
+    t.ok((traced.get(runId) ?? 0) >= acked, `run ${runId}: traced ${traced.get(runId)} >= acked ${acked}`)
 })
 
 t.test('SIGINT ends every job (130) and every ack is recorded', async (t) => {

@@ -36,8 +36,11 @@ if (reason !== null) {
       say,
     )
     const consistent = rows.find((r) => r.kind === 'consistent')
-    const lying = rows.find((r) => r.kind === 'lying')
-    if (consistent === undefined || lying === undefined) throw new Error(`no rows: ${lines.join('\n')}`)
+    // Lying states come in a row per fault (dropped, torn, misdirected): counted together here.
+    const lyingRows = rows.filter((r) => r.kind.startsWith('lying'))
+    if (consistent === undefined || lyingRows.length === 0) throw new Error(`no rows: ${lines.join('\n')}`)
+    const sum = (of: (r: ReplayRow) => number): number => lyingRows.reduce((n, r) => n + of(r), 0)
+    const lying = { reallyLost: sum((r) => r.reallyLost), caught: sum((r) => r.caught), checked: sum((r) => r.checked) }
     return { rows, consistent, lying, log: lines.join('\n') }
   }
   const checked = (row: ReplayRow): number => row.checked - row.unmountable

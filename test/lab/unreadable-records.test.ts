@@ -4,7 +4,9 @@
  * the errors up to ext4), or for the block of the inode table that holds the file's inode. verify must
  * judge the records it cannot read back as lost (counted unreadable, the errno and the slots named,
  * FAIL, exit 1), judge every other record as usual, and judge a file that cannot be opened as lost
- * whole, never stop with exit 3. The same image served without bad sectors passes.
+ * whole, never stop with exit 3. The same image served without bad sectors passes. The control's
+ * (`none`) unreadable records are its own losses (the group passes); its unreadable superblock is
+ * its file lost (FAIL).
  *
  * The file system is written through a loop device over the image, cleanly unmounted (nothing left to
  * replay), then served read-only through nbdkit with the bad map and mounted read-only: a fresh mount
@@ -167,5 +169,59 @@ if (reason !== null) {
     t.match(run.superblock, { kind: 'unreadable', detail: /^the data file cannot be opened: EIO \(/ })
     t.match(text, /FAIL/)
     t.match(text, /the data file cannot be opened: EIO/)
+  })
+
+  t.test("the control's (none) unreadable records are its own losses; its unreadable superblock is its file lost", async (t) => {
+    // A second image: fdatasync and the control written together (PATH.fdatasync, PATH.none), cleanly
+    // unmounted so every control record reached it. The control's records unreadable: lost, as the
+    // control's lost records always are, which shows the cut was real: the group passes (exit 0), the
+    // synced method is not blamed. Its superblock unreadable: its file, fsynced before any record, is lost: FAIL.
+    const image2 = join(dir, 'disk2.img')
+    writeFileSync(image2, '')
+    sh('truncate', ['-s', '64M', image2])
+    sh('mkfs.ext4', ['-q', '-F', '-b', '1024', '-I', '256', '-E', 'lazy_itable_init=0,lazy_journal_init=0', image2])
+    const group = join(mountPoint, 'group.dat')
+    sh('mount', ['-o', 'loop', image2, mountPoint])
+    let mounted2 = true
+    t.teardown(() => {
+      if (mounted2) sh('umount', [mountPoint])
+    })
+    const args = ['--method', 'fdatasync,none', '--size', '4MiB', '--record-size', '4k', '--duration', '1']
+    const written = await runCli(['write', '--server', server, '--file', group, ...args], 30_000)
+    t.equal(written.code, 0, `the write ended by --duration (stderr: ${written.stderr})`)
+    // The control's blocks are allocated when its dirty pages are written back: have that happen first.
+    sh('sync', [`${group}.none`])
+    const controlExtents = fileExtents(sh('filefrag', ['-v', '-b512', `${group}.none`]))
+    sh('umount', [mountPoint])
+    mounted2 = false
+    const controlSectors = (offsetBytes: number): [number, number][] => {
+      const s = offsetBytes / sectorBytes
+      const extent = controlExtents.find((e) => s >= e.logical && s < e.logical + e.length)
+      if (extent === undefined) throw new Error(`control file sector ${s} is in no extent`)
+      return [[extent.physical + (s - extent.logical), recordSizeBytes / sectorBytes]]
+    }
+    const verifyGroup = async (bad: [number, number][]) => {
+      const disk = await serveImage(t, dir, image2, mountPoint, bad)
+      try {
+        const json = await runCli(['verify', '--server', server, '--file', group, '--json'], 30_000)
+        return { code: json.code, stderr: json.stderr, runs: JSON.parse(json.stdout).runs as Array<Record<string, unknown>> }
+      } finally {
+        await disk.stop()
+      }
+    }
+    const byMethod = (runs: Array<Record<string, unknown>>, method: string) => runs.find((r) => r.method === method)!
+
+    const records = await verifyGroup(controlSectors(recordSizeBytes * (1 + 50)))
+    t.equal(records.code, 0, `exit 0: the control's losses are its own (stderr: ${records.stderr})`)
+    const control = byMethod(records.runs, 'none')
+    t.match(control, { verdict: 'pass', torn: 0, corrupt: 0 })
+    t.ok((control.unreadable as number) > 0, `the control lost ${control.unreadable} unreadable records`)
+    t.equal(control.lost, control.unreadable, 'every record it lost is an unreadable one')
+    t.match(byMethod(records.runs, 'fdatasync'), { verdict: 'pass', lost: 0, unreadable: 0 })
+
+    const superblock = await verifyGroup(controlSectors(0))
+    t.equal(superblock.code, 1, `exit 1: the control's file is lost (stderr: ${superblock.stderr})`)
+    t.match(byMethod(superblock.runs, 'none'), { verdict: 'fail', superblock: { kind: 'unreadable' } })
+    t.match(byMethod(superblock.runs, 'fdatasync'), { verdict: 'pass', lost: 0 })
   })
 }

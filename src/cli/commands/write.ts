@@ -19,7 +19,11 @@ export const writeCliCommand: CliCommand = {
         default: false,
         describe: 'events as JSON lines on stdout, one object a line: announced, steady, progress, summary',
       })
-      .option('trace-file', { type: 'string', hidden: true, describe: 'lab/bench: log each completed sync to this side file' }),
+      .option('trace-file', {
+        type: 'string',
+        hidden: true,
+        describe: 'lab/bench: log each completed sync to this side file (PATH.jobK per job of --jobs N)',
+      }),
   async run(args, io) {
     const { validate, writeOptionsOf } = await flagSchemas()
     const a = validate('write', args)

@@ -37,7 +37,7 @@ import { closeAll, startRuns, trailLine, warnIfInMemory } from './run-start.js'
 import { announcedEvent, announcedLine, writeOutputOf } from './write-events.js'
 import type { RunMeta } from '../../record/format.js'
 import { catchStopSignals, type StopSignal } from './stop-signals.js'
-import { TraceLog } from './trace-log.js'
+import { TraceLog, jobTracePath } from './trace-log.js'
 import {
   dataPaths,
   evidenceQuestion,
@@ -127,7 +127,7 @@ async function writeLoop(
   clock: TimeBase,
   groupFailure?: string,
 ): Promise<number> {
-  const trace = options.traceFile === undefined ? undefined : new TraceLog(options.traceFile)
+  const trace = options.traceFile === undefined ? undefined : new TraceLog(jobTracePath(options.traceFile, options.job))
   const caught = catchStopSignals(stoppedBefore)
   // A stop the agent's campaign asks for (stopRequest) stops the loop as a signal does; it ends the runs with its own reason.
   const requested = (): string | undefined => (caught.received() === undefined ? options.stopRequest?.() : undefined)
