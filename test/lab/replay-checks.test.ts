@@ -2,15 +2,17 @@
  * The replay lab's own checks, without a disk: a state line that is not one of the recording's is
  * refused (exit 2) before anything is mounted, a verdict right by luck is caught by comparing verify's
  * count of lost records with the lab's reader's, and the one-record lying states break one record
- * only. Synthetic recordings (a BlockLog built here), so each check runs in milliseconds.
+ * only. Synthetic recordings (a BlockLog built here), so each check runs in milliseconds. Then, where
+ * the lab can run, a replay interrupted (SIGINT) mid-way leaves no mount, loop device or recording.
  */
 import t from 'tap'
-import { spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type BlockLog, type CrashState, oneRecordState, stateProblem } from '../fixtures/lab/crash-states.js'
+import { labUnavailableReason } from '../fixtures/lab/harness.js'
 import { countsDiffer } from '../fixtures/lab/replay.js'
 import { seededRandom } from '../fixtures/lab/seeded.js'
 
@@ -154,3 +156,48 @@ function entry(kind: number, offsetBytes: bigint, data: Buffer, at: number): Buf
   header.writeBigUInt64LE(BigInt(at), 16)
   return Buffer.concat([header, data])
 }
+
+t.test('a replay interrupted by SIGINT leaves no mount, loop device, recording server or recording', { timeout: 180_000 }, async (t) => {
+  const reason = labUnavailableReason()
+  if (reason !== null) {
+    t.fail(`the lab cannot run here: ${reason}`)
+    return
+  }
+  const tmp = mkdtempSync(join(tmpdir(), 'plugcheck-replay-sigint-'))
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }))
+  const child = spawn(process.execPath, ['--import', 'tsx', campaignPath, '--replay', '6', '--fs', 'ext4', '--records', '120', '--seed', '7'], {
+    env: { ...process.env, TMPDIR: tmp },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
+  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  )
+  // Interrupted once it replays: a state mounted or about to be, the recording on disk.
+  let stderr = ''
+  const replaying = await new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), 120_000)
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString()
+      if (/states checked/.test(stderr)) {
+        clearTimeout(timer)
+        resolve(true)
+      }
+    })
+    child.on('exit', () => resolve(false))
+  })
+  t.ok(replaying, `the replay began: ${stderr.slice(-300)}`)
+  child.kill('SIGINT')
+  const { code, signal } = await ended
+  t.ok(signal === 'SIGINT' || code === 130, `died of the signal (code ${code}, signal ${signal})`)
+  t.same(
+    readdirSync(tmp).filter((name) => name.startsWith('plugcheck-')),
+    [],
+    'its recording (base image, block log) is removed',
+  )
+  const loops = spawnSync('losetup', ['-a'], { encoding: 'utf8', timeout: 10_000 }).stdout
+  t.notOk(loops.includes(tmp), 'no loop device over its files')
+  t.notOk(readFileSync('/proc/mounts', 'utf8').includes(tmp), 'nothing mounted under it')
+  const servers = spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8', timeout: 10_000 }).stdout
+  const left = servers.split('\n').filter((line) => line.includes(tmp) && /nbd-recorder|nbdfuse|nbdkit/.test(line))
+  t.same(left, [], 'no recording server or nbdfuse of its own left')
+})
