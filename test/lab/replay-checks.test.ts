@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type BlockLog, type CrashState, oneRecordState, stateProblem } from '../fixtures/lab/crash-states.js'
 import { labUnavailableReason } from '../fixtures/lab/harness.js'
-import { countsDiffer } from '../fixtures/lab/replay.js'
+import { runDiffers } from '../fixtures/lab/replay.js'
 import { seededRandom } from '../fixtures/lab/seeded.js'
 
 const campaignPath = fileURLToPath(new URL('../fixtures/lab/campaign.ts', import.meta.url))
@@ -99,18 +99,21 @@ t.test("verify's count of a tested run's lost records must be the reader's", asy
     superblockValid: over.superblockValid ?? true,
     lost: over.lost ?? 2,
   })
-  const report = (lost: number, torn: number, corrupt: number): string => JSON.stringify({ runs: [{ runId: 'aa11', lost, torn, corrupt }] })
-  t.equal(countsDiffer([reading()], report(1, 1, 0)), null, 'lost + torn is the reader count')
-  t.equal(countsDiffer([reading()], report(0, 0, 2)), null, 'corrupt counts too')
-  t.match(countsDiffer([reading()], report(1, 0, 0)), /run aa11: verify counts 1 acked records lost, torn or corrupt, the reader 2/)
-  t.match(countsDiffer([reading({ lost: 0 })], report(0, 0, 1)), /verify counts 1 .* the reader 0/)
-  t.match(countsDiffer([reading({ pattern: 'overwrite' })], report(3, 0, 0)), /verify counts 3/)
-  t.equal(countsDiffer([reading({ method: 'none' })], report(0, 0, 0)), null, "the control's count decides nothing")
-  t.equal(countsDiffer([reading({ pattern: 'files' })], report(0, 0, 0)), null, 'a files run is judged by other rules')
-  t.equal(countsDiffer([reading({ superblockValid: false })], report(0, 0, 0)), null, 'a lost file is judged by its superblock')
-  t.equal(countsDiffer([reading({ acked: 0, lost: 0 })], report(0, 0, 1)), null, 'a run that acked nothing')
-  t.equal(countsDiffer([reading()], 'not json'), null, 'no report: the exit code decides')
-  t.equal(countsDiffer([reading()], JSON.stringify({ runs: [{ runId: 'other', lost: 0 }] })), null, 'a run verify does not name')
+  const report = (lost: number, torn: number, corrupt: number, verdict = lost + torn + corrupt > 0 ? 'fail' : 'pass'): string =>
+    JSON.stringify({ runs: [{ runId: 'aa11', lost, torn, corrupt, verdict }] })
+  t.equal(runDiffers([reading()], report(1, 1, 0)), null, 'lost + torn is the reader count')
+  t.equal(runDiffers([reading()], report(0, 0, 2)), null, 'corrupt counts too')
+  t.match(runDiffers([reading()], report(1, 0, 0)), /run aa11: verify counts 1 acked records lost, torn or corrupt, the reader 2/)
+  t.match(runDiffers([reading({ lost: 0 })], report(0, 0, 1)), /verify counts 1 .* the reader 0/)
+  t.match(runDiffers([reading({ pattern: 'overwrite' })], report(3, 0, 0)), /verify counts 3/)
+  t.match(runDiffers([reading()], report(2, 0, 0, 'pass')), /run aa11: verify's verdict on the run is pass, its 2 lost records owe fail/)
+  t.match(runDiffers([reading({ lost: 0 })], report(0, 0, 0, 'fail')), /verdict on the run is fail, its 0 lost records owe pass/)
+  t.equal(runDiffers([reading({ method: 'none' })], report(0, 0, 0)), null, "the control's count decides nothing")
+  t.equal(runDiffers([reading({ pattern: 'files' })], report(0, 0, 0)), null, 'a files run is judged by other rules')
+  t.equal(runDiffers([reading({ superblockValid: false })], report(0, 0, 0)), null, 'a lost file is judged by its superblock')
+  t.equal(runDiffers([reading({ acked: 0, lost: 0 })], report(0, 0, 1)), null, 'a run that acked nothing')
+  t.equal(runDiffers([reading()], 'not json'), null, 'no report: the exit code decides')
+  t.equal(runDiffers([reading()], JSON.stringify({ runs: [{ runId: 'other', lost: 0 }] })), null, 'a run verify does not name')
 })
 
 t.test('--replay-from with a state line that is not one, or no recording, exits 2 and says why', async (t) => {
@@ -165,10 +168,14 @@ t.test('a replay interrupted by SIGINT leaves no mount, loop device, recording s
   }
   const tmp = mkdtempSync(join(tmpdir(), 'plugcheck-replay-sigint-'))
   t.teardown(() => rmSync(tmp, { recursive: true, force: true }))
-  const child = spawn(process.execPath, ['--import', 'tsx', campaignPath, '--replay', '6', '--fs', 'ext4', '--records', '120', '--seed', '7'], {
-    env: { ...process.env, TMPDIR: tmp },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  })
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', campaignPath, '--replay', '6', '--fs', 'ext4', '--records', '120', '--seed', '7'],
+    {
+      env: { ...process.env, TMPDIR: tmp },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  )
   const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('exit', (code, signal) => resolve({ code, signal })),
   )
