@@ -1,0 +1,210 @@
+/**
+ * The replay lab's own checks, without a disk: a state line that is not one of the recording's is
+ * refused (exit 2) before anything is mounted, a verdict right by luck is caught by comparing verify's
+ * count of lost records with the lab's reader's, and the one-record lying states break one record
+ * only. Synthetic recordings (a BlockLog built here), so each check runs in milliseconds. Then, where
+ * the lab can run, a replay interrupted (SIGINT) mid-way leaves no mount, loop device or recording.
+ */
+import t from 'tap'
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { type BlockLog, type CrashState, oneRecordState, stateProblem } from '../fixtures/lab/crash-states.js'
+import { labUnavailableReason } from '../fixtures/lab/harness.js'
+import { runDiffers } from '../fixtures/lab/replay.js'
+import { seededRandom } from '../fixtures/lab/seeded.js'
+
+const campaignPath = fileURLToPath(new URL('../fixtures/lab/campaign.ts', import.meta.url))
+
+/** A sector stamped as record sector `index` (PCS1, index), the rest zeros. */
+function stamped(index: number): Buffer {
+  const sector = Buffer.alloc(512)
+  sector.write('PCS1', 0, 'latin1')
+  sector.writeUInt32LE(index, 4)
+  return sector
+}
+
+/** A record of `sectors` sectors, or the file system's block of zeros. */
+const recordWrite = (sectors: number): Buffer => Buffer.concat(Array.from({ length: sectors }, (_, k) => stamped(k)))
+
+// Writes 0-2 before flush 1, 3-4 before flush 2, 5 after it: window 2 holds write 5.
+const log: BlockLog = {
+  writes: [
+    { op: 0, offsetBytes: 0, data: Buffer.alloc(4096) },
+    { op: 1, offsetBytes: 4096, data: recordWrite(8) },
+    { op: 2, offsetBytes: 8192, data: Buffer.concat([recordWrite(8), recordWrite(8)]) },
+    { op: 4, offsetBytes: 16384, data: recordWrite(8) },
+    { op: 5, offsetBytes: 65536, data: Buffer.alloc(4096) },
+    { op: 7, offsetBytes: 20480, data: recordWrite(8) },
+  ],
+  flushes: [
+    { writesBefore: 3, repliedNs: 10n },
+    { writesBefore: 5, repliedNs: 20n },
+  ],
+}
+
+t.test('a state of the recording passes; one that is not is said why', async (t) => {
+  const fine: CrashState[] = [
+    { kind: 'consistent', window: 2, keep: [5], drop: [], torn: { write: 5, bytes: 512 } },
+    { kind: 'lying', window: 2, keep: [], drop: [1, 2], torn: { write: 2, bytes: 4096 } },
+    { kind: 'lying', window: 1, keep: [4], drop: [], moved: [{ write: 1, toBytes: 4608 }] },
+  ]
+  for (const state of fine) t.equal(stateProblem(log, state), null, JSON.stringify(state))
+  const bad: Array<[CrashState, RegExp]> = [
+    [{ kind: 'consistent', window: 3, keep: [], drop: [] }, /window 3: the recording has 2 flushes/],
+    [{ kind: 'consistent', window: 1, keep: [5], drop: [] }, /kept write 5 is not of window 1 \(writes 3\.\.4\)/],
+    [{ kind: 'lying', window: 1, keep: [], drop: [3] }, /write 3 is not covered by a flush before window 1/],
+    [{ kind: 'lying', window: 2, keep: [], drop: [99] }, /write 99 is not covered/],
+    [{ kind: 'consistent', window: 2, keep: [], drop: [1] }, /a consistent state drops or moves no covered write/],
+    [{ kind: 'consistent', window: 2, keep: [5], drop: [], torn: { write: 5, bytes: 4096 } }, /not a prefix shorter than its 4096/],
+    [
+      { kind: 'lying', window: 2, keep: [], drop: [1], torn: { write: 3, bytes: 512 } },
+      /torn write 3 is not one of the state's dropped writes/,
+    ],
+    [
+      { kind: 'lying', window: 2, keep: [], drop: [], moved: [{ write: 1, toBytes: 66048 }] },
+      /moved write 1 at 66048 would end past the recorded device \(69632 bytes\)/,
+    ],
+  ]
+  for (const [state, why] of bad) t.match(stateProblem(log, state), why, JSON.stringify(state))
+})
+
+t.test('a one-record lying state drops or tears one covered write holding exactly one record', async (t) => {
+  const random = seededRandom(19)
+  const seen = new Set<string>()
+  for (let i = 0; i < 40; i++) {
+    const state = oneRecordState(log, 2, random)
+    if (state === null) {
+      t.fail('window 2 has covered writes holding one record')
+      return
+    }
+    t.equal(state.kind, 'lying')
+    t.same(state.keep, [])
+    t.equal(state.drop.length, 1)
+    // Write 2 holds two records, write 0 and 4 none: only 1 and 3 break one record alone.
+    t.ok([1, 3].includes(state.drop[0]!), `dropped write ${state.drop[0]}`)
+    t.equal(stateProblem(log, state), null)
+    seen.add(state.torn === undefined ? `drop ${state.drop[0]}` : `tear ${state.drop[0]}`)
+  }
+  t.ok(seen.size >= 3, `several kinds drawn: ${[...seen].join(', ')}`)
+  t.equal(oneRecordState(log, 0, random), null, 'nothing is covered before the first flush')
+})
+
+t.test("verify's count of a tested run's lost records must be the reader's", async (t) => {
+  const reading = (over: Partial<{ method: string; pattern: string; superblockValid: boolean; lost: number; acked: number }> = {}) => ({
+    meta: { runId: 'aa11', method: over.method ?? 'fdatasync', pattern: over.pattern ?? 'append' },
+    acked: over.acked ?? 40,
+    superblockValid: over.superblockValid ?? true,
+    lost: over.lost ?? 2,
+  })
+  const report = (lost: number, torn: number, corrupt: number, verdict = lost + torn + corrupt > 0 ? 'fail' : 'pass'): string =>
+    JSON.stringify({ runs: [{ runId: 'aa11', lost, torn, corrupt, verdict }] })
+  t.equal(runDiffers([reading()], report(1, 1, 0)), null, 'lost + torn is the reader count')
+  t.equal(runDiffers([reading()], report(0, 0, 2)), null, 'corrupt counts too')
+  t.match(runDiffers([reading()], report(1, 0, 0)), /run aa11: verify counts 1 acked records lost, torn or corrupt, the reader 2/)
+  t.match(runDiffers([reading({ lost: 0 })], report(0, 0, 1)), /verify counts 1 .* the reader 0/)
+  t.match(runDiffers([reading({ pattern: 'overwrite' })], report(3, 0, 0)), /verify counts 3/)
+  t.match(runDiffers([reading()], report(2, 0, 0, 'pass')), /run aa11: verify's verdict on the run is pass, its 2 lost records owe fail/)
+  t.match(runDiffers([reading({ lost: 0 })], report(0, 0, 0, 'fail')), /verdict on the run is fail, its 0 lost records owe pass/)
+  t.equal(runDiffers([reading({ method: 'none' })], report(0, 0, 0)), null, "the control's count decides nothing")
+  t.equal(runDiffers([reading({ pattern: 'files' })], report(0, 0, 0)), null, 'a files run is judged by other rules')
+  t.equal(runDiffers([reading({ superblockValid: false })], report(0, 0, 0)), null, 'a lost file is judged by its superblock')
+  t.equal(runDiffers([reading({ acked: 0, lost: 0 })], report(0, 0, 1)), null, 'a run that acked nothing')
+  t.equal(runDiffers([reading()], 'not json'), null, 'no report: the exit code decides')
+  t.equal(runDiffers([reading()], JSON.stringify({ runs: [{ runId: 'other', lost: 0 }] })), null, 'a run verify does not name')
+})
+
+t.test('--replay-from with a state line that is not one, or no recording, exits 2 and says why', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'plugcheck-replay-checks-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const lab = (args: string[]) => {
+    const result = spawnSync(process.execPath, ['--import', 'tsx', campaignPath, ...args], { encoding: 'utf8', timeout: 60_000 })
+    return { code: result.status, stderr: result.stderr }
+  }
+  const bogus = lab(['--replay-from', dir, '--state', 'lying/w=x/keep='])
+  t.equal(bogus.code, 2)
+  t.match(bogus.stderr, /^lab: --state lying\/w=x\/keep=: not a crash state line\nhint: /)
+  t.notMatch(bogus.stderr, /at .*\.ts:\d+/, 'no stack trace')
+  const none = lab(['--replay-from', dir, '--state', 'lying/w=3/keep=/drop=1/torn='])
+  t.equal(none.code, 2)
+  t.match(none.stderr, /no recording the lab kept reads back there/)
+  // A recording whose log is the synthetic one above, and a state past its flushes.
+  const logPath = join(dir, 'blocks.log')
+  writeFileSync(logPath, encodeLog(log))
+  writeFileSync(join(dir, 'recording.json'), JSON.stringify({ logPath }))
+  const past = lab(['--replay-from', dir, '--state', 'consistent/w=7/keep=/drop=/torn='])
+  t.equal(past.code, 2)
+  t.match(past.stderr, /--state consistent\/w=7\/keep=\/drop=\/torn=: window 7: the recording has 2 flushes/)
+})
+
+/** The recorder's log format (nbd-recorder.ts): u32 kind, u32 length, u64 offset, u64 time, data. */
+function encodeLog(blocks: BlockLog): Buffer {
+  const parts: Buffer[] = []
+  let flush = 0
+  blocks.writes.forEach((write, i) => {
+    while (flush < blocks.flushes.length && blocks.flushes[flush]!.writesBefore === i) parts.push(entry(3, 0n, Buffer.alloc(0), flush++))
+    parts.push(entry(1, BigInt(write.offsetBytes), write.data, 0))
+  })
+  while (flush < blocks.flushes.length) parts.push(entry(3, 0n, Buffer.alloc(0), flush++))
+  return Buffer.concat(parts)
+}
+
+function entry(kind: number, offsetBytes: bigint, data: Buffer, at: number): Buffer {
+  const header = Buffer.alloc(24)
+  header.writeUInt32LE(kind, 0)
+  header.writeUInt32LE(data.length, 4)
+  header.writeBigUInt64LE(offsetBytes, 8)
+  header.writeBigUInt64LE(BigInt(at), 16)
+  return Buffer.concat([header, data])
+}
+
+t.test('a replay interrupted by SIGINT leaves no mount, loop device, recording server or recording', { timeout: 180_000 }, async (t) => {
+  const reason = labUnavailableReason()
+  if (reason !== null) {
+    t.fail(`the lab cannot run here: ${reason}`)
+    return
+  }
+  const tmp = mkdtempSync(join(tmpdir(), 'plugcheck-replay-sigint-'))
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }))
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', campaignPath, '--replay', '6', '--fs', 'ext4', '--records', '120', '--seed', '7'],
+    {
+      env: { ...process.env, TMPDIR: tmp },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  )
+  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  )
+  // Interrupted once it replays: a state mounted or about to be, the recording on disk.
+  let stderr = ''
+  const replaying = await new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), 120_000)
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString()
+      if (/states checked/.test(stderr)) {
+        clearTimeout(timer)
+        resolve(true)
+      }
+    })
+    child.on('exit', () => resolve(false))
+  })
+  t.ok(replaying, `the replay began: ${stderr.slice(-300)}`)
+  child.kill('SIGINT')
+  const { code, signal } = await ended
+  t.ok(signal === 'SIGINT' || code === 130, `died of the signal (code ${code}, signal ${signal})`)
+  t.same(
+    readdirSync(tmp).filter((name) => name.startsWith('plugcheck-')),
+    [],
+    'its recording (base image, block log) is removed',
+  )
+  const loops = spawnSync('losetup', ['-a'], { encoding: 'utf8', timeout: 10_000 }).stdout
+  t.notOk(loops.includes(tmp), 'no loop device over its files')
+  t.notOk(readFileSync('/proc/mounts', 'utf8').includes(tmp), 'nothing mounted under it')
+  const servers = spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8', timeout: 10_000 }).stdout
+  const left = servers.split('\n').filter((line) => line.includes(tmp) && /nbd-recorder|nbdfuse|nbdkit/.test(line))
+  t.same(left, [], 'no recording server or nbdfuse of its own left')
+})
