@@ -73,7 +73,9 @@ t.test("every flag of the README's command lines is one its command takes", asyn
     const spec = flagSpecOf(command!.options)
     for (const [, without, flag] of line.matchAll(/(without )?--([a-z][a-z-]*)/g)) {
       // agent: "[write's options, without --duration]"
-      if (without === undefined) t.ok(spec.names.has(flag!), `${command!.name} takes --${flag}`)
+      // --no-x: the negation of a yes/no flag x (write's --no-dir-sync)
+      const negated = flag!.startsWith('no-') && spec.booleans.has(flag!.slice(3))
+      if (without === undefined) t.ok(spec.names.has(flag!) || negated, `${command!.name} takes --${flag}`)
       else t.notOk(spec.names.has(flag!), `${command!.name} does not take --${flag}`)
       checked++
     }
