@@ -468,9 +468,15 @@ const wineServerRaceRetries = 2
 /** Long enough for the exiting wineserver to be gone, so the next client starts a new one. */
 const wineServerRaceBackoffMs = 1_000
 
-/** Wine's own client failed before node.exe wrote anything: the program never ran. */
+/**
+ * Wine's own client failed before node.exe wrote anything: the program never ran. Either it says so
+ * (`wine client error:`), or it exits 1 having written nothing at all (seen in 35 ms under a loaded
+ * full suite, against about a second for node.exe to start): plugcheck never ends with an error
+ * without a message, and node.exe's own failures print one.
+ */
 export function lostWineServerRace(result: WineRunResult): boolean {
-  return result.code !== 0 && !result.timedOut && result.stdout === '' && /^wine client error:/m.test(result.stderr)
+  if (result.code === 0 || result.timedOut || result.stdout !== '') return false
+  return /^wine client error:/m.test(result.stderr) || (result.code === 1 && result.stderr === '')
 }
 
 async function runWineNodeOnce(nodeArgs: readonly string[], options: WineRunOptions): Promise<WineRunResult> {

@@ -11,6 +11,12 @@ t.test('a reset Wine client before any output is a lost race', async (t) => {
   t.equal(lostWineServerRace(race), true)
 })
 
+t.test('an exit 1 with nothing written at all is a lost race (node.exe never ran: plugcheck never fails silently)', async (t) => {
+  t.equal(lostWineServerRace({ code: 1, stdout: '', stderr: '', timedOut: false }), true)
+  t.equal(lostWineServerRace({ code: 2, stdout: '', stderr: '', timedOut: false }), false, "another code is the program's own")
+  t.equal(lostWineServerRace({ code: 1, stdout: '', stderr: 'plugcheck: FAIL\n', timedOut: false }), false, 'a message: it ran')
+})
+
 t.test('a program that ran, exited 0, timed out or failed on its own is never started again', async (t) => {
   t.equal(lostWineServerRace({ ...race, stdout: 'plugcheck <command> [options]\n' }), false)
   t.equal(lostWineServerRace({ ...race, code: 0 }), false)
