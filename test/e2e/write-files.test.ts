@@ -8,7 +8,7 @@ import t, { type Test } from 'tap'
 import { spawnSync } from 'node:child_process'
 import { lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { binPath, runCli, spawnCli, startListener, tempDir, waitFor, writeThenKill, type ListenerChild } from '../fixtures/cli.js'
+import { binPath, runCli, startListener, tempDir, waitFor, watchCli, writeThenKill, type ListenerChild } from '../fixtures/cli.js'
 import { decodeSuperblock, type RunMeta } from '../../src/record/format.js'
 import { fillRecord, readU64, runKey, writeTimeOffset } from '../../src/record/records.js'
 import { seqOfRecordFile, seqOfTempFile } from '../../src/record/files-layout.js'
@@ -19,8 +19,18 @@ t.before(async () => {
 })
 t.teardown(() => listener.kill())
 
-const write = (file: string, extra: readonly string[]) =>
-  runCli(['write', '--server', listener.server, '--file', file, '--pattern', 'files', '--json', ...extra])
+/** A files writer's command line on dir. */
+const filesWriter = (dir: string, extra: readonly string[]): string[] => [
+  'write',
+  '--server',
+  listener.server,
+  '--file',
+  dir,
+  '--pattern',
+  'files',
+  ...extra,
+]
+const write = (file: string, extra: readonly string[]) => runCli(filesWriter(file, ['--json', ...extra]))
 
 /** The summary event's one run: acknowledged count and run id. */
 function summaryOf(stdout: string): { runId: string; acknowledged: number; pattern: string } {
@@ -185,20 +195,7 @@ t.test("a second run over an earlier run's directory deletes only that run's fil
 
 t.test('a second writer on a live files run is refused (the superblock is locked), and the first goes on', async (t) => {
   const dir = join(tempDir(t), 'run')
-  const first = spawnCli([
-    'write',
-    '--server',
-    listener.server,
-    '--file',
-    dir,
-    '--pattern',
-    'files',
-    '--method',
-    'none',
-    '--keep-files',
-    '20',
-  ])
-  const exited = new Promise<void>((resolve) => first.on('exit', () => resolve()))
+  const { child: first, exited } = watchCli(filesWriter(dir, ['--method', 'none', '--keep-files', '20']))
   t.teardown(async () => {
     first.kill('SIGKILL')
     await exited
@@ -353,22 +350,7 @@ t.test('refusals: exit 2, and nothing touched', async (t) => {
 
 t.test('the watch over a files run: its superblock replaced by another program ends the run as changed, exit 3', async (t) => {
   const dir = join(tempDir(t), 'run')
-  const writer = spawnCli([
-    'write',
-    '--server',
-    listener.server,
-    '--file',
-    dir,
-    '--pattern',
-    'files',
-    '--method',
-    'none',
-    '--keep-files',
-    '20',
-  ])
-  let stderr = ''
-  writer.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
-  const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)))
+  const { child: writer, out, exited } = watchCli(filesWriter(dir, ['--method', 'none', '--keep-files', '20']))
   t.teardown(() => writer.kill('SIGKILL'))
   await waitFor('record files', () => {
     try {
@@ -380,8 +362,8 @@ t.test('the watch over a files run: its superblock replaced by another program e
   // Replaced by rename, as an editor saves: the path now names another file.
   writeFileSync(join(dir, '.superblock.plugcheck-0000000000000000.tmp'), readFileSync(join(dir, 'superblock')))
   renameSync(join(dir, '.superblock.plugcheck-0000000000000000.tmp'), join(dir, 'superblock'))
-  t.equal(await exited, 3, stderr)
-  t.match(stderr, new RegExp(`the data file ${dir}/superblock was replaced by another file during the run`))
+  t.equal(await exited, 3, out.stderr)
+  t.match(out.stderr, new RegExp(`the data file ${dir}/superblock was replaced by another file during the run`))
 })
 
 /**
@@ -475,24 +457,7 @@ t.test('a failed call ends the run (never retried): the directory made immutable
     return
   }
   const dir = join(tempDir(t), 'run')
-  const writer = spawnCli([
-    'write',
-    '--server',
-    listener.server,
-    '--file',
-    dir,
-    '--pattern',
-    'files',
-    '--method',
-    'fdatasync',
-    '--keep-files',
-    '1000000',
-  ])
-  let stderr = ''
-  let stdout = ''
-  writer.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
-  writer.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
-  const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)))
+  const { child: writer, out, exited } = watchCli(filesWriter(dir, ['--method', 'fdatasync', '--keep-files', '1000000']))
   t.teardown(() => {
     spawnSync('chattr', ['-i', dir])
     writer.kill('SIGKILL')
@@ -506,12 +471,12 @@ t.test('a failed call ends the run (never retried): the directory made immutable
   })
   const chattr = spawnSync('chattr', ['+i', dir], { encoding: 'utf8' })
   t.equal(chattr.status, 0, `chattr +i: ${chattr.stderr}`)
-  t.equal(await exited, 3, stderr)
+  t.equal(await exited, 3, out.stderr)
   t.match(
-    stderr,
+    out.stderr,
     new RegExp(`plugcheck: (openat|renameat|unlinkat|linkat) failed on ${dir}[^ ]* after seq \\d+ \\(method fdatasync\\): EPERM`),
   )
-  const acknowledged = Number(/([\d,]+) records synced and acknowledged/.exec(stdout)?.[1]?.replace(/,/g, ''))
+  const acknowledged = Number(/([\d,]+) records synced and acknowledged/.exec(out.stdout)?.[1]?.replace(/,/g, ''))
   spawnSync('chattr', ['-i', dir])
   const { records } = recordSeqs(dir)
   t.same(

@@ -9,7 +9,7 @@
 import t from 'tap'
 import { existsSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { runCli, spawnCli, startListener, tempDir, waitFor, type ListenerChild } from '../fixtures/cli.js'
+import { runCli, startListener, watchCli, tempDir, waitFor, type ListenerChild } from '../fixtures/cli.js'
 
 let listener: ListenerChild
 t.before(async () => {
@@ -19,30 +19,16 @@ t.teardown(() => listener.kill())
 
 t.test('kept record files deleted mid-run: the run ends as file-changed, verify judges nothing', async (t) => {
   const dir = join(tempDir(t), 'run')
-  const writer = spawnCli([
-    'write',
-    '--server',
-    listener.server,
-    '--file',
-    dir,
-    '--pattern',
-    'files',
-    '--keep-files',
-    '100',
-    '--duration',
-    '60',
-  ])
-  let stderr = ''
-  writer.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
-  const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)))
+  const args = ['write', '--server', listener.server, '--file', dir, '--pattern', 'files', '--keep-files', '100', '--duration', '60']
+  const { child: writer, out, exited } = watchCli(args)
   t.teardown(() => writer.kill('SIGKILL'))
   await waitFor('rec-60', () => existsSync(join(dir, 'rec-60')), 30_000)
   for (let seq = 40; seq <= 60; seq++) rmSync(join(dir, `rec-${seq}`), { force: true }) // kept: the window is 100
   const code = await Promise.race([exited, new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 30_000))])
-  t.equal(code, 3, stderr)
-  t.match(stderr, /the record file .*\/run\/rec-\d+ was deleted during the run, by something other than plugcheck/)
-  t.match(stderr, /verify will not judge this run/)
-  t.notMatch(stderr, /unlinkat failed/)
+  t.equal(code, 3, out.stderr)
+  t.match(out.stderr, /the record file .*\/run\/rec-\d+ was deleted during the run, by something other than plugcheck/)
+  t.match(out.stderr, /verify will not judge this run/)
+  t.notMatch(out.stderr, /unlinkat failed/)
 
   const verify = await runCli(['verify', '--server', listener.server, '--file', dir])
   t.equal(verify.code, 2, 'not judged')

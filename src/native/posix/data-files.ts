@@ -21,14 +21,7 @@ export function dataFileCalls(
       requireAvailable(methodTable, method)
       if (options.direct) checkDirect(c, methodTable)
       const lib = c()
-      const fd = openFile(lib, path, openFlags(k, method, options.direct))
-      try {
-        afterOpen(c, k, fd, options.direct)
-      } catch (error) {
-        lib.close(fd)
-        throw error
-      }
-      return dataFileOf(c, k, method, fd)
+      return openedDataFile(c, k, method, openFile(lib, path, openFlags(k, method, options.direct)), options.direct)
     },
 
     probeDirect(path: string): void {
@@ -56,6 +49,17 @@ export function dataFileCalls(
       }
     },
   }
+}
+
+/** A descriptor just opened for method made a DataFile (--direct's flags set first); closed if that fails. */
+export function openedDataFile(c: () => Libc, k: PosixConstants, method: MethodName, fd: number, direct: boolean): DataFile {
+  try {
+    afterOpen(c, k, fd, direct)
+  } catch (error) {
+    c().close(fd)
+    throw error
+  }
+  return dataFileOf(c, k, method, fd)
 }
 
 /** The method's write, sync and close on an open descriptor (a data file, or a files run's record file). */

@@ -8,7 +8,7 @@
 import { directorySyncs, type MethodName } from '../methods.js'
 import type { NativePort, OpenOptions, PlatformTable, RecordDirectory } from '../port.js'
 import type { PosixConstants } from './constants.js'
-import { afterOpen, checkDirect, dataFileOf, openFlags, requireAvailable } from './data-files.js'
+import { checkDirect, openedDataFile, openFlags, requireAvailable } from './data-files.js'
 import { errnoError, fail, openFile, type Libc } from './libc.js'
 import koffi from 'koffi'
 
@@ -29,14 +29,7 @@ export function recordDirectoryCalls(
       let open = true
       return {
         create(name) {
-          const fd = openAt(lib, dirFd, name, createFlags)
-          try {
-            afterOpen(c, k, fd, options.direct)
-          } catch (error) {
-            lib.close(fd)
-            throw error
-          }
-          return dataFileOf(c, k, method, fd)
+          return openedDataFile(c, k, method, openAt(lib, dirFd, name, createFlags), options.direct)
         },
         rename(from, to) {
           if ((lib.renameat(dirFd, from, dirFd, to) as number) !== 0) fail(lib, 'renameat', `${path}/${from}`)
