@@ -7,13 +7,12 @@
  * record/files-layout.ts on the image; its acks come from a stand-in listener on 127.0.0.1.
  */
 import t from 'tap'
-import { execFileSync } from 'node:child_process'
-import { mkdirSync, statSync, writeFileSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, tempDir } from '../fixtures/cli.js'
 import { craftFilesMeta, craftRun, listenerWith, range, writeFilesRun } from '../fixtures/crafted-run.js'
 import { labUnavailableReason } from '../fixtures/lab/harness.js'
-import { fileExtents, inodeTableBlock, serveImage } from '../fixtures/lab/bad-sectors.js'
+import { fileExtents, inodeTableBlock, serveImage, sh, smallExt4Image } from '../fixtures/lab/bad-sectors.js'
 
 const keep = 10
 const acked = 25
@@ -26,15 +25,7 @@ if (reason !== null) {
   )
 } else {
   const dir = tempDir(t, 'plugcheck-lab-files-unreadable-')
-  const sh = (command: string, args: readonly string[]): string =>
-    execFileSync(command, args, { encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'] })
-  const image = join(dir, 'disk.img')
-  const mountPoint = join(dir, 'mnt')
-  mkdirSync(mountPoint)
-  writeFileSync(image, '')
-  sh('truncate', ['-s', '64M', image])
-  // 1 KiB blocks: an inode-table block holds 4 inodes, so a bad one takes few record files with it.
-  sh('mkfs.ext4', ['-q', '-F', '-b', '1024', '-I', '256', '-E', 'lazy_itable_init=0,lazy_journal_init=0', image])
+  const { image, mountPoint } = smallExt4Image(dir)
 
   const runDir = join(mountPoint, 'run')
   const meta = craftFilesMeta('fe00000000000001', runDir, keep, { recordSizeBytes })

@@ -13,12 +13,11 @@
  * has nothing of the file in its page cache, so every read reaches the device.
  */
 import t from 'tap'
-import { execFileSync } from 'node:child_process'
-import { mkdirSync, statSync, writeFileSync } from 'node:fs'
+import { statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Listener } from '../../src/server/listen/listener.js'
 import { runCli, runInProcess, tempDir } from '../fixtures/cli.js'
-import { fileExtents, inodeTableBlock, serveImage } from '../fixtures/lab/bad-sectors.js'
+import { fileExtents, inodeTableBlock, serveImage, sh, smallExt4Image } from '../fixtures/lab/bad-sectors.js'
 import { labUnavailableReason } from '../fixtures/lab/harness.js'
 
 const recordSizeBytes = 4096
@@ -31,15 +30,7 @@ if (reason !== null) {
   )
 } else {
   const dir = tempDir(t, 'plugcheck-lab-unreadable-')
-  const sh = (command: string, args: readonly string[]): string =>
-    execFileSync(command, args, { encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'] })
-  const image = join(dir, 'disk.img')
-  const mountPoint = join(dir, 'mnt')
-  mkdirSync(mountPoint)
-  writeFileSync(image, '')
-  sh('truncate', ['-s', '64M', image])
-  // 1 KiB blocks: an inode-table block holds 4 inodes, so the data file's (12 or later) shares none with the root's.
-  sh('mkfs.ext4', ['-q', '-F', '-b', '1024', '-I', '256', '-E', 'lazy_itable_init=0,lazy_journal_init=0', image])
+  const { image, mountPoint } = smallExt4Image(dir)
 
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir: join(dir, 'listener') })
   t.teardown(() => listener.close())
