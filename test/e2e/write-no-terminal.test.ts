@@ -195,11 +195,12 @@ t.test('write --jobs 2 without a terminal: each job announced, steady once for t
   const steady =
     'steady: the records of all 2 jobs are being acknowledged and recorded by the listener; cut the power now (pull the plug, not a clean shutdown)'
   t.equal(lines.filter((l) => l === steady).length, 1, 'steady once, for the group')
-  const progress = lines.findIndex((l) => /^progress: \d+ s: 2 jobs, [\d,]+ records written and acked, /.test(l))
-  t.ok(progress > lines.indexOf(steady), 'the group progress after steady')
+  // Progress comes every 5 s whether or not the group is steady yet (a loaded machine can take longer to get there).
+  const progress = lines.flatMap((l, i) => (/^progress: \d+ s: 2 jobs, [\d,]+ records written and acked, /.test(l) ? [i] : []))
+  t.ok(progress.length > 0, 'the group progress, summed over both jobs')
   t.ok(
     Math.max(...lines.flatMap((l, i) => (l.startsWith('announced: ') ? [i] : []))) < lines.indexOf(steady),
     'both announced before steady',
   )
-  t.ok(lines.findIndex((l) => /^ {2}[\d,]+ records synced and acknowledged/.test(l)) > progress, 'the summary last')
+  t.ok(lines.findIndex((l) => /^ {2}[\d,]+ records synced and acknowledged/.test(l)) > Math.max(...progress), 'the summary last')
 })
