@@ -11,7 +11,7 @@
 import t from 'tap'
 import { closeSync, cpSync, mkdirSync, openSync, readdirSync, statSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { runCli, runInProcess, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+import { fileSize, runCli, runInProcess, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 
 t.test('a stale journal segment next to a folded run: refused, never fewer acks, log not rewritten', async (t) => {
   const dir = tempDir(t)
@@ -42,10 +42,19 @@ t.test('a stale journal segment next to a folded run: refused, never fewer acks,
   const saved = join(dir, 'saved')
   mkdirSync(saved)
   const segmentWithRounds = (): string | undefined =>
-    readdirSync(journal).find((name) => name.endsWith('.wal') && statSync(join(journal, name)).size > 2000)
-  await waitFor('a journal segment with rounds', () => segmentWithRounds() !== undefined)
-  const name = segmentWithRounds()!
-  cpSync(join(journal, name), join(saved, name))
+    readdirSync(journal).find((name) => name.endsWith('.wal') && fileSize(join(journal, name)) > 2000)
+  // Copied as soon as it is seen: the listener may fold it away any moment (then the next one is waited for).
+  let name: string | undefined
+  await waitFor('a journal segment with rounds', () => {
+    name = segmentWithRounds()
+    if (name === undefined) return false
+    try {
+      cpSync(join(journal, name), join(saved, name))
+      return true
+    } catch {
+      return false
+    }
+  })
   t.equal(await closed, 0, out)
   await listener.kill('SIGTERM') // clean stop: everything folded into runs/, journal/ empty
   const runId = /^run ([0-9a-f]{16}):/m.exec(out)![1]!
@@ -61,7 +70,7 @@ t.test('a stale journal segment next to a folded run: refused, never fewer acks,
 
   const copy = join(dir, 'copy')
   cpSync(listenerDir, copy, { recursive: true })
-  cpSync(join(saved, name), join(copy, 'journal', name))
+  cpSync(join(saved, name!), join(copy, 'journal', name!))
   const log = join(copy, 'runs', runId, 'acks.log')
   const logBytes = statSync(log).size
 
