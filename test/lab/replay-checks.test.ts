@@ -13,7 +13,10 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type BlockLog, type CrashState, oneRecordState, stateProblem } from '../fixtures/lab/crash-states.js'
 import { labUnavailableReason } from '../fixtures/lab/harness.js'
-import { runDiffers } from '../fixtures/lab/replay.js'
+import { Replayer, runDiffers } from '../fixtures/lab/replay.js'
+import { replayPlanned } from '../fixtures/lab/replay-campaign.js'
+import type { Recording } from '../fixtures/lab/record.js'
+import { fillRecord, runKey } from '../../src/record/records.js'
 import { seededRandom } from '../fixtures/lab/seeded.js'
 
 const campaignPath = fileURLToPath(new URL('../fixtures/lab/campaign.ts', import.meta.url))
@@ -170,6 +173,133 @@ function entry(kind: number, offsetBytes: bigint, data: Buffer, at: number): Buf
   header.writeBigUInt64LE(BigInt(at), 16)
   return Buffer.concat([header, data])
 }
+
+t.test(
+  'a recording of a tested run and its control (--jobs 2, fdatasync,none): a one-record state breaks only a record its cut acked',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'plugcheck-replay-acked-'))
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+    const tested = 'a1b2c3d4e5f60718'
+    const control = '0f1e2d3c4b5a6978'
+    const recordBytes = 4096
+    const records = 12
+    // Real records (src/record/records.ts), so the stamp ackedAt decodes is the one the writer writes.
+    const record = (runId: string, seq: number): Buffer => {
+      const out = Buffer.alloc(recordBytes)
+      fillRecord(out, runKey(runId), seq, seq - 1, 1_700_000_000_000_000 + seq)
+      return out
+    }
+    // Per seq: both runs' records, a flush covering them, the directory's block, a second flush. The
+    // control's sync returns with its write; the tested run's after the second flush (as a files run's
+    // ack waits for its directory sync), so in the window between the two flushes its record is covered
+    // by a flush and not yet acked.
+    const parts: Buffer[] = []
+    const traces: Record<string, Buffer[]> = { [tested]: [], [control]: [] }
+    let now = 1000n
+    const traced = (runId: string, seq: number, ns: bigint): void => {
+      const e = Buffer.alloc(24)
+      Buffer.from(runId, 'hex').copy(e, 0)
+      e.writeDoubleLE(seq, 8)
+      e.writeDoubleLE(Number(ns), 16)
+      traces[runId]!.push(e)
+    }
+    for (let seq = 1; seq <= records; seq++) {
+      parts.push(entry(1, BigInt(recordBytes * seq), record(tested, seq), Number(now++)))
+      parts.push(entry(1, BigInt(recordBytes * (100 + seq)), record(control, seq), Number(now++)))
+      traced(control, seq, now++)
+      parts.push(entry(3, 0n, Buffer.alloc(0), Number(now++)))
+      parts.push(entry(1, 0n, Buffer.alloc(recordBytes, seq), Number(now++)))
+      parts.push(entry(3, 0n, Buffer.alloc(0), Number(now++)))
+      traced(tested, seq, now++)
+    }
+    const logPath = join(dir, 'blocks.log')
+    writeFileSync(logPath, Buffer.concat(parts))
+    const basePath = join(dir, 'base.img')
+    writeFileSync(basePath, Buffer.alloc(recordBytes * 128))
+    const tracePaths = [tested, control].map((runId, k) => {
+      const path = join(dir, `trace.job${k + 1}`)
+      writeFileSync(path, Buffer.concat(traces[runId]!))
+      return path
+    })
+    const meta = (runId: string, method: string) => ({ runId, method, pattern: 'append', recordSizeBytes: recordBytes, slotCount: 64 })
+    // The control listed first: the replayer puts tested runs first, and ackedAt must follow it.
+    const recording = {
+      dir,
+      basePath,
+      logPath,
+      tracePaths,
+      mountPoint: join(dir, 'mnt'),
+      file: join(dir, 'mnt', 'data'),
+      runs: [{ meta: meta(control, 'none') }, { meta: meta(tested, 'fdatasync') }],
+    } as unknown as Recording
+    const replayer = new Replayer(recording, join(dir, 'scratch'))
+    const { writes, flushes } = replayer.log
+    t.equal(flushes.length, 2 * records)
+
+    // The acks of a cut in window w, from the trace written above, not from the replayer.
+    const ackedIn = (runId: string, w: number): number => {
+      const next = flushes[w]
+      return traces[runId]!.map((e) => ({ seq: e.readDoubleLE(8), ns: BigInt(e.readDoubleLE(16)) }))
+        .filter((e) => next === undefined || e.ns < next.repliedNs)
+        .reduce((max, e) => Math.max(max, e.seq), 0)
+    }
+    const stampOf = (write: number) => {
+      const data = writes[write]!.data
+      return { sector: data.subarray(0, 512), runId: data.subarray(8, 16).toString('hex'), seq: Number(data.readBigUInt64LE(16)) }
+    }
+    const recordWrites = writes.flatMap((w, i) => (w.data.subarray(0, 4).toString('latin1') === 'PCS1' ? [i] : []))
+    t.equal(recordWrites.length, 2 * records)
+    let mismatches = 0
+    let unackedCovered = 0
+    for (let w = 0; w <= flushes.length; w++) {
+      const acked = replayer.ackedAt(w)
+      for (const i of recordWrites) {
+        const { sector, runId, seq } = stampOf(i)
+        const expected = seq <= ackedIn(runId, w)
+        if (acked(sector) !== expected) mismatches++
+        if (w > 0 && i < flushes[w - 1]!.writesBefore && !expected) unackedCovered++
+      }
+      const foreign = Buffer.from(stampOf(recordWrites[0]!).sector)
+      Buffer.from('ffffffffffffffff', 'hex').copy(foreign, 8)
+      if (acked(foreign)) mismatches++
+    }
+    t.equal(mismatches, 0, "ackedAt says acked exactly for the records whose run's acks at the cut hold their seq")
+    t.ok(unackedCovered > 0, `records covered by a flush but not acked at the cut: ${unackedCovered}`)
+
+    // The campaign's plan (replayPlanned), every state recorded instead of mounted.
+    const planned: Array<{ kind: string; states: CrashState[] }> = []
+    let current: CrashState[] = []
+    replayer.replay = async (state: CrashState) => {
+      current.push(state)
+      return { state, acked: 0, verifyCode: 0, reallyLost: 0, controlLost: 0, lostSeqs: [], wrong: null, detail: '' }
+    }
+    await replayPlanned(
+      replayer,
+      { states: 240, seed: 3, label: 'synthetic', pattern: 'append', dir },
+      seededRandom(3),
+      (line) => {
+        const kind = /^replay: synthetic append (.*): \d+ states checked/.exec(line)?.[1]
+        if (kind === undefined) return
+        planned.push({ kind, states: current })
+        current = []
+      },
+      () => {},
+    )
+    const single = planned.find((p) => p.kind === 'lying one record')?.states ?? []
+    t.ok(single.length >= 40, `${single.length} one-record states planned`)
+    const broken = single.map((state) => ({ state, ...stampOf(state.drop[0]!) }))
+    const unacked = broken.filter(({ state, runId, seq }) => seq > ackedIn(runId, state.window))
+    t.same(
+      unacked.map(({ state, runId, seq }) => `${runId} seq ${seq} in window ${state.window}`),
+      [],
+      'every one-record state breaks a record its cut acked',
+    )
+    t.ok(
+      broken.some(({ runId }) => runId === tested),
+      "the tested run's records are among those broken",
+    )
+  },
+)
 
 t.test('a replay interrupted by SIGINT leaves no mount, loop device, recording server or recording', { timeout: 180_000 }, async (t) => {
   const reason = labUnavailableReason()
