@@ -386,22 +386,10 @@ for (const variant of [
       for (const seconds of [0.3, 1, 3, 9]) {
         if (acked > keep) break
         const dir = join(base, `run-${seconds}`)
-        const result = await runStraced(log, [
-          'write',
-          '--server',
-          listener.server,
-          '--file',
-          dir,
-          '--pattern',
-          'files',
-          '--method',
-          'fdatasync',
-          '--duration',
-          String(seconds),
-          '--keep-files',
-          String(keep),
-          ...variant.extra,
-        ])
+        const result = await runStraced(
+          log,
+          filesWriter(dir, ['--method', 'fdatasync', '--duration', String(seconds), '--keep-files', String(keep), ...variant.extra]),
+        )
         t.equal(result.code, 0, result.stderr)
         const lines = readFileSync(log, 'utf8').split('\n')
         ops = lines.map((line) => opOf(line, dir)).filter((op) => op !== null)
