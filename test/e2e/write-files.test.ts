@@ -153,24 +153,9 @@ t.test('--publish link --no-dir-sync: no temporary name left, the settings in th
 
 t.test('the trail and the summary say the pattern and how the files are made', async (t) => {
   const dir = join(tempDir(t), 'run')
-  const result = await runCli([
-    'write',
-    '--server',
-    listener.server,
-    '--file',
-    dir,
-    '--pattern',
-    'files',
-    '--method',
-    'none',
-    '--duration',
-    '0.3',
-    '--publish',
-    'link',
-    '--no-dir-sync',
-    '--keep-files',
-    '7',
-  ])
+  const result = await runCli(
+    filesWriter(dir, ['--method', 'none', '--duration', '0.3', '--publish', 'link', '--no-dir-sync', '--keep-files', '7']),
+  )
   t.equal(result.code, 0, result.stderr)
   t.match(result.stdout, /^run [0-9a-f]{16}: none, files \(link, no directory sync, 7 kept\), .*\/run$/m)
   t.match(result.stdout, /^run [0-9a-f]{16}: none, files \(link, no directory sync, 7 kept\), 8 KiB records, /m)
