@@ -1,6 +1,6 @@
 /**
- * The suite's loader: every test file runs through tsx, as .taprc names, never through tap's default
- * ts-node. tap rebuilds itself for .taprc's plugins when it finds its build stale, but only inside a run
+ * The suite's loader: every test file runs through ours (test/fixtures/tap-ts/), as .taprc names, never
+ * through tap's default, ts-node. tap rebuilds itself for .taprc's plugins when it finds its build stale, but only inside a run
  * whose test processes already got the old build's loader: right after `npm ci` a whole run went
  * through ts-node at about twice the CPU, and nothing failed. `npm test`'s pretest
  * (scripts/tap-plugins.mjs) builds tap first; this file fails a run that skipped it.
@@ -11,11 +11,11 @@ import { fileURLToPath } from 'node:url'
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url))
 
-t.test('this test process loads TypeScript through tsx, not ts-node', async (t) => {
+t.test("this test process loads TypeScript through the suite's loader, not ts-node", async (t) => {
   const argv = process.execArgv.join(' ')
   t.ok(
-    /(^|[\s=/\\])tsx([/\\\s]|$)/.test(argv),
-    'a tsx loader is imported (run `npm test`, or `node scripts/tap-plugins.mjs` once after npm ci)',
+    /--import=\S*tap-ts\/register\.mjs/.test(argv),
+    'test/fixtures/tap-ts/register.mjs is imported (run `npm test`, or `node scripts/tap-plugins.mjs` once after npm ci)',
     { execArgv: process.execArgv },
   )
   t.notOk(argv.includes('@tapjs/typescript'), "tap's ts-node loader is not (tap was built for other plugins when this run began)", {
