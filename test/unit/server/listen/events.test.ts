@@ -92,6 +92,8 @@ t.test('a writer killed with SIGKILL: run, vanished with the verify command, on 
   t.match(later[2], { kind: 'end', reason: 'duration', acked: 5 })
   t.type((later[2] as { durationMs: number }).durationMs, 'number')
   t.match(later[3], { kind: 'verdict', result: { verdict: 'fail', lost: 2 }, campaign: { name: 'c1', cycle: 1 } })
+  // As above: the events file has the verdict; its stderr line may still be in the pipe.
+  await waitFor('the verdict line on stderr', () => listener.stderr().includes(`verdict for run ${ended}`))
   t.match(
     listener.stderr(),
     new RegExp(`run ${ended} on testhost:/data/${ended} is steady after 5 acks: the moment to cut \\[campaign c1, cycle 1\\]`),
