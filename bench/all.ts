@@ -55,6 +55,12 @@ const benches: readonly Bench[] = [
   },
   { name: 'startup', figure: 'start-up time of --help, --version, methods against bare node', quick: ['--rounds', '5'], needs: [] },
   {
+    name: 'test-loader',
+    figure: "a test file's CPU before its first assertion, by TypeScript loader",
+    quick: ['--rounds', '2'],
+    needs: [],
+  },
+  {
     name: 'verify-vs-dd',
     figure: "verify's time and memory against dd on the same file",
     quick: ['--size', '256MiB', '--rounds', '1'],
