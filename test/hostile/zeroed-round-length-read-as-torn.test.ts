@@ -79,6 +79,11 @@ t.test('a zeroed round length inside the last segment: refused, never a torn tai
   }
   const intact = await runInProcess(['verify', '--acks', listenerDir, '--file', file])
   t.equal(intact.code, 1, `the intact directory: FAIL (${intact.stdout.split('\n')[0]})`)
+  // FAIL alone holds for any acknowledged record zeroed: each run's lost records must be exactly the 20 broken.
+  for (const [, , count] of recorded) {
+    const n = Number(count!.replace(/,/g, ''))
+    t.match(intact.stdout, `lost seqs ${n - 19}-${n} (20):`, `verify finds seqs ${n - 19}-${n} lost, the records broken`)
+  }
 
   for (const [name, damage] of [
     ['zeroed', (fd: number) => writeSync(fd, Buffer.alloc(12), 0, 12, target!)], // a lost page: length and checksum read as zeros
