@@ -7,20 +7,39 @@
 // suite's CPU). Run as `npm test`'s pretest, this builds first. Plain JavaScript: it runs before
 // anything is compiled. Prints nothing when the build is current.
 import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 
-/** Whether tap is built for .taprc's plugins; false too when the build cannot load (a plugin of it is gone). */
+// tap reads .taprc from the working directory up, and `npx tap` is the project's from there.
+process.chdir(fileURLToPath(new URL('..', import.meta.url)))
+
+/**
+ * Whether tap is built for .taprc's plugins as they are now; false too when the build cannot load (a
+ * plugin of it is gone). The signature is only the plugins' names: the loaders and test file
+ * extensions a plugin exports are copied into the build, so a plugin of ours edited since (its
+ * importLoader pointed elsewhere) needs a build too, which neither tap nor the signature notices.
+ */
 async function builtForConfig() {
   try {
     const { TapConfig } = await import('@tapjs/config')
-    const { signature } = await import('@tapjs/test')
-    return (await TapConfig.load()).pluginSignature === signature
+    const built = await import('@tapjs/test')
+    const config = await TapConfig.load()
+    if (config.pluginSignature !== built.signature) return false
+    const plugins = await Promise.all(config.pluginList.map((name) => import(name)))
+    const importLoaders = plugins.flatMap((p) => p.importLoader ?? [])
+    const loaders = plugins.flatMap((p) => p.loader ?? [])
+    const sameSet = (a, b) => a.length === b.length && a.every((x) => b.includes(x))
+    return (
+      sameSet(importLoaders, built.importLoaders) &&
+      sameSet(loaders, [...built.loaders, ...built.loaderFallbacks]) &&
+      plugins.every((p) => (p.testFileExtensions ?? []).every((ext) => built.testFileExtensions.has(ext)))
+    )
   } catch {
     return false
   }
 }
 
 if (!(await builtForConfig())) {
-  process.stderr.write('tap is built for other plugins than .taprc names: building it for them (tap build)\n')
+  process.stderr.write('tap is not built for the plugins .taprc names, as they are now: building it (tap build)\n')
   const build = spawnSync('npx', ['tap', 'build'], { stdio: ['ignore', 'ignore', 'inherit'] })
   if (build.status !== 0) {
     process.stderr.write(`tap build failed (${build.error?.message ?? `exit ${build.status ?? build.signal}`})\n`)
