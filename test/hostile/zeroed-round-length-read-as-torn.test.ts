@@ -30,7 +30,7 @@ t.test('a zeroed round length inside the last segment: refused, never a torn tai
     '--jobs',
     '2',
     '--size',
-    '8MiB',
+    '2MiB',
     '--record-size',
     '4096',
     '--duration',
@@ -67,12 +67,13 @@ t.test('a zeroed round length inside the last segment: refused, never a torn tai
   ].map(([all, path, confirmed, listed]) => [all, path, confirmed ?? listed] as const)
   t.equal(recorded.length, 2, out)
   // An append run writes seq s to slot (s - 1) mod the file's slots, slot k at (1 + k) records (the
-  // header first). 8 MiB is 2,047 slots: the run wraps long before the segment reaches 150 KB (a fast
-  // disk wrapped 64 MiB too), so the records to break are found the way verify finds them.
-  const slots = (8 * 1024 * 1024) / 4096 - 1
+  // header first). 2 MiB is 511 slots: runs wrap before the segment reaches 150 KB (~900 records each
+  // on a loaded machine, tens of thousands on a fast one), so the records broken are found the way
+  // verify finds them; the writer's few records after the listener's kill stay clear of them.
+  const slots = (2 * 1024 * 1024) / 4096 - 1
   for (const [, path, count] of recorded) {
     const n = Number(count!.replace(/,/g, ''))
-    t.ok(n > 20, `${path}: more than 20 records recorded (${n})`)
+    t.ok(n > slots, `${path}: ${n} records recorded, the file's ${slots} slots wrapped`)
     const fd = openSync(path!, 'r+')
     for (let seq = n - 19; seq <= n; seq++) writeSync(fd, Buffer.alloc(4096), 0, 4096, (1 + ((seq - 1) % slots)) * 4096)
     closeSync(fd)
