@@ -3,7 +3,8 @@
  * once and read by every later run, so one damaged by a crash (a power cut leaves a renamed file of 0
  * bytes on ext4, or cut at a line) must be compiled again, never run: a 0-byte test file runs no test
  * and tap counts it a pass ("no tests found"), one cut after its first assertions passes on them
- * alone. A cache that cannot be written (read-only, full) costs time, never the test. Run here on a
+ * alone. A cache that cannot be written (read-only, full) costs time, never the test. A `.js` import
+ * of a module whose `.ts` exists loads the `.ts`, never a stray `.js` beside it. Run here on a
  * scratch module and a cache folder of its own (TAP_TS_CACHE_DIR).
  */
 import t from 'tap'
@@ -58,4 +59,13 @@ t.test('a cache that cannot be written: the module still runs', async (t) => {
   const cache = join(dir, 'not-a-folder')
   writeFileSync(cache, '')
   t.same(load(module, join(cache, 'tap-ts')), { code: 0, out: 'ran 7\n' })
+})
+
+t.test('a .js import whose .ts exists loads the .ts, even beside a stray .js (as tsx does)', async (t) => {
+  const dir = tempDir(t)
+  writeFileSync(join(dir, 'main.ts'), "import { from } from './dep.js'\nconsole.log(from)\n")
+  writeFileSync(join(dir, 'dep.ts'), "export const from: string = 'ts'\n")
+  t.same(load(join(dir, 'main.ts'), join(dir, 'cache')), { code: 0, out: 'ts\n' }, 'only the .ts')
+  writeFileSync(join(dir, 'dep.js'), "export const from = 'a stale compiled copy'\n")
+  t.same(load(join(dir, 'main.ts'), join(dir, 'cache')), { code: 0, out: 'ts\n' }, 'the .ts, not the .js beside it')
 })
