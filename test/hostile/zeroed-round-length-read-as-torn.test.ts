@@ -64,25 +64,23 @@ t.test('a zeroed round length inside the last segment: refused, never a torn tai
     ...out.matchAll(
       /^run [0-9a-f]{16}: .*?, (\S+)\n {2}[\d,]+ records synced and acknowledged.*?(?:it had confirmed ([\d,]+)|([\d,]+) recorded by the listener)/gm,
     ),
-  ].map(([all, path, confirmed, listed]) => [all, path, confirmed ?? listed] as const)
+  ].map(([all, path, confirmed, listed]) => [all, path!, Number((confirmed ?? listed)!.replace(/,/g, ''))] as const)
   t.equal(recorded.length, 2, out)
   // An append run writes seq s to slot (s - 1) mod the file's slots, slot k at (1 + k) records (the
   // header first). 2 MiB is 511 slots: runs wrap before the segment reaches 150 KB (~900 records each
   // on a loaded machine, tens of thousands on a fast one), so the records broken are found the way
   // verify finds them; the writer's few records after the listener's kill stay clear of them.
   const slots = (2 * 1024 * 1024) / 4096 - 1
-  for (const [, path, count] of recorded) {
-    const n = Number(count!.replace(/,/g, ''))
+  for (const [, path, n] of recorded) {
     t.ok(n > slots, `${path}: ${n} records recorded, the file's ${slots} slots wrapped`)
-    const fd = openSync(path!, 'r+')
+    const fd = openSync(path, 'r+')
     for (let seq = n - 19; seq <= n; seq++) writeSync(fd, Buffer.alloc(4096), 0, 4096, (1 + ((seq - 1) % slots)) * 4096)
     closeSync(fd)
   }
   const intact = await runInProcess(['verify', '--acks', listenerDir, '--file', file])
   t.equal(intact.code, 1, `the intact directory: FAIL (${intact.stdout.split('\n')[0]})`)
   // FAIL alone holds for any acknowledged record zeroed: each run's lost records must be exactly the 20 broken.
-  for (const [, , count] of recorded) {
-    const n = Number(count!.replace(/,/g, ''))
+  for (const [, , n] of recorded) {
     t.match(intact.stdout, `lost seqs ${n - 19}-${n} (20):`, `verify finds seqs ${n - 19}-${n} lost, the records broken`)
   }
 
