@@ -13,12 +13,13 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { networkInterfaces } from 'node:os'
 import { join } from 'node:path'
-import { runCli, runInProcess, spawnCli, tempDir } from '../fixtures/cli.js'
+import { exitedWithOutput, runCli, runInProcess, spawnCli, tempDir } from '../fixtures/cli.js'
 
 /** `plugcheck listen --host :: --port 0`; resolves with its port once it prints "listening on [::]:PORT". */
 async function startDualStackListener(t: Test, dir: string): Promise<number> {
   const child = spawnCli(['listen', '--host', '::', '--port', '0', '--dir', dir])
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()))
+  // Once its last stderr lines are read: a refusal to start is reported with them.
+  const exited = exitedWithOutput(child)
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
     await exited
@@ -36,10 +37,8 @@ async function startDualStackListener(t: Test, dir: string): Promise<number> {
         resolve(Number(match[1]))
       }
     })
-    child.on('exit', (code) => {
-      clearTimeout(timer)
-      reject(new Error(`listener exited (${code}) before listening; no IPv6 here? ${stderr}`))
-    })
+    child.once('exit', () => clearTimeout(timer))
+    void exited.then(({ code }) => reject(new Error(`listener exited (${code}) before listening; no IPv6 here? ${stderr}`)))
   })
 }
 

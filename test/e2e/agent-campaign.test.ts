@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { listRuns, queryCampaign } from '../../src/client/verify/listener-client.js'
 import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
-import { runCli, sleep, spawnCli, startListener, tempDir } from '../fixtures/cli.js'
+import { exitedWithOutput, runCli, sleep, spawnCli, startListener, tempDir } from '../fixtures/cli.js'
 import type { CampaignState } from '../../src/protocol/messages.js'
 
 const endpoint = (server: string): Endpoint => parseEndpoint(server) as Endpoint
@@ -49,13 +49,9 @@ t.test('a one-cycle campaign: the agent writes, is cut after steady, the next ag
   writeFileSync(pidFile, String(agent.pid))
   let stdout = ''
   agent.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
-  const ended = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    const timer = setTimeout(() => agent.kill('SIGKILL'), 60_000) // bound: the cut comes ~3 s after the start
-    agent.on('exit', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal })
-    })
-  })
+  const timer = setTimeout(() => agent.kill('SIGKILL'), 60_000) // bound: the cut comes ~3 s after the start
+  const ended = await exitedWithOutput(agent) // its last lines read: they are matched below
+  clearTimeout(timer)
   t.equal(ended.signal, 'SIGKILL', `the cut ended the agent (stdout: ${stdout})`)
   t.match(stdout, /campaign c1: cycle 1 of 1: writing until the power goes/)
   const { runs } = await listRuns(endpoint(listener.server), undefined, 10_000, 'c1')
@@ -125,13 +121,9 @@ t.test('a cut that destroyed a data file superblock: the agent judges it, then r
     writeFileSync(pidFile, String(agent.pid))
     let stdout = ''
     agent.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => agent.kill('SIGKILL'), 60_000)
-      agent.on('exit', () => {
-        clearTimeout(timer)
-        resolve()
-      })
-    })
+    const timer = setTimeout(() => agent.kill('SIGKILL'), 60_000)
+    await exitedWithOutput(agent) // what it printed last is returned too
+    clearTimeout(timer)
     return stdout
   }
   t.match(await runAgentUntilCut(), /cycle 1 of 2: writing until the power goes/)

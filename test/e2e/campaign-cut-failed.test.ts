@@ -15,7 +15,7 @@ import type { ChildProcess } from 'node:child_process'
 import { listRuns } from '../../src/client/verify/listener-client.js'
 import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { campaignFilePath } from '../../src/server/campaign/campaign-file-io.js'
-import { runCli, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+import { exitedWithOutput, runCli, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 import { readCampaign, waitForPhase } from '../fixtures/campaign-agent.js'
 
 const endpoint = (server: string): Endpoint => parseEndpoint(server) as Endpoint
@@ -48,9 +48,10 @@ function spawnAgent(args: readonly string[]): Child {
   let stderr = ''
   child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
-  const exited = new Promise<{ code: number | null; atMs: number }>((resolve) =>
-    child.on('exit', (code) => resolve({ code, atMs: Date.now() })),
-  )
+  // Resolves once its last lines are read (the tests match them), with when the exit itself came.
+  let atMs = 0
+  child.once('exit', () => (atMs = Date.now()))
+  const exited = exitedWithOutput(child).then(({ code }) => ({ code, atMs }))
   return { process: child, stdout: () => stdout, stderr: () => stderr, exited }
 }
 

@@ -16,7 +16,7 @@ import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, realpathSync,
 import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
-import { tempDir } from '../fixtures/cli.js'
+import { exitedWithOutput, tempDir } from '../fixtures/cli.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 const packageJson = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string; files: string[] }
@@ -68,7 +68,8 @@ async function startListen(env: Record<string, string>, cwd: string, dir: string
   let stdout = ''
   let stderr = ''
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()))
+  // Once its last stderr lines are read: a refusal to start is reported with them.
+  const exited = exitedWithOutput(child)
   const port = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL')
@@ -82,10 +83,8 @@ async function startListen(env: Record<string, string>, cwd: string, dir: string
         resolve(match[1]!)
       }
     })
-    child.on('exit', (code) => {
-      clearTimeout(timer)
-      reject(new Error(`listen exited (${code}): ${stderr}`))
-    })
+    child.once('exit', () => clearTimeout(timer))
+    void exited.then(({ code }) => reject(new Error(`listen exited (${code}): ${stderr}`)))
   })
   return {
     server: `127.0.0.1:${port}`,

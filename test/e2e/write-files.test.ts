@@ -8,7 +8,17 @@ import t, { type Test } from 'tap'
 import { spawnSync } from 'node:child_process'
 import { lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { binPath, runCli, startListener, tempDir, waitFor, watchCli, writeThenKill, type ListenerChild } from '../fixtures/cli.js'
+import {
+  binPath,
+  exitedWithOutput,
+  runCli,
+  startListener,
+  tempDir,
+  waitFor,
+  watchCli,
+  writeThenKill,
+  type ListenerChild,
+} from '../fixtures/cli.js'
 import { decodeSuperblock, type RunMeta } from '../../src/record/format.js'
 import { fillRecord, readU64, runKey, writeTimeOffset } from '../../src/record/records.js'
 import { seqOfRecordFile, seqOfTempFile } from '../../src/record/files-layout.js'
@@ -403,7 +413,7 @@ async function runStraced(log: string, args: readonly string[]) {
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
   child.stdout!.resume()
   const code = await new Promise<number | null>((resolve) => {
-    child.on('exit', (c) => resolve(c))
+    void exitedWithOutput(child).then((exit) => resolve(exit.code)) // its stderr returned whole
     child.on('error', (error) => {
       stderr += `could not start strace (CONTRIBUTING.md lists it): ${error.message}`
       resolve(null)

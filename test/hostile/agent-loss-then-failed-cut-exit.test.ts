@@ -12,14 +12,15 @@ import t from 'tap'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { ChildProcess } from 'node:child_process'
-import { spawnCli, startListener, tempDir } from '../fixtures/cli.js'
+import { exitedWithOutput, spawnCli, startListener, tempDir } from '../fixtures/cli.js'
 
 function spawnAgent(args: readonly string[]): { process: ChildProcess; out: () => string; exited: Promise<number | null> } {
   const child = spawnCli(args)
   let out = ''
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()))
   child.stderr!.on('data', (c: Buffer) => (out += c.toString()))
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  // Once its last lines are read: the tests match them after.
+  const exited = exitedWithOutput(child).then(({ code }) => code)
   return { process: child, out: () => out, exited }
 }
 

@@ -9,7 +9,7 @@ import t from 'tap'
 import { execFileSync } from 'node:child_process'
 import { closeSync, constants, openSync } from 'node:fs'
 import { join } from 'node:path'
-import { sleep, startListener, tempDir } from '../fixtures/cli.js'
+import { exitedWithOutput, sleep, startListener, tempDir } from '../fixtures/cli.js'
 import { Peer } from '../fixtures/peer.js'
 
 t.test('a listener whose --events is a FIFO nobody reads exits on SIGTERM', async (t) => {
@@ -27,7 +27,8 @@ t.test('a listener whose --events is a FIFO nobody reads exits on SIGTERM', asyn
   peer.send({ type: 'hello', protocol: 3, role: 'verifier' })
   await peer.next('welcome', 5000)
   peer.close()
-  const exited = new Promise<number | null>((resolve) => listener.process.on('exit', (code) => resolve(code)))
+  // Once its last stderr lines are read: its stop line is matched after.
+  const exited = exitedWithOutput(listener.process).then(({ code }) => code)
   listener.process.kill('SIGTERM')
   const code = await Promise.race([exited, sleep(10_000).then(() => 'still running 10 s after SIGTERM' as const)])
   t.match(listener.stderr(), /listener stopped/)

@@ -26,7 +26,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { campaignFileSchema, type CampaignFile } from '../../src/store/campaign-file.js'
 import { reportDocumentSchema, type CampaignReport } from '../../src/report/schema.js'
-import { binPath, runInProcess } from '../fixtures/cli.js'
+import { binPath, exitedWithOutput, runInProcess } from '../fixtures/cli.js'
 import { labUnavailableReason, type DiskMode } from '../fixtures/lab/harness.js'
 import { LabMachine } from '../fixtures/lab/cut-and-reboot.js'
 import { labSeed } from '../fixtures/lab/seeded.js'
@@ -55,11 +55,13 @@ async function startListener(args: readonly string[], cwd: string): Promise<List
   let output = ''
   child.stdout!.on('data', (c: Buffer) => (output += c.toString()))
   child.stderr!.on('data', (c: Buffer) => (output += c.toString()))
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()))
+  // Resolves once its last lines are read: the test matches a killed listener's output after it.
+  const exited = exitedWithOutput(child).then(() => undefined)
   const deadline = Date.now() + listenerStartMs
   while (!/listening on 127\.0\.0\.1:\d+/.test(output)) {
     if (child.exitCode !== null || Date.now() > deadline) {
       child.kill('SIGKILL')
+      await exited
       throw new Error(`the listener did not start (exit ${child.exitCode}): ${output}`)
     }
     await new Promise((resolve) => setTimeout(resolve, 20))

@@ -7,7 +7,7 @@
 import t from 'tap'
 import { join } from 'node:path'
 import { Listener } from '../../src/server/listen/listener.js'
-import { fileSize, runInProcess, spawnCli, tempDir, traceEntryBytes, waitFor } from '../fixtures/cli.js'
+import { exitedWithOutput, fileSize, runInProcess, spawnCli, tempDir, traceEntryBytes, waitFor } from '../fixtures/cli.js'
 import { labFor, labUnavailableReason } from '../fixtures/lab/harness.js'
 
 const reason = labUnavailableReason()
@@ -26,7 +26,8 @@ if (reason !== null) {
     const writer = spawnCli(['write', '--server', server, '--file', file, '--trace-file', trace, ...extra])
     let stderr = ''
     writer.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
-    const exit = new Promise<number>((resolve) => writer.on('exit', (code) => resolve(code ?? -1)))
+    // Once its last stderr lines are read: the tests match the failed call they name.
+    const exit = exitedWithOutput(writer).then(({ code }) => code ?? -1)
     return { writer, exit, trace, stderr: () => stderr }
   }
   // The writer's exit code, or -2 when it had not exited within timeoutMs. The timer is cleared once the

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type BlockLog, type CrashState, oneRecordState, stateProblem } from '../fixtures/lab/crash-states.js'
+import { exitedWithOutput } from '../fixtures/cli.js'
 import { labUnavailableReason } from '../fixtures/lab/harness.js'
 import { Replayer, runDiffers } from '../fixtures/lab/replay.js'
 import { replayPlanned } from '../fixtures/lab/replay-campaign.js'
@@ -317,9 +318,8 @@ t.test('a replay interrupted by SIGINT leaves no mount, loop device, recording s
       stdio: ['ignore', 'ignore', 'pipe'],
     },
   )
-  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
-  )
+  // Once its last stderr lines are read: a replay that ended before it began is reported with them.
+  const ended = exitedWithOutput(child)
   // Interrupted once it replays: a state mounted or about to be, the recording on disk.
   let stderr = ''
   const replaying = await new Promise<boolean>((resolve) => {
@@ -331,7 +331,7 @@ t.test('a replay interrupted by SIGINT leaves no mount, loop device, recording s
         resolve(true)
       }
     })
-    child.on('exit', () => resolve(false))
+    void ended.then(() => resolve(false))
   })
   t.ok(replaying, `the replay began: ${stderr.slice(-300)}`)
   child.kill('SIGINT')

@@ -7,6 +7,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { cliPath, quickSecs, repoRoot, runCli, scratchDir, spawn } from '../../fixtures/bench-helpers.js'
+import { exitedWithOutput } from '../../fixtures/cli.js'
 
 const startupTimeoutMs = 60_000
 
@@ -29,7 +30,7 @@ function startBench(dir: string): Child {
   return {
     stdout: () => stdout,
     stderr: () => stderr,
-    exited: new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal }))),
+    exited: exitedWithOutput(child), // once its last lines are read: the tests match its stderr after
     kill: (signal) => void child.kill(signal),
   }
 }

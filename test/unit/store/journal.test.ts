@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Packr } from 'msgpackr'
 import { AckStore, frameLogEntry } from '../../../src/store/ack-store.js'
-import { tempDir } from '../../fixtures/cli.js'
+import { exitedWithOutput, tempDir } from '../../fixtures/cli.js'
 import { bundledChild } from '../../fixtures/bundled-child.js'
 import { recorded as recordedOnce } from '../../fixtures/store-fixture.js'
 import { runMeta, runIdOf } from '../../fixtures/peer.js'
@@ -154,7 +154,7 @@ t.test('SIGKILL at random moments (mid-round, mid-fold): every ack reported reco
       let err = ''
       child.stdout.on('data', (d: Buffer) => (out += d.toString()))
       child.stderr.on('data', (d: Buffer) => (err += d.toString()))
-      const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()))
+      const exited = exitedWithOutput(child) // once its last lines are read: every ack it said recorded is checked
       for (let i = 0; i < 500 && !out.includes('announced\n') && child.exitCode === null; i++) await new Promise((r) => setTimeout(r, 20))
       await new Promise((r) => setTimeout(r, 20 + Math.random() * 300))
       child.kill('SIGKILL')

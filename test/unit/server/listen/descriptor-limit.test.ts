@@ -11,7 +11,7 @@ import t from 'tap'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readdirSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
-import { binPath, runInProcess, tempDir } from '../../../fixtures/cli.js'
+import { binPath, exitedWithOutput, runInProcess, tempDir } from '../../../fixtures/cli.js'
 import { nativePort } from '../../../../src/native/index.js'
 import { Listener } from '../../../../src/server/listen/listener.js'
 import { maxLingering } from '../../../../src/server/listen/listener-options.js'
@@ -44,7 +44,8 @@ async function listenUnder(soft: number, hard: number, dir: string, extra: reado
         resolve({ child, port: Number(match[1]), code: null, stderr: () => stderr })
       }
     })
-    child.on('exit', (code) => {
+    // A refusal once its last stderr lines are read: the tests match them.
+    void exitedWithOutput(child).then(({ code }) => {
       clearTimeout(timer)
       resolve({ child, port: undefined, code, stderr: () => stderr })
     })

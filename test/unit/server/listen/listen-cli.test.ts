@@ -3,7 +3,7 @@
  * non-loopback address without --token), none on loopback or with a token, and --max-connections.
  */
 import t from 'tap'
-import { spawnCli, runInProcess, tempDir, waitFor } from '../../../fixtures/cli.js'
+import { exitedWithOutput, spawnCli, runInProcess, tempDir, waitFor } from '../../../fixtures/cli.js'
 import { isLoopbackHost } from '../../../../src/server/listen/listen.js'
 import { Peer } from '../../../fixtures/peer.js'
 
@@ -13,7 +13,7 @@ async function listenOutput(args: readonly string[]): Promise<{ stdout: string; 
   let stderr = ''
   child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()))
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()))
-  const exited = new Promise((resolve) => child.on('exit', resolve))
+  const exited = exitedWithOutput(child) // stop() resolves once its last lines are read: the tests match them after
   await waitFor(`listening (${stderr})`, () => /listening on .*:\d+/.test(stdout), 60_000)
   await new Promise((resolve) => setTimeout(resolve, 100)) // the warning follows the listening line
   return {
