@@ -5,7 +5,8 @@
 import t from 'tap'
 import { copyFileSync, openSync, readSync, rmSync, truncateSync, writeSync, closeSync, renameSync } from 'node:fs'
 import { join } from 'node:path'
-import { runInProcess, sleep, startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
+import { runInProcess, startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
+import { runsEnded } from '../fixtures/runs-ended.js'
 
 const recordSize = 8192
 const offsetOf = (seq: number): number => recordSize * seq // append: slot = seq - 1, offset = recordSize * (1 + slot)
@@ -31,7 +32,7 @@ t.test('damage pipeline on an append run', async (t) => {
   const file = join(dir, 'data.plugcheck')
   const pristine = join(dir, 'pristine')
   await writeThenKill(listener.server, file, ['--method', 'fdatasync', '--size', '64MiB'], 200)
-  await sleep(300)
+  await runsEnded(listener.server, file) // its last acks and its end taken in (verify would judge a live run)
 
   const verify = async () => {
     const result = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
@@ -134,7 +135,7 @@ t.test('damage pipeline on an append run', async (t) => {
     copyFileSync(file, `${file}.old`)
     // A second run on the same path, killed at once; then the old file is put back, as a cut that lost the new file's creation would leave it.
     await writeThenKill(listener.server, file, ['--method', 'fdatasync', '--size', '64MiB'], 20, join(dir, 'trace2'))
-    await sleep(300)
+    await runsEnded(listener.server, file)
     rmSync(file)
     renameSync(`${file}.old`, file)
     const { code, run } = await verify()

@@ -6,7 +6,9 @@ import t from 'tap'
 import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, renameSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { listRuns } from '../../src/client/verify/listener-client.js'
 import { shellQuote } from '../../src/client/write/writer.js'
+import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { binPath, runInProcess, startListener, tempDir, waitFor } from '../fixtures/cli.js'
 
 /** `plugcheck write` in the background: its exit code and output once it ends. */
@@ -44,9 +46,16 @@ t.test('a data file deleted, truncated or replaced during write: never exit 0 fo
   }
   for (const [what, act] of Object.entries(tamper)) {
     const file = join(dir, `${what}.dat`)
-    const write = startWrite(['write', '--server', listener.server, '--file', file, '--method', 'fsync', '--duration', '2.5'])
+    // Long enough that the tamper lands mid-run on a loaded machine too; a writer that notices it ends at once.
+    const write = startWrite(['write', '--server', listener.server, '--file', file, '--method', 'fsync', '--duration', '15'])
     await waitFor(`${file} to exist`, () => existsSync(file))
-    await new Promise((resolve) => setTimeout(resolve, 1000))
+    // Tampered once the listener holds acks of the run (records the storage would be blamed for losing),
+    // not a fixed second in, which a loaded machine can spend before the first sync.
+    for (const ackedBy = Date.now() + 60_000; Date.now() < ackedBy; ) {
+      const { runs } = await listRuns(parseEndpoint(listener.server) as Endpoint, undefined, 10_000)
+      if (runs.some((r) => r.path === file && r.ackedThroughSeq > 0)) break
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
     act(file)
     const written = await write
     const verify = await runInProcess(['verify', '--server', listener.server, '--file', file])

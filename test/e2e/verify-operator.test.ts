@@ -6,7 +6,8 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { runCli, runInProcess, sleep, startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
+import { runCli, runInProcess, startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
+import { runsEnded } from '../fixtures/runs-ended.js'
 
 t.test('--run of a superseded run: not judged, exit 2, over TCP and with --acks', async (t) => {
   const dir = tempDir(t)
@@ -15,12 +16,12 @@ t.test('--run of a superseded run: not judged, exit 2, over TCP and with --acks'
   t.teardown(() => listener.kill())
   const file = join(dir, 'data.plugcheck')
   await writeThenKill(listener.server, file, ['--method', 'fdatasync', '--size', '8MiB'], 50, join(dir, 'trace1'))
-  await sleep(300)
+  await runsEnded(listener.server, file) // its last acks and its end taken in (verify would judge a live run)
   const first = JSON.parse((await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])).stdout)
   const firstRunId: string = first.runs[0].runId
   t.equal(first.verdict, 'pass')
   await writeThenKill(listener.server, file, ['--method', 'fdatasync', '--size', '8MiB', '--force'], 50, join(dir, 'trace2'))
-  await sleep(300)
+  await runsEnded(listener.server, file)
 
   const latest = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
   t.equal(latest.code, 0, 'the latest run is judged and passes')

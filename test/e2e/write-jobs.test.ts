@@ -9,7 +9,10 @@
 import t from 'tap'
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileSize, runCli, runInProcess, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+import { listRuns } from '../../src/client/verify/listener-client.js'
+import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
+import { fileSize, runCli, runInProcess, sleep, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+import { runsEnded } from '../fixtures/runs-ended.js'
 
 const small = ['--size', '4MiB']
 /** The default record size. */
@@ -116,9 +119,17 @@ t.test('SIGKILL mid-run: verify judges all N runs', async (t) => {
     new RegExp(`^after a power cut and reboot: plugcheck verify --server ${listener.server} --file ${file}$`, 'm'),
     'the trail names PATH, not a job file',
   )
-  await new Promise((resolve) => setTimeout(resolve, 1000)) // every job acks records meanwhile (checked below)
+  // Every job acks records before the kill (checked below): the listener is asked until each of the 3
+  // runs holds acks, where a fixed second could pass on a loaded machine before a job got to write.
+  const endpoint = parseEndpoint(listener.server) as Endpoint
+  for (const ackedBy = Date.now() + 60_000; Date.now() < ackedBy; ) {
+    const { runs } = await listRuns(endpoint, undefined, 10_000)
+    if (runs.length === 3 && runs.every((r) => r.ackedThroughSeq > 0)) break // else the assertions below say which did not
+    await sleep(50)
+  }
   writer.kill('SIGKILL')
   await w.exit
+  await runsEnded(listener.server, file) // the killed jobs' last acks and their ends taken in
   let verified = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
   // The listener notices the closed connections at once; until it has, verify says the run is live.
   for (let i = 0; i < 100 && verified.code === 2; i++) {

@@ -14,7 +14,9 @@ import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { startListener, tempDir, type CliResult } from '../fixtures/cli.js'
 
 const ttyScript = fileURLToPath(new URL('../fixtures/write-tty.ts', import.meta.url))
-const duration = ['--duration', '4', '--size', '4MiB'] // steady comes 3 s in
+// Steady comes 3 s in at the earliest, once the listener has recorded acks (a loaded machine's listener
+// can take seconds more): the run lasts long enough for it to come.
+const duration = ['--duration', '10', '--size', '4MiB']
 
 /** The command run as on a terminal, in a child process. */
 async function onTerminal(dir: string, args: readonly string[]): Promise<CliResult> {
@@ -95,7 +97,7 @@ t.test('a progress callback gets the status as data, and nothing is drawn', asyn
     recordSizeBytes: 8192,
     sizeBytes: 4 * 1024 * 1024,
     pattern: 'append' as const,
-    durationS: 4,
+    durationS: 10, // long enough for steady on a loaded machine (3 s in at the earliest)
     force: false,
   }
   const code = await runWrite(options, {

@@ -27,11 +27,13 @@ import {
   sleep,
   startFakeListener,
   startListener,
+  startListenerOnPort,
   tempDir,
   waitFor,
   writeThenKill,
   type CliResult,
 } from '../fixtures/cli.js'
+import { runsEnded } from '../fixtures/runs-ended.js'
 
 const fakeTimeLibrary = '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1'
 
@@ -252,7 +254,7 @@ t.test("the agent's wait for the listener is monotonic: a forward step of a day 
   writeFileSync(spec, '+1d\n')
   await sleep(4000)
   t.notMatch(agent.err(), /could not be reached/, `still waiting 4 s after the step: ${agent.err()}`)
-  const listener = await startListener(join(dir, 'listener'), ['--port', String(port)])
+  const listener = await startListenerOnPort(join(dir, 'listener'), port)
   t.teardown(() => listener.kill())
   const result = await agent.exit
   t.equal(result.code, 0, result.stderr)
@@ -265,7 +267,7 @@ t.test("an agent at 1970 verifies the last run and reports its verdicts, stamped
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
   await writeThenKill(listener.server, file, ['--size', '16MiB'], 200)
-  await sleep(300)
+  await runsEnded(listener.server, file) // its last acks and its end taken in (the agent would find a live run)
   const spec = join(dir, 'faketime')
   writeFileSync(spec, '@1970-01-02 00:00:00\n')
   const agent = spawnFaked(['agent', '--server', listener.server, '--file', file, '--size', '16MiB'], spec)

@@ -10,7 +10,8 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { listRuns } from '../../src/client/verify/listener-client.js'
 import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
-import { runCli, runInProcess, sleep, startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
+import { runCli, runInProcess, startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
+import { runsEnded } from '../fixtures/runs-ended.js'
 
 const endpoint = (server: string): Endpoint => parseEndpoint(server) as Endpoint
 const runsAt = async (server: string) => (await listRuns(endpoint(server), undefined, 10_000)).runs
@@ -26,7 +27,7 @@ for (const jobs of [1, 2]) {
       t.teardown(() => listener.kill())
       const file = join(dir, 'data')
       await writeThenKill(listener.server, file, ['--jobs', String(jobs), ...small], 200, join(dir, 'trace'))
-      await sleep(300) // acks already in the listener's socket buffer are taken in
+      await runsEnded(listener.server, file) // their last acks and their ends (vanished) taken in
       const before = files(file).map((f) => readFileSync(f))
       const runsBefore = await runsAt(listener.server)
       t.equal(runsBefore.length, jobs)
@@ -107,7 +108,7 @@ t.test('--discard-unverified writes over a vanished, unverified run at once', as
   t.teardown(() => listener.kill())
   const file = join(dir, 'data')
   await writeThenKill(listener.server, file, small, 200)
-  await sleep(300)
+  await runsEnded(listener.server, file)
   const written = await runCli(['write', '--server', listener.server, '--file', file, '--duration', '1', '--discard-unverified', ...small])
   t.equal(written.code, 0, written.stderr)
   const runs = await runsAt(listener.server)

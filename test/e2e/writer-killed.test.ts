@@ -1,7 +1,8 @@
 /** A writer SIGKILLed mid-run: a process crash keeps the page cache, so every acked record must be intact. */
 import t from 'tap'
 import { join } from 'node:path'
-import { runInProcess, sleep, startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
+import { runInProcess, startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
+import { runsEnded } from '../fixtures/runs-ended.js'
 
 for (const pattern of ['append', 'overwrite'] as const) {
   t.test(`fdatasync ${pattern}: killed writer, every acked record intact`, async (t) => {
@@ -10,7 +11,7 @@ for (const pattern of ['append', 'overwrite'] as const) {
     t.teardown(() => listener.kill())
     const file = join(dir, 'data.plugcheck')
     const completed = await writeThenKill(listener.server, file, ['--method', 'fdatasync', '--pattern', pattern, '--size', '16MiB'], 300)
-    await sleep(300) // acks already in the listener's socket buffer are taken in
+    await runsEnded(listener.server, file) // its last acks and its end taken in (verify would judge a live run)
 
     const result = await runInProcess(['verify', '--server', listener.server, '--file', file, '--json'])
     t.equal(result.code, 0, result.stderr)

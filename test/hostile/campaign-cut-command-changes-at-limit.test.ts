@@ -9,7 +9,7 @@
 import t from 'tap'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { runCli, tempDir } from '../fixtures/cli.js'
+import { tempDir, waitFor, watchCli } from '../fixtures/cli.js'
 import { campaignFileText, type CampaignFile, type CycleRecord } from '../../src/store/campaign-file.js'
 
 const record = (cycle: number): CycleRecord => ({
@@ -57,11 +57,31 @@ t.test('a resumed campaign at the limit of cut command changes is refused clearl
   writeFileSync(path, campaignFileText(file))
   const args = ['--campaign', 'hc', '--cycles', '2', '--cut-after', '0', '--reboot-timeout', '20', '--seed', '7']
 
-  // At most 8 s: a listener that starts and keeps running is stopped by the time-out (code -1).
-  const result = await runCli(
-    ['listen', '--host', '127.0.0.1', '--port', '0', '--dir', listenerDir, ...args, '--cut-command', 'fixed'],
-    8_000,
-  )
+  // A listener that refuses to start exits by itself. One that starts (however long a loaded machine
+  // takes: up to 60 s) is stopped (SIGTERM, exit 0) once its campaign has acted on the change: the file
+  // no longer stopped, or the halt logged; or after 60 s more, when the assertions below say what it did.
+  const listener = watchCli(['listen', '--host', '127.0.0.1', '--port', '0', '--dir', listenerDir, ...args, '--cut-command', 'fixed'])
+  t.teardown(() => listener.child.kill('SIGKILL'))
+  const exited = (): boolean => listener.child.exitCode !== null || listener.child.signalCode !== null
+  const phaseOnDisk = (): string | undefined => {
+    try {
+      return (JSON.parse(readFileSync(path, 'utf8')) as CampaignFile).phase
+    } catch {
+      return undefined // being written
+    }
+  }
+  await waitFor('the listener to listen or exit', () => /listening on/.test(listener.out.stdout) || exited(), 60_000).catch(() => undefined)
+  await waitFor(
+    'the campaign to act on the change',
+    () =>
+      exited() ||
+      /could not record its state/.test(listener.out.stdout + listener.out.stderr) ||
+      (phaseOnDisk() ?? 'stopped') !== 'stopped',
+    60_000,
+    200,
+  ).catch(() => undefined)
+  if (!exited()) listener.child.kill('SIGTERM')
+  const result = { code: (await listener.exited) ?? -1, ...listener.out }
   const log = result.stdout + result.stderr
   t.notMatch(log, /could not record its state/, `the campaign is not halted on a change it accepted:\n${log}`)
   t.notMatch(log, /"code": "too_big"/, 'no raw validation dump')

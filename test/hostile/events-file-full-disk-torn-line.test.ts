@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { EventsFile } from '../../src/server/listen/events-file.js'
 import type { ListenerEvent } from '../../src/server/listen/events.js'
-import { sleep, tempDir } from '../fixtures/cli.js'
+import { fileSize, tempDir, waitFor } from '../fixtures/cli.js'
 
 const warning = (n: number): ListenerEvent => ({ kind: 'warning', message: `event ${n} ${'x'.repeat(900)}`, atMs: 1_700_000_000_000 + n })
 
@@ -25,11 +25,13 @@ t.test('an events file whose disk fills and frees again holds only whole JSON li
   let stderr = ''
   const events = new EventsFile(path, { out: () => undefined, err: (s) => void (stderr += s), statusTty: false })
   events.append(warning(0))
-  await sleep(200)
+  // Event 0 on disk before the disk fills (a loaded machine can take longer than 200 ms to write it).
+  await waitFor('event 0 in the events file', () => fileSize(path) > 0 && readFileSync(path, 'utf8').endsWith('\n'), 20_000)
   // The disk fills: ~6 KiB left.
   execFileSync('dd', ['if=/dev/zero', `of=${join(mnt, 'filler')}`, 'bs=1k', 'count=1018'], { stdio: 'ignore' })
   for (let n = 1; n <= 20; n++) events.append(warning(n)) // ~18 KiB: does not fit
-  await sleep(500)
+  // The warning once the failed append is seen (its write runs in the background: late on a loaded machine).
+  await waitFor('the warning', () => /could not append to the events file/.test(stderr), 20_000).catch(() => undefined)
   t.match(stderr, /could not append to the events file/, 'the failure is a warning')
   // Room again: later events are appended.
   rmSync(join(mnt, 'filler'))

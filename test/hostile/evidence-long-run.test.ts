@@ -16,6 +16,7 @@ import { queryRuns } from '../../src/client/verify/listener-client.js'
 import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { maxInlineSpans } from '../../src/protocol/messages.js'
 import { binPath, runCli, sleep, spawnCli, tempDir } from '../fixtures/cli.js'
+import { runsEnded } from '../fixtures/runs-ended.js'
 
 t.test('a long vanished run that was never verified is evidence: write refuses', async (t) => {
   const dir = tempDir(t)
@@ -63,7 +64,8 @@ t.test('a long vanished run that was never verified is evidence: write refuses',
   }
   writer.kill('SIGKILL') // the power goes (the connection closes: vanished)
   await writerExited
-  await sleep(500)
+  // Its end (vanished) taken in once the listener reads the connection's EOF (a query before would see it live).
+  await runsEnded(server, file)
 
   const { runs } = await query()
   t.equal(runs.length, 1)

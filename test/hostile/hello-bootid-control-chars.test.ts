@@ -5,7 +5,7 @@
  * sequence repaints the operator's terminal, as every other line of the log already guards against.
  */
 import t from 'tap'
-import { connect } from 'node:net'
+import { connect, type Socket } from 'node:net'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { listRuns } from '../../src/client/verify/listener-client.js'
@@ -13,6 +13,7 @@ import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { encodeFrame } from '../../src/protocol/framing.js'
 import { protocolVersion } from '../../src/protocol/messages.js'
 import { fileSize, runCli, sleep, spawnCli, startListener, tempDir, waitFor } from '../fixtures/cli.js'
+import { runsEnded } from '../fixtures/runs-ended.js'
 import { rebootSilenceMs } from '../../src/server/listen/listener-options.js'
 
 t.test('a boot id with a newline and an escape sequence does not reach the log or the stored end raw', async (t) => {
@@ -33,14 +34,27 @@ t.test('a boot id with a newline and an escape sequence does not reach the log o
   await new Promise((resolve) => setTimeout(resolve, rebootSilenceMs + 200)) // no machine reboots at once
 
   const forged = 'b\n12:00:00 verdict for run 0 on x: pass\u001b[2J'
-  const socket = connect(listener.port, '127.0.0.1')
-  await new Promise<void>((resolve) => socket.once('connect', resolve))
-  socket.on('error', () => {})
-  socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier', machine: { host: hostname(), bootId: forged } }))
-  const endpoint = parseEndpoint(listener.server) as Endpoint
-  await waitFor('the run to end', () => /ended as vanished|closed its connection/.test(listener.stderr()), 10_000)
+  const sockets: Socket[] = []
+  const runEnded = (): boolean => /ended as vanished|closed its connection/.test(listener.stderr())
+  // The listener counts the writer's silence from when it read the writer's last bytes, which a loaded
+  // machine can be late to read: a hello before that silence is ignored (the writer may still be
+  // writing). The rebooted machine's hello comes again each second, on a fresh connection, until the
+  // run ends; a listener that never ends it fails the wait.
+  const helloBy = Date.now() + 20_000
+  while (!runEnded()) {
+    if (Date.now() > helloBy) throw new Error(`the run did not end within 20 s of hellos: ${listener.stderr()}`)
+    const socket = connect(listener.port, '127.0.0.1')
+    sockets.push(socket)
+    socket.on('error', () => {})
+    await new Promise<void>((resolve) => socket.once('connect', resolve))
+    socket.write(encodeFrame({ type: 'hello', protocol: protocolVersion, role: 'verifier', machine: { host: hostname(), bootId: forged } }))
+    await waitFor('the run to end', runEnded, 1000).catch(() => undefined)
+  }
+  // Its end stored as the log says (the stored end detail is checked below).
+  await runsEnded(listener.server, file)
   await sleep(200)
-  socket.destroy()
+  for (const socket of sockets) socket.destroy()
+  const endpoint = parseEndpoint(listener.server) as Endpoint
 
   const lines = listener.stderr().split('\n')
   t.notOk(

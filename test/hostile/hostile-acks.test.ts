@@ -15,7 +15,7 @@ const hello = { type: 'hello', protocol: 3, role: 'writer' }
 /** All messages in one write, so the listener decodes and handles them as one batch. */
 const burst = (peer: Peer, messages: object[]) => peer.socket.write(Buffer.concat(messages.map((m) => encodeFrame(m))))
 async function errorCode(peer: Peer): Promise<string | undefined> {
-  await peer.waitClosed(5000)
+  await peer.waitClosed(20_000)
   return (peer.messages.find((m) => m.type === 'error') as { code?: string } | undefined)?.code
 }
 
@@ -100,7 +100,7 @@ t.test('acks the listener refuses, alone or in the middle of a batch', async (t)
   const quick = await Peer.open(port)
   burst(quick, [hello, { type: 'run', meta: runMeta(accepted) }, ack(accepted, 1, 5), ack(accepted, 6, 7)])
   t.match(await quick.next('recorded'), { runId: accepted })
-  const deadline = Date.now() + 5000
+  const deadline = Date.now() + 20_000
   while (store.lastAckedSeq(accepted) < 7 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
   t.equal(store.lastAckedSeq(accepted), 7, 'acks in the same chunk as their accepted announcement are stored')
   quick.close()
@@ -138,7 +138,7 @@ t.test("a group's jobs: no acks for a sibling's run; the key admits only while a
   third.peer.close()
   otherHost.peer.close()
   for (const peer of [first.peer, second.peer, third.peer]) await peer.waitClosed()
-  const deadline = Date.now() + 5000
+  const deadline = Date.now() + 20_000
   while (listener.isLive(runIdOf(0x6004)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
   const after = await Peer.announce(port, meta(0x6005, 4), { groupKey: key })
   t.match(after.reply, { type: 'error', code: 'out-of-order' }, 'the key admits nobody once every job is gone')

@@ -11,6 +11,7 @@ import { parseEndpoint, type Endpoint } from '../../src/protocol/endpoint.js'
 import { FrameDecoder, encodeFrame } from '../../src/protocol/framing.js'
 import { protocolVersion, serverMessageSchema, type ServerMessage, type StoredVerdict } from '../../src/protocol/messages.js'
 import { startListener, tempDir, writeThenKill } from '../fixtures/cli.js'
+import { runsEnded } from '../fixtures/runs-ended.js'
 
 async function sendVerdict(port: number, runId: string, result: StoredVerdict): Promise<ServerMessage[]> {
   const socket = connect(port, '127.0.0.1')
@@ -36,14 +37,11 @@ t.test('a pass counting fewer acknowledged records than the listener holds is re
   const dir = tempDir(t)
   const listener = await startListener(join(dir, 'listener'))
   t.teardown(() => listener.kill())
-  await writeThenKill(listener.server, join(dir, 'data.plugcheck'), ['--size', '16MiB'], 500)
+  const file = join(dir, 'data.plugcheck')
+  await writeThenKill(listener.server, file, ['--size', '16MiB'], 500)
   const endpoint = parseEndpoint(listener.server) as Endpoint
   // The writer's vanishing is answered once the round holding its end is recorded (a moment after the kill).
-  let run = (await listRuns(endpoint, undefined, 10_000)).runs[0]!
-  for (let tries = 0; run.live && tries < 100; tries++) {
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    run = (await listRuns(endpoint, undefined, 10_000)).runs[0]!
-  }
+  const run = (await runsEnded(listener.server, file))[0]!
   t.ok(run.ackedThroughSeq > 100, `the listener holds ${run.ackedThroughSeq} acks`)
   t.equal(run.live, false, 'the run ended (vanished)')
 

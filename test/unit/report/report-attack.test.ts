@@ -39,8 +39,10 @@ t.test('--html to a FIFO does not hang the report', async (t) => {
   const fifo = join(t.testdirName, 'out.html')
   execFileSync('mkfifo', [fifo])
   const started = Date.now()
-  const result = await runCli(['report', '--dir', dir, '--html', fifo], 15_000)
-  t.ok(Date.now() - started < 14_000, `the report ends on its own (took ${Date.now() - started} ms)`)
+  // A report that hangs on the FIFO is killed at 60 s; one that ends on its own does so well within 45 s,
+  // however long a loaded machine takes to start it.
+  const result = await runCli(['report', '--dir', dir, '--html', fifo], 60_000)
+  t.ok(Date.now() - started < 45_000, `the report ends on its own (took ${Date.now() - started} ms)`)
   t.not(result.code, -1, "not killed by the test's time-out")
   t.equal(result.code, 3, 'a FIFO is not a file to write a report to: exit 3 naming it')
 })

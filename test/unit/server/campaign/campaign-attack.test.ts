@@ -141,10 +141,8 @@ t.test('the listener refuses a verdict for a run whose writer is still live', as
   verifier.send({ type: 'hello', protocol: 3, role: 'verifier' })
   await verifier.next('welcome')
   verifier.send({ type: 'verdict', runId, result: passVerdict() })
-  const reply = await Promise.race([
-    verifier.next('verdict-ok').then(() => 'verdict-ok'),
-    verifier.next('error').then((m) => (m.type === 'error' ? m.code : 'error')),
-  ])
+  const answer = await verifier.nextOf(['verdict-ok', 'error'])
+  const reply = answer.type === 'error' ? answer.code : answer.type
   // A verdict judges what survived a cut; a live run has not been cut. Stored, it is recalled by a
   // resumed campaign (recallVerdicts) as if the agent had come back after the cut.
   t.not(reply, 'verdict-ok', 'a verdict for a live run is refused')
