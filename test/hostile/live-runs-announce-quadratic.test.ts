@@ -5,7 +5,12 @@
  * CPU and 128 s to announce, the last 1,024 costing 5.9 s of CPU against 0.44 s for the first 1,024,
  * and an honest writer beside them waited up to 1.4 s for 'recorded' (issue 16: "announcing 24,576
  * live runs cost 99 s of CPU"). The cost of one announcement must not grow with the number of live
- * runs: 1,024 announcements with 8,192 runs live may cost at most twice the CPU of 1,024 with 1,024 live.
+ * runs: 1,024 announcements with 24,576 runs live may cost at most four times the CPU of 1,024 with
+ * 1,024 live, each the cheaper of two batches (CPU time is counted in 10 ms ticks, and a loaded
+ * machine adds to any one batch: a fold, a collection, the scheduler; a walk of every live run adds
+ * to both). Measured here: 0.19-0.22 s early and 0.10-0.11 s late; with every live run walked at each
+ * announcement, 0.33 s early and 3.0 s late (9x). At 8,192 live the walk made only 2.8x, under a
+ * bound of 4x: the late batches come at 24,576 live, as in the issue.
  * Real child listener; writers from many 127/8 addresses (the per-peer quota is not what is measured).
  */
 import t from 'tap'
@@ -52,12 +57,14 @@ t.test('the CPU of an announcement does not grow with the live runs', async (t) 
     return cpuS() - before
   }
   await announce1024() // warm-up: JIT, first segment
-  const early = await announce1024() // 1,024 -> 2,048 live
-  while (runs < 8192) await announce1024()
-  const late = await announce1024() // 8,192 -> 9,216 live
-  t.equal(runs, 9216)
+  const earlyS = [await announce1024(), await announce1024()] // 1,024 -> 2,048 -> 3,072 live
+  while (runs < 24_576) await announce1024()
+  const lateS = [await announce1024(), await announce1024()] // 24,576 -> 25,600 -> 26,624 live
+  t.equal(runs, 26_624)
+  const early = Math.min(...earlyS)
+  const late = Math.min(...lateS)
   t.ok(
-    late <= 2 * Math.max(early, 0.05),
-    `1,024 announcements cost ${early.toFixed(2)} s of CPU with ~1,024 runs live and ${late.toFixed(2)} s with ~8,192 live`,
+    late <= 4 * Math.max(early, 0.05),
+    `1,024 announcements cost ${early.toFixed(2)} s of CPU with ~1,024 runs live and ${late.toFixed(2)} s with ~24,576 live (the cheaper of ${earlyS.map((s) => s.toFixed(2)).join(' and ')}, of ${lateS.map((s) => s.toFixed(2)).join(' and ')})`,
   )
 })

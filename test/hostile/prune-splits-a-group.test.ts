@@ -38,19 +38,20 @@ t.test('a prune whose age falls between the ends of one group keeps the whole gr
     await peer.next('run-ok')
     peer.send({ type: 'ack', runId: meta.runId, fromSeq: 1, toSeq: 50 })
   }
-  // Job 1 ends, job 2 a moment later (jobs end on their own, a slow sync apart). The gap leaves room
-  // for closing the listener and starting the prune on a slow machine (~1 s seen): job 2 must still
-  // be younger than the age given when the prune looks.
+  // Job 1 ends, job 2 later (jobs end on their own, a slow sync apart). Job 1 is past the age given
+  // (6 s) whatever the machine's speed (the gap is 8 s at least); job 2 must still be younger than it
+  // when the prune looks, which leaves 6 s for closing the listener and starting the prune on a
+  // loaded machine (3 s of room was not always enough there).
   peer.send({ type: 'end', runId: metas[0]!.runId, reason: 'duration' })
-  await sleep(4000)
+  await sleep(8000)
   peer.send({ type: 'end', runId: metas[1]!.runId, reason: 'duration' })
   while (((await peer.next('recorded')) as { runId: string }).runId !== metas[1]!.runId);
   peer.close()
   await sleep(200)
   await listener.close()
 
-  // Job 1 ended over 3 s ago, job 2 not yet.
-  const prune = await runInProcess(['runs', '--prune', '--older-than', '3s', '--dir', dir])
+  // Job 1 ended over 6 s ago, job 2 not yet: a prune run by run would prune job 1 (pruned 1 run).
+  const prune = await runInProcess(['runs', '--prune', '--older-than', '6s', '--dir', dir])
   t.equal(prune.code, 0, prune.stderr)
   t.match(prune.stdout, /^pruned 0 runs/, `no member of a group whose other member is too recent is pruned (${prune.stdout.trim()})`)
 

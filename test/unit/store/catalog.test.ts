@@ -85,11 +85,30 @@ t.test('a restart on 5,000 runs reads the catalog, not their logs, and answers t
   t.match(first.store.warnings.join('\n'), /catalog\.msgpack is missing: every run's log is replayed/, 'the missing catalog is said')
   const before = await everything(first.store)
   await first.store.close()
-  const second = await openTimed(dir)
-  t.teardown(() => second.store.close())
-  t.equal(second.store.replayedLogCount, 0, 'from the catalog: no log replayed')
-  t.same(second.store.warnings, [], 'no warning')
-  t.ok(second.ms * 3 < first.ms, `start from the catalog ${second.ms.toFixed(0)} ms, full replay ${first.ms.toFixed(0)} ms`)
+  // The best of three starts from the catalog (each closed but the last) against the one full replay:
+  // a loaded machine may stall any one start, and a stalled replay is only slower. A start that read
+  // every log anyway would take about as long as the replay every time, not a third of it.
+  const catalogMs: number[] = []
+  const replayed: number[] = []
+  const warned: string[][] = []
+  let second = await openTimed(dir)
+  for (;;) {
+    catalogMs.push(second.ms)
+    replayed.push(second.store.replayedLogCount)
+    warned.push(second.store.warnings)
+    if (catalogMs.length === 3) break
+    await second.store.close()
+    second = await openTimed(dir)
+  }
+  const last = second.store
+  t.teardown(() => last.close())
+  t.same(replayed, [0, 0, 0], 'from the catalog: no log replayed, at any of the three starts')
+  t.same(warned, [[], [], []], 'no warning')
+  const bestMs = Math.min(...catalogMs)
+  t.ok(
+    bestMs * 3 < first.ms,
+    `start from the catalog ${bestMs.toFixed(0)} ms (best of ${catalogMs.map((ms) => ms.toFixed(0)).join(', ')}), full replay ${first.ms.toFixed(0)} ms`,
+  )
   t.same(await everything(second.store), before, 'every run answered as before the restart')
   await second.store.startScrub()
   t.same(second.store.warnings, [], 'the background check finds every run as catalogued')

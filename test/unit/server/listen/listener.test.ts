@@ -77,9 +77,16 @@ t.test('bad frames are refused, the good client is unaffected', async (t) => {
   // The good client carries on, in order, and its acks are durable.
   good.send({ type: 'ack', runId: '00000000000000aa', fromSeq: 11, toSeq: 20 })
   good.send({ type: 'end', runId: '00000000000000aa', reason: 'duration' })
-  await new Promise((resolve) => setTimeout(resolve, 200))
-  const recorded = good.messages.filter((m) => m.type === 'recorded').map((m) => (m as { throughSeq: number }).throughSeq)
-  t.equal(Math.max(...recorded), 20, 'every ack of the good client recorded')
+  // Waited on the listener's replies, not a fixed time: a lost ack leaves no recorded through seq 20
+  // (next() throws at its bound), a recorded beyond it would be a seq never sent.
+  let recordedThrough = 0
+  while (recordedThrough < 20) recordedThrough = ((await good.next('recorded', 20_000)) as { throughSeq: number }).throughSeq
+  t.equal(recordedThrough, 20, 'every ack of the good client recorded')
+  // The end goes with the next round, maybe one after the acks': the store read below must find it
+  // on disk, so its round is waited for (bounded; a lost end then fails the match below).
+  const endDeadlineMs = Date.now() + 20_000
+  while (listener.store.recorded('00000000000000aa')?.ended !== true && Date.now() < endDeadlineMs)
+    await new Promise((resolve) => setTimeout(resolve, 20))
   t.notOk(good.closed)
   good.socket.destroy()
 

@@ -71,8 +71,11 @@ t.test('runs --prune: a dry run, then the ended runs older than the age; live an
   const store = await AckStore.open(dir)
   const totalBytes = store.usage().total.bytes
   await store.close()
-  await sleep(2100)
-  // One more ended run, recent: not pruned at 1s.
+  // The six runs past the age (6 s) by the time the prunes look, however slow the machine (the sleep
+  // is at least that); the recent run under it, with 6 s of room for closing a listener and two
+  // prunes' store loads on a loaded machine (2 s of room was not always enough).
+  await sleep(6100)
+  // One more ended run, recent: not pruned at 6s.
   const listener = await Listener.start({ host: '127.0.0.1', port: 0, dir })
   const recent = await Peer.writer(listener.address().port, runMeta(runIdOf(100)))
   recent.send({ type: 'end', runId: runIdOf(100), reason: 'duration' })
@@ -81,12 +84,12 @@ t.test('runs --prune: a dry run, then the ended runs older than the age; live an
   await listener.close()
 
   // In this process: a child's start-up would age the recent run past the age given.
-  const dry = await runInProcess(['runs', '--prune', '--older-than', '2s', '--dir', dir, '--dry-run'])
+  const dry = await runInProcess(['runs', '--prune', '--older-than', '6s', '--dir', dir, '--dry-run'])
   t.equal(dry.code, 0, dry.stderr)
-  t.match(dry.stdout, new RegExp(`^would prune 6 runs that ended over 2s ago, ${(totalBytes / 1024).toFixed(1)} KiB\\n`))
+  t.match(dry.stdout, new RegExp(`^would prune 6 runs that ended over 6s ago, ${(totalBytes / 1024).toFixed(1)} KiB\\n`))
   t.equal(runDirs(dir).length, 7, 'a dry run removes nothing')
 
-  const json = await runInProcess(['runs', '--prune', '--older-than', '2s', '--dir', dir, '--json'])
+  const json = await runInProcess(['runs', '--prune', '--older-than', '6s', '--dir', dir, '--json'])
   t.equal(json.code, 0, json.stderr)
   const report = JSON.parse(json.stdout) as { runs: number; bytes: number; pruned: string[]; dryRun: boolean }
   t.same({ runs: report.runs, bytes: report.bytes, dryRun: report.dryRun }, { runs: 6, bytes: totalBytes, dryRun: false })
@@ -341,12 +344,14 @@ t.test(
     const writer = await Peer.writer(listener.port, runMeta(members[0]!, { groupId: group }))
     writer.send({ type: 'run', meta: runMeta(members[1]!, { groupId: group }) })
     await writer.next('run-ok')
-    // Member 1 ends, member 2 4 s later (jobs end on their own); checked when member 1 is past the
-    // age by over a tick (1 s) and member 2 not yet: member 1 alone would have gone.
+    // Member 1 ends, member 2 8 s later (jobs end on their own); checked when member 1 is past the
+    // age by over a tick (1 s) and member 2 not yet: member 1 alone would have gone. Member 2 ends
+    // 2 s after member 1 passed the age, so the passes checked have 6 s before member 2 passes it
+    // too, however slow the machine (at 4 s apart they had 2 s, which a loaded machine missed).
     writer.send({ type: 'end', runId: members[0]!, reason: 'duration' })
     await writer.next('recorded')
     const firstEndedMs = Date.now() // member 1's end is stamped before this
-    await sleep(4000)
+    await sleep(8000)
     writer.send({ type: 'end', runId: members[1]!, reason: 'duration' })
     while (((await writer.next('recorded')) as { runId: string }).runId !== members[1]);
     writer.close()
@@ -355,13 +360,13 @@ t.test(
     await twoPassesFromNow(listener)
     t.ok(existsSync(join(dir, 'runs', members[0]!)), 'the older member is kept while the other is too recent')
     t.notMatch(listener.stderr(), /pruned/)
-    await waitFor('the group pruned', () => /pruned 2 runs that ended over 6s ago/.test(listener.stderr()), 15_000)
+    await waitFor('the group pruned', () => /pruned 2 runs that ended over 6s ago/.test(listener.stderr()), 30_000)
     t.same(runDirs(dir), [], 'both members gone together')
     const single = await Peer.writer(listener.port, runMeta(runIdOf(6)))
     single.send({ type: 'end', runId: runIdOf(6), reason: 'duration' })
     await single.next('recorded')
     single.close()
-    await waitFor('one run pruned', () => /pruned 1 run that ended over 6s ago/.test(listener.stderr()), 15_000)
+    await waitFor('one run pruned', () => /pruned 1 run that ended over 6s ago/.test(listener.stderr()), 30_000)
   },
 )
 
